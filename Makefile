@@ -1,0 +1,25 @@
+# Thin wrapper: every target installs what is missing, configures, builds.
+#   make demo   run posenc's main job on its built-in defaults
+#   make test   build and run every test (CTest)
+BUILD ?= build
+JOBS  ?= $(shell nproc)
+
+.PHONY: deps configure build demo test clean
+
+deps:
+	./scripts/install-deps.sh
+
+configure: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+
+build: configure
+	cmake --build $(BUILD) -j$(JOBS)
+
+demo: build
+	./scripts/demo.sh $(BUILD)/cli/posenc
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,61 @@
+// The RoPE frequency schedule: what every scaling method changes, and the only thing it changes.
+//
+//   RopeParams ──compute_schedule(params, seq_len)──► RopeSchedule
+//     inv_freq[i], i = 0 .. rotary_dim/2 - 1   radians per token for the channel pair i
+//     attention_factor                         multiplies cos AND sin (logits get its square)
+//
+// The kernels only rotate; PI, NTK, dynamic NTK, YaRN, llama3 and LongRoPE are all expressed as
+// a different inv_freq (and attention factor) here. Numbers follow Hugging Face transformers v5
+// (modeling_rope_utils.py), see ../shared/reference/hf-reference.md §3.
+//
+// Precision: posenc computes in double and rounds once to float32 (within ~3e-7 relative of HF,
+// which chains float32 operations). Precision::kHfFloat32 replays HF's float32 operation order
+// for users who need HF's exact bits.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "posenc/rope_params.h"
+
+namespace posenc {
+
+enum class Precision {
+  kDouble,     // compute in double, store float32 (posenc default)
+  kHfFloat32,  // HF's float32 arithmetic, step by step
+};
+
+struct RopeSchedule {
+  RopeType type = RopeType::kDefault;
+  int head_dim = 0;
+  int rotary_dim = 0;   // channels the cos/sin table spans: 2 * inv_freq.size()
+  int rotated_dim = 0;  // channels with a non-zero frequency (differs only for proportional)
+  std::vector<float> inv_freq;       // [rotary_dim/2]
+  std::vector<float> base_inv_freq;  // [rotary_dim/2] unscaled 1/theta^(2i/d), for comparison
+  double attention_factor = 1.0;
+  double base = 0;  // the theta actually used (NTK and dynamic NTK raise it)
+  // yarn / ntk_by_parts: [low, high] in frequency-index units; pairs i <= low keep their
+  // frequency, pairs i >= high are divided by factor, a linear ramp in between.
+  std::optional<std::array<double, 2>> correction_range;
+  // The sequence length the schedule was computed for (dynamic, longrope); nullopt = at init.
+  std::optional<std::int64_t> seq_len;
+  bool uses_long_factors = false;  // longrope: long_factor in force
+};
+
+// The schedule at sequence length seq_len (nullopt: as HF's rotary module builds it at init).
+// For dynamic NTK seq_len is max(position_ids)+1; longrope switches to long factors when
+// seq_len > original_max_position_embeddings. Validates params first (throws posenc::Error).
+RopeSchedule compute_schedule(const RopeParams& params,
+                              std::optional<std::int64_t> seq_len = std::nullopt,
+                              Precision precision = Precision::kDouble);
+
+// YaRN's attention temperature m(s, k) = 0.1 k ln s + 1 (1 when s <= 1).
+double yarn_get_mscale(double scale, double mscale = 1.0);
+
+// DeepSeek-V2/V3 multiply the softmax scale by m(factor, mscale_all_dim)^2 outside the rope
+// module (yarn_apply_mscale); 1 when not applicable. Reported for engine authors.
+double deepseek_softmax_scale_multiplier(const RopeParams& params);
+
+}  // namespace posenc

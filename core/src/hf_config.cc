@@ -1,0 +1,425 @@
+#include "posenc/hf_config.h"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "json_fields.h"
+#include "posenc/error.h"
+
+namespace posenc {
+namespace {
+
+using nlohmann::json;
+namespace jf = json_fields;
+
+// Every key a rope dict may hold, over all types (HF's plus posenc's ntk / ntk_by_parts).
+const std::vector<std::string> kRopeKeys = {
+    "rope_type", "type", "rope_theta", "partial_rotary_factor", "factor",
+    "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale",
+    "mscale_all_dim", "truncate", "low_freq_factor", "high_freq_factor", "short_factor",
+    "long_factor", "mrope_section", "mrope_interleaved", "llama_4_scaling_beta"};
+
+// Keys every type accepts: the type itself, the base, the rotary fraction, the M-RoPE layout
+// (applied by the kernels, not the schedule) and Ministral-3's attention-side beta.
+const std::set<std::string> kCommonKeys = {"rope_type", "type", "rope_theta", "partial_rotary_factor",
+                                           "mrope_section", "mrope_interleaved",
+                                           "llama_4_scaling_beta"};
+
+std::set<std::string> keys_used_by(RopeType t) {
+  switch (t) {
+    case RopeType::kDefault: return {};
+    case RopeType::kLinear:
+    case RopeType::kNtk:
+    case RopeType::kDynamic:
+    case RopeType::kProportional: return {"factor"};
+    case RopeType::kYarn:
+      return {"factor", "original_max_position_embeddings", "attention_factor", "beta_fast",
+              "beta_slow", "mscale", "mscale_all_dim", "truncate"};
+    case RopeType::kNtkByParts:
+      return {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "truncate"};
+    case RopeType::kLlama3:
+      return {"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"};
+    case RopeType::kLongRope:
+      return {"factor", "original_max_position_embeddings", "attention_factor", "short_factor",
+              "long_factor"};
+  }
+  return {};
+}
+
+bool uses_original_max(RopeType t) {
+  return t == RopeType::kYarn || t == RopeType::kNtkByParts || t == RopeType::kLlama3 ||
+         t == RopeType::kLongRope;
+}
+
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+struct Parser {
+  const json& model;    // the text model's config: text_config, or the top level
+  std::string prefix;   // "" or "text_config."
+  std::string family;   // model_type (top level, and the text model's)
+  const ConfigOptions& options;
+  ModelRope& out;
+
+  std::string at(const std::string& key) const { return prefix + key; }
+  std::string where() const { return prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1); }
+
+  bool is(const char* model_type) const {
+    return family.find(std::string("|") + model_type + "|") != std::string::npos;
+  }
+  bool is_prefix(const char* p) const { return family.find(std::string("|") + p) != std::string::npos; }
+
+  // ---- the fields outside the rope dict -------------------------------------------------
+  RopeParams base_params() {
+    RopeParams p;
+    const std::string w = where();
+
+    // head_dim: DeepSeek's MLA rotates only the qk_rope_head_dim slice.
+    if (auto rope_head = jf::integer(model, "qk_rope_head_dim", w)) {
+      p.head_dim = static_cast<int>(std::clamp<std::int64_t>(*rope_head, -1, kMaxHeadDim + 1));
+      out.notes.push_back("head_dim = qk_rope_head_dim = " + std::to_string(*rope_head) +
+                          " (DeepSeek MLA: only that slice of q/k rotates)");
+    } else if (auto hd = jf::integer(model, "head_dim", w); hd && *hd != 0) {
+      p.head_dim = static_cast<int>(std::clamp<std::int64_t>(*hd, -1, kMaxHeadDim + 1));
+    } else if (auto kv = jf::integer(model, "kv_channels", w); kv && is("chatglm")) {
+      p.head_dim = static_cast<int>(std::clamp<std::int64_t>(*kv, -1, kMaxHeadDim + 1));
+    } else {
+      const char* hidden_key = is("dbrx") ? "d_model" : "hidden_size";
+      const char* heads_key = is("dbrx") ? "n_heads" : "num_attention_heads";
+      auto hidden = jf::integer(model, hidden_key, w);
+      auto heads = jf::integer(model, heads_key, w);
+      if (!hidden || !heads)
+        throw Error("config needs head_dim, or " + at(hidden_key) + " and " + at(heads_key) +
+                    ", to know the head size");
+      if (*heads <= 0) throw Error(at(heads_key) + " must be > 0, got " + std::to_string(*heads));
+      p.head_dim = static_cast<int>(std::clamp<std::int64_t>(*hidden / *heads, -1, kMaxHeadDim + 1));
+    }
+
+    // rope_theta, and where families keep it.
+    if (auto theta = jf::number(model, "rope_theta", w)) {
+      p.theta = *theta;
+    } else if (auto base = jf::number(model, "rotary_emb_base", w)) {
+      p.theta = *base;
+      out.notes.push_back("rope_theta = rotary_emb_base = " + format_number(*base) + " (GPT-NeoX-style key)");
+    } else if (const json* attn = jf::object(model, "attn_config", w);
+               attn && is("dbrx") && attn->contains("rope_theta")) {
+      auto theta = jf::number(*attn, "rope_theta", at("attn_config"));
+      if (options.hf_compatible) {
+        out.notes.push_back("attn_config.rope_theta = " + format_number(*theta) +
+                            " ignored as HF does (--hf-compatible); using the default 10000");
+      } else {
+        p.theta = *theta;
+        out.notes.push_back("rope_theta = attn_config.rope_theta = " + format_number(*theta) +
+                            ": HF's generic rope code ignores this DBRX key and would use 10000 (a "
+                            "known HF bug); posenc honours it (--hf-compatible restores HF)");
+      }
+    } else if (is("chatglm")) {
+      const double ratio = jf::number(model, "rope_ratio", w).value_or(1.0);
+      p.theta = 10000.0 * ratio;
+      out.notes.push_back("ChatGLM: base = 10000 * rope_ratio = " + format_number(p.theta) +
+                          "; pairs are interleaved (2i, 2i+1) in its own code");
+    } else {
+      out.notes.push_back("rope_theta absent: HF's default 10000");
+    }
+
+    // The rotary fraction.
+    bool fraction_given = true;
+    if (auto prf = jf::number(model, "partial_rotary_factor", w)) {
+      p.partial_rotary_factor = *prf;
+    } else if (auto pct = jf::number(model, "rotary_pct", w)) {
+      p.partial_rotary_factor = *pct;
+    } else if (is("gpt_neox")) {
+      p.partial_rotary_factor = 0.25;
+      out.notes.push_back("gpt_neox without rotary_pct: HF's default 0.25");
+    } else if (is("chatglm")) {
+      p.partial_rotary_factor = 0.5;
+      out.notes.push_back("ChatGLM rotates half of kv_channels (partial_rotary_factor 0.5)");
+    } else {
+      fraction_given = false;
+    }
+    if (auto rd = jf::integer(model, "rotary_dim", w)) {
+      const int derived = static_cast<int>(p.head_dim * p.partial_rotary_factor);
+      if (fraction_given) {
+        if (*rd != derived)
+          out.warnings.push_back(at("rotary_dim") + " = " + std::to_string(*rd) +
+                                 " disagrees with int(head_dim * partial_rotary_factor) = " +
+                                 std::to_string(derived) + "; using the latter, as HF does");
+      } else if (options.hf_compatible) {
+        out.notes.push_back(at("rotary_dim") + " = " + std::to_string(*rd) +
+                            " ignored as HF does (--hf-compatible): all head_dim channels rotate");
+      } else if (*rd != p.head_dim) {
+        p.rotary_dim = static_cast<int>(std::clamp<std::int64_t>(*rd, -1, kMaxHeadDim + 1));
+        out.notes.push_back(at("rotary_dim") + " = " + std::to_string(*rd) +
+                            " honoured: HF ignores this key and would rotate all " +
+                            std::to_string(p.head_dim) +
+                            " channels (a known HF bug); --hf-compatible restores HF");
+      }
+    }
+
+    // Context lengths.
+    if (auto mp = jf::integer(model, "max_position_embeddings", w)) {
+      p.max_position_embeddings = *mp;
+    } else if (auto msl = jf::integer(model, "max_seq_len", w); msl && is("dbrx")) {
+      p.max_position_embeddings = *msl;
+    } else if (auto sl = jf::integer(model, "seq_length", w)) {
+      p.max_position_embeddings = *sl;
+      out.notes.push_back("max_position_embeddings = seq_length = " + std::to_string(*sl));
+    }
+    return p;
+  }
+
+  // ---- the rope dict ---------------------------------------------------------------------
+  RopeType resolve_type(const json& dict, const std::string& w) {
+    auto name_of = [&](const char* key) -> std::optional<std::string> {
+      auto s = jf::string(dict, key, w);
+      if (!s) return s;
+      if (*s == "mrope") return std::string("default");  // Qwen2-VL: M-RoPE over default freqs
+      if (*s == "su") return std::string("longrope");    // early Phi-3 name
+      if (*s == "yarn" && is("phi3")) return std::string("longrope");  // HF Phi3Config mapping
+      return s;
+    };
+    auto rope_type = name_of("rope_type");
+    auto legacy = name_of("type");
+    if (rope_type && legacy && *rope_type != *legacy)
+      throw Error(jf::path(w, "rope_type") + " '" + dict["rope_type"].get<std::string>() + "' and " +
+                  jf::path(w, "type") + " '" + dict["type"].get<std::string>() +
+                  "' disagree; keep one");
+    const std::string name = rope_type ? *rope_type : legacy ? *legacy : "default";
+    auto type = rope_type_from_name(name);
+    if (!type)
+      throw Error(jf::path(w, rope_type ? "rope_type" : "type") + " '" + name +
+                  "' is not a rope type posenc knows; allowed: " + rope_type_names());
+    return *type;
+  }
+
+  void apply_rope_dict(const json& dict, const std::string& w, RopeParams& p) {
+    for (auto it = dict.begin(); it != dict.end(); ++it) {
+      if (std::find(kRopeKeys.begin(), kRopeKeys.end(), it.key()) != kRopeKeys.end()) continue;
+      const std::string msg = jf::path(w, it.key()) + " is not a key any rope type knows (value " +
+                              jf::describe(it.value()) + "); known keys: " + joined(kRopeKeys);
+      if (!options.lenient) throw Error(msg + " (--lenient turns unknown keys into warnings)");
+      out.warnings.push_back(msg + "; ignored (--lenient)");
+    }
+    p.type = resolve_type(dict, w);
+
+    const auto used = keys_used_by(p.type);
+    for (auto it = dict.begin(); it != dict.end(); ++it) {
+      const std::string& key = it.key();
+      if (it.value().is_null() || kCommonKeys.count(key) || used.count(key)) continue;
+      if (std::find(kRopeKeys.begin(), kRopeKeys.end(), key) == kRopeKeys.end()) continue;
+      out.warnings.push_back(jf::path(w, key) + " is not used by rope_type '" + to_string(p.type) +
+                             "' (ignored)");
+    }
+
+    if (auto theta = jf::number(dict, "rope_theta", w)) {
+      if (auto top = jf::number(model, "rope_theta", where()); top && *top != *theta)
+        out.warnings.push_back(jf::path(w, "rope_theta") + " = " + format_number(*theta) +
+                               " overrides " + at("rope_theta") + " = " + format_number(*top));
+      p.theta = *theta;
+    }
+    if (auto prf = jf::number(dict, "partial_rotary_factor", w)) p.partial_rotary_factor = *prf;
+    if (used.count("factor")) p.factor = jf::number(dict, "factor", w);
+    if (p.type == RopeType::kYarn && !dict.contains("factor"))
+      throw Error("rope_type 'yarn' requires " + jf::path(w, "factor") +
+                  " (null derives it from max_position_embeddings / original_max_position_embeddings)");
+    if (p.type == RopeType::kLongRope && !p.factor)
+      out.notes.push_back("longrope without factor: max_position_embeddings / original_max_position_embeddings, as HF");
+    if (used.count("original_max_position_embeddings"))
+      p.original_max_position_embeddings = jf::integer(dict, "original_max_position_embeddings", w);
+    if (used.count("attention_factor")) p.attention_factor = jf::number(dict, "attention_factor", w);
+    if (used.count("beta_fast")) p.beta_fast = jf::number(dict, "beta_fast", w).value_or(32.0);
+    if (used.count("beta_slow")) p.beta_slow = jf::number(dict, "beta_slow", w).value_or(1.0);
+    if (used.count("mscale")) {
+      p.mscale = jf::number(dict, "mscale", w);
+      p.mscale_all_dim = jf::number(dict, "mscale_all_dim", w);
+      if (p.mscale.value_or(0) != 0 && p.mscale_all_dim.value_or(0) == 0 && !p.attention_factor)
+        out.warnings.push_back(jf::path(w, "mscale") +
+                               " without mscale_all_dim is ignored (HF rule): attention factor is 0.1 ln(factor) + 1");
+    }
+    if (used.count("truncate")) p.truncate = jf::boolean(dict, "truncate", w).value_or(true);
+    if (used.count("low_freq_factor")) {
+      p.low_freq_factor = jf::number(dict, "low_freq_factor", w);
+      p.high_freq_factor = jf::number(dict, "high_freq_factor", w);
+    }
+    if (used.count("short_factor")) {
+      p.short_factor = jf::number_list(dict, "short_factor", w).value_or(std::vector<double>{});
+      p.long_factor = jf::number_list(dict, "long_factor", w).value_or(std::vector<double>{});
+    }
+    if (auto sections = jf::integer_list(dict, "mrope_section", w)) {
+      for (auto s : *sections) {
+        if (s < 0 || s > kMaxHeadDim)
+          throw Error(jf::path(w, "mrope_section") + " entries must be in [0, " + std::to_string(kMaxHeadDim) +
+                      "], got " + std::to_string(s));
+        p.mrope_section.push_back(static_cast<int>(s));
+      }
+    }
+    p.mrope_interleaved = jf::boolean(dict, "mrope_interleaved", w).value_or(false);
+    p.llama_4_scaling_beta = jf::number(dict, "llama_4_scaling_beta", w);
+
+    // Phi-3 style: a top-level original_max_position_embeddings overrides the dict (HF v5).
+    if (uses_original_max(p.type)) {
+      if (auto top = jf::integer(model, "original_max_position_embeddings", where())) {
+        if (p.original_max_position_embeddings && *p.original_max_position_embeddings != *top)
+          out.warnings.push_back(at("original_max_position_embeddings") + " = " + std::to_string(*top) +
+                                 " overrides " + jf::path(w, "original_max_position_embeddings") + " = " +
+                                 std::to_string(*p.original_max_position_embeddings) + " (HF rule)");
+        p.original_max_position_embeddings = *top;
+      } else if (!p.original_max_position_embeddings && p.max_position_embeddings) {
+        out.notes.push_back("original_max_position_embeddings absent: max_position_embeddings = " +
+                            std::to_string(*p.max_position_embeddings) + " (HF's default)");
+      }
+    }
+  }
+
+  // ---- layer types -----------------------------------------------------------------------
+  std::vector<std::string> layer_types() {
+    std::vector<std::string> distinct;
+    auto add = [&](const std::string& t) {
+      if (std::find(distinct.begin(), distinct.end(), t) == distinct.end()) distinct.push_back(t);
+    };
+    if (model.contains("layer_types") && !model["layer_types"].is_null()) {
+      const json& lt = model["layer_types"];
+      if (!lt.is_array()) throw Error(at("layer_types") + " must be an array of strings, got " + jf::describe(lt));
+      for (const json& t : lt) {
+        if (!t.is_string()) throw Error(at("layer_types") + " entries must be strings, got " + jf::describe(t));
+        add(t.get<std::string>());
+      }
+    } else if (is_prefix("gemma3")) {
+      // HF Gemma3TextConfig: every sliding_window_pattern-th layer is global, the rest slide.
+      const auto pattern = jf::integer(model, "sliding_window_pattern", where()).value_or(6);
+      const auto layers = jf::integer(model, "num_hidden_layers", where()).value_or(pattern);
+      for (std::int64_t i = 0; i < std::min<std::int64_t>(layers, 1 << 16); ++i)
+        add(pattern > 0 && (i + 1) % pattern == 0 ? "full_attention" : "sliding_attention");
+    }
+    return distinct;
+  }
+
+  LayerRope layer_for(const std::string& type, const RopeParams& full) {
+    LayerRope layer{type, true, full};
+    if (type == "linear_attention") {
+      layer.has_rope = false;  // Gated DeltaNet / linear attention layers rotate nothing
+    } else if (type == "sliding_attention" && is_prefix("gemma3")) {
+      RopeParams p;
+      p.head_dim = full.head_dim;
+      p.partial_rotary_factor = full.partial_rotary_factor;
+      p.max_position_embeddings = full.max_position_embeddings;
+      p.theta = jf::number(model, "rope_local_base_freq", where()).value_or(10000.0);
+      layer.params = p;
+    } else if (type == "sliding_attention" && is("olmo3")) {
+      // OLMo-3 extends only the full-attention layers; sliding layers keep plain RoPE.
+      RopeParams p;
+      p.head_dim = full.head_dim;
+      p.partial_rotary_factor = full.partial_rotary_factor;
+      p.max_position_embeddings = full.max_position_embeddings;
+      p.theta = full.theta;
+      layer.params = p;
+    }
+    return layer;
+  }
+
+  void run() {
+    RopeParams base = base_params();
+    const std::string w = where();
+    const json* params_v5 = jf::object(model, "rope_parameters", w);
+    const json* legacy = jf::object(model, "rope_scaling", w);
+    if (params_v5 && legacy && *params_v5 != *legacy)
+      throw Error(at("rope_parameters") + " and " + at("rope_scaling") + " are both set and differ; keep one");
+    const json* dict = params_v5 ? params_v5 : legacy;
+    const std::string dict_where = at(params_v5 ? "rope_parameters" : "rope_scaling");
+
+    const bool per_layer = dict && !dict->empty() &&
+                           std::all_of(dict->begin(), dict->end(), [](const json& v) { return v.is_object(); });
+    if (per_layer) {
+      // v5 layout: {"full_attention": {...}, "sliding_attention": {...}}
+      for (auto it = dict->begin(); it != dict->end(); ++it) {
+        RopeParams p = base;
+        apply_rope_dict(it.value(), dict_where + "." + it.key(), p);
+        out.layers.push_back({it.key(), it.key() != "linear_attention", p});
+      }
+    } else {
+      RopeParams p = base;
+      if (dict) apply_rope_dict(*dict, dict_where, p);
+      const auto types = layer_types();
+      if (types.size() <= 1) {
+        out.layers.push_back({types.empty() ? "" : types[0], true, p});
+      } else {
+        for (const auto& t : types) out.layers.push_back(layer_for(t, p));
+      }
+    }
+    for (const auto& layer : out.layers) {
+      if (!layer.has_rope) continue;
+      try {
+        validate(layer.params);
+      } catch (const Error& e) {
+        const std::string scope = dict ? dict_where : (w.empty() ? "config" : w);
+        throw Error(scope + (layer.layer_type.empty() ? "" : " (" + layer.layer_type + " layers)") + ": " +
+                    e.what());
+      }
+    }
+  }
+};
+
+}  // namespace
+
+const LayerRope& ModelRope::select(const std::string& layer_type) const {
+  std::vector<std::string> names;
+  for (const auto& l : layers) names.push_back(l.layer_type.empty() ? "(uniform)" : l.layer_type);
+  if (layer_type.empty()) {
+    for (const auto& l : layers)
+      if (l.layer_type == "full_attention" && l.has_rope) return l;
+    for (const auto& l : layers)
+      if (l.has_rope) return l;
+    throw Error("no layer type of this model uses RoPE (layer types: " + joined(names) + ")");
+  }
+  for (const auto& l : layers) {
+    if (l.layer_type != layer_type) continue;
+    if (!l.has_rope) throw Error("layers of type '" + layer_type + "' have no rotary embedding");
+    return l;
+  }
+  throw Error("layer type '" + layer_type + "' is not in this config; it has: " + joined(names));
+}
+
+ModelRope parse_hf_config(const std::string& json_text, const ConfigOptions& options) {
+  json top;
+  try {
+    top = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw Error(std::string("config is not valid JSON: ") + e.what());
+  }
+  if (!top.is_object()) throw Error("config must be a JSON object at the top level, got " + jf::describe(top));
+
+  ModelRope out;
+  const json* text = jf::object(top, "text_config", "");
+  const json& model = text ? *text : top;
+  std::string family = "|";
+  if (auto mt = jf::string(top, "model_type", "")) {
+    out.model_type = *mt;
+    family += *mt + "|";
+  }
+  if (text) {
+    if (auto mt = jf::string(*text, "model_type", "text_config")) family += *mt + "|";
+  }
+  Parser parser{model, text ? "text_config." : "", family, options, out};
+  parser.run();
+  return out;
+}
+
+ModelRope load_hf_config(const std::string& path, const ConfigOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open config file '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    return parse_hf_config(text.str(), options);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
+}  // namespace posenc

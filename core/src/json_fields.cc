@@ -1,0 +1,122 @@
+#include "json_fields.h"
+
+#include <cmath>
+
+#include "posenc/error.h"
+
+namespace posenc::json_fields {
+namespace {
+
+const json* find(const json& obj, const std::string& key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+[[noreturn]] void wrong_type(const std::string& where, const std::string& key, const json& v,
+                             const char* expected) {
+  throw Error(path(where, key) + " must be " + expected + ", got " + describe(v));
+}
+
+// 2^53: every integer up to here is exact in a double; anything larger in a config is an error.
+constexpr double kMaxExactInteger = 9007199254740992.0;
+
+std::optional<std::int64_t> as_integer(const json& v) {
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(kMaxExactInteger))
+      return std::nullopt;
+    return v.get<std::int64_t>();
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && std::floor(d) == d && std::fabs(d) <= kMaxExactInteger)
+      return static_cast<std::int64_t>(d);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string describe(const json& v) {
+  std::string text = v.dump();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "boolean " + text;
+    case json::value_t::string: return "string " + text;
+    case json::value_t::array: return "array " + text;
+    case json::value_t::object: return "object " + text;
+    default: return "number " + text;
+  }
+}
+
+std::string path(const std::string& where, const std::string& key) {
+  return where.empty() ? key : where + "." + key;
+}
+
+std::optional<double> number(const json& obj, const std::string& key, const std::string& where) {
+  const json* v = find(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) wrong_type(where, key, *v, "a number");
+  return v->get<double>();
+}
+
+std::optional<std::int64_t> integer(const json& obj, const std::string& key, const std::string& where) {
+  const json* v = find(obj, key);
+  if (!v) return std::nullopt;
+  auto i = v->is_number() ? as_integer(*v) : std::nullopt;
+  if (!i) wrong_type(where, key, *v, "an integer (at most 2^53)");
+  return i;
+}
+
+std::optional<bool> boolean(const json& obj, const std::string& key, const std::string& where) {
+  const json* v = find(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) wrong_type(where, key, *v, "true or false");
+  return v->get<bool>();
+}
+
+std::optional<std::string> string(const json& obj, const std::string& key, const std::string& where) {
+  const json* v = find(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) wrong_type(where, key, *v, "a string");
+  return v->get<std::string>();
+}
+
+std::optional<std::vector<double>> number_list(const json& obj, const std::string& key,
+                                               const std::string& where) {
+  const json* v = find(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_array()) wrong_type(where, key, *v, "an array of numbers");
+  std::vector<double> out;
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    const json& e = (*v)[i];
+    if (!e.is_number()) wrong_type(where, key + "[" + std::to_string(i) + "]", e, "a number");
+    out.push_back(e.get<double>());
+  }
+  return out;
+}
+
+std::optional<std::vector<std::int64_t>> integer_list(const json& obj, const std::string& key,
+                                                      const std::string& where) {
+  const json* v = find(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_array()) wrong_type(where, key, *v, "an array of integers");
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    const json& e = (*v)[i];
+    auto n = e.is_number() ? as_integer(e) : std::nullopt;
+    if (!n) wrong_type(where, key + "[" + std::to_string(i) + "]", e, "an integer");
+    out.push_back(*n);
+  }
+  return out;
+}
+
+const json* object(const json& obj, const std::string& key, const std::string& where) {
+  const json* v = find(obj, key);
+  if (!v) return nullptr;
+  if (!v->is_object()) wrong_type(where, key, *v, "an object or null");
+  return v;
+}
+
+}  // namespace posenc::json_fields

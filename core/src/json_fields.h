@@ -1,0 +1,38 @@
+// Typed, strict reads of config.json fields (private to the core library).
+//
+// Each getter returns nullopt for a missing key or a JSON null (HF treats both as "not set"),
+// the value for the right JSON type, and throws posenc::Error naming `where.key`, the value it
+// found and the type it expected otherwise. Integers are accepted where floats are expected
+// (`"rope_theta": 500000`), integral floats where integers are (`4096.0`), never booleans for
+// numbers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace posenc::json_fields {
+
+using nlohmann::json;
+
+// A short description of a JSON value for error messages: `string "abc"`, `number 1.5`, ...
+std::string describe(const json& value);
+
+// "rope_scaling" + "factor" -> "rope_scaling.factor"; "" + "factor" -> "factor".
+std::string path(const std::string& where, const std::string& key);
+
+std::optional<double> number(const json& obj, const std::string& key, const std::string& where);
+std::optional<std::int64_t> integer(const json& obj, const std::string& key, const std::string& where);
+std::optional<bool> boolean(const json& obj, const std::string& key, const std::string& where);
+std::optional<std::string> string(const json& obj, const std::string& key, const std::string& where);
+std::optional<std::vector<double>> number_list(const json& obj, const std::string& key,
+                                               const std::string& where);
+std::optional<std::vector<std::int64_t>> integer_list(const json& obj, const std::string& key,
+                                                      const std::string& where);
+// The object at key, or nullopt for missing/null; throws for any other type.
+const json* object(const json& obj, const std::string& key, const std::string& where);
+
+}  // namespace posenc::json_fields

@@ -1,0 +1,152 @@
+#include "posenc/rope_params.h"
+
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "posenc/error.h"
+
+namespace posenc {
+namespace {
+
+std::string type_name(const RopeParams& p) { return std::string("rope_type '") + to_string(p.type) + "'"; }
+
+void require_positive(const char* key, double value) {
+  if (!(std::isfinite(value) && value > 0))
+    throw Error(std::string(key) + " must be a finite number > 0, got " + format_number(value));
+}
+
+void require_length(const char* key, std::int64_t value) {
+  if (value < 1 || value > kMaxPosition)
+    throw Error(std::string(key) + " must be in [1, 2^31-1], got " + std::to_string(value));
+}
+
+void require_factor_list(const char* key, const std::vector<double>& list, int expected) {
+  if (list.empty()) throw Error(std::string("rope_type 'longrope' requires ") + key);
+  if (static_cast<int>(list.size()) != expected)
+    throw Error(std::string(key) + " must have rotary_dim/2 = " + std::to_string(expected) +
+                " entries, got " + std::to_string(list.size()));
+  for (std::size_t i = 0; i < list.size(); ++i)
+    if (!(std::isfinite(list[i]) && list[i] > 0))
+      throw Error(std::string(key) + "[" + std::to_string(i) + "] must be > 0, got " +
+                  format_number(list[i]));
+}
+
+bool needs_factor(RopeType t) {
+  return t == RopeType::kLinear || t == RopeType::kNtk || t == RopeType::kDynamic ||
+         t == RopeType::kLlama3 || t == RopeType::kNtkByParts;
+}
+
+bool needs_original_max(RopeType t) {
+  return t == RopeType::kYarn || t == RopeType::kNtkByParts || t == RopeType::kLlama3 ||
+         t == RopeType::kLongRope;
+}
+
+}  // namespace
+
+int RopeParams::rotated_dim() const {
+  if (rotary_dim) return *rotary_dim;
+  // HF: int(head_dim * partial_rotary_factor) — truncation, so 96 * 0.4 gives 38.
+  return static_cast<int>(static_cast<double>(head_dim) * partial_rotary_factor);
+}
+
+double resolved_factor(const RopeParams& p) {
+  if (p.factor) return *p.factor;
+  switch (p.type) {
+    case RopeType::kYarn:
+    case RopeType::kLongRope: {
+      // HF: a missing (longrope) or null (yarn) factor is max_position_embeddings / original.
+      if (!p.max_position_embeddings)
+        throw Error(type_name(p) + " without factor needs max_position_embeddings to derive it");
+      return static_cast<double>(*p.max_position_embeddings) /
+             static_cast<double>(resolved_original_max(p));
+    }
+    case RopeType::kProportional:
+    case RopeType::kDefault:
+      return 1.0;
+    default:
+      throw Error(type_name(p) + " requires factor");
+  }
+}
+
+std::int64_t resolved_original_max(const RopeParams& p) {
+  if (p.original_max_position_embeddings) return *p.original_max_position_embeddings;
+  if (p.max_position_embeddings) return *p.max_position_embeddings;
+  throw Error(type_name(p) + " requires original_max_position_embeddings (or max_position_embeddings)");
+}
+
+void validate(const RopeParams& p) {
+  if (p.head_dim < 1 || p.head_dim > kMaxHeadDim)
+    throw Error("head_dim must be in [1, " + std::to_string(kMaxHeadDim) + "], got " +
+                std::to_string(p.head_dim));
+  if (!(p.partial_rotary_factor > 0 && p.partial_rotary_factor <= 1))
+    throw Error("partial_rotary_factor must be in (0, 1], got " + format_number(p.partial_rotary_factor));
+  if (p.type == RopeType::kProportional) {
+    // The table spans head_dim; the rotated part is int(prf * head_dim // 2) frequencies.
+    if (p.head_dim % 2 != 0)
+      throw Error("rope_type 'proportional' needs an even head_dim, got " + std::to_string(p.head_dim));
+    if (p.rotary_dim) throw Error("rope_type 'proportional' takes partial_rotary_factor, not rotary_dim");
+    if (static_cast<int>(p.partial_rotary_factor * p.head_dim / 2) < 1)
+      throw Error("partial_rotary_factor " + format_number(p.partial_rotary_factor) + " of head_dim " +
+                  std::to_string(p.head_dim) + " rotates no frequency");
+  } else {
+    const int d = p.rotated_dim();
+    if (p.rotary_dim && (d < 2 || d > p.head_dim))
+      throw Error("rotary_dim must be in [2, head_dim=" + std::to_string(p.head_dim) + "], got " +
+                  std::to_string(d));
+    if (d < 2 || d % 2 != 0)
+      throw Error("rotary dim = int(head_dim " + std::to_string(p.head_dim) + " * partial_rotary_factor " +
+                  format_number(p.partial_rotary_factor) + ") = " + std::to_string(d) +
+                  " must be even and >= 2 (RoPE rotates channel pairs)");
+    if ((p.type == RopeType::kNtk || p.type == RopeType::kDynamic) && d <= 2)
+      throw Error(type_name(p) + " needs a rotary dim > 2 (the NTK exponent is d/(d-2)), got " +
+                  std::to_string(d));
+  }
+  require_positive("rope_theta", p.theta);
+  if ((p.type == RopeType::kYarn || p.type == RopeType::kNtkByParts) && !(p.theta > 1))
+    throw Error(type_name(p) + " needs rope_theta > 1 (the correction range divides by ln theta), got " +
+                format_number(p.theta));
+  if (p.factor) require_positive("factor", *p.factor);
+  if (needs_factor(p.type) && !p.factor) throw Error(type_name(p) + " requires factor");
+  if (p.max_position_embeddings) require_length("max_position_embeddings", *p.max_position_embeddings);
+  if (p.original_max_position_embeddings)
+    require_length("original_max_position_embeddings", *p.original_max_position_embeddings);
+  if (p.type == RopeType::kDynamic && !p.max_position_embeddings)
+    throw Error("rope_type 'dynamic' requires max_position_embeddings (its reference length)");
+  if (needs_original_max(p.type)) resolved_original_max(p);
+  if (p.type == RopeType::kYarn || p.type == RopeType::kLongRope) require_positive("factor", resolved_factor(p));
+  if (p.attention_factor) require_positive("attention_factor", *p.attention_factor);
+  require_positive("beta_fast", p.beta_fast);
+  require_positive("beta_slow", p.beta_slow);
+  if (p.mscale && !std::isfinite(*p.mscale)) throw Error("mscale must be finite");
+  if (p.mscale_all_dim && !std::isfinite(*p.mscale_all_dim)) throw Error("mscale_all_dim must be finite");
+
+  if (p.type == RopeType::kLlama3) {
+    if (!p.low_freq_factor) throw Error("rope_type 'llama3' requires low_freq_factor");
+    if (!p.high_freq_factor) throw Error("rope_type 'llama3' requires high_freq_factor");
+    require_positive("low_freq_factor", *p.low_freq_factor);
+    require_positive("high_freq_factor", *p.high_freq_factor);
+    if (!(*p.low_freq_factor < *p.high_freq_factor))
+      throw Error("llama3 bands: low_freq_factor (" + format_number(*p.low_freq_factor) +
+                  ") must be < high_freq_factor (" + format_number(*p.high_freq_factor) +
+                  "); equal bands divide by zero in the smooth interpolation");
+  }
+  if (p.type == RopeType::kLongRope) {
+    const int half = p.rotated_dim() / 2;
+    require_factor_list("short_factor", p.short_factor, half);
+    require_factor_list("long_factor", p.long_factor, half);
+  }
+  if (!p.mrope_section.empty()) {
+    long sum = 0;
+    for (int s : p.mrope_section) {
+      if (s < 0) throw Error("mrope_section entries must be >= 0, got " + std::to_string(s));
+      sum += s;
+    }
+    const int half = p.type == RopeType::kProportional ? p.head_dim / 2 : p.rotated_dim() / 2;
+    if (sum != half)
+      throw Error("mrope_section must sum to rotary_dim/2 = " + std::to_string(half) + ", sums to " +
+                  std::to_string(sum));
+  }
+}
+
+}  // namespace posenc

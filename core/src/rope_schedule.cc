@@ -1,0 +1,208 @@
+#include "posenc/rope_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "posenc/error.h"
+
+namespace posenc {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// Each schedule is written once, over the arithmetic type T: T = double is posenc's default;
+// T = float replays HF's float32 tensor arithmetic operation by operation (python scalars are
+// doubles that torch rounds to float32 when they meet a float32 tensor).
+template <typename T>
+std::vector<T> default_inv_freq(double theta, int d, int count) {
+  std::vector<T> inv(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    const T exponent = static_cast<T>(2 * i) / static_cast<T>(d);
+    inv[static_cast<std::size_t>(i)] = T(1) / std::pow(static_cast<T>(theta), exponent);
+  }
+  return inv;
+}
+
+// YaRN correction dimension for `rotations` full turns within `orig` tokens (double, as HF).
+double correction_dim(double rotations, int d, double theta, double orig) {
+  return d * std::log(orig / (rotations * 2 * kPi)) / (2 * std::log(theta));
+}
+
+std::array<double, 2> correction_range(const RopeParams& p, int d) {
+  const double orig = static_cast<double>(resolved_original_max(p));
+  double low = correction_dim(p.beta_fast, d, p.theta, orig);
+  double high = correction_dim(p.beta_slow, d, p.theta, orig);
+  if (p.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  // Clipped to d-1 although i runs to d/2-1: exactly as the YaRN reference code.
+  return {std::max(low, 0.0), std::min(high, static_cast<double>(d - 1))};
+}
+
+template <typename T>
+std::vector<T> yarn_inv_freq(const RopeParams& p, int d, double factor, std::array<double, 2> range) {
+  const int half = d / 2;
+  double low = range[0], high = range[1];
+  if (low == high) high += 0.001;  // HF: prevents a zero-width ramp
+  std::vector<T> inv(static_cast<std::size_t>(half));
+  for (int i = 0; i < half; ++i) {
+    const T pos = std::pow(static_cast<T>(p.theta), static_cast<T>(2 * i) / static_cast<T>(d));
+    const T extrapolation = T(1) / pos;
+    const T interpolation = T(1) / (static_cast<T>(factor) * pos);
+    const T ramp = std::clamp((static_cast<T>(i) - static_cast<T>(low)) / static_cast<T>(high - low), T(0), T(1));
+    const T keep = T(1) - ramp;  // weight of the original frequency
+    inv[static_cast<std::size_t>(i)] = interpolation * (T(1) - keep) + extrapolation * keep;
+  }
+  return inv;
+}
+
+template <typename T>
+std::vector<T> llama3_inv_freq(const RopeParams& p, int d, double factor) {
+  std::vector<T> inv = default_inv_freq<T>(p.theta, d, d / 2);
+  const double orig = static_cast<double>(resolved_original_max(p));
+  const double lff = *p.low_freq_factor, hff = *p.high_freq_factor;
+  const T low_wavelen = static_cast<T>(orig / lff);   // longer than this: divided by factor
+  const T high_wavelen = static_cast<T>(orig / hff);  // shorter than this: unchanged
+  for (T& f : inv) {
+    const T wavelen = static_cast<T>(2 * kPi) / f;
+    const T scaled = wavelen > low_wavelen ? f / static_cast<T>(factor) : f;
+    const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);  // closed band
+    if (medium) {
+      const T smooth = (static_cast<T>(orig) / wavelen - static_cast<T>(lff)) / static_cast<T>(hff - lff);
+      f = (T(1) - smooth) * scaled / static_cast<T>(factor) + smooth * scaled;
+    } else {
+      f = scaled;
+    }
+  }
+  return inv;
+}
+
+template <typename T>
+std::vector<T> longrope_inv_freq(const RopeParams& p, int d, const std::vector<double>& ext) {
+  std::vector<T> inv(static_cast<std::size_t>(d / 2));
+  for (int i = 0; i < d / 2; ++i) {
+    const T pos = std::pow(static_cast<T>(p.theta), static_cast<T>(2 * i) / static_cast<T>(d));
+    inv[static_cast<std::size_t>(i)] = T(1) / (static_cast<T>(ext[static_cast<std::size_t>(i)]) * pos);
+  }
+  return inv;
+}
+
+// NTK-aware base: theta * s^(d/(d-2)) (static), or with s replaced by the dynamic length ratio.
+double ntk_base(double theta, double scale, int d) {
+  return theta * std::pow(scale, static_cast<double>(d) / (d - 2));
+}
+
+template <typename T>
+std::vector<T> divide(std::vector<T> v, double factor) {
+  for (T& x : v) x = x / static_cast<T>(factor);
+  return v;
+}
+
+template <typename T>
+void fill_schedule(const RopeParams& p, std::optional<std::int64_t> seq_len, RopeSchedule& s) {
+  const int d = p.rotated_dim();
+  std::vector<T> inv;
+  s.base = p.theta;
+  switch (p.type) {
+    case RopeType::kDefault:
+      inv = default_inv_freq<T>(p.theta, d, d / 2);
+      break;
+    case RopeType::kLinear:
+      inv = divide(default_inv_freq<T>(p.theta, d, d / 2), *p.factor);
+      break;
+    case RopeType::kNtk:
+      s.base = ntk_base(p.theta, *p.factor, d);
+      inv = default_inv_freq<T>(s.base, d, d / 2);
+      break;
+    case RopeType::kDynamic: {
+      // HF: L = max(seq_len, max_position_embeddings); at L = max_pos this is the default RoPE.
+      const double max_pos = static_cast<double>(*p.max_position_embeddings);
+      const double len = std::max(static_cast<double>(seq_len.value_or(0)), max_pos);
+      const double f = *p.factor;
+      s.base = ntk_base(p.theta, f * len / max_pos - (f - 1), d);
+      inv = default_inv_freq<T>(s.base, d, d / 2);
+      break;
+    }
+    case RopeType::kYarn:
+    case RopeType::kNtkByParts: {
+      const double factor = resolved_factor(p);
+      s.correction_range = correction_range(p, d);
+      inv = yarn_inv_freq<T>(p, d, factor, *s.correction_range);
+      if (p.type == RopeType::kYarn) {
+        if (p.attention_factor) {
+          s.attention_factor = *p.attention_factor;
+        } else if (p.mscale.value_or(0) != 0 && p.mscale_all_dim.value_or(0) != 0) {
+          // Both truthy (DeepSeek): the ratio. mscale alone is ignored, as in HF.
+          s.attention_factor = yarn_get_mscale(factor, *p.mscale) / yarn_get_mscale(factor, *p.mscale_all_dim);
+        } else {
+          s.attention_factor = yarn_get_mscale(factor);
+        }
+      }
+      break;
+    }
+    case RopeType::kLlama3:
+      inv = llama3_inv_freq<T>(p, d, *p.factor);
+      break;
+    case RopeType::kLongRope: {
+      const double factor = resolved_factor(p);
+      const double orig = static_cast<double>(resolved_original_max(p));
+      s.uses_long_factors = seq_len && static_cast<double>(*seq_len) > orig;
+      inv = longrope_inv_freq<T>(p, d, s.uses_long_factors ? p.long_factor : p.short_factor);
+      s.attention_factor = p.attention_factor ? *p.attention_factor
+                           : factor <= 1      ? 1.0
+                                              : std::sqrt(1 + std::log(factor) / std::log(orig));
+      break;
+    }
+    case RopeType::kProportional: {
+      // The exponent runs over head_dim, not the rotated dim; the rest are zero frequencies
+      // (identity rotations), so the table always spans head_dim.
+      const int rotated = static_cast<int>(p.partial_rotary_factor * p.head_dim / 2);
+      inv = default_inv_freq<T>(p.theta, p.head_dim, rotated);
+      inv.resize(static_cast<std::size_t>(p.head_dim / 2), T(0));
+      inv = divide(std::move(inv), resolved_factor(p));
+      s.rotated_dim = 2 * rotated;
+      break;
+    }
+  }
+  s.inv_freq.assign(inv.begin(), inv.end());
+}
+
+}  // namespace
+
+double yarn_get_mscale(double scale, double mscale) {
+  if (scale <= 1) return 1.0;
+  return 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+double deepseek_softmax_scale_multiplier(const RopeParams& p) {
+  if (p.type == RopeType::kDefault || p.mscale_all_dim.value_or(0) == 0) return 1.0;
+  const double m = yarn_get_mscale(resolved_factor(p), *p.mscale_all_dim);
+  return m * m;
+}
+
+RopeSchedule compute_schedule(const RopeParams& params, std::optional<std::int64_t> seq_len,
+                              Precision precision) {
+  validate(params);
+  if (seq_len && (*seq_len < 1 || *seq_len > kMaxPosition))
+    throw Error("seq_len must be in [1, 2^31-1], got " + std::to_string(*seq_len));
+  RopeSchedule s;
+  s.type = params.type;
+  s.head_dim = params.head_dim;
+  s.seq_len = seq_len;
+  s.rotated_dim = params.type == RopeType::kProportional ? 0 : params.rotated_dim();
+  if (precision == Precision::kHfFloat32)
+    fill_schedule<float>(params, seq_len, s);
+  else
+    fill_schedule<double>(params, seq_len, s);
+  s.rotary_dim = 2 * static_cast<int>(s.inv_freq.size());
+
+  const int d = params.type == RopeType::kProportional ? params.head_dim : params.rotated_dim();
+  const auto base = default_inv_freq<double>(params.theta, d, s.rotary_dim / 2);
+  s.base_inv_freq.assign(base.begin(), base.end());
+  if (params.type == RopeType::kProportional)
+    std::fill(s.base_inv_freq.begin() + s.rotated_dim / 2, s.base_inv_freq.end(), 0.0f);
+  return s;
+}
+
+}  // namespace posenc

@@ -1,0 +1,20 @@
+// Access to ../shared/reference: hf-golden.json (values from running Hugging Face's own rope
+// functions) and real-configs/. A missing reference folder fails the test loudly; it is never
+// skipped. POSENC_REFERENCE_DIR (environment) overrides the folder CMake found.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace posenc::testing {
+
+std::string reference_dir();
+const nlohmann::json& golden();                 // hf-golden.json, parsed once
+const nlohmann::json& golden_case(const std::string& section, const std::string& name);
+std::string read_file(const std::string& path);
+
+// |a - b| / max(|b|, tiny) over two equal-length vectors; the largest.
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace posenc::testing
