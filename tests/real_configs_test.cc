@@ -1,1 +1,179 @@
+// Every config.json in ../shared/reference/real-configs is accepted in strict mode and read as
+// Hugging Face reads it; where the golden file covers the same model, the numbers are HF's.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <dirent.h>
+#include <map>
+
+#include "golden.h"
+#include "posenc/error.h"
+#include "posenc/hf_config.h"
+#include "posenc/rope_schedule.h"
+
+namespace posenc {
+namespace {
+
+using testing::max_rel_diff;
+using testing::reference_dir;
+
+struct Expected {
+  const char* rope_type;
+  int head_dim;
+  int rotary_dim;
+  double theta;
+  std::size_t layer_types;  // distinct layer types (0: uniform)
+};
+
+// What HF computes for each file (rotary_dim of the default layer: full attention).
+const std::map<std::string, Expected> kExpected = {
+    {"CodeLlama-7b-hf", {"default", 128, 128, 1e6, 0}},
+    {"DeepSeek-V2-Lite", {"yarn", 64, 64, 1e4, 0}},
+    {"Devstral-Small-2-24B-Instruct", {"yarn", 128, 128, 1e8, 0}},
+    {"EXAONE-4.0-32B", {"llama3", 128, 128, 1e6, 2}},
+    {"GLM-4.5", {"default", 128, 64, 1e6, 0}},
+    {"Kimi-K2-Instruct", {"yarn", 64, 64, 5e4, 0}},
+    {"Llama-2-7b__neuron_training", {"default", 128, 128, 1e4, 0}},
+    {"Llama-3.1-8B-Instruct", {"llama3", 128, 128, 5e5, 0}},
+    {"Llama-3.2-1B-Instruct", {"llama3", 64, 64, 5e5, 0}},
+    {"Llama-3.2-90B-Vision-Instruct", {"llama3", 128, 128, 5e5, 0}},
+    {"MiniCPM-2B-128k", {"dynamic", 64, 64, 1e6, 0}},
+    {"MiniMax-M2", {"default", 128, 64, 5e6, 0}},  // rotary_dim honoured (HF: 128)
+    {"Mistral-7B-Instruct-v0.3__full_dump", {"default", 128, 128, 1e6, 0}},
+    {"Mixtral-8x7B-v0.1", {"default", 128, 128, 1e6, 0}},
+    {"Olmo-3.1-32B-Instruct", {"yarn", 128, 128, 5e5, 2}},
+    {"Phi-3.5-mini-instruct", {"longrope", 96, 96, 1e4, 0}},
+    {"Phi-3.5-vision-instruct__text", {"longrope", 96, 96, 1e4, 0}},
+    {"Phi-4-mini-instruct", {"longrope", 128, 96, 1e4, 0}},
+    {"Qwen-1_8B", {"default", 128, 128, 1e4, 0}},
+    {"Qwen2-VL-7B-Instruct__4layer", {"default", 128, 128, 1e6, 0}},
+    {"Qwen2.5-7B-Instruct", {"default", 128, 128, 1e6, 0}},
+    {"Qwen2.5-VL-7B-Instruct", {"default", 128, 128, 1e6, 0}},
+    {"Qwen3-8B", {"default", 128, 128, 1e6, 0}},
+    {"Qwen3.5-9B", {"default", 256, 64, 1e7, 2}},
+    {"RedPajama-INCITE-3B-v1", {"default", 80, 80, 1e4, 0}},
+    {"SmolLM2-360M-Instruct", {"default", 64, 64, 1e5, 0}},
+    {"c4ai-command-r-v01", {"default", 128, 128, 8e6, 0}},
+    {"chatglm3-6b", {"default", 128, 64, 1e4, 0}},
+    {"dbrx__neuron_training", {"default", 128, 128, 5e5, 0}},  // attn_config.rope_theta honoured
+    {"gemma-2-9b", {"default", 256, 256, 1e4, 0}},
+    {"gemma-2b", {"default", 256, 256, 1e4, 0}},
+    {"gemma-3-1b-it", {"default", 256, 256, 1e6, 2}},
+    {"gemma-3-27b-it", {"linear", 128, 128, 1e6, 2}},
+    {"gpt-oss-20b", {"yarn", 64, 64, 150000, 2}},
+    {"internlm2_5-7b-chat", {"dynamic", 128, 128, 1e6, 0}},
+    {"phi-1", {"default", 64, 32, 1e4, 0}},
+    {"phi-2", {"default", 80, 32, 1e4, 0}},
+    {"phi-4", {"default", 128, 128, 250000, 0}},
+    {"stablelm-2-zephyr-1_6b", {"default", 64, 16, 1e4, 0}},
+};
+
+std::string config_path(const std::string& name) { return reference_dir() + "/real-configs/" + name + ".json"; }
+
+ModelRope load(const std::string& name, ConfigOptions options = {}) {
+  return load_hf_config(config_path(name), options);
+}
+
+std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+TEST(RealConfigs, EveryFileIsAcceptedAndReadAsHfDoes) {
+  DIR* dir = opendir((reference_dir() + "/real-configs").c_str());
+  ASSERT_NE(dir, nullptr) << "missing " << reference_dir() << "/real-configs";
+  std::size_t seen = 0;
+  while (dirent* e = readdir(dir)) {
+    std::string file = e->d_name;
+    if (file.size() < 5 || file.substr(file.size() - 5) != ".json") continue;
+    if (file == "manifest.json" || file == "keys-in-the-wild.json") continue;
+    const std::string name = file.substr(0, file.size() - 5);
+    SCOPED_TRACE(name);
+    ++seen;
+    auto it = kExpected.find(name);
+    ASSERT_NE(it, kExpected.end()) << "new config: add its expected reading to kExpected";
+    const Expected& want = it->second;
+    ModelRope model;
+    ASSERT_NO_THROW(model = load(name));  // strict mode: no --lenient
+    const LayerRope& layer = model.select();
+    const RopeSchedule s = compute_schedule(layer.params);
+    EXPECT_STREQ(to_string(s.type), want.rope_type);
+    EXPECT_EQ(s.head_dim, want.head_dim);
+    EXPECT_EQ(s.rotary_dim, want.rotary_dim);
+    EXPECT_EQ(layer.params.theta, want.theta);
+    EXPECT_EQ(want.layer_types == 0 ? 1u : want.layer_types, model.layers.size());
+    EXPECT_EQ(s.inv_freq.size() * 2, static_cast<std::size_t>(s.rotary_dim));
+    for (float f : s.inv_freq) EXPECT_TRUE(std::isfinite(f) && f > 0);
+    EXPECT_TRUE(std::isfinite(s.attention_factor) && s.attention_factor > 0);
+  }
+  closedir(dir);
+  EXPECT_EQ(seen, kExpected.size());
+}
+
+TEST(RealConfigs, NumbersEqualHfGoldenForTheSameModels) {
+  struct Pair { const char* config; const char* golden; };
+  for (const Pair& pair : {Pair{"Llama-3.1-8B-Instruct", "llama3_llama3.1_8b"},
+                           Pair{"gpt-oss-20b", "yarn_gpt_oss_truncate_false"},
+                           Pair{"Llama-2-7b__neuron_training", "default_llama2_7b"}}) {
+    SCOPED_TRACE(pair.config);
+    const auto& g = testing::golden_case("rope_inv_freq", pair.golden);
+    const RopeSchedule s = compute_schedule(load(pair.config).select().params);
+    EXPECT_LE(max_rel_diff(widen(s.inv_freq), g.at("inv_freq").get<std::vector<double>>()), 2e-6);
+    EXPECT_NEAR(s.attention_factor, g.at("attention_factor").get<double>(), 1e-12);
+  }
+}
+
+TEST(RealConfigs, SpecValuesForDeepSeekPhiAndQwen) {
+  // hf-reference.md §3: DeepSeek-V2 range [10, 23], attention 1.0, softmax multiplier 1.5896262.
+  const RopeParams ds = load("DeepSeek-V2-Lite").select().params;
+  const RopeSchedule s = compute_schedule(ds);
+  EXPECT_EQ((*s.correction_range)[0], 10);
+  EXPECT_EQ((*s.correction_range)[1], 23);
+  EXPECT_EQ(s.attention_factor, 1.0);
+  EXPECT_NEAR(deepseek_softmax_scale_multiplier(ds), 1.5896262, 1e-7);
+  // Phi-3.5-mini: factor 131072/4096 = 32, attention sqrt(1 + ln 32 / ln 4096) = 1.1902381.
+  const RopeSchedule phi = compute_schedule(load("Phi-3.5-mini-instruct").select().params);
+  EXPECT_NEAR(phi.attention_factor, 1.1902381, 1e-7);
+  EXPECT_FALSE(phi.uses_long_factors);
+  // Qwen2.5-7B's default schedule equals the Qwen2.5 YaRN golden below its correction range.
+  const auto& yarn = testing::golden_case("rope_inv_freq", "yarn_qwen2.5_7b");
+  const auto qwen = compute_schedule(load("Qwen2.5-7B-Instruct").select().params).inv_freq;
+  const auto hf = yarn.at("inv_freq").get<std::vector<double>>();
+  for (int i = 0; i <= 23; ++i) EXPECT_NEAR(qwen[i], hf[i], 2e-6 * hf[i]) << i;
+}
+
+TEST(RealConfigs, LayerTypesGetTheirOwnSchedules) {
+  const ModelRope g1 = load("gemma-3-1b-it");
+  EXPECT_EQ(g1.select("sliding_attention").params.theta, 10000.0);  // rope_local_base_freq
+  EXPECT_EQ(g1.select().params.theta, 1e6);
+  const ModelRope g27 = load("gemma-3-27b-it");
+  EXPECT_EQ(g27.select().params.type, RopeType::kLinear);
+  EXPECT_EQ(g27.select("sliding_attention").params.type, RopeType::kDefault);
+  const ModelRope olmo = load("Olmo-3.1-32B-Instruct");
+  EXPECT_EQ(olmo.select().params.type, RopeType::kYarn);
+  EXPECT_EQ(olmo.select("sliding_attention").params.type, RopeType::kDefault);
+  EXPECT_EQ(olmo.select("sliding_attention").params.theta, 500000.0);
+  const ModelRope qwen35 = load("Qwen3.5-9B");
+  EXPECT_THROW(qwen35.select("linear_attention"), Error);
+  EXPECT_EQ(qwen35.select().params.mrope_section, (std::vector<int>{11, 11, 10}));
+  EXPECT_TRUE(qwen35.select().params.mrope_interleaved);
+  EXPECT_THROW(g1.select("chunked_attention"), Error);
+}
+
+TEST(RealConfigs, MultimodalSectionsAreCarried) {
+  EXPECT_EQ(load("Qwen2-VL-7B-Instruct__4layer").select().params.mrope_section, (std::vector<int>{16, 24, 24}));
+  EXPECT_EQ(load("Devstral-Small-2-24B-Instruct").select().params.llama_4_scaling_beta, 0.1);
+}
+
+TEST(RealConfigs, HfCompatibleIgnoresWhatHfIgnores) {
+  ConfigOptions hf;
+  hf.hf_compatible = true;
+  EXPECT_EQ(compute_schedule(load("MiniMax-M2", hf).select().params).rotary_dim, 128);
+  EXPECT_EQ(load("dbrx__neuron_training", hf).select().params.theta, 10000.0);
+  // The default reading honours them and says so.
+  const ModelRope minimax = load("MiniMax-M2");
+  ASSERT_FALSE(minimax.notes.empty());
+  bool mentioned = false;
+  for (const auto& n : minimax.notes) mentioned = mentioned || n.find("rotary_dim") != std::string::npos;
+  EXPECT_TRUE(mentioned);
+}
+
+}  // namespace
+}  // namespace posenc

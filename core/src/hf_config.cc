@@ -60,6 +60,13 @@ std::string joined(const std::vector<std::string>& items) {
   return out;
 }
 
+// A channel count read from the config: in [1, kMaxHeadDim] or an error naming key and value.
+int channels(std::int64_t value, const std::string& key) {
+  if (value < 1 || value > kMaxHeadDim)
+    throw Error(key + " must be in [1, " + std::to_string(kMaxHeadDim) + "], got " + std::to_string(value));
+  return static_cast<int>(value);
+}
+
 struct Parser {
   const json& model;    // the text model's config: text_config, or the top level
   std::string prefix;   // "" or "text_config."
@@ -82,13 +89,13 @@ struct Parser {
 
     // head_dim: DeepSeek's MLA rotates only the qk_rope_head_dim slice.
     if (auto rope_head = jf::integer(model, "qk_rope_head_dim", w)) {
-      p.head_dim = static_cast<int>(std::clamp<std::int64_t>(*rope_head, -1, kMaxHeadDim + 1));
+      p.head_dim = channels(*rope_head, at("qk_rope_head_dim"));
       out.notes.push_back("head_dim = qk_rope_head_dim = " + std::to_string(*rope_head) +
                           " (DeepSeek MLA: only that slice of q/k rotates)");
     } else if (auto hd = jf::integer(model, "head_dim", w); hd && *hd != 0) {
-      p.head_dim = static_cast<int>(std::clamp<std::int64_t>(*hd, -1, kMaxHeadDim + 1));
+      p.head_dim = channels(*hd, at("head_dim"));
     } else if (auto kv = jf::integer(model, "kv_channels", w); kv && is("chatglm")) {
-      p.head_dim = static_cast<int>(std::clamp<std::int64_t>(*kv, -1, kMaxHeadDim + 1));
+      p.head_dim = channels(*kv, at("kv_channels"));
     } else {
       const char* hidden_key = is("dbrx") ? "d_model" : "hidden_size";
       const char* heads_key = is("dbrx") ? "n_heads" : "num_attention_heads";
@@ -98,7 +105,7 @@ struct Parser {
         throw Error("config needs head_dim, or " + at(hidden_key) + " and " + at(heads_key) +
                     ", to know the head size");
       if (*heads <= 0) throw Error(at(heads_key) + " must be > 0, got " + std::to_string(*heads));
-      p.head_dim = static_cast<int>(std::clamp<std::int64_t>(*hidden / *heads, -1, kMaxHeadDim + 1));
+      p.head_dim = channels(*hidden / *heads, at(hidden_key) + " / " + at(heads_key));
     }
 
     // rope_theta, and where families keep it.
@@ -154,7 +161,7 @@ struct Parser {
         out.notes.push_back(at("rotary_dim") + " = " + std::to_string(*rd) +
                             " ignored as HF does (--hf-compatible): all head_dim channels rotate");
       } else if (*rd != p.head_dim) {
-        p.rotary_dim = static_cast<int>(std::clamp<std::int64_t>(*rd, -1, kMaxHeadDim + 1));
+        p.rotary_dim = channels(*rd, at("rotary_dim"));
         out.notes.push_back(at("rotary_dim") + " = " + std::to_string(*rd) +
                             " honoured: HF ignores this key and would rotate all " +
                             std::to_string(p.head_dim) +
@@ -357,9 +364,10 @@ struct Parser {
       try {
         validate(layer.params);
       } catch (const Error& e) {
-        const std::string scope = dict ? dict_where : (w.empty() ? "config" : w);
-        throw Error(scope + (layer.layer_type.empty() ? "" : " (" + layer.layer_type + " layers)") + ": " +
-                    e.what());
+        std::string scope = dict ? dict_where : (w.empty() ? "config" : w);
+        if (per_layer) scope += "." + layer.layer_type;
+        else if (!layer.layer_type.empty()) scope += " (" + layer.layer_type + " layers)";
+        throw Error(scope + ": " + e.what());
       }
     }
   }

@@ -22,7 +22,6 @@ void require_length(const char* key, std::int64_t value) {
 }
 
 void require_factor_list(const char* key, const std::vector<double>& list, int expected) {
-  if (list.empty()) throw Error(std::string("rope_type 'longrope' requires ") + key);
   if (static_cast<int>(list.size()) != expected)
     throw Error(std::string(key) + " must have rotary_dim/2 = " + std::to_string(expected) +
                 " entries, got " + std::to_string(list.size()));
@@ -133,6 +132,8 @@ void validate(const RopeParams& p) {
   }
   if (p.type == RopeType::kLongRope) {
     const int half = p.rotated_dim() / 2;
+    if (p.short_factor.empty()) throw Error("rope_type 'longrope' requires short_factor");
+    if (p.long_factor.empty()) throw Error("rope_type 'longrope' requires long_factor");
     require_factor_list("short_factor", p.short_factor, half);
     require_factor_list("long_factor", p.long_factor, half);
   }
