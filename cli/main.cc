@@ -1,6 +1,7 @@
 // posenc — positional encodings of transformers. Thin: parse, call the library, print.
 // Exit codes: 0 success, 2 bad input (message on stderr), 1 internal error.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 
 #include "freqs_command.h"
@@ -10,6 +11,15 @@ int main(int argc, char** argv) {
   CLI::App app{"posenc: positional encodings of transformers, exact and fast"};
   app.require_subcommand(1);
   posenc::cli::add_freqs_command(app);
+  const auto commands = app.get_subcommands({});
+  const bool known = argc > 1 && std::any_of(commands.begin(), commands.end(),
+                                              [&](const CLI::App* c) { return c->check_name(argv[1]); });
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    std::cerr << "posenc: error: unknown command '" << argv[1] << "'; commands:";
+    for (const CLI::App* sub : commands) std::cerr << " " << sub->get_name();
+    std::cerr << " (posenc --help)\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -1,1 +1,175 @@
+// `posenc freqs` end to end: the binary, its JSON, its exit codes.
 #include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "golden.h"
+
+namespace {
+
+using posenc::testing::golden;
+using posenc::testing::max_rel_diff;
+
+struct CliRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+std::string temp_path(const std::string& suffix) {
+  static int counter = 0;
+  return (::testing::TempDir() + "posenc_cli_" + std::to_string(getpid()) + "_" + std::to_string(++counter) + suffix);
+}
+
+CliRun run(const std::string& args) {
+  const std::string err_file = temp_path(".err");
+  const std::string cmd = std::string(POSENC_CLI) + " " + args + " 2>" + err_file;
+  CliRun r{-1, "", ""};
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  while (std::size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = posenc::testing::read_file(err_file);
+  std::remove(err_file.c_str());
+  return r;
+}
+
+std::string write_config(const nlohmann::json& config) {
+  const std::string path = temp_path(".json");
+  std::ofstream(path) << config.dump();
+  return path;
+}
+
+nlohmann::json run_json(const std::string& args) {
+  const CliRun r = run(args + " --json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+void expect_schedule(const nlohmann::json& got, const nlohmann::json& golden_case, const std::string& inv_key,
+                     const std::string& att_key) {
+  EXPECT_LE(max_rel_diff(got.at("inv_freq").get<std::vector<double>>(),
+                         golden_case.at(inv_key).get<std::vector<double>>()),
+            2e-6);
+  EXPECT_NEAR(got.at("attention_factor").get<double>(), golden_case.at(att_key).get<double>(), 1e-12);
+}
+
+TEST(CliFreqs, EveryGoldenCaseThroughConfigFiles) {
+  const std::regex seq_key("inv_freq_seq_len_([0-9]+)");
+  for (const auto& c : golden().at("rope_inv_freq")) {
+    const std::string name = c.at("name");
+    SCOPED_TRACE(name);
+    const std::string path = write_config(c.at("config_input"));
+    const auto j = run_json("freqs --config " + path);
+    expect_schedule(j, c, "inv_freq", "attention_factor");
+    EXPECT_EQ(j.at("rope_type"), c.at("rope_parameters_after_standardize").at("rope_type"));
+    EXPECT_EQ(j.at("head_dim"), c.at("head_dim"));
+    EXPECT_EQ(j.at(j.at("rope_type") == "proportional" ? "rotated_dim" : "rotary_dim"), c.at("rotary_dim"));
+    if (c.contains("correction_range_low_high")) {
+      EXPECT_LE(max_rel_diff(j.at("correction_range").get<std::vector<double>>(),
+                             c.at("correction_range_low_high").get<std::vector<double>>()),
+                1e-12);
+    }
+    for (auto it = c.begin(); it != c.end(); ++it) {
+      std::smatch m;
+      if (!std::regex_match(it.key(), m, seq_key)) continue;
+      SCOPED_TRACE("--seq-len " + m[1].str());
+      const auto at_len = run_json("freqs --config " + path + " --seq-len " + m[1].str());
+      const std::string att = "attention_factor_seq_len_" + m[1].str();
+      expect_schedule(at_len, c, it.key(), c.contains(att) ? att : "attention_factor");
+      EXPECT_EQ(at_len.at("seq_len"), std::stoll(m[1]));
+    }
+    std::remove(path.c_str());
+  }
+}
+
+TEST(CliFreqs, FromFlagsEqualsFromConfig) {
+  const auto& qwen = posenc::testing::golden_case("rope_inv_freq", "yarn_qwen2.5_7b");
+  expect_schedule(run_json("freqs --rope-type yarn --theta 1e6 --head-dim 128 --factor 4 --original-max 32768"), qwen,
+                  "inv_freq", "attention_factor");
+  const auto& oss = posenc::testing::golden_case("rope_inv_freq", "yarn_gpt_oss_truncate_false");
+  const auto j = run_json("freqs --rope-type yarn --theta 150000 --head-dim 64 --factor 32 --original-max 4096 "
+                          "--no-truncate");
+  expect_schedule(j, oss, "inv_freq", "attention_factor");
+  EXPECT_NEAR(j.at("correction_range")[0].get<double>(), 8.092779115512402, 1e-12);
+}
+
+TEST(CliFreqs, HfCompatibleGivesHfBits) {
+  const auto& c = posenc::testing::golden_case("rope_inv_freq", "llama3_llama3.1_8b");
+  const std::string path = write_config(c.at("config_input"));
+  const auto j = run_json("freqs --hf-compatible --config " + path);
+  EXPECT_EQ(j.at("precision"), "hf_float32");
+  EXPECT_EQ(j.at("inv_freq").get<std::vector<double>>(), c.at("inv_freq").get<std::vector<double>>());
+  std::remove(path.c_str());
+}
+
+TEST(CliFreqs, ReadableTable) {
+  const CliRun r = run("freqs --rope-type llama3 --theta 500000 --head-dim 128 --factor 8 --low-freq-factor 1 "
+                    "--high-freq-factor 4 --original-max 8192");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("wavelength"), std::string::npos);
+  EXPECT_NE(r.out.find("interpolated"), std::string::npos);
+  // 64 rows, the last one divided by 8 (interpolated).
+  EXPECT_NE(r.out.find("\n   63  "), std::string::npos);
+  const std::string last = r.out.substr(r.out.find("\n   63  "));
+  EXPECT_NE(last.find("yes"), std::string::npos);
+}
+
+TEST(CliFreqs, BadInputExitsWithTwoAndNamesTheProblem) {
+  struct Case {
+    std::string args;
+    std::string mention;
+  };
+  const std::string bad_factor = write_config(
+      nlohmann::json::parse(R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": -2}})"));
+  const std::string unknown_key = write_config(
+      nlohmann::json::parse(R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": 2, "fator": 2}})"));
+  const std::string not_json = temp_path(".json");
+  std::ofstream(not_json) << "{\"head_dim\": 64,";
+  for (const Case& c : std::vector<Case>{
+           {"freqs --config " + bad_factor, "-2"},
+           {"freqs --config " + unknown_key, "fator"},
+           {"freqs --config " + not_json, "not valid JSON"},
+           {"freqs --config /nonexistent/config.json", "/nonexistent/config.json"},
+           {"freqs --config " + bad_factor + " --head-dim 64", "exclude"},
+           {"freqs", "--config"},
+           {"freqs --rope-type yarn", "--head-dim"},
+           {"freqs --rope-type bogus --head-dim 64", "bogus"},
+           {"freqs --head-dim 64 --seq-len 0", "seq_len"},
+           {"freqs --head-dim abc", "abc"},
+           {"freqs --bogus-flag", "bogus-flag"},
+           {"nosuchcommand", "nosuchcommand"},
+       }) {
+    SCOPED_TRACE(c.args);
+    const CliRun r = run(c.args);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find(c.mention), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  // --lenient: the unknown key becomes a warning on stderr; the schedule still prints.
+  const CliRun lenient = run("freqs --lenient --json --config " + unknown_key);
+  EXPECT_EQ(lenient.code, 0);
+  EXPECT_NE(lenient.err.find("warning"), std::string::npos);
+  EXPECT_NE(lenient.err.find("fator"), std::string::npos);
+  for (const auto& p : {bad_factor, unknown_key, not_json}) std::remove(p.c_str());
+}
+
+TEST(CliFreqs, LayerTypeSelection) {
+  const std::string gemma = posenc::testing::reference_dir() + "/real-configs/gemma-3-1b-it.json";
+  EXPECT_EQ(run_json("freqs --config " + gemma).at("rope_theta"), 1e6);
+  EXPECT_EQ(run_json("freqs --config " + gemma + " --layer-type sliding_attention").at("rope_theta"), 1e4);
+  const CliRun r = run("freqs --config " + gemma + " --layer-type chunked_attention");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("sliding_attention"), std::string::npos) << "lists what the config has";
+}
+
+}  // namespace
