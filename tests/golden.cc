@@ -47,3 +47,32 @@ double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) 
 }
 
 }  // namespace posenc::testing
+
+namespace posenc::testing {
+
+std::vector<double> flatten(const nlohmann::json& nested) {
+  std::vector<double> out;
+  if (nested.is_array()) {
+    for (const auto& e : nested) {
+      auto inner = flatten(e);
+      out.insert(out.end(), inner.begin(), inner.end());
+    }
+  } else {
+    out.push_back(nested.get<double>());
+  }
+  return out;
+}
+
+std::vector<float> flatten_f(const nlohmann::json& nested) {
+  const auto d = flatten(nested);
+  return {d.begin(), d.end()};
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return worst;
+}
+
+}  // namespace posenc::testing

@@ -18,3 +18,11 @@ std::string read_file(const std::string& path);
 double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);
 
 }  // namespace posenc::testing
+
+namespace posenc::testing {
+// Every number of a nested JSON array, in row-major order.
+std::vector<double> flatten(const nlohmann::json& nested);
+std::vector<float> flatten_f(const nlohmann::json& nested);
+// max |a - b|
+double max_abs_diff(const std::vector<float>& a, const std::vector<double>& b);
+}  // namespace posenc::testing

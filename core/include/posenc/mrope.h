@@ -1,0 +1,52 @@
+// Multimodal RoPE: which position axis each frequency reads, and the position ids themselves.
+//
+// M-RoPE (Qwen2-VL, 3 axes T, H, W), mrope_section = [s_t, s_h, s_w] summing to d/2:
+//   contiguous  (Qwen2-VL):  frequencies [0, s_t) read T, [s_t, s_t+s_h) read H, the rest W
+//                            (in both halves of the half-split layout)
+//   interleaved (Qwen3-VL):  T by default; 1, 4, 7, .. < 3 s_h read H; 2, 5, 8, .. < 3 s_w read W
+// For text tokens all three ids are equal, so M-RoPE reduces to 1-D RoPE.
+//
+// 2-D vision RoPE (Qwen2-VL vision tower, head_dim D): frequencies w_k = theta^(-2k/(D/2)),
+// k < D/4; the D/2 frequencies of the table are [w_0 .. w_{D/4-1} on axis h, the same on axis w].
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace posenc {
+
+std::vector<std::uint8_t> mrope_axis_map(const std::vector<int>& sections, bool interleaved);
+
+struct VisionRope {
+  std::vector<float> inv_freq;        // [head_dim/2]
+  std::vector<std::uint8_t> axis_of_freq;  // 0 = h, 1 = w
+};
+VisionRope vision_2d_rope(int head_dim, double theta = 10000.0);
+
+// (h, w) ids of the patches of a t x h x w grid, block-major over m x m merge blocks (the order
+// Qwen2-VL's vision tower emits patches), repeated t times: ids[0][n] = h, ids[1][n] = w.
+std::vector<std::int64_t> vision_2d_position_ids(int t, int h, int w, int merge_size);
+
+// A run of tokens of one kind for get_rope_index.
+struct TokenRun {
+  enum Kind { kText, kImage, kVideo } kind = kText;
+  int length = 0;           // text: token count (vision runs derive it from the grid)
+  int t = 1, h = 1, w = 1;  // vision grid in patches, before merging
+  double time_interval = 1;  // T step per temporal patch (Qwen2.5-VL videos: tokens_per_second * seconds_per_grid)
+};
+
+struct MropeIndex {
+  std::vector<std::int64_t> ids;  // [3][seq]: T, H, W
+  std::int64_t seq_len = 0;
+  std::int64_t rope_delta = 0;    // max(ids) + 1 - seq_len; a decode step at cache position c uses c + delta
+};
+
+enum class MropeIndexRule {
+  kV5,    // the next run starts at pos + max(h', w') after a vision run (HF v5)
+  kV4_49, // the next run starts at max(all ids so far) + 1 (HF <= 4.49; differs for long videos)
+};
+
+// HF's get_rope_index for one sequence of runs; merge_size is spatial_merge_size.
+MropeIndex mrope_position_ids(const std::vector<TokenRun>& runs, int merge_size, MropeIndexRule rule = MropeIndexRule::kV5);
+
+}  // namespace posenc

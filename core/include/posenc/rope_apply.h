@@ -1,0 +1,90 @@
+// RoPE application, scalar reference: rotate q or k in place at given positions.
+//
+// Layouts of one head's channels (r = rotary dim = 2 * num_freqs; channels >= r pass through):
+//
+//   half-split  (NeoX, LLaMA, HF rotate_half)    pairs (j, j + r/2), frequency j
+//       [x0 x1 x2 x3 | x4 x5 x6 x7]   x0 pairs x4, x1 pairs x5, ...
+//   interleaved (GPT-J, RoFormer, Meta, Cohere)  pairs (2j, 2j+1), frequency j
+//       [x0 x1][x2 x3][x4 x5][x6 x7]
+//   deepseek_v3 (HF apply_rotary_pos_emb_interleave): reads pairs (2j, 2j+1), writes the result
+//       de-interleaved, out[j] and out[j + r/2]: the half-split order. Dot products between
+//       q and k are the same as interleaved; the layout of the output is not.
+//
+//   out_a = x_a cos(p w_j) - x_b sin(p w_j)      (both scaled by attention_factor, as HF scales
+//   out_b = x_b cos(p w_j) + x_a sin(p w_j)       cos and sin)
+//
+// direction -1 applies the transpose, attention_factor * R(-p w): the exact inverse when the
+// attention factor is 1, and the backward pass of the rotation always.
+//
+// Tensors are strided views [batch, tokens, heads, head_dim] with contiguous channels, so
+// [B, S, H, D] and [B, H, S, D] both work without copies (bshd() / bhsd()).
+//
+// Position ids have one axis for text, three for M-RoPE (T, H, W: Qwen2-VL) and two for 2-D
+// vision RoPE (h, w); axis_of_freq says which axis each frequency reads (mrope.h builds it).
+#pragma once
+
+#include <cstdint>
+
+#include "posenc/rope_schedule.h"
+
+namespace posenc {
+
+enum class RopeLayout { kHalfSplit, kInterleaved, kDeepSeekV3 };
+
+enum class AngleMode {
+  kAccurate,   // angle = p * w in double, cos/sin in double, then float32: exact to ~1e-7 at any p
+  kHfFloat32,  // HF: float32(w * float32(p)); cos/sin of that float (error ~6e-8 * p)
+};
+
+template <typename T>
+struct HeadsView {
+  T* data = nullptr;
+  int batch = 1, tokens = 0, heads = 0, head_dim = 0;
+  std::int64_t batch_stride = 0, token_stride = 0, head_stride = 0;  // in elements
+
+  T* row(int b, int t, int h) const { return data + b * batch_stride + t * token_stride + h * head_stride; }
+};
+
+template <typename T>
+HeadsView<T> bshd(T* data, int batch, int tokens, int heads, int head_dim) {
+  return {data, batch, tokens, heads, head_dim, std::int64_t{tokens} * heads * head_dim,
+          std::int64_t{heads} * head_dim, head_dim};
+}
+
+template <typename T>
+HeadsView<T> bhsd(T* data, int batch, int heads, int tokens, int head_dim) {
+  return {data, batch, tokens, heads, head_dim, std::int64_t{heads} * tokens * head_dim, head_dim,
+          std::int64_t{tokens} * head_dim};
+}
+
+// ids[axis * axis_stride + b * tokens + t]
+struct PositionIds {
+  const std::int64_t* ids = nullptr;
+  int axes = 1;
+  std::int64_t axis_stride = 0;
+};
+
+struct RopeApplyParams {
+  const float* inv_freq = nullptr;  // [num_freqs]
+  int num_freqs = 0;                // rotary dim = 2 * num_freqs <= head_dim
+  const std::uint8_t* axis_of_freq = nullptr;  // [num_freqs] position axis per frequency; null: 0
+  double attention_factor = 1.0;
+  RopeLayout layout = RopeLayout::kHalfSplit;
+  AngleMode angles = AngleMode::kAccurate;
+  int direction = +1;
+};
+
+// The parameters for a schedule's frequencies and attention factor.
+RopeApplyParams rope_apply_params(const RopeSchedule& schedule, RopeLayout layout = RopeLayout::kHalfSplit);
+
+// Checks shapes, strides, axes and positions (in [0, 2^31-1]); throws posenc::Error.
+void validate(const HeadsView<float>& x, const PositionIds& positions, const RopeApplyParams& params);
+
+// cos and sin of one frequency at one position, scaled by the attention factor.
+void rope_cos_sin(double inv_freq, std::int64_t position, const RopeApplyParams& params, float* cos, float* sin);
+
+// Rotates every head of every token in place. The plain, obviously-correct version: the
+// reference the SIMD kernels are tested against.
+void rope_apply_reference(const HeadsView<float>& x, const PositionIds& positions, const RopeApplyParams& params);
+
+}  // namespace posenc

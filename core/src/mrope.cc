@@ -1,0 +1,99 @@
+#include "posenc/mrope.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "posenc/error.h"
+
+namespace posenc {
+
+std::vector<std::uint8_t> mrope_axis_map(const std::vector<int>& sections, bool interleaved) {
+  if (sections.size() != 3) throw Error("mrope_section needs 3 entries (T, H, W), got " + std::to_string(sections.size()));
+  int total = 0;
+  for (int s : sections) {
+    if (s < 0) throw Error("mrope_section entries must be >= 0, got " + std::to_string(s));
+    total += s;
+  }
+  std::vector<std::uint8_t> axis(static_cast<std::size_t>(total), 0);
+  if (!interleaved) {
+    std::fill(axis.begin() + sections[0], axis.begin() + sections[0] + sections[1], 1);
+    std::fill(axis.begin() + sections[0] + sections[1], axis.end(), 2);
+    return axis;
+  }
+  for (int a = 1; a <= 2; ++a)
+    for (int i = a; i < 3 * sections[static_cast<std::size_t>(a)] && i < total; i += 3) axis[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(a);
+  return axis;
+}
+
+VisionRope vision_2d_rope(int head_dim, double theta) {
+  if (head_dim < 4 || head_dim % 4 != 0) throw Error("2-D vision RoPE needs head_dim divisible by 4, got " + std::to_string(head_dim));
+  const int quarter = head_dim / 4, dim = head_dim / 2;
+  VisionRope v;
+  for (int axis = 0; axis < 2; ++axis)
+    for (int k = 0; k < quarter; ++k) {
+      // HF VisionRotaryEmbedding(dim = head_dim/2) in float32: 1 / theta^(float(2k)/dim)
+      v.inv_freq.push_back(1.0f / std::pow(static_cast<float>(theta), static_cast<float>(2 * k) / static_cast<float>(dim)));
+      v.axis_of_freq.push_back(static_cast<std::uint8_t>(axis));
+    }
+  return v;
+}
+
+std::vector<std::int64_t> vision_2d_position_ids(int t, int h, int w, int m) {
+  if (t < 1 || h < 1 || w < 1 || m < 1 || h % m != 0 || w % m != 0)
+    throw Error("vision grid needs t, h, w >= 1 and h, w divisible by merge_size " + std::to_string(m) + "; got " +
+                std::to_string(t) + "x" + std::to_string(h) + "x" + std::to_string(w));
+  const std::size_t n = static_cast<std::size_t>(t) * h * w;
+  std::vector<std::int64_t> ids(2 * n);
+  std::size_t i = 0;
+  for (int f = 0; f < t; ++f)
+    for (int bh = 0; bh < h / m; ++bh)
+      for (int bw = 0; bw < w / m; ++bw)
+        for (int ih = 0; ih < m; ++ih)
+          for (int iw = 0; iw < m; ++iw, ++i) {
+            ids[i] = bh * m + ih;
+            ids[n + i] = bw * m + iw;
+          }
+  return ids;
+}
+
+MropeIndex mrope_position_ids(const std::vector<TokenRun>& runs, int m, MropeIndexRule rule) {
+  if (m < 1) throw Error("spatial_merge_size must be >= 1, got " + std::to_string(m));
+  std::vector<std::int64_t> T, H, W;
+  std::int64_t pos = 0, max_id = -1;
+  for (const TokenRun& run : runs) {
+    if (run.kind == TokenRun::kText) {
+      if (run.length < 0) throw Error("text run length must be >= 0, got " + std::to_string(run.length));
+      for (int i = 0; i < run.length; ++i) {
+        T.push_back(pos + i);
+        H.push_back(pos + i);
+        W.push_back(pos + i);
+      }
+      pos += run.length;
+      max_id = std::max(max_id, pos - 1);
+      continue;
+    }
+    if (run.t < 1 || run.h < 1 || run.w < 1 || run.h % m != 0 || run.w % m != 0)
+      throw Error("vision grid " + std::to_string(run.t) + "x" + std::to_string(run.h) + "x" + std::to_string(run.w) +
+                  " must be positive with h and w divisible by spatial_merge_size " + std::to_string(m));
+    const int hm = run.h / m, wm = run.w / m;
+    for (int f = 0; f < run.t; ++f)
+      for (int y = 0; y < hm; ++y)
+        for (int x = 0; x < wm; ++x) {
+          const std::int64_t tt = static_cast<std::int64_t>(f * run.time_interval) + pos;
+          T.push_back(tt);
+          H.push_back(y + pos);
+          W.push_back(x + pos);
+          max_id = std::max({max_id, tt, y + pos, x + pos});
+        }
+    pos = rule == MropeIndexRule::kV5 ? pos + std::max(hm, wm) : max_id + 1;
+  }
+  MropeIndex out;
+  out.seq_len = static_cast<std::int64_t>(T.size());
+  out.ids.reserve(3 * T.size());
+  for (const auto* axis : {&T, &H, &W}) out.ids.insert(out.ids.end(), axis->begin(), axis->end());
+  out.rope_delta = max_id + 1 - out.seq_len;
+  return out;
+}
+
+}  // namespace posenc
