@@ -1,16 +1,20 @@
 // posenc — positional encodings of transformers. Thin: parse, call the library, print.
-// Exit codes: 0 success, 2 bad input (message on stderr), 1 internal error.
+// Exit codes: 0 success, 2 bad input (message on stderr), 1 a failed check or an internal error.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iostream>
 
+#include "check_command.h"
 #include "freqs_command.h"
+#include "table_command.h"
 #include "posenc/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"posenc: positional encodings of transformers, exact and fast"};
   app.require_subcommand(1);
   posenc::cli::add_freqs_command(app);
+  posenc::cli::add_table_command(app);
+  posenc::cli::add_check_command(app);
   const auto commands = app.get_subcommands({});
   const bool known = argc > 1 && std::any_of(commands.begin(), commands.end(),
                                               [&](const CLI::App* c) { return c->check_name(argv[1]); });
@@ -27,6 +31,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);  // prints the message and usage hint
     return 2;
+  } catch (const posenc::cli::ChecksFailed&) {
+    return 1;
   } catch (const posenc::Error& e) {
     std::cerr << "posenc: error: " << e.what() << "\n";
     return 2;

@@ -1,59 +1,23 @@
 // `posenc freqs` end to end: the binary, its JSON, its exit codes.
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include "cli_run.h"
 #include "golden.h"
 
 namespace {
 
+using posenc::testing::CliRun;
+using posenc::testing::run;
+using posenc::testing::run_json;
+using posenc::testing::temp_path;
+using posenc::testing::write_config;
 using posenc::testing::golden;
 using posenc::testing::max_rel_diff;
-
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-std::string temp_path(const std::string& suffix) {
-  static int counter = 0;
-  return (::testing::TempDir() + "posenc_cli_" + std::to_string(getpid()) + "_" + std::to_string(++counter) + suffix);
-}
-
-CliRun run(const std::string& args) {
-  const std::string err_file = temp_path(".err");
-  const std::string cmd = std::string(POSENC_CLI) + " " + args + " 2>" + err_file;
-  CliRun r{-1, "", ""};
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buf;
-  while (std::size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = posenc::testing::read_file(err_file);
-  std::remove(err_file.c_str());
-  return r;
-}
-
-std::string write_config(const nlohmann::json& config) {
-  const std::string path = temp_path(".json");
-  std::ofstream(path) << config.dump();
-  return path;
-}
-
-nlohmann::json run_json(const std::string& args) {
-  const CliRun r = run(args + " --json");
-  EXPECT_EQ(r.code, 0) << r.err;
-  return nlohmann::json::parse(r.out);
-}
 
 void expect_schedule(const nlohmann::json& got, const nlohmann::json& golden_case, const std::string& inv_key,
                      const std::string& att_key) {

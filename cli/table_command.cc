@@ -1,0 +1,289 @@
+#include "table_command.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "posenc/alibi.h"
+#include "posenc/deberta.h"
+#include "posenc/error.h"
+#include "posenc/hf_config.h"
+#include "posenc/learned.h"
+#include "posenc/mrope.h"
+#include "posenc/rope_apply.h"
+#include "posenc/schemes.h"
+#include "posenc/sinusoidal.h"
+#include "posenc/t5_bias.h"
+#include "posenc/transformer_xl.h"
+#include "ranges.h"
+
+namespace posenc::cli {
+namespace {
+
+using nlohmann::json;
+
+struct TableArgs {
+  std::string scheme;
+  bool json = false;
+  std::optional<int> dim, heads, num_buckets, max_distance, num_positions, offset, klen, clamp_len, position_buckets,
+      max_relative_positions, merge, text_before, text_after;
+  std::optional<std::string> positions, relative, layout, freq, config, mrope_section, grid;
+  std::optional<double> base, std;
+  std::optional<std::uint64_t> seed;
+  bool bidirectional = false, causal = false, symmetric = false, interleaved = false, hf_compatible = false,
+       v4_rule = false;
+  // flag name -> the option, and the schemes it applies to
+  std::map<std::string, std::pair<CLI::Option*, std::set<std::string>>> applies;
+};
+
+std::vector<std::int64_t> positions_or(const TableArgs& a, const char* fallback) {
+  return parse_int_list(a.positions.value_or(fallback), "--positions", 0, kMaxPosition);
+}
+
+// Prints rows of numbers: "label  v0 v1 ..." (text) or collects them for JSON.
+void print_rows(const std::string& label, const std::vector<std::int64_t>& keys, const std::vector<float>& values,
+                std::size_t width) {
+  for (std::size_t r = 0; r < keys.size(); ++r) {
+    std::printf("%s %-8lld", label.c_str(), static_cast<long long>(keys[r]));
+    for (std::size_t c = 0; c < width; ++c) std::printf(" % .6f", values[r * width + c]);
+    std::printf("\n");
+  }
+}
+
+json rows_json(const std::vector<float>& values, std::size_t width) {
+  json rows = json::array();
+  for (std::size_t r = 0; width && r < values.size() / width; ++r)
+    rows.push_back(std::vector<double>(values.begin() + static_cast<std::ptrdiff_t>(r * width),
+                                       values.begin() + static_cast<std::ptrdiff_t>((r + 1) * width)));
+  return rows;
+}
+
+json table_sinusoidal(const TableArgs& a) {
+  SinusoidalParams p;
+  p.dim = a.dim.value_or(64);
+  const std::string layout = a.layout.value_or("interleaved"), freq = a.freq.value_or("vaswani");
+  if (layout != "interleaved" && layout != "halves") throw Error("--layout must be interleaved or halves, got '" + layout + "'");
+  if (freq != "vaswani" && freq != "fairseq") throw Error("--freq must be vaswani or fairseq, got '" + freq + "'");
+  p.layout = layout == "halves" ? SinusoidalLayout::kHalves : SinusoidalLayout::kInterleaved;
+  p.freqs = freq == "fairseq" ? SinusoidalFreqs::kFairseq : SinusoidalFreqs::kVaswani;
+  p.base = a.base.value_or(10000.0);
+  validate(p);
+  const auto positions = positions_or(a, "0:8");
+  const auto values = sinusoidal_table(p, positions);
+  if (!a.json) print_rows("pos", positions, values, static_cast<std::size_t>(p.dim));
+  return {{"positions", positions}, {"values", rows_json(values, static_cast<std::size_t>(p.dim))}};
+}
+
+json table_learned(const TableArgs& a) {
+  const int dim = a.dim.value_or(64);
+  const auto positions = parse_int_list(a.positions.value_or("0:8"), "--positions", -2, kMaxPosition);
+  const LearnedTable t = learned_init(a.num_positions.value_or(1024), dim, a.std.value_or(0.02), a.seed.value_or(0),
+                                      a.offset.value_or(0));
+  std::vector<float> values(positions.size() * static_cast<std::size_t>(dim));
+  learned_lookup(t, positions.data(), static_cast<int>(positions.size()), 0, values.data());
+  if (!a.json) print_rows("pos", positions, values, static_cast<std::size_t>(dim));
+  return {{"positions", positions}, {"values", rows_json(values, static_cast<std::size_t>(dim))}};
+}
+
+json table_rope(const TableArgs& a) {
+  RopeParams params;
+  if (a.config) {
+    params = load_hf_config(*a.config).select().params;
+  } else {
+    params.head_dim = a.dim.value_or(64);
+    params.theta = a.base.value_or(10000.0);
+  }
+  if (params.head_dim % 2 != 0) throw Error("--dim must be even for RoPE (channel pairs), got " + std::to_string(params.head_dim));
+  const RopeSchedule s = compute_schedule(params);
+  RopeApplyParams p = rope_apply_params(s);
+  p.angles = a.hf_compatible ? AngleMode::kHfFloat32 : AngleMode::kAccurate;
+  const auto positions = positions_or(a, "0:8");
+  const std::size_t half = s.inv_freq.size(), width = 2 * half;
+  std::vector<float> cos(positions.size() * width), sin(positions.size() * width);
+  for (std::size_t r = 0; r < positions.size(); ++r)
+    for (std::size_t j = 0; j < width; ++j)  // HF's concat(freqs, freqs) layout
+      rope_cos_sin(s.inv_freq[j % half], positions[r], p, &cos[r * width + j], &sin[r * width + j]);
+  if (!a.json) {
+    print_rows("cos", positions, cos, width);
+    print_rows("sin", positions, sin, width);
+  }
+  return {{"positions", positions}, {"rotary_dim", width}, {"cos", rows_json(cos, width)}, {"sin", rows_json(sin, width)}};
+}
+
+json table_mrope(const TableArgs& a) {
+  json out;
+  if (a.mrope_section) {
+    std::vector<int> sections;
+    for (auto v : parse_int_list(*a.mrope_section, "--mrope-section", 0, 65536, 3)) sections.push_back(static_cast<int>(v));
+    const auto axis = mrope_axis_map(sections, a.interleaved);
+    out["axis_of_freq"] = axis;
+    if (!a.json) {
+      std::printf("frequency -> axis (0 T, 1 H, 2 W):");
+      for (auto x : axis) std::printf(" %d", x);
+      std::printf("\n");
+    }
+  }
+  if (a.grid) {
+    const auto g = parse_int_list(*a.grid, "--grid", 1, 1 << 20, 3);
+    if (g.size() != 3) throw Error("--grid takes T,H,W, got '" + *a.grid + "'");
+    const std::vector<TokenRun> runs = {{TokenRun::kText, a.text_before.value_or(0)},
+                                        {TokenRun::kImage, 0, static_cast<int>(g[0]), static_cast<int>(g[1]), static_cast<int>(g[2])},
+                                        {TokenRun::kText, a.text_after.value_or(0)}};
+    const MropeIndex idx = mrope_position_ids(runs, a.merge.value_or(2), a.v4_rule ? MropeIndexRule::kV4_49 : MropeIndexRule::kV5);
+    const auto n = static_cast<std::ptrdiff_t>(idx.seq_len);
+    json ids = json::array();
+    for (int axis = 0; axis < 3; ++axis)
+      ids.push_back(std::vector<std::int64_t>(idx.ids.begin() + axis * n, idx.ids.begin() + (axis + 1) * n));
+    out["position_ids"] = ids;
+    out["rope_delta"] = idx.rope_delta;
+    if (!a.json) {
+      const char* names[3] = {"T", "H", "W"};
+      for (int axis = 0; axis < 3; ++axis) {
+        std::printf("%s:", names[axis]);
+        for (auto v : ids[static_cast<std::size_t>(axis)]) std::printf(" %lld", static_cast<long long>(v.get<std::int64_t>()));
+        std::printf("\n");
+      }
+      std::printf("rope_delta: %lld\n", static_cast<long long>(idx.rope_delta));
+    }
+  }
+  if (!a.mrope_section && !a.grid) throw Error("--scheme mrope needs --mrope-section T,H,W and/or --grid T,H,W");
+  return out;
+}
+
+json table_alibi(const TableArgs& a) {
+  if (!a.heads) throw Error("--scheme alibi needs --heads H");
+  const auto slopes = alibi_slopes(*a.heads);
+  json out = {{"slopes", slopes}};
+  if (!a.json)
+    for (std::size_t h = 0; h < slopes.size(); ++h) std::printf("head %-4zu slope %.9g\n", h, slopes[h]);
+  if (a.positions) {
+    const auto positions = positions_or(a, "");
+    const std::size_t n = positions.size();
+    json bias = json::array();
+    for (double slope : slopes) {
+      std::vector<float> rows(n * n, 0.0f);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j)
+          alibi_add_bias_row(slope, positions[i], positions[j], 1, a.symmetric ? AlibiMode::kSymmetric : AlibiMode::kCausal,
+                             &rows[i * n + j]);
+      bias.push_back(rows_json(rows, n));
+      if (!a.json) print_rows("query", positions, rows, n);
+    }
+    out["positions"] = positions;
+    out["bias"] = bias;
+  }
+  return out;
+}
+
+json table_t5(const TableArgs& a) {
+  if (a.bidirectional == a.causal) throw Error("--scheme t5 needs exactly one of --bidirectional or --causal");
+  const T5BucketParams p{a.num_buckets.value_or(32), a.max_distance.value_or(128), a.bidirectional};
+  validate(p);
+  const auto rel = parse_int_list(a.relative.value_or("-8:9"), "--relative", -kMaxPosition, kMaxPosition);
+  std::vector<int> buckets;
+  for (auto r : rel) buckets.push_back(t5_bucket(r, p));
+  if (!a.json)
+    for (std::size_t i = 0; i < rel.size(); ++i) std::printf("key-query %-8lld bucket %d\n", static_cast<long long>(rel[i]), buckets[i]);
+  return {{"relative", rel}, {"buckets", buckets}};
+}
+
+json table_xl(const TableArgs& a) {
+  const int dim = a.dim.value_or(64), klen = a.klen.value_or(8);
+  const auto r = xl_relative_sinusoid(dim, klen, a.clamp_len.value_or(0));
+  std::vector<std::int64_t> distances;
+  for (int m = 0; m < klen; ++m) distances.push_back(klen - 1 - m);
+  if (!a.json) print_rows("dist", distances, r, static_cast<std::size_t>(dim));
+  return {{"distances", distances}, {"values", rows_json(r, static_cast<std::size_t>(dim))}};
+}
+
+json table_deberta(const TableArgs& a) {
+  const DebertaRelativeParams p{a.position_buckets.value_or(256), a.max_relative_positions.value_or(512)};
+  deberta_relative_positions(1, 1, p);  // validates
+  const auto rel = parse_int_list(a.relative.value_or("-8:9"), "--relative", -kMaxPosition, kMaxPosition);
+  std::vector<std::int64_t> buckets;
+  for (auto r : rel) buckets.push_back(p.position_buckets > 0 ? deberta_log_bucket(r, p.position_buckets, p.max_relative_positions) : r);
+  if (!a.json)
+    for (std::size_t i = 0; i < rel.size(); ++i)
+      std::printf("query-key %-8lld bucket %lld\n", static_cast<long long>(rel[i]), static_cast<long long>(buckets[i]));
+  return {{"relative", rel}, {"buckets", buckets}};
+}
+
+void run_table(const TableArgs& a) {
+  const auto scheme = scheme_from_name(a.scheme);
+  if (!scheme) throw Error("--scheme '" + a.scheme + "' is not known; schemes: " + scheme_names());
+  for (const auto& [flag, entry] : a.applies)
+    if (entry.first->count() > 0 && !entry.second.count(a.scheme))
+      throw Error(flag + " does not apply to --scheme " + a.scheme);
+  if (a.dim && *a.dim < 1) throw Error("--dim must be >= 1, got " + std::to_string(*a.dim));
+  json out;
+  switch (*scheme) {
+    case Scheme::kNope:
+      out = json::object();
+      if (!a.json) std::printf("nope: no positional encoding; order reaches the model only through the causal mask\n");
+      break;
+    case Scheme::kSinusoidal: out = table_sinusoidal(a); break;
+    case Scheme::kLearned: out = table_learned(a); break;
+    case Scheme::kRope: out = table_rope(a); break;
+    case Scheme::kMrope: out = table_mrope(a); break;
+    case Scheme::kAlibi: out = table_alibi(a); break;
+    case Scheme::kT5: out = table_t5(a); break;
+    case Scheme::kXl: out = table_xl(a); break;
+    case Scheme::kDeberta: out = table_deberta(a); break;
+  }
+  if (a.json) {
+    out["scheme"] = a.scheme;
+    std::cout << out.dump() << "\n";
+  }
+}
+
+}  // namespace
+
+void add_table_command(CLI::App& app) {
+  auto a = std::make_shared<TableArgs>();
+  CLI::App* cmd = app.add_subcommand("table", "the numbers of a positional scheme (ranges A:B are half-open)");
+  cmd->add_option("--scheme", a->scheme, "scheme: " + scheme_names())->required();
+  cmd->add_flag("--json", a->json, "one JSON object on stdout");
+  auto opt = [&](const std::string& flag, auto& target, const std::string& help, std::set<std::string> schemes) {
+    a->applies[flag] = {cmd->add_option(flag, target, help), std::move(schemes)};
+  };
+  auto flag = [&](const std::string& name, bool& target, const std::string& help, std::set<std::string> schemes) {
+    a->applies[name] = {cmd->add_flag(name, target, help), std::move(schemes)};
+  };
+  opt("--dim", a->dim, "model or head dimension (default 64)", {"sinusoidal", "learned", "rope", "xl"});
+  opt("--positions", a->positions, "positions: 0,1,2,10 or A:B (default 0:8)", {"sinusoidal", "learned", "rope", "alibi"});
+  opt("--layout", a->layout, "interleaved (Vaswani) or halves (Marian, fairseq)", {"sinusoidal"});
+  opt("--freq", a->freq, "vaswani (base^-2k/d) or fairseq (exp(-k ln base/(d/2-1)))", {"sinusoidal"});
+  opt("--base", a->base, "frequency base (default 10000)", {"sinusoidal", "rope"});
+  opt("--config", a->config, "a model's config.json for the RoPE schedule", {"rope"});
+  flag("--hf-compatible", a->hf_compatible, "HF's float32 angles", {"rope"});
+  opt("--num-positions", a->num_positions, "rows of the learned table (default 1024)", {"learned"});
+  opt("--offset", a->offset, "extra leading rows (BART/OPT: 2)", {"learned"});
+  opt("--std", a->std, "init standard deviation (default 0.02)", {"learned"});
+  opt("--seed", a->seed, "init seed (default 0)", {"learned"});
+  opt("--heads", a->heads, "number of heads", {"alibi"});
+  flag("--symmetric", a->symmetric, "encoder bias -slope*|i-j| (with --positions)", {"alibi"});
+  opt("--num-buckets", a->num_buckets, "T5 buckets (default 32)", {"t5"});
+  opt("--max-distance", a->max_distance, "T5 max distance (default 128)", {"t5"});
+  flag("--bidirectional", a->bidirectional, "encoder buckets", {"t5"});
+  flag("--causal", a->causal, "decoder buckets", {"t5"});
+  opt("--relative", a->relative, "relative positions A:B (T5: key - query; DeBERTa: query - key)", {"t5", "deberta"});
+  opt("--klen", a->klen, "Transformer-XL key length (memory + segment, default 8)", {"xl"});
+  opt("--clamp-len", a->clamp_len, "Transformer-XL clamp_len (0: none)", {"xl"});
+  opt("--position-buckets", a->position_buckets, "DeBERTa position_buckets (default 256, 0: none)", {"deberta"});
+  opt("--max-relative-positions", a->max_relative_positions, "DeBERTa max_relative_positions (default 512)", {"deberta"});
+  opt("--mrope-section", a->mrope_section, "M-RoPE sections T,H,W", {"mrope"});
+  flag("--interleaved", a->interleaved, "Qwen3-VL interleaved axis map", {"mrope"});
+  opt("--grid", a->grid, "image grid T,H,W in patches: position ids of text, image, text", {"mrope"});
+  opt("--merge", a->merge, "spatial_merge_size (default 2)", {"mrope"});
+  opt("--text-before", a->text_before, "text tokens before the image", {"mrope"});
+  opt("--text-after", a->text_after, "text tokens after the image", {"mrope"});
+  flag("--v4", a->v4_rule, "HF <= 4.49 rule for the text after a vision run", {"mrope"});
+  cmd->callback([a] { run_table(*a); });
+}
+
+}  // namespace posenc::cli

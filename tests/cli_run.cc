@@ -1,0 +1,47 @@
+#include "cli_run.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "golden.h"
+
+namespace posenc::testing {
+
+std::string temp_path(const std::string& suffix) {
+  static int counter = 0;
+  return ::testing::TempDir() + "posenc_cli_" + std::to_string(getpid()) + "_" + std::to_string(++counter) + suffix;
+}
+
+CliRun run(const std::string& args) {
+  const std::string err_file = temp_path(".err");
+  const std::string cmd = std::string(POSENC_CLI) + " " + args + " 2>" + err_file;
+  CliRun r{-1, "", ""};
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  while (std::size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = read_file(err_file);
+  std::remove(err_file.c_str());
+  return r;
+}
+
+nlohmann::json run_json(const std::string& args) {
+  const CliRun r = run(args + " --json");
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+  return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+std::string write_config(const nlohmann::json& config) {
+  const std::string path = temp_path(".json");
+  std::ofstream(path) << config.dump();
+  return path;
+}
+
+}  // namespace posenc::testing

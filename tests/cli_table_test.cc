@@ -1,0 +1,128 @@
+// `posenc table` and `posenc check` end to end, against the golden values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cli_run.h"
+#include "golden.h"
+
+namespace {
+
+using posenc::testing::CliRun;
+using posenc::testing::flatten;
+using posenc::testing::golden;
+using posenc::testing::golden_case;
+using posenc::testing::run;
+using posenc::testing::run_json;
+
+double max_diff(const nlohmann::json& a, const nlohmann::json& b) {
+  const auto x = flatten(a), y = flatten(b);
+  if (x.size() != y.size()) return INFINITY;
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(x[i] - y[i]));
+  return worst;
+}
+
+TEST(CliTable, SinusoidalLayouts) {
+  struct Case {
+    const char* name;
+    const char* flags;
+    double tol;
+  };
+  for (const Case& c : {Case{"xlm_distilbert_interleaved_d8", "--layout interleaved", 2e-7},
+                        Case{"marian_halves_d8", "--layout halves", 2e-7},
+                        Case{"whisper_d8", "--layout halves --freq fairseq", 5e-5}}) {
+    SCOPED_TRACE(c.name);
+    const auto& g = golden_case("sinusoidal", c.name);
+    const auto j = run_json(std::string("table --scheme sinusoidal --dim 8 --positions 0,1,2,3,10,100,1000 ") + c.flags);
+    EXPECT_LE(max_diff(j.at("values"), g.at("table")), c.tol);
+  }
+}
+
+TEST(CliTable, AlibiSlopes) {
+  const auto& g = golden().at("alibi");
+  for (int h = 1; h <= 16; ++h) {
+    const auto j = run_json("table --scheme alibi --heads " + std::to_string(h));
+    EXPECT_LE(max_diff(j.at("slopes"), g.at("paper_slopes_f64")[static_cast<std::size_t>(h - 1)]), 1e-16) << h;
+  }
+  const auto bias = run_json("table --scheme alibi --heads 2 --positions 0:3");
+  EXPECT_EQ(bias.at("bias")[0][2][0].get<double>(), -0.0625 * 2) << "-slope * (i - j), slope 2^-4 for head 0 of 2";
+}
+
+TEST(CliTable, T5Buckets) {
+  const auto& g = golden().at("t5_relative_bias");
+  for (const auto& c : g.at("bucket_cases")) {
+    const std::string mode = c.at("bidirectional").get<bool>() ? "--bidirectional" : "--causal";
+    const auto j = run_json("table --scheme t5 --num-buckets 32 --max-distance 128 " + mode + " --relative -300:301");
+    EXPECT_EQ(j.at("buckets"), c.at("buckets")) << mode;
+  }
+}
+
+TEST(CliTable, TransformerXlRopeMropeDeberta) {
+  const auto& xl = golden_case("sinusoidal", "transfo_xl_PositionalEmbedding_d8");
+  EXPECT_LE(max_diff(run_json("table --scheme xl --dim 8 --klen 6").at("values"), xl.at("pos_emb_[klen,1,width]")), 2e-7);
+
+  const auto& apply = golden_case("rope_apply", "llama_half_split_default_d8");
+  std::string positions;
+  for (const auto& p : apply.at("positions")) positions += (positions.empty() ? "" : ",") + std::to_string(p.get<int>());
+  const auto rope = run_json("table --scheme rope --dim 8 --hf-compatible --positions " + positions);
+  EXPECT_LE(max_diff(rope.at("cos"), apply.at("cos")), 1e-7);
+  EXPECT_LE(max_diff(rope.at("sin"), apply.at("sin")), 1e-7);
+
+  const auto& idx = golden_case("mrope_and_2d", "qwen2vl_get_rope_index_image_t1_h4_w6");
+  const auto m = run_json("table --scheme mrope --grid 1,4,6 --merge 2 --text-before 2 --text-after 2");
+  EXPECT_EQ(m.at("position_ids"), idx.at("position_ids_v5_main"));
+  EXPECT_EQ(m.at("rope_delta"), idx.at("rope_deltas_v5_main")[0][0]);
+  const auto& tiny = golden_case("mrope_and_2d", "qwen2vl_mrope_apply_tiny_d16");
+  const auto axis = run_json("table --scheme mrope --mrope-section 2,3,3").at("axis_of_freq");
+  for (std::size_t c = 0; c < 16; ++c) EXPECT_EQ(axis[c % 8], tiny.at("axis_of_channel")[c]) << c;
+
+  const auto d = run_json("table --scheme deberta --position-buckets 256 --max-relative-positions 512 --relative 126:131");
+  // mid = 128: itself up to 128, then 128 + ceil(ln(r/128) / ln(511/128) * 127): 129 -> 129, 130 -> 130.
+  EXPECT_EQ(d.at("buckets"), (nlohmann::json{126, 127, 128, 129, 130}));
+  EXPECT_TRUE(run_json("table --scheme nope").is_object());
+}
+
+TEST(CliTable, BadOptionsExitTwo) {
+  struct Case {
+    std::string args, mention;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"table --scheme rope --dim 7", "even"},
+           {"table --scheme alibi --heads 0", "0"},
+           {"table --scheme alibi", "--heads"},
+           {"table --scheme t5 --num-buckets 1 --causal", "num_buckets"},
+           {"table --scheme t5 --num-buckets 32", "--bidirectional"},
+           {"table --scheme cope", "cope"},
+           {"table --scheme sinusoidal --heads 4", "--heads"},
+           {"table --scheme sinusoidal --layout diagonal", "diagonal"},
+           {"table --scheme sinusoidal --positions 5:2", "5:2"},
+           {"table --scheme sinusoidal --positions 1,x", "'x'"},
+           {"table --scheme sinusoidal --dim 2 --freq fairseq", "dim"},
+           {"table --scheme learned --num-positions 16 --positions 16", "position 16"},
+           {"table --scheme mrope", "--mrope-section"},
+           {"table --scheme mrope --grid 1,3,4", "divisible"},
+           {"check --dim 7", "dim"},
+       }) {
+    SCOPED_TRACE(c.args);
+    const CliRun r = run(c.args);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find(c.mention), std::string::npos) << r.err;
+  }
+}
+
+TEST(CliCheck, PassesAndFailsHonestly) {
+  const CliRun ok = run("check");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_EQ(ok.out.find("FAIL"), std::string::npos);
+  EXPECT_NE(ok.out.find("PASS  rope.relative"), std::string::npos);
+  const auto j = run_json("check --dim 128 --positions 1000");
+  EXPECT_TRUE(j.at("pass").get<bool>());
+  EXPECT_EQ(j.at("checks").size(), 11u);
+  // Two frequencies are too few for RoFormer's decay: the check says so and exits 1.
+  const CliRun few = run("check --dim 4 --positions 100");
+  EXPECT_EQ(few.code, 1);
+  EXPECT_NE(few.out.find("FAIL  rope.decay"), std::string::npos) << few.out;
+}
+
+}  // namespace
