@@ -17,7 +17,17 @@ RopeApplyParams rope_apply_params(const RopeSchedule& s, RopeLayout layout) {
   return p;
 }
 
-void validate(const HeadsView<float>& x, const PositionIds& pos, const RopeApplyParams& p) {
+RopeTensor bshd(void* data, DType dtype, int batch, int tokens, int heads, int head_dim) {
+  return {data, dtype, batch, tokens, heads, head_dim, std::int64_t{tokens} * heads * head_dim,
+          std::int64_t{heads} * head_dim, head_dim};
+}
+
+RopeTensor bhsd(void* data, DType dtype, int batch, int heads, int tokens, int head_dim) {
+  return {data, dtype, batch, tokens, heads, head_dim, std::int64_t{heads} * tokens * head_dim, head_dim,
+          std::int64_t{tokens} * head_dim};
+}
+
+void validate(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams& p) {
   if (!x.data || x.batch < 0 || x.tokens < 0 || x.heads < 0 || x.head_dim < 1)
     throw Error("RoPE view needs data, batch/tokens/heads >= 0 and head_dim >= 1");
   if (p.num_freqs < 1 || 2 * p.num_freqs > x.head_dim)
@@ -28,14 +38,15 @@ void validate(const HeadsView<float>& x, const PositionIds& pos, const RopeApply
     if (p.axis_of_freq[j] >= pos.axes)
       throw Error("frequency " + std::to_string(j) + " reads position axis " + std::to_string(p.axis_of_freq[j]) +
                   " but the ids have " + std::to_string(pos.axes));
-  const std::int64_t n = std::int64_t{x.batch} * x.tokens;
+  if (!p.inv_freq) throw Error("RoPE needs inv_freq");
   for (int a = 0; a < pos.axes; ++a)
-    for (std::int64_t i = 0; i < n; ++i) {
-      const std::int64_t v = pos.ids[a * pos.axis_stride + i];
-      if (v < 0 || v > kMaxPosition)
-        throw Error("position id " + std::to_string(v) + " (axis " + std::to_string(a) + ", index " + std::to_string(i) +
-                    ") must be in [0, 2^31-1]");
-    }
+    for (int b = 0; b < x.batch; ++b)
+      for (int t = 0; t < x.tokens; ++t) {
+        const std::int64_t v = pos.at(a, b, t, x.tokens);
+        if (v < 0 || v > kMaxPosition)
+          throw Error("position " + std::to_string(v) + " (axis " + std::to_string(a) + ", batch " + std::to_string(b) +
+                      ", token " + std::to_string(t) + ") must be in [0, 2^31-1]");
+      }
 }
 
 void rope_cos_sin(double inv_freq, std::int64_t position, const RopeApplyParams& p, float* c, float* s) {
@@ -53,18 +64,39 @@ void rope_cos_sin(double inv_freq, std::int64_t position, const RopeApplyParams&
   }
 }
 
-void rope_apply_reference(const HeadsView<float>& x, const PositionIds& pos, const RopeApplyParams& p) {
+namespace {
+
+float load(const void* base, DType t, std::int64_t i) {
+  switch (t) {
+    case DType::kF32: return static_cast<const float*>(base)[i];
+    case DType::kBF16: return bf16_to_float(static_cast<const std::uint16_t*>(base)[i]);
+    case DType::kF16: return f16_to_float(static_cast<const std::uint16_t*>(base)[i]);
+  }
+  return 0;
+}
+
+void store(void* base, DType t, std::int64_t i, float v) {
+  switch (t) {
+    case DType::kF32: static_cast<float*>(base)[i] = v; break;
+    case DType::kBF16: static_cast<std::uint16_t*>(base)[i] = float_to_bf16(v); break;
+    case DType::kF16: static_cast<std::uint16_t*>(base)[i] = float_to_f16(v); break;
+  }
+}
+
+}  // namespace
+
+void rope_apply_reference(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams& p) {
   validate(x, pos, p);
   const int half = p.num_freqs;
   std::vector<float> in(static_cast<std::size_t>(2 * half));
   for (int b = 0; b < x.batch; ++b)
     for (int t = 0; t < x.tokens; ++t)
       for (int h = 0; h < x.heads; ++h) {
-        float* row = x.row(b, t, h);
-        in.assign(row, row + 2 * half);
+        const std::int64_t row = b * x.batch_stride + t * x.token_stride + h * x.head_stride;
+        for (int c = 0; c < 2 * half; ++c) in[static_cast<std::size_t>(c)] = load(x.data, x.dtype, row + c);
         for (int j = 0; j < half; ++j) {
           const int axis = p.axis_of_freq ? p.axis_of_freq[j] : 0;
-          const std::int64_t position = pos.ids[axis * pos.axis_stride + std::int64_t{b} * x.tokens + t];
+          const std::int64_t position = pos.at(axis, b, t, x.tokens);
           float c, s;
           rope_cos_sin(p.inv_freq[j], position, p, &c, &s);
           const bool split = p.layout == RopeLayout::kHalfSplit;
@@ -72,13 +104,9 @@ void rope_apply_reference(const HeadsView<float>& x, const PositionIds& pos, con
           const float xb = split ? in[j + half] : in[2 * j + 1];
           const float oa = xa * c - xb * s;
           const float ob = xb * c + xa * s;
-          if (p.layout == RopeLayout::kInterleaved) {
-            row[2 * j] = oa;
-            row[2 * j + 1] = ob;
-          } else {  // half-split, and DeepSeek-V3's de-interleaved output
-            row[j] = oa;
-            row[j + half] = ob;
-          }
+          const bool interleaved_out = p.layout == RopeLayout::kInterleaved;
+          store(x.data, x.dtype, row + (interleaved_out ? 2 * j : j), oa);
+          store(x.data, x.dtype, row + (interleaved_out ? 2 * j + 1 : j + half), ob);
         }
       }
 }

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 
+#include "posenc/half.h"
 #include "posenc/rope_schedule.h"
 
 namespace posenc {
@@ -36,32 +37,38 @@ enum class AngleMode {
   kHfFloat32,  // HF: float32(w * float32(p)); cos/sin of that float (error ~6e-8 * p)
 };
 
-template <typename T>
-struct HeadsView {
-  T* data = nullptr;
+// q or k: element (b, t, h, c) at data + b*batch_stride + t*token_stride + h*head_stride + c,
+// strides in elements of dtype; channels contiguous.
+struct RopeTensor {
+  void* data = nullptr;
+  DType dtype = DType::kF32;
   int batch = 1, tokens = 0, heads = 0, head_dim = 0;
-  std::int64_t batch_stride = 0, token_stride = 0, head_stride = 0;  // in elements
-
-  T* row(int b, int t, int h) const { return data + b * batch_stride + t * token_stride + h * head_stride; }
+  std::int64_t batch_stride = 0, token_stride = 0, head_stride = 0;
 };
 
-template <typename T>
-HeadsView<T> bshd(T* data, int batch, int tokens, int heads, int head_dim) {
-  return {data, batch, tokens, heads, head_dim, std::int64_t{tokens} * heads * head_dim,
-          std::int64_t{heads} * head_dim, head_dim};
+RopeTensor bshd(void* data, DType dtype, int batch, int tokens, int heads, int head_dim);
+RopeTensor bhsd(void* data, DType dtype, int batch, int heads, int tokens, int head_dim);
+inline RopeTensor bshd(float* data, int batch, int tokens, int heads, int head_dim) {
+  return bshd(data, DType::kF32, batch, tokens, heads, head_dim);
+}
+inline RopeTensor bhsd(float* data, int batch, int heads, int tokens, int head_dim) {
+  return bhsd(data, DType::kF32, batch, heads, tokens, head_dim);
 }
 
-template <typename T>
-HeadsView<T> bhsd(T* data, int batch, int heads, int tokens, int head_dim) {
-  return {data, batch, tokens, heads, head_dim, std::int64_t{heads} * tokens * head_dim, head_dim,
-          std::int64_t{tokens} * head_dim};
-}
-
-// ids[axis * axis_stride + b * tokens + t]
+// Position of token t of batch row b on axis a:
+//   (ids ? ids[a * axis_stride + b * tokens + t] : ids32 ? ids32[...] : t) + offset
+// offset is the KV-cache length for a decode step; packed sequences pass explicit ids.
 struct PositionIds {
   const std::int64_t* ids = nullptr;
   int axes = 1;
   std::int64_t axis_stride = 0;
+  const std::int32_t* ids32 = nullptr;
+  std::int64_t offset = 0;
+
+  std::int64_t at(int axis, int b, int t, int tokens) const {
+    const std::int64_t i = axis * axis_stride + std::int64_t{b} * tokens + t;
+    return (ids ? ids[i] : ids32 ? ids32[i] : t) + offset;
+  }
 };
 
 struct RopeApplyParams {
@@ -77,14 +84,15 @@ struct RopeApplyParams {
 // The parameters for a schedule's frequencies and attention factor.
 RopeApplyParams rope_apply_params(const RopeSchedule& schedule, RopeLayout layout = RopeLayout::kHalfSplit);
 
-// Checks shapes, strides, axes and positions (in [0, 2^31-1]); throws posenc::Error.
-void validate(const HeadsView<float>& x, const PositionIds& positions, const RopeApplyParams& params);
+// Checks shapes, axes and positions (in [0, 2^31-1]); throws posenc::Error.
+void validate(const RopeTensor& x, const PositionIds& positions, const RopeApplyParams& params);
 
 // cos and sin of one frequency at one position, scaled by the attention factor.
 void rope_cos_sin(double inv_freq, std::int64_t position, const RopeApplyParams& params, float* cos, float* sin);
 
-// Rotates every head of every token in place. The plain, obviously-correct version: the
-// reference the SIMD kernels are tested against.
-void rope_apply_reference(const HeadsView<float>& x, const PositionIds& positions, const RopeApplyParams& params);
+// Rotates every head of every token in place, any storage dtype (math in float32, stores
+// rounded to nearest even). The plain, obviously-correct version: the reference the SIMD
+// kernels (rope_kernels.h) are tested against.
+void rope_apply_reference(const RopeTensor& x, const PositionIds& positions, const RopeApplyParams& params);
 
 }  // namespace posenc
