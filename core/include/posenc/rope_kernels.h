@@ -1,0 +1,65 @@
+// Fast RoPE: rotate q and k in place at memory speed (Google Highway, dynamic dispatch).
+//
+// One call rotates q and, optionally, k (same batch and tokens, own head count: GQA) over
+// strided views ([B,S,H,D] or [B,H,S,D] without copies), in every layout of rope_apply.h,
+// partial rotary, M-RoPE / 2-D axes, direction +1/-1, storage f32/bf16/f16 with math in f32.
+// Results equal rope_apply_reference() bit for bit on every SIMD target (the tests check each
+// target), and do not depend on the thread count (each element is computed once, the same way).
+//
+// cos/sin come from a RopeTable (built once, grows on demand) or are computed per token on the
+// fly; both use rope_cos_sin(), so both modes give identical bits. Per token the cos/sin row is
+// formed once and reused by every head of q and k.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "posenc/rope_apply.h"
+
+namespace posenc {
+
+// cos/sin (attention factor included, direction +1) for positions 0 .. size-1:
+// [position][num_freqs] each. Safe to share between threads: ensure() serialises growth and
+// hands out immutable snapshots.
+class RopeTable {
+ public:
+  struct Rows {
+    std::int64_t positions = 0;
+    int num_freqs = 0;
+    std::vector<float> cos, sin;
+  };
+
+  explicit RopeTable(const RopeApplyParams& params, std::int64_t initial_positions = 4096);
+
+  // A snapshot covering positions 0 .. max_position (the table doubles until it does).
+  std::shared_ptr<const Rows> ensure(std::int64_t max_position) const;
+
+  // Whether this table was built for these frequencies, attention factor and angle mode.
+  bool matches(const RopeApplyParams& params) const;
+
+ private:
+  std::vector<float> inv_freq_;
+  RopeApplyParams params_;  // inv_freq points into inv_freq_
+  mutable std::mutex mutex_;
+  mutable std::shared_ptr<const Rows> rows_;
+};
+
+struct RopeKernelOptions {
+  int threads = 0;                  // 0: every hardware thread (OpenMP)
+  const RopeTable* table = nullptr;  // table mode; nullptr: cos/sin computed on the fly
+};
+
+// Rotates q, and k when not null, in place. Validates first (throws posenc::Error).
+void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& positions,
+                 const RopeApplyParams& params, const RopeKernelOptions& options = {});
+
+// The SIMD target rope_rotate uses on this machine ("AVX3", "AVX2", ...).
+const char* rope_kernel_target();
+
+// An in-place read-modify-write pass over n floats (x *= 1 + 2^-23 ... undone on alternate
+// calls), with the same threads: the memory-bandwidth ceiling a memory-bound kernel can reach.
+void memory_rmw_pass(float* data, std::size_t n, int threads);
+
+}  // namespace posenc

@@ -1,0 +1,250 @@
+// SIMD RoPE kernels, compiled once per Highway target by rope_kernels.cc (foreach_target).
+// Per-target include guard, as Highway requires:
+#if defined(POSENC_ROPE_KERNELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef POSENC_ROPE_KERNELS_INL_H_
+#undef POSENC_ROPE_KERNELS_INL_H_
+#else
+#define POSENC_ROPE_KERNELS_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "posenc/half.h"
+#include "posenc/rope_apply.h"
+#include "rope_kernel_job.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+
+// ---- one head: in[0 .. 2 half) -> out, float32 --------------------------------------------
+// Products are rounded before the add (no FMA) so that every target equals the scalar code.
+// dir > 0:  a' = a c - b s,  b' = b c + a s;   dir < 0: the transpose (s -> -s, exactly).
+template <bool kForward>
+HWY_INLINE void Pair(float a, float b, float c, float s, float* oa, float* ob) {
+  if (kForward) {
+    *oa = a * c - b * s;
+    *ob = b * c + a * s;
+  } else {
+    *oa = a * c + b * s;
+    *ob = b * c - a * s;
+  }
+}
+
+template <bool kForward, class V>
+HWY_INLINE void PairV(V a, V b, V c, V s, V& oa, V& ob) {
+  if (kForward) {
+    oa = hn::Sub(hn::Mul(a, c), hn::Mul(b, s));
+    ob = hn::Add(hn::Mul(b, c), hn::Mul(a, s));
+  } else {
+    oa = hn::Add(hn::Mul(a, c), hn::Mul(b, s));
+    ob = hn::Sub(hn::Mul(b, c), hn::Mul(a, s));
+  }
+}
+
+// half-split in, half-split out (in may equal out)
+template <bool kForward>
+void RotateHalf(const float* in, float* out, const float* c, const float* s, int half) {
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  int j = 0;
+  for (; j + n <= half; j += n) {
+    const auto a = hn::LoadU(df, in + j), b = hn::LoadU(df, in + j + half);
+    decltype(hn::Zero(df)) oa, ob;
+    PairV<kForward>(a, b, hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
+    hn::StoreU(oa, df, out + j);
+    hn::StoreU(ob, df, out + j + half);
+  }
+  for (; j < half; ++j) Pair<kForward>(in[j], in[j + half], c[j], s[j], &out[j], &out[j + half]);
+}
+
+// interleaved in; interleaved out (in may equal out) or de-interleaved out (DeepSeek-V3; in
+// must differ from out)
+template <bool kForward, bool kDeinterleave>
+void RotatePairs(const float* in, float* out, const float* c, const float* s, int half) {
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  int j = 0;
+  for (; j + n <= half; j += n) {
+    decltype(hn::Zero(df)) a, b, oa, ob;
+    hn::LoadInterleaved2(df, in + 2 * j, a, b);
+    PairV<kForward>(a, b, hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
+    if (kDeinterleave) {
+      hn::StoreU(oa, df, out + j);
+      hn::StoreU(ob, df, out + j + half);
+    } else {
+      hn::StoreInterleaved2(oa, ob, df, out + 2 * j);
+    }
+  }
+  for (; j < half; ++j) {
+    float oa, ob;
+    Pair<kForward>(in[2 * j], in[2 * j + 1], c[j], s[j], &oa, &ob);
+    out[kDeinterleave ? j : 2 * j] = oa;
+    out[kDeinterleave ? j + half : 2 * j + 1] = ob;
+  }
+}
+
+template <bool kForward>
+void RotateLayout(RopeLayout layout, const float* in, float* out, const float* c, const float* s, int half) {
+  switch (layout) {
+    case RopeLayout::kHalfSplit: RotateHalf<kForward>(in, out, c, s, half); break;
+    case RopeLayout::kInterleaved: RotatePairs<kForward, false>(in, out, c, s, half); break;
+    case RopeLayout::kDeepSeekV3: RotatePairs<kForward, true>(in, out, c, s, half); break;
+  }
+}
+
+// ---- storage conversions (round to nearest even, as posenc/half.h) ------------------------
+void Promote(const std::uint16_t* in, DType t, float* out, int count) {
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  int i = 0;
+  if (t == DType::kBF16) {
+    const hn::Rebind<hwy::bfloat16_t, DF> dbf;
+    for (; i + n <= count; i += n)
+      hn::StoreU(hn::PromoteTo(df, hn::LoadU(dbf, reinterpret_cast<const hwy::bfloat16_t*>(in + i))), df, out + i);
+    for (; i < count; ++i) out[i] = bf16_to_float(in[i]);
+  } else {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    for (; i + n <= count; i += n)
+      hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(in + i))), df, out + i);
+    for (; i < count; ++i) out[i] = f16_to_float(in[i]);
+  }
+}
+
+void Demote(const float* in, DType t, std::uint16_t* out, int count) {
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  int i = 0;
+  if (t == DType::kBF16) {
+    const hn::RebindToUnsigned<DF> du32;
+    const hn::RebindToSigned<DF> di32;
+    const hn::Rebind<std::uint16_t, DF> du16;
+    for (; i + n <= count; i += n) {
+      const auto v = hn::LoadU(df, in + i);
+      const auto u = hn::BitCast(du32, v);
+      const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1u));
+      const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(u, hn::Set(du32, 0x7fffu)), odd));
+      const auto quiet_nan = hn::Or(hn::ShiftRight<16>(u), hn::Set(du32, 0x40u));
+      const auto bits = hn::IfThenElse(hn::RebindMask(du32, hn::Ne(v, v)), quiet_nan, rounded);
+      hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, bits)), du16, out + i);
+    }
+    for (; i < count; ++i) out[i] = float_to_bf16(in[i]);
+  } else {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    // F16C rounds to nearest even. Targets without it emulate the conversion by truncation
+    // (Highway 1.0), so they take the scalar loop below.
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    for (; i + n <= count; i += n)
+      hn::StoreU(hn::DemoteTo(dh, hn::LoadU(df, in + i)), dh, reinterpret_cast<hwy::float16_t*>(out + i));
+#endif
+    for (; i < count; ++i) out[i] = float_to_f16(in[i]);
+  }
+}
+
+// ---- the whole call -------------------------------------------------------------------------
+template <bool kForward>
+void RotateHead(const RopeTensor& x, std::int64_t offset, const RopeApplyParams& p, const float* c, const float* s,
+                float* tmp, float* tmp2) {
+  const int half = p.num_freqs;
+  if (x.dtype == DType::kF32) {
+    float* row = static_cast<float*>(x.data) + offset;
+    if (p.layout == RopeLayout::kDeepSeekV3) {
+      std::copy(row, row + 2 * half, tmp);
+      RotateLayout<kForward>(p.layout, tmp, row, c, s, half);
+    } else {
+      RotateLayout<kForward>(p.layout, row, row, c, s, half);
+    }
+    return;
+  }
+  std::uint16_t* row = static_cast<std::uint16_t*>(x.data) + offset;
+  Promote(row, x.dtype, tmp, 2 * half);
+  float* out = p.layout == RopeLayout::kDeepSeekV3 ? tmp2 : tmp;
+  RotateLayout<kForward>(p.layout, tmp, out, c, s, half);
+  Demote(out, x.dtype, row, 2 * half);
+}
+
+template <bool kForward>
+void RotateAllT(const RotateJob& job) {
+  const RopeApplyParams& p = *job.params;
+  const PositionIds& pos = *job.positions;
+  const int half = p.num_freqs, tokens = job.tensors[0].tokens;
+  const std::int64_t rows = std::int64_t{job.tensors[0].batch} * tokens;
+  const bool table_rows = job.table && !p.axis_of_freq;  // 1-D: point straight into the table
+  RopeApplyParams forward = p;
+  forward.direction = 1;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(job.threads)
+#endif
+  {
+    std::vector<float> cbuf(static_cast<std::size_t>(half)), sbuf(static_cast<std::size_t>(half));
+    std::vector<float> tmp(static_cast<std::size_t>(2 * half)), tmp2(static_cast<std::size_t>(2 * half));
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const int b = static_cast<int>(r / tokens), t = static_cast<int>(r % tokens);
+      const float *c = cbuf.data(), *s = sbuf.data();
+      if (table_rows) {
+        const std::int64_t at = pos.at(0, b, t, tokens) * half;
+        c = job.table->cos.data() + at;
+        s = job.table->sin.data() + at;
+      } else {
+        for (int j = 0; j < half; ++j) {
+          const std::int64_t position = pos.at(p.axis_of_freq ? p.axis_of_freq[j] : 0, b, t, tokens);
+          if (job.table) {
+            cbuf[static_cast<std::size_t>(j)] = job.table->cos[static_cast<std::size_t>(position * half + j)];
+            sbuf[static_cast<std::size_t>(j)] = job.table->sin[static_cast<std::size_t>(position * half + j)];
+          } else {
+            rope_cos_sin(p.inv_freq[j], position, forward, &cbuf[static_cast<std::size_t>(j)], &sbuf[static_cast<std::size_t>(j)]);
+          }
+        }
+      }
+      for (int i = 0; i < job.num_tensors; ++i) {
+        const RopeTensor& x = job.tensors[i];
+        for (int h = 0; h < x.heads; ++h)
+          RotateHead<kForward>(x, b * x.batch_stride + t * x.token_stride + h * x.head_stride, p, c, s, tmp.data(),
+                               tmp2.data());
+      }
+    }
+  }
+}
+
+void RotateAll(const RotateJob& job) {
+  if (job.params->direction > 0)
+    RotateAllT<true>(job);
+  else
+    RotateAllT<false>(job);
+}
+
+std::int64_t CurrentTarget() { return HWY_TARGET; }
+
+void RmwPass(float* data, std::size_t n, int threads, float factor) {
+  const DF df;
+  const std::size_t lanes = hn::Lanes(df);
+  const std::size_t vectors = n / lanes;
+  const auto f = hn::Set(df, factor);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(threads)
+#endif
+  for (std::int64_t v = 0; v < static_cast<std::int64_t>(vectors); ++v) {
+    float* p = data + static_cast<std::size_t>(v) * lanes;
+    hn::StoreU(hn::Mul(hn::LoadU(df, p), f), df, p);
+  }
+  for (std::size_t i = vectors * lanes; i < n; ++i) data[i] *= factor;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace posenc
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,123 @@
+// The one foreach_target translation unit of the RoPE kernels: compiles rope_kernels-inl.h for
+// every Highway target and exports coarse entry points ("rotate this whole call"), dispatched
+// once per call, never per row.
+#include "posenc/rope_kernels.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "rope_kernels-inl.h"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "rope_kernels-inl.h"
+
+#if HWY_ONCE
+#include <string>
+#include <thread>
+
+#include "posenc/error.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace posenc {
+
+HWY_EXPORT(RotateAll);
+HWY_EXPORT(RmwPass);
+HWY_EXPORT(CurrentTarget);
+
+namespace {
+
+int resolve_threads(int threads) {
+  if (threads < 0) throw Error("threads must be >= 0 (0: all), got " + std::to_string(threads));
+  if (threads > 0) return threads;
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+}  // namespace
+
+RopeTable::RopeTable(const RopeApplyParams& params, std::int64_t initial_positions)
+    : inv_freq_(params.inv_freq, params.inv_freq + params.num_freqs), params_(params) {
+  if (params.num_freqs < 1 || !params.inv_freq) throw Error("RoPE table needs inv_freq");
+  if (initial_positions < 1 || initial_positions > kMaxPosition + 1)
+    throw Error("RoPE table size must be in [1, 2^31], got " + std::to_string(initial_positions));
+  params_.inv_freq = inv_freq_.data();
+  params_.direction = 1;
+  ensure(initial_positions - 1);
+}
+
+bool RopeTable::matches(const RopeApplyParams& p) const {
+  if (p.num_freqs != params_.num_freqs || p.attention_factor != params_.attention_factor || p.angles != params_.angles)
+    return false;
+  return std::equal(inv_freq_.begin(), inv_freq_.end(), p.inv_freq);
+}
+
+std::shared_ptr<const RopeTable::Rows> RopeTable::ensure(std::int64_t max_position) const {
+  if (max_position < 0 || max_position > kMaxPosition)
+    throw Error("RoPE table position must be in [0, 2^31-1], got " + std::to_string(max_position));
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (rows_ && rows_->positions > max_position) return rows_;
+  std::int64_t size = rows_ ? rows_->positions : 1;
+  while (size <= max_position) size = std::min<std::int64_t>(2 * size, kMaxPosition + 1);
+  auto rows = std::make_shared<Rows>();
+  rows->positions = size;
+  rows->num_freqs = params_.num_freqs;
+  const std::size_t half = static_cast<std::size_t>(params_.num_freqs);
+  rows->cos.resize(static_cast<std::size_t>(size) * half);
+  rows->sin.resize(static_cast<std::size_t>(size) * half);
+  const std::int64_t reuse = rows_ ? rows_->positions : 0;  // rows already computed stay valid
+  if (reuse) {
+    std::copy(rows_->cos.begin(), rows_->cos.end(), rows->cos.begin());
+    std::copy(rows_->sin.begin(), rows_->sin.end(), rows->sin.begin());
+  }
+  for (std::int64_t p = reuse; p < size; ++p)
+    for (std::size_t j = 0; j < half; ++j)
+      rope_cos_sin(params_.inv_freq[j], p, params_, &rows->cos[static_cast<std::size_t>(p) * half + j],
+                   &rows->sin[static_cast<std::size_t>(p) * half + j]);
+  rows_ = std::move(rows);
+  return rows_;
+}
+
+void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& positions, const RopeApplyParams& params,
+                 const RopeKernelOptions& options) {
+  validate(q, positions, params);
+  RotateJob job;
+  job.tensors[0] = q;
+  if (k) {
+    if (k->batch != q.batch || k->tokens != q.tokens)
+      throw Error("k must have q's batch and tokens: q " + std::to_string(q.batch) + "x" + std::to_string(q.tokens) +
+                  ", k " + std::to_string(k->batch) + "x" + std::to_string(k->tokens));
+    validate(*k, positions, params);
+    job.tensors[1] = *k;
+    job.num_tensors = 2;
+  }
+  job.positions = &positions;
+  job.params = &params;
+  job.threads = resolve_threads(options.threads);
+  std::shared_ptr<const RopeTable::Rows> rows;
+  if (options.table) {
+    if (!options.table->matches(params))
+      throw Error("the RoPE table was built for other frequencies, attention factor or angle mode");
+    std::int64_t max_position = 0;
+    for (int a = 0; a < positions.axes; ++a)
+      for (int b = 0; b < q.batch; ++b)
+        for (int t = 0; t < q.tokens; ++t) max_position = std::max(max_position, positions.at(a, b, t, q.tokens));
+    rows = options.table->ensure(max_position);
+    job.table = rows.get();
+  }
+  if (std::int64_t{q.batch} * q.tokens == 0) return;
+  HWY_DYNAMIC_DISPATCH(RotateAll)(job);
+}
+
+const char* rope_kernel_target() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(CurrentTarget)()); }
+
+void memory_rmw_pass(float* data, std::size_t n, int threads) {
+  HWY_DYNAMIC_DISPATCH(RmwPass)(data, n, resolve_threads(threads), 1.0f);
+}
+
+}  // namespace posenc
+#endif  // HWY_ONCE

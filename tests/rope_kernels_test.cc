@@ -1,0 +1,177 @@
+// The SIMD kernels against the scalar reference: every compiled-and-supported Highway target,
+// every layout, dtype, partial rotary, M-RoPE, direction, id type and cos/sin mode — bit for bit.
+#include <gtest/gtest.h>
+
+#include <hwy/targets.h>
+
+#include <cstring>
+#include <random>
+
+#include "posenc/error.h"
+#include "posenc/mrope.h"
+#include "posenc/rope_kernels.h"
+
+namespace posenc {
+namespace {
+
+struct Buffer {
+  DType dtype;
+  std::vector<std::uint8_t> bytes;
+  void* data() { return bytes.data(); }
+};
+
+Buffer random_buffer(DType dtype, std::size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Buffer b{dtype, std::vector<std::uint8_t>(n * dtype_size(dtype))};
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = normal(rng);
+    if (dtype == DType::kF32) std::memcpy(&b.bytes[4 * i], &v, 4);
+    const std::uint16_t h = dtype == DType::kBF16 ? float_to_bf16(v) : float_to_f16(v);
+    if (dtype != DType::kF32) std::memcpy(&b.bytes[2 * i], &h, 2);
+  }
+  return b;
+}
+
+RopeTensor with_data(RopeTensor t, void* data) {
+  t.data = data;
+  return t;
+}
+
+class RopeKernels : public ::testing::Test {
+ protected:
+  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
+};
+
+TEST_F(RopeKernels, EveryTargetEqualsTheReferenceBitForBit) {
+  const int batch = 2, tokens = 5, q_heads = 3, k_heads = 2, head_dim = 40;
+  RopeParams rp;
+  rp.head_dim = head_dim;
+  rp.theta = 10000;
+  std::mt19937 rng(7);
+  std::vector<std::int64_t> ids64(3 * batch * tokens);
+  // Up to 4000 (+ an offset of 1000) keeps the cos/sin tables small; large positions are the
+  // subject of AccurateAnglesStayExactAtLargePositions and of the on-the-fly case below.
+  std::uniform_int_distribution<std::int64_t> any_position(0, 4000);
+  for (auto& v : ids64) v = any_position(rng);
+  std::vector<std::int32_t> ids32(ids64.begin(), ids64.end());
+  const auto targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  int combinations = 0;
+  for (const auto target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (double prf : {1.0, 0.5}) {
+      rp.partial_rotary_factor = prf;
+      const RopeSchedule s = compute_schedule(rp);
+      const int half = static_cast<int>(s.inv_freq.size());
+      const auto mrope_axes = mrope_axis_map({half / 2, half / 4, half - half / 2 - half / 4}, prf < 1);
+      for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16})
+        for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved, RopeLayout::kDeepSeekV3})
+          for (int direction : {1, -1})
+            for (bool mrope : {false, true})
+              for (bool table : {false, true})
+                for (AngleMode angles : {AngleMode::kAccurate, AngleMode::kHfFloat32}) {
+                  RopeApplyParams p = rope_apply_params(s, layout);
+                  p.direction = direction;
+                  p.angles = angles;
+                  p.attention_factor = 1.125;
+                  if (mrope) p.axis_of_freq = mrope_axes.data();
+                  PositionIds pos{mrope || direction < 0 ? ids64.data() : nullptr, mrope ? 3 : 1, batch * tokens};
+                  if (!mrope && direction > 0) {  // int32 ids with a KV-cache offset, or implicit arange
+                    pos.ids32 = table ? ids32.data() : nullptr;
+                    pos.offset = 1000;
+                  }
+                  Buffer q = random_buffer(dtype, std::size_t{batch} * tokens * q_heads * head_dim, rng);
+                  Buffer k = random_buffer(dtype, std::size_t{batch} * tokens * k_heads * head_dim, rng);
+                  Buffer q_ref = q, k_ref = k;
+                  const RopeTensor qv = bhsd(q.data(), dtype, batch, q_heads, tokens, head_dim);
+                  const RopeTensor kv = bshd(k.data(), dtype, batch, tokens, k_heads, head_dim);
+                  rope_apply_reference(with_data(qv, q_ref.data()), pos, p);
+                  rope_apply_reference(with_data(kv, k_ref.data()), pos, p);
+                  RopeTable cache(p, 16);
+                  RopeKernelOptions options;
+                  options.table = table ? &cache : nullptr;
+                  options.threads = 2;
+                  rope_rotate(qv, &kv, pos, p, options);
+                  ASSERT_EQ(q.bytes, q_ref.bytes) << to_string(dtype) << " layout " << static_cast<int>(layout)
+                                                  << " dir " << direction << " mrope " << mrope << " table " << table;
+                  ASSERT_EQ(k.bytes, k_ref.bytes) << to_string(dtype) << " layout " << static_cast<int>(layout);
+                  ++combinations;
+                }
+    }
+  }
+  EXPECT_EQ(combinations, static_cast<int>(targets.size()) * 2 * 3 * 3 * 2 * 2 * 2 * 2);
+  std::printf("kernels: %d combinations on %zu targets equal the reference\n", combinations, targets.size());
+}
+
+TEST_F(RopeKernels, LargePositionsOnTheFlyOnEveryTarget) {
+  RopeParams rp;
+  rp.head_dim = 64;
+  const RopeSchedule s = compute_schedule(rp);
+  std::mt19937 rng(11);
+  const std::vector<std::int64_t> ids = {0, 65535, 131071, 1 << 24, 2147483647};
+  for (const auto target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      Buffer x = random_buffer(dtype, 5 * 2 * 64, rng), ref = x;
+      const RopeApplyParams p = rope_apply_params(s);
+      rope_apply_reference(bshd(ref.data(), dtype, 1, 5, 2, 64), {ids.data(), 1, 5}, p);
+      rope_rotate(bshd(x.data(), dtype, 1, 5, 2, 64), nullptr, {ids.data(), 1, 5}, p);
+      EXPECT_EQ(x.bytes, ref.bytes) << hwy::TargetName(target) << " " << to_string(dtype);
+    }
+  }
+}
+
+TEST_F(RopeKernels, ThreadCountDoesNotChangeBits) {
+  RopeParams rp;
+  rp.head_dim = 128;
+  const RopeSchedule s = compute_schedule(rp);
+  std::mt19937 rng(3);
+  Buffer one = random_buffer(DType::kBF16, 64 * 4 * 128, rng), two = one;
+  const RopeApplyParams p = rope_apply_params(s);
+  RopeKernelOptions o1, o2;
+  o1.threads = 1;
+  o2.threads = 2;
+  rope_rotate(bshd(one.data(), DType::kBF16, 1, 64, 4, 128), nullptr, {}, p, o1);
+  rope_rotate(bshd(two.data(), DType::kBF16, 1, 64, 4, 128), nullptr, {}, p, o2);
+  EXPECT_EQ(one.bytes, two.bytes);
+}
+
+TEST_F(RopeKernels, ForwardThenBackwardReturnsTheInput) {
+  RopeParams rp;
+  rp.head_dim = 128;
+  const RopeSchedule s = compute_schedule(rp);
+  std::mt19937 rng(5);
+  Buffer x = random_buffer(DType::kF32, 16 * 8 * 128, rng);
+  const Buffer original = x;
+  RopeApplyParams p = rope_apply_params(s, RopeLayout::kInterleaved);
+  const RopeTensor view = bshd(x.data(), DType::kF32, 2, 8, 8, 128);
+  const PositionIds pos{nullptr, 1, 0, nullptr, 123456};
+  rope_rotate(view, nullptr, pos, p);
+  p.direction = -1;
+  rope_rotate(view, nullptr, pos, p);
+  const float* a = reinterpret_cast<const float*>(x.bytes.data());
+  const float* b = reinterpret_cast<const float*>(original.bytes.data());
+  for (std::size_t i = 0; i < 16 * 8 * 128; ++i) ASSERT_NEAR(a[i], b[i], 1e-6) << i;
+}
+
+TEST_F(RopeKernels, TableGrowsAndRejectsAMismatch) {
+  RopeParams rp;
+  rp.head_dim = 8;
+  const RopeSchedule s = compute_schedule(rp);
+  const RopeApplyParams p = rope_apply_params(s);
+  RopeTable table(p, 4);
+  EXPECT_EQ(table.ensure(3)->positions, 4);
+  EXPECT_GE(table.ensure(1000)->positions, 1001);
+  RopeApplyParams other = p;
+  other.attention_factor = 2;
+  std::vector<float> x(8, 1.0f);
+  RopeKernelOptions o;
+  o.table = &table;
+  EXPECT_THROW(rope_rotate(bshd(x.data(), 1, 1, 1, 8), nullptr, {}, other, o), Error);
+  const RopeTensor bad_k = bshd(x.data(), 1, 2, 1, 4);
+  EXPECT_THROW(rope_rotate(bshd(x.data(), 1, 1, 1, 8), &bad_k, {}, p), Error);
+}
+
+}  // namespace
+}  // namespace posenc
