@@ -49,6 +49,31 @@ void validate(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams
       }
 }
 
+void rope_sincos(double angle, double* sin_out, double* cos_out) {
+  using namespace rope_sincos_constants;
+  const double k = std::nearbyint(angle * kTwoOverPi);
+  const double r = ((angle - k * kPio2Hi) - k * kPio2Mid) - k * kPio2Lo;
+  const double r2 = r * r;
+  double ps = kS[4];
+  ps = ps * r2 + kS[3];
+  ps = ps * r2 + kS[2];
+  ps = ps * r2 + kS[1];
+  ps = ps * r2 + kS[0];
+  const double sin_r = r + (r * r2) * ps;
+  double pc = kC[5];
+  pc = pc * r2 + kC[4];
+  pc = pc * r2 + kC[3];
+  pc = pc * r2 + kC[2];
+  pc = pc * r2 + kC[1];
+  pc = pc * r2 + kC[0];
+  const double cos_r = 1.0 + r2 * pc;
+  const double q = k - 4.0 * std::floor(k * 0.25);  // quadrant 0..3
+  const bool swap = q == 1.0 || q == 3.0;
+  const double s = swap ? cos_r : sin_r, c = swap ? sin_r : cos_r;
+  *sin_out = q >= 2.0 ? -s : s;
+  *cos_out = q == 1.0 || q == 2.0 ? -c : c;
+}
+
 void rope_cos_sin(double inv_freq, std::int64_t position, const RopeApplyParams& p, float* c, float* s) {
   if (p.angles == AngleMode::kHfFloat32) {
     const float angle = static_cast<float>(inv_freq) * static_cast<float>(position);
@@ -59,8 +84,10 @@ void rope_cos_sin(double inv_freq, std::int64_t position, const RopeApplyParams&
     // p < 2^31 and w a float32: the double product carries ~2^-53 relative error, i.e. < 3e-7
     // radians even at p = 2^31, and cos/sin in double are then exact to float precision.
     const double angle = static_cast<double>(position) * inv_freq;
-    *c = static_cast<float>(std::cos(angle) * p.attention_factor);
-    *s = static_cast<float>(std::sin(angle) * p.attention_factor * p.direction);
+    double sin_angle, cos_angle;
+    rope_sincos(angle, &sin_angle, &cos_angle);
+    *c = static_cast<float>(cos_angle * p.attention_factor);
+    *s = static_cast<float>(sin_angle * p.attention_factor * p.direction);
   }
 }
 

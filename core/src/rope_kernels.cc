@@ -115,8 +115,8 @@ void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& po
 
 const char* rope_kernel_target() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(CurrentTarget)()); }
 
-void memory_rmw_pass(float* data, std::size_t n, int threads) {
-  HWY_DYNAMIC_DISPATCH(RmwPass)(data, n, resolve_threads(threads), 1.0f);
+void memory_rmw_pass(float* data, std::size_t n, int threads, float factor) {
+  HWY_DYNAMIC_DISPATCH(RmwPass)(data, n, resolve_threads(threads), factor);
 }
 
 }  // namespace posenc

@@ -87,6 +87,22 @@ RopeApplyParams rope_apply_params(const RopeSchedule& schedule, RopeLayout layou
 // Checks shapes, axes and positions (in [0, 2^31-1]); throws posenc::Error.
 void validate(const RopeTensor& x, const PositionIds& positions, const RopeApplyParams& params);
 
+// sin and cos of an angle (radians, |angle| < 2^31), accurate to ~1e-15 absolute plus the
+// rounding of the angle itself: reduction by pi/2 with a three-part Cody-Waite split (each
+// part 22 bits, so k * part is exact for |k| < 2^31), then degree-11/12 Taylor polynomials on
+// [-pi/4, pi/4] and the quadrant. Plain double arithmetic in a fixed order: the SIMD kernels
+// evaluate the same operations lane by lane and get the same bits.
+void rope_sincos(double angle, double* sin_out, double* cos_out);
+
+namespace rope_sincos_constants {
+inline constexpr double kTwoOverPi = 0.63661977236758138;
+inline constexpr double kPio2Hi = 0x1.921fb00000000p+0;   // pi/2, bits 1..22
+inline constexpr double kPio2Mid = 0x1.5110b00000000p-22;  // bits 23..44
+inline constexpr double kPio2Lo = 0x1.18469898cc517p-44;   // the rest
+inline constexpr double kS[5] = {-1.0 / 6, 1.0 / 120, -1.0 / 5040, 1.0 / 362880, -1.0 / 39916800};
+inline constexpr double kC[6] = {-1.0 / 2, 1.0 / 24, -1.0 / 720, 1.0 / 40320, -1.0 / 3628800, 1.0 / 479001600};
+}  // namespace rope_sincos_constants
+
 // cos and sin of one frequency at one position, scaled by the attention factor.
 void rope_cos_sin(double inv_freq, std::int64_t position, const RopeApplyParams& params, float* cos, float* sin);
 

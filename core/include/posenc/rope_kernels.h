@@ -58,8 +58,9 @@ void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& po
 // The SIMD target rope_rotate uses on this machine ("AVX3", "AVX2", ...).
 const char* rope_kernel_target();
 
-// An in-place read-modify-write pass over n floats (x *= 1 + 2^-23 ... undone on alternate
-// calls), with the same threads: the memory-bandwidth ceiling a memory-bound kernel can reach.
-void memory_rmw_pass(float* data, std::size_t n, int threads);
+// An in-place read-modify-write pass over n floats (x *= factor; pass factors that do not fold
+// away, e.g. 1 + 2^-20 and its inverse on alternate calls), with the same threads and SIMD
+// target: the memory-bandwidth ceiling a memory-bound kernel can reach.
+void memory_rmw_pass(float* data, std::size_t n, int threads, float factor);
 
 }  // namespace posenc

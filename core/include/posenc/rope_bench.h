@@ -1,0 +1,38 @@
+// The RoPE throughput benchmark behind `posenc bench rope`: the kernel and the machine's own
+// memory ceiling, measured in the same process with their runs interleaved.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "posenc/rope_apply.h"
+
+namespace posenc {
+
+struct RopeBenchConfig {
+  int tokens = 8192;
+  int heads = 32;     // q heads
+  int kv_heads = 8;   // k heads
+  int head_dim = 128;
+  DType dtype = DType::kF32;
+  RopeLayout layout = RopeLayout::kHalfSplit;
+  int threads = 0;    // 0: all
+  bool table = true;  // false: cos/sin on the fly (accurate angles)
+  int repeats = 9;    // median of this many interleaved runs (>= 7 for the pinned form)
+};
+
+struct RopeBenchResult {
+  double seconds = 0;            // median kernel time per call
+  double ceiling_seconds = 0;    // median read-modify-write pass over the same bytes
+  double gbps = 0;               // (bytes read + written of q and k) / seconds / 1e9
+  double ceiling_gbps = 0;
+  double fraction_of_ceiling = 0;
+  double ns_per_element = 0;     // per element of q and k
+  std::int64_t elements = 0;
+  int threads = 0;
+  std::string target;            // SIMD target used
+};
+
+RopeBenchResult run_rope_bench(const RopeBenchConfig& config);
+
+}  // namespace posenc

@@ -1,0 +1,114 @@
+#include "posenc/rope_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "posenc/error.h"
+#include "posenc/rope_kernels.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace posenc {
+namespace {
+
+// A zeroed, 64-byte aligned byte buffer.
+class AlignedBytes {
+ public:
+  explicit AlignedBytes(std::size_t n) : size_(n), data_(static_cast<std::uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64))) {
+    if (!data_) throw Error("cannot allocate " + std::to_string(n) + " bytes for the benchmark");
+    std::memset(data_, 0, n);
+  }
+  ~AlignedBytes() { std::free(data_); }
+  AlignedBytes(const AlignedBytes&) = delete;
+  AlignedBytes& operator=(const AlignedBytes&) = delete;
+  std::uint8_t* data() { return data_; }
+  std::size_t size() const { return size_; }
+  std::uint8_t& operator[](std::size_t i) { return data_[i]; }
+
+ private:
+  std::size_t size_;
+  std::uint8_t* data_;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <typename F>
+double seconds_of(F&& f) {
+  const auto start = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
+  if (c.tokens < 1 || c.heads < 1 || c.kv_heads < 0 || c.head_dim < 2 || c.head_dim % 2 != 0 || c.repeats < 1)
+    throw Error("bench needs tokens, heads >= 1, kv_heads >= 0, an even head_dim >= 2 and repeats >= 1");
+  const std::int64_t q_elems = std::int64_t{c.tokens} * c.heads * c.head_dim;
+  const std::int64_t k_elems = std::int64_t{c.tokens} * c.kv_heads * c.head_dim;
+  if (q_elems + k_elems > (std::int64_t{1} << 32)) throw Error("bench shape too large (over 2^32 elements)");
+  const std::size_t esize = dtype_size(c.dtype);
+  // 64-byte aligned, as tensors from torch or any allocator for SIMD are.
+  AlignedBytes q(static_cast<std::size_t>(q_elems) * esize), k(static_cast<std::size_t>(k_elems) * esize);
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto* buf : {&q, &k})
+    for (std::size_t i = 0; i < buf->size(); i += 2) {  // finite values in every dtype: a small exponent
+      (*buf)[i] = static_cast<std::uint8_t>(byte(rng));
+      (*buf)[i + 1] = static_cast<std::uint8_t>(0x3c + (byte(rng) & 1));
+    }
+  RopeParams rp;
+  rp.head_dim = c.head_dim;
+  const RopeSchedule schedule = compute_schedule(rp);
+  RopeApplyParams p = rope_apply_params(schedule, c.layout);
+  RopeTable table(p, c.tokens);
+  RopeKernelOptions options;
+  options.threads = c.threads;
+  options.table = c.table ? &table : nullptr;
+  const RopeTensor qv = bshd(q.data(), c.dtype, 1, c.tokens, c.heads, c.head_dim);
+  const RopeTensor kv = bshd(k.data(), c.dtype, 1, c.tokens, c.kv_heads, c.head_dim);
+  const RopeTensor* kp = c.kv_heads > 0 ? &kv : nullptr;
+  const std::size_t bytes = q.size() + k.size();
+  AlignedBytes ceiling_bytes(bytes);
+  float* ceiling_buf = reinterpret_cast<float*>(ceiling_bytes.data());
+  const std::size_t ceiling_floats = bytes / sizeof(float);
+  std::fill(ceiling_buf, ceiling_buf + ceiling_floats, 1.0f);
+
+  RopeBenchResult r;
+#ifdef _OPENMP
+  r.threads = c.threads > 0 ? c.threads : omp_get_max_threads();
+#else
+  r.threads = 1;
+#endif
+  r.target = rope_kernel_target();
+  r.elements = q_elems + k_elems;
+  std::vector<double> kernel, ceiling;
+  const float up = 1.0f + 1.0f / (1 << 20), down = 1.0f / up;
+  for (int i = -1; i < c.repeats; ++i) {  // i = -1: warm-up (page faults, thread start)
+    const double tk = seconds_of([&] { rope_rotate(qv, kp, {}, p, options); });
+    const double tc = seconds_of([&] { memory_rmw_pass(ceiling_buf, ceiling_floats, c.threads, i % 2 ? up : down); });
+    if (i >= 0) {
+      kernel.push_back(tk);
+      ceiling.push_back(tc);
+    }
+  }
+  r.seconds = median(kernel);
+  r.ceiling_seconds = median(ceiling);
+  r.gbps = 2.0 * static_cast<double>(bytes) / r.seconds / 1e9;
+  r.ceiling_gbps = 2.0 * static_cast<double>(ceiling_floats * sizeof(float)) / r.ceiling_seconds / 1e9;
+  r.fraction_of_ceiling = r.gbps / r.ceiling_gbps;
+  r.ns_per_element = r.seconds * 1e9 / static_cast<double>(r.elements);
+  return r;
+}
+
+}  // namespace posenc
