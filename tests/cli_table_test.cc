@@ -126,3 +126,22 @@ TEST(CliCheck, PassesAndFailsHonestly) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliBench, RopeReportsThePinnedFields) {
+  const auto j = run_json("bench rope --tokens 64 --heads 2 --kv-heads 1 --head-dim 64 --threads 1 --repeats 7");
+  for (const char* key : {"gbps", "ceiling_gbps", "fraction_of_ceiling", "ns_per_element"})
+    EXPECT_GT(j.at(key).get<double>(), 0.0) << key;
+  EXPECT_FALSE(j.at("target").get<std::string>().empty());
+  const auto fly = run_json("bench rope --tokens 16 --heads 1 --kv-heads 0 --head-dim 8 --dtype bf16 --layout interleaved "
+                            "--on-the-fly --repeats 7");
+  EXPECT_EQ(fly.at("mode"), "on-the-fly");
+  for (const std::string bad : {"--dtype f64", "--layout zigzag", "--repeats 3", "--table --on-the-fly", "--head-dim 7"}) {
+    const CliRun r = run("bench rope --tokens 16 " + bad);
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_FALSE(r.err.empty()) << bad;
+  }
+}
+
+}  // namespace

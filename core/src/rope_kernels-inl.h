@@ -240,6 +240,59 @@ void RotateTokenPairsF32(const RopeTensor& x, std::int64_t offset, const float* 
   }
 }
 
+// Interleaved half types, every head of one token: the bf16/f16 bits are split into even and
+// odd lanes as 16-bit integers, widened, rotated in float32, narrowed and re-interleaved.
+HWY_INLINE hn::Vec<DF> Widen(DF df, hn::Vec<hn::Rebind<std::uint16_t, DF>> bits, DType t) {
+  if (t == DType::kBF16) {
+    const hn::RebindToUnsigned<DF> du32;
+    return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, bits)));
+  }
+  return hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, DF>(), bits));
+}
+
+HWY_INLINE hn::Vec<hn::Rebind<std::uint16_t, DF>> Narrow(DF df, hn::Vec<DF> v, DType t) {
+  if (t == DType::kBF16) return Bf16Bits(df, v);
+  const hn::Rebind<std::uint16_t, DF> du16;
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  return hn::BitCast(du16, hn::DemoteTo(hn::Rebind<hwy::float16_t, DF>(), v));
+#else
+  HWY_ALIGN float lanes[hn::MaxLanes(df)];
+  HWY_ALIGN std::uint16_t bits[hn::MaxLanes(df)];
+  hn::Store(v, df, lanes);
+  for (std::size_t i = 0; i < hn::Lanes(df); ++i) bits[i] = float_to_f16(lanes[i]);
+  return hn::Load(du16, bits);
+#endif
+}
+
+template <bool kForward>
+void RotateTokenPairsHalf(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
+  const DF df;
+  const hn::Rebind<std::uint16_t, DF> du16;
+  const int n = static_cast<int>(hn::Lanes(df));
+  std::uint16_t* base = static_cast<std::uint16_t*>(x.data) + offset;
+  for (int h = 0; h < x.heads; ++h) {
+    std::uint16_t* row = base + h * x.head_stride;
+    PrefetchAhead(row, x.token_stride, 2 * half);
+    int j = 0;
+    for (; j + n <= half; j += n) {
+      decltype(hn::Zero(du16)) even, odd;
+      hn::LoadInterleaved2(du16, row + 2 * j, even, odd);
+      decltype(hn::Zero(df)) oa, ob;
+      PairV<kForward>(Widen(df, even, x.dtype), Widen(df, odd, x.dtype), hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
+      hn::StoreInterleaved2(Narrow(df, oa, x.dtype), Narrow(df, ob, x.dtype), du16, row + 2 * j);
+    }
+    for (; j < half; ++j) {
+      const bool bf = x.dtype == DType::kBF16;
+      const float a = bf ? bf16_to_float(row[2 * j]) : f16_to_float(row[2 * j]);
+      const float b = bf ? bf16_to_float(row[2 * j + 1]) : f16_to_float(row[2 * j + 1]);
+      float oa, ob;
+      Pair<kForward>(a, b, c[j], s[j], &oa, &ob);
+      row[2 * j] = bf ? float_to_bf16(oa) : float_to_f16(oa);
+      row[2 * j + 1] = bf ? float_to_bf16(ob) : float_to_f16(ob);
+    }
+  }
+}
+
 // ---- cos/sin rows on the fly (accurate angles): rope_sincos, lane by lane ------------------
 using DD = hn::ScalableTag<double>;
 
@@ -359,9 +412,12 @@ void RotateAllT(const RotateJob& job) {
             case DType::kBF16: RotateTokenHalfSplit<kForward, hwy::bfloat16_t>(x, token, c, s, half); break;
             case DType::kF16: RotateTokenHalfSplit<kForward, hwy::float16_t>(x, token, c, s, half); break;
           }
-        } else if (p.layout == RopeLayout::kInterleaved && x.dtype == DType::kF32) {
-          RotateTokenPairsF32<kForward>(x, token, c, s, half);
-        } else {  // DeepSeek-V3, and interleaved half types: through a float copy of the row
+        } else if (p.layout == RopeLayout::kInterleaved) {
+          if (x.dtype == DType::kF32)
+            RotateTokenPairsF32<kForward>(x, token, c, s, half);
+          else
+            RotateTokenPairsHalf<kForward>(x, token, c, s, half);
+        } else {  // DeepSeek-V3: through a float copy of the row
           for (int h = 0; h < x.heads; ++h)
             RotateHead<kForward>(x, token + h * x.head_stride, p, c, s, tmp.data(), tmp2.data());
         }
