@@ -11,6 +11,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "posenc/half.h"
@@ -26,7 +27,15 @@ namespace posenc {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DF = hn::ScalableTag<float>;
+// At most 256-bit vectors, also on AVX-512 machines: measured on an AMD EPYC (Zen 4, 512-bit ops
+// split in two), full-width vectors reached 0.65 of the memory ceiling on one thread and 256-bit
+// ones 1.0 — the kernel is memory-bound, and wider vectors buy nothing but split accesses.
+using DF = hn::CappedTag<float, 8>;
+// bf16/f16 rows: full-width float math, whose memory accesses (16-bit lanes) are half as wide.
+using DW = hn::ScalableTag<float>;
+// The float tag for a storage type: memory accesses of at most 256 bits either way.
+template <typename T>
+using TagFor = std::conditional_t<std::is_same_v<T, float>, DF, DW>;
 
 // ---- one head: in[0 .. 2 half) -> out, float32 --------------------------------------------
 // Products are rounded before the add (no FMA) so that every target equals the scalar code.
@@ -123,11 +132,12 @@ void Promote(const std::uint16_t* in, DType t, float* out, int count) {
 }
 
 // bf16 bits of v, rounded to nearest even (NaN stays a quiet NaN), as posenc::float_to_bf16.
-HWY_INLINE hn::Vec<hn::Rebind<std::uint16_t, DF>> Bf16Bits(DF df, hn::Vec<DF> v) {
+template <class D>
+HWY_INLINE hn::Vec<hn::Rebind<std::uint16_t, D>> Bf16Bits(D df, hn::Vec<D> v) {
   (void)df;
-  const hn::RebindToUnsigned<DF> du32;
-  const hn::RebindToSigned<DF> di32;
-  const hn::Rebind<std::uint16_t, DF> du16;
+  const hn::RebindToUnsigned<D> du32;
+  const hn::RebindToSigned<D> di32;
+  const hn::Rebind<std::uint16_t, D> du16;
   const auto u = hn::BitCast(du32, v);
   const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1u));
   const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(u, hn::Set(du32, 0x7fffu)), odd));
@@ -157,20 +167,26 @@ void Demote(const float* in, DType t, std::uint16_t* out, int count) {
 }
 
 // ---- fused loads/stores for the token-level fast paths ------------------------------------
-HWY_INLINE hn::Vec<DF> LoadAs(DF df, const float* p) { return hn::LoadU(df, p); }
-HWY_INLINE hn::Vec<DF> LoadAs(DF df, const hwy::bfloat16_t* p) {
-  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
+template <class D>
+HWY_INLINE hn::Vec<D> LoadAs(D df, const float* p) { return hn::LoadU(df, p); }
+template <class D>
+HWY_INLINE hn::Vec<D> LoadAs(D df, const hwy::bfloat16_t* p) {
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, D>(), p));
 }
-HWY_INLINE hn::Vec<DF> LoadAs(DF df, const hwy::float16_t* p) {
-  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
+template <class D>
+HWY_INLINE hn::Vec<D> LoadAs(D df, const hwy::float16_t* p) {
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, D>(), p));
 }
-HWY_INLINE void StoreAs(DF df, hn::Vec<DF> v, float* p) { hn::StoreU(v, df, p); }
-HWY_INLINE void StoreAs(DF df, hn::Vec<DF> v, hwy::bfloat16_t* p) {
-  hn::StoreU(Bf16Bits(df, v), hn::Rebind<std::uint16_t, DF>(), reinterpret_cast<std::uint16_t*>(p));
+template <class D>
+HWY_INLINE void StoreAs(D df, hn::Vec<D> v, float* p) { hn::StoreU(v, df, p); }
+template <class D>
+HWY_INLINE void StoreAs(D df, hn::Vec<D> v, hwy::bfloat16_t* p) {
+  hn::StoreU(Bf16Bits(df, v), hn::Rebind<std::uint16_t, D>(), reinterpret_cast<std::uint16_t*>(p));
 }
-HWY_INLINE void StoreAs(DF df, hn::Vec<DF> v, hwy::float16_t* p) {
+template <class D>
+HWY_INLINE void StoreAs(D df, hn::Vec<D> v, hwy::float16_t* p) {
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  hn::StoreU(hn::DemoteTo(hn::Rebind<hwy::float16_t, DF>(), v), hn::Rebind<hwy::float16_t, DF>(), p);
+  hn::StoreU(hn::DemoteTo(hn::Rebind<hwy::float16_t, D>(), v), hn::Rebind<hwy::float16_t, D>(), p);
 #else
   HWY_ALIGN float lanes[hn::MaxLanes(df)];
   hn::Store(v, df, lanes);
@@ -198,7 +214,7 @@ HWY_INLINE void PrefetchAhead(const T* row, std::int64_t token_stride, int chann
 // Half-split, every head of one token (heads outer: each row is streamed once, in order).
 template <bool kForward, typename T>
 void RotateTokenHalfSplit(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
-  const DF df;
+  const TagFor<T> df;
   const int n = static_cast<int>(hn::Lanes(df));
   T* base = static_cast<T*>(x.data) + offset;
   for (int h = 0; h < x.heads; ++h) {
@@ -242,19 +258,21 @@ void RotateTokenPairsF32(const RopeTensor& x, std::int64_t offset, const float* 
 
 // Interleaved half types, every head of one token: the bf16/f16 bits are split into even and
 // odd lanes as 16-bit integers, widened, rotated in float32, narrowed and re-interleaved.
-HWY_INLINE hn::Vec<DF> Widen(DF df, hn::Vec<hn::Rebind<std::uint16_t, DF>> bits, DType t) {
+template <class D>
+HWY_INLINE hn::Vec<D> Widen(D df, hn::Vec<hn::Rebind<std::uint16_t, D>> bits, DType t) {
   if (t == DType::kBF16) {
-    const hn::RebindToUnsigned<DF> du32;
+    const hn::RebindToUnsigned<D> du32;
     return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, bits)));
   }
-  return hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, DF>(), bits));
+  return hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), bits));
 }
 
-HWY_INLINE hn::Vec<hn::Rebind<std::uint16_t, DF>> Narrow(DF df, hn::Vec<DF> v, DType t) {
+template <class D>
+HWY_INLINE hn::Vec<hn::Rebind<std::uint16_t, D>> Narrow(D df, hn::Vec<D> v, DType t) {
   if (t == DType::kBF16) return Bf16Bits(df, v);
-  const hn::Rebind<std::uint16_t, DF> du16;
+  const hn::Rebind<std::uint16_t, D> du16;
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  return hn::BitCast(du16, hn::DemoteTo(hn::Rebind<hwy::float16_t, DF>(), v));
+  return hn::BitCast(du16, hn::DemoteTo(hn::Rebind<hwy::float16_t, D>(), v));
 #else
   HWY_ALIGN float lanes[hn::MaxLanes(df)];
   HWY_ALIGN std::uint16_t bits[hn::MaxLanes(df)];
@@ -266,8 +284,8 @@ HWY_INLINE hn::Vec<hn::Rebind<std::uint16_t, DF>> Narrow(DF df, hn::Vec<DF> v, D
 
 template <bool kForward>
 void RotateTokenPairsHalf(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
-  const DF df;
-  const hn::Rebind<std::uint16_t, DF> du16;
+  const DW df;
+  const hn::Rebind<std::uint16_t, DW> du16;
   const int n = static_cast<int>(hn::Lanes(df));
   std::uint16_t* base = static_cast<std::uint16_t*>(x.data) + offset;
   for (int h = 0; h < x.heads; ++h) {
@@ -375,7 +393,7 @@ void RotateAllT(const RotateJob& job) {
 #pragma omp parallel num_threads(job.threads)
 #endif
   {
-    std::vector<float> cbuf(static_cast<std::size_t>(half)), sbuf(static_cast<std::size_t>(half));
+    AlignedVector<float> cbuf(static_cast<std::size_t>(half)), sbuf(static_cast<std::size_t>(half));
     std::vector<double> pos_of_freq(static_cast<std::size_t>(half));
     std::vector<float> tmp(static_cast<std::size_t>(2 * half)), tmp2(static_cast<std::size_t>(2 * half));
 #ifdef _OPENMP
