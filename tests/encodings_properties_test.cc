@@ -106,6 +106,23 @@ TEST(T5, GuardsAndLimits) {
   EXPECT_EQ(t5_bucket(5, T5BucketParams{32, 128, false}), 0) << "causal: future keys share bucket 0";
 }
 
+TEST(T5, BiasRowEqualsComputeBias) {
+  const T5BucketParams p{32, 128, false};
+  const int heads = 2, q = 3, k = 300;
+  std::vector<float> table(32 * heads);
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i) - 20.0f;
+  const auto full = t5_compute_bias(table, heads, q, k, 7, p);
+  for (int h = 0; h < heads; ++h) {
+    std::vector<float> column(32);
+    for (int b = 0; b < 32; ++b) column[b] = table[b * heads + h];
+    for (int i = 0; i < q; ++i) {
+      std::vector<float> row(k, 1.0f);
+      t5_add_bias_row(column.data(), p, i + 7, 0, k, row.data());
+      for (int j = 0; j < k; ++j) ASSERT_EQ(row[j], 1.0f + full[(static_cast<std::size_t>(h) * q + i) * k + j]) << j;
+    }
+  }
+}
+
 TEST(Learned, LookupErrorsInitAndInterpolation) {
   const LearnedTable t = learned_init(16, 4, 0.02, 7);
   EXPECT_EQ(t.weight, learned_init(16, 4, 0.02, 7).weight) << "deterministic";

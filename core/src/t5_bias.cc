@@ -41,6 +41,11 @@ int t5_bucket(std::int64_t r, const T5BucketParams& p) {
   return bucket + std::min(exact + static_cast<int>(capped), buckets - 1);
 }
 
+void t5_add_bias_row(const float* bias_of_bucket, const T5BucketParams& p, std::int64_t query_pos,
+                     std::int64_t key_start, int count, float* scores) {
+  for (int j = 0; j < count; ++j) scores[j] += bias_of_bucket[t5_bucket(key_start + j - query_pos, p)];
+}
+
 std::vector<float> t5_compute_bias(const std::vector<float>& table, int num_heads, int query_length,
                                    int key_length, std::int64_t past, const T5BucketParams& p) {
   validate(p);

@@ -26,6 +26,12 @@ void validate(const T5BucketParams& params);
 
 int t5_bucket(std::int64_t relative_position, const T5BucketParams& params);
 
+// Adds one query row of one head's bias into attention scores, without an S x S matrix:
+// scores[j] += bias_of_bucket[bucket(key_start + j - query_pos)], j < count. bias_of_bucket is
+// that head's column of the table, [num_buckets] contiguous. Exact-range buckets need no log.
+void t5_add_bias_row(const float* bias_of_bucket, const T5BucketParams& params, std::int64_t query_pos,
+                     std::int64_t key_start, int count, float* scores);
+
 // table: [num_buckets][num_heads] row-major (HF's nn.Embedding weight). Returns
 // [num_heads][query_length][key_length]; query i sits at position i + past.
 std::vector<float> t5_compute_bias(const std::vector<float>& table, int num_heads, int query_length,
