@@ -1,0 +1,271 @@
+// The libtorch layer: gradients, the fused RoPE path, KV-cache decoding, padding, order, and the
+// classic pitfalls of positional encodings, each made a test.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "posenc/error.h"
+#include "posenc_torch/model.h"
+#include "posenc_torch/rope.h"
+
+namespace posenc::torch_layer {
+namespace {
+
+double max_abs(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
+}
+
+RopeSpec spec_of(int head_dim, double prf = 1.0, RopeLayout layout = RopeLayout::kHalfSplit) {
+  RopeParams p;
+  p.head_dim = head_dim;
+  p.partial_rotary_factor = prf;
+  return rope_spec(compute_schedule(p), layout);
+}
+
+TEST(TorchRope, GradientMatchesFiniteDifferencesInDouble) {
+  torch::manual_seed(0);
+  for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved}) {
+    for (double prf : {1.0, 0.5}) {
+      const RopeSpec spec = spec_of(8, prf, layout);
+      const torch::Tensor x = torch::randn({2, 3, 5, 8}, torch::kFloat64).requires_grad_(true);
+      const torch::Tensor positions = torch::randint(0, 1000, {2, 5}, torch::kInt64);
+      const torch::Tensor w = torch::randn({2, 3, 5, 8}, torch::kFloat64);
+      const torch::Tensor loss = (rope(x, positions, spec) * w).sum();
+      loss.backward();
+      const torch::Tensor grad = x.grad();
+      const double eps = 1e-6;
+      for (std::int64_t flat : {0, 7, 33, 101, 239}) {
+        torch::NoGradGuard no_grad;
+        torch::Tensor xp = x.detach().clone(), xm = x.detach().clone();
+        xp.view(-1)[flat] += eps;
+        xm.view(-1)[flat] -= eps;
+        const double numeric = (((rope(xp, positions, spec) - rope(xm, positions, spec)) * w).sum() / (2 * eps)).item<double>();
+        EXPECT_NEAR(grad.view(-1)[flat].item<double>(), numeric, 1e-7) << static_cast<int>(layout) << " " << prf;
+      }
+    }
+  }
+}
+
+TEST(TorchRope, FusedEqualsThePlainFormulaForwardAndBackward) {
+  torch::manual_seed(1);
+  for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved}) {
+    const RopeSpec spec = spec_of(64, 1.0, layout);
+    const torch::Tensor x = torch::randn({2, 4, 7, 64});
+    const torch::Tensor positions = torch::randint(0, 5000, {2, 7}, torch::kInt64);
+    EXPECT_LE(max_abs(rope(x, positions, spec), rope_formula(x.to(torch::kFloat64), positions, spec)), 1e-6);
+    const torch::Tensor a = x.clone().requires_grad_(true), b = x.clone().requires_grad_(true);
+    const torch::Tensor g = torch::randn({2, 4, 7, 64});
+    (rope(a, positions, spec) * g).sum().backward();
+    (rope_formula(b, positions, spec) * g).sum().backward();
+    EXPECT_LE(max_abs(a.grad(), b.grad()), 1e-6);
+  }
+  // bf16 storage: the kernel's float math, one bf16 rounding on the way out.
+  const RopeSpec spec = spec_of(64);
+  const torch::Tensor x = torch::randn({1, 2, 5, 64});
+  const torch::Tensor positions = torch::arange(5, torch::kInt64).view({1, 5});
+  EXPECT_LE(max_abs(rope(x.to(torch::kBFloat16), positions, spec), rope_formula(x.to(torch::kBFloat16).to(torch::kFloat64), positions, spec)), 2e-2);
+}
+
+TEST(TorchRope, StridedViewsNeedNoCopy) {
+  // [B, S, H, D] storage viewed as [B, H, S, D].
+  const RopeSpec spec = spec_of(16);
+  const torch::Tensor bshd = torch::randn({2, 6, 3, 16});
+  const torch::Tensor positions = torch::arange(6, torch::kInt64).repeat({2, 1});
+  const torch::Tensor view = bshd.transpose(1, 2);
+  EXPECT_LE(max_abs(rope(view, positions, spec), rope_formula(view.to(torch::kFloat64), positions, spec)), 1e-6);
+}
+
+ModelConfig small(Scheme scheme) {
+  ModelConfig c;
+  c.vocab_size = 50;
+  c.d_model = 32;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.scheme = scheme;
+  c.learned_positions = 64;
+  c.deberta_buckets = 8;
+  c.deberta_max_relative = 32;
+  return c;
+}
+
+struct Case {
+  const char* name;
+  ModelConfig config;
+};
+
+std::vector<Case> cache_cases() {
+  std::vector<Case> cases;
+  for (Scheme s : {Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kRope, Scheme::kAlibi, Scheme::kT5,
+                   Scheme::kXl, Scheme::kDeberta})
+    cases.push_back({scheme_info(s).name, small(s)});
+  ModelConfig dynamic = small(Scheme::kRope);
+  dynamic.rope.type = RopeType::kDynamic;
+  dynamic.rope.factor = 2.0;
+  dynamic.rope.max_position_embeddings = 8;
+  cases.push_back({"rope-dynamic", dynamic});
+  ModelConfig longrope = small(Scheme::kRope);
+  longrope.rope.type = RopeType::kLongRope;
+  longrope.rope.max_position_embeddings = 64;
+  longrope.rope.original_max_position_embeddings = 8;
+  longrope.rope.short_factor = {1, 1, 1, 1};
+  longrope.rope.long_factor = {1, 2, 4, 8};
+  cases.push_back({"rope-longrope", longrope});
+  ModelConfig concat = small(Scheme::kSinusoidal);
+  concat.fusion = Fusion::kConcat;
+  cases.push_back({"sinusoidal-concat", concat});
+  ModelConfig multiply = small(Scheme::kLearned);
+  multiply.fusion = Fusion::kMultiply;
+  cases.push_back({"learned-multiply", multiply});
+  return cases;
+}
+
+TEST(TorchModel, DecodeEqualsPrefill) {
+  for (const Case& c : cache_cases()) {
+    SCOPED_TRACE(c.name);
+    torch::manual_seed(2);
+    TransformerLM model(c.config);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    const torch::Tensor tokens = torch::randint(0, 50, {2, 20}, torch::kInt64);
+    const bool static_schedule = c.config.rope.type == RopeType::kDefault;
+    const torch::Tensor full = model->forward(tokens);
+    KVCache cache;
+    for (std::int64_t t = 0; t < 20; ++t) {
+      const torch::Tensor step = model->forward(tokens.narrow(1, t, 1), {}, &cache).select(1, 0);
+      const torch::Tensor prefix = model->forward(tokens.narrow(1, 0, t + 1)).select(1, t);
+      ASSERT_LE(max_abs(step, prefix), 1e-5) << "step " << t;
+      if (static_schedule) ASSERT_LE(max_abs(step, full.select(1, t)), 1e-5) << "step " << t;
+    }
+    // Static schedules never rebuild; LongRoPE once (at the switch); dynamic NTK past max_pos.
+    const int expected = std::string(c.name) == "rope-longrope" ? 1 : std::string(c.name) == "rope-dynamic" ? 12 : 0;
+    EXPECT_EQ(cache.rebuilds, expected);
+  }
+}
+
+TEST(TorchModel, LeftPaddingLeavesRealTokensUnchanged) {
+  for (const Case& c : cache_cases()) {
+    SCOPED_TRACE(c.name);
+    torch::manual_seed(3);
+    TransformerLM model(c.config);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    const torch::Tensor real = torch::randint(1, 50, {1, 6}, torch::kInt64);
+    const torch::Tensor padded = torch::cat({torch::zeros({1, 4}, torch::kInt64), real}, 1);
+    const torch::Tensor mask = torch::cat({torch::zeros({1, 4}, torch::kInt64), torch::ones({1, 6}, torch::kInt64)}, 1);
+    const torch::Tensor alone = model->forward(real);
+    const torch::Tensor batched = model->forward(padded, mask).narrow(1, 4, 6);
+    EXPECT_LE(max_abs(alone, batched), 1e-5);
+  }
+}
+
+TEST(TorchModel, OnlyNopeIsPermutationEquivariant) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor tokens = torch::randint(0, 50, {1, 12}, torch::kInt64);
+  const torch::Tensor perm = torch::randperm(12, torch::kInt64);
+  for (Scheme s : {Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kRope, Scheme::kAlibi, Scheme::kT5,
+                   Scheme::kXl, Scheme::kDeberta}) {
+    SCOPED_TRACE(scheme_info(s).name);
+    torch::manual_seed(4);
+    ModelConfig c = small(s);
+    c.causal = false;  // an encoder: no mask to break the symmetry
+    c.t5.bidirectional = true;
+    TransformerLM model(c);
+    model->eval();
+    const torch::Tensor out = model->forward(tokens);
+    const torch::Tensor shuffled = model->forward(tokens.index_select(1, perm));
+    const double gap = max_abs(out.index_select(1, perm), shuffled);
+    if (s == Scheme::kNope)
+      EXPECT_LE(gap, 1e-5) << "shuffle in, shuffled out";
+    else
+      EXPECT_GT(gap, 1e-3) << "a positional scheme must see order";
+  }
+}
+
+TEST(TorchPitfalls, FixedTablesAreBuffersAndSavedInTheState) {
+  for (Scheme s : {Scheme::kSinusoidal, Scheme::kRope, Scheme::kAlibi}) {
+    SCOPED_TRACE(scheme_info(s).name);
+    TransformerLM model(small(s));
+    bool in_parameters = false, in_buffers = false;
+    for (const auto& p : model->named_parameters())
+      in_parameters = in_parameters || p.key().find("frequencies") != std::string::npos ||
+                      p.key().find("inv_freq") != std::string::npos || p.key().find("slopes") != std::string::npos;
+    for (const auto& b : model->named_buffers())
+      in_buffers = in_buffers || b.key().find("frequencies") != std::string::npos ||
+                   b.key().find("inv_freq") != std::string::npos || b.key().find("slopes") != std::string::npos;
+    EXPECT_FALSE(in_parameters);
+    EXPECT_TRUE(in_buffers);
+  }
+}
+
+TEST(TorchPitfalls, PositionsPastAnyPrecomputedLengthWork) {
+  SinusoidalPositionalEncoding sin(16);
+  const torch::Tensor far = torch::tensor({{100000, 2000000000}}, torch::kInt64);
+  const torch::Tensor pe = sin->forward(far);
+  EXPECT_TRUE(torch::isfinite(pe).all().item<bool>());
+  EXPECT_NEAR(pe[0][1][0].item<float>(), std::sin(2e9), 1e-6);
+  const RopeSpec spec = spec_of(16);
+  const torch::Tensor x = torch::randn({1, 1, 2, 16});
+  EXPECT_LE(max_abs(rope(x, far, spec), rope_formula(x.to(torch::kFloat64), far, spec)), 1e-5);
+}
+
+TEST(TorchPitfalls, EvalMakesTwoForwardsIdentical) {
+  ModelConfig c = small(Scheme::kSinusoidal);
+  c.dropout = 0.5;
+  TransformerLM model(c);
+  const torch::Tensor tokens = torch::randint(0, 50, {1, 10}, torch::kInt64);
+  model->train();
+  EXPECT_GT(max_abs(model->forward(tokens), model->forward(tokens)), 1e-4) << "dropout is on in training";
+  model->eval();
+  EXPECT_EQ(max_abs(model->forward(tokens), model->forward(tokens)), 0.0);
+}
+
+TEST(TorchPitfalls, IntegerPositionsNeverTruncateFrequencies) {
+  RopeParams p;
+  p.head_dim = 64;
+  RotaryEmbedding rotary(p);
+  EXPECT_EQ(rotary->inv_freq.scalar_type(), torch::kFloat32);
+  EXPECT_GT(rotary->inv_freq.min().item<float>(), 0.0f);
+  SinusoidalPositionalEncoding sin(64);
+  const torch::Tensor row = sin->forward(torch::tensor({{1}}, torch::kInt64));
+  // Every sin column of position 1 is sin(w_k) > 0: no frequency became 0 through integer math.
+  EXPECT_GT(row.index({0, 0, torch::indexing::Slice(0, 64, 2)}).min().item<float>(), 0.0f);
+}
+
+TEST(TorchPitfalls, LearnedTableEndIsAnErrorNamingThePosition) {
+  LearnedPositionalEmbedding learned(16, 8);
+  try {
+    learned->forward(torch::tensor({{3, 16}}, torch::kInt64));
+    ADD_FAILURE() << "no error past the table";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("position 16"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TorchModel, SaveLoadRoundTrip) {
+  torch::manual_seed(5);
+  ModelConfig c = small(Scheme::kT5);
+  TransformerLM model(c);
+  model->eval();
+  const std::string path = ::testing::TempDir() + "posenc_model.pt";
+  save_model(model, path);
+  TransformerLM loaded = load_model(path);
+  loaded->eval();
+  const torch::Tensor tokens = torch::randint(0, 50, {1, 9}, torch::kInt64);
+  EXPECT_EQ(max_abs(model->forward(tokens), loaded->forward(tokens)), 0.0);
+  EXPECT_EQ(loaded->config().scheme, Scheme::kT5);
+  std::remove(path.c_str());
+}
+
+TEST(TorchModel, ConfigErrors) {
+  ModelConfig c = small(Scheme::kRope);
+  c.n_heads = 3;
+  EXPECT_THROW(TransformerLM{c}, Error);
+  c = small(Scheme::kRope);
+  c.n_kv_heads = 3;
+  EXPECT_THROW(TransformerLM{c}, Error);
+}
+
+}  // namespace
+}  // namespace posenc::torch_layer

@@ -1,0 +1,101 @@
+// Positional modules for libtorch: absolute encodings (added to, concatenated with or multiplied
+// into the token embeddings by the model) and the biases attention adds to its scores.
+//
+// Fixed tables are buffers, never parameters (a table registered as a Parameter gets trained);
+// nothing has a max_len ceiling except the learned table, whose end is an error.
+// Positions are int64 [B, S]; biases come out as [B, heads, Sq, Sk].
+#pragma once
+
+#include <torch/torch.h>
+
+#include "posenc/sinusoidal.h"
+#include "posenc/t5_bias.h"
+
+namespace posenc::torch_layer {
+
+// Vaswani sinusoids for any positions: [B, S, dim], values computed from a frequency buffer.
+class SinusoidalPositionalEncodingImpl : public torch::nn::Module {
+ public:
+  explicit SinusoidalPositionalEncodingImpl(int dim, SinusoidalLayout layout = SinusoidalLayout::kInterleaved,
+                                            double base = 10000.0);
+  torch::Tensor forward(const torch::Tensor& positions);
+  int dim() const { return dim_; }
+  torch::Tensor frequencies;  // buffer [ceil(dim/2)], float64
+
+ private:
+  int dim_;
+  SinusoidalLayout layout_;
+};
+TORCH_MODULE(SinusoidalPositionalEncoding);
+
+// A trainable table [num_positions + offset, dim], N(0, 0.02) at init (GPT-2); BART/OPT use offset 2.
+class LearnedPositionalEmbeddingImpl : public torch::nn::Module {
+ public:
+  LearnedPositionalEmbeddingImpl(int num_positions, int dim, int offset = 0);
+  torch::Tensor forward(const torch::Tensor& positions);  // throws posenc::Error past the table
+  torch::Tensor weight;
+  int num_positions() const { return num_positions_; }
+
+ private:
+  int num_positions_, offset_;
+};
+TORCH_MODULE(LearnedPositionalEmbedding);
+
+// ALiBi: -slope_h * (q - k) (causal) or -slope_h * |q - k| (symmetric). No parameters.
+class ALiBiBiasImpl : public torch::nn::Module {
+ public:
+  explicit ALiBiBiasImpl(int num_heads, bool symmetric = false);
+  torch::Tensor forward(const torch::Tensor& q_positions, const torch::Tensor& k_positions);
+  torch::Tensor slopes;  // buffer [H]
+
+ private:
+  bool symmetric_;
+};
+TORCH_MODULE(ALiBiBias);
+
+// T5: a learned scalar per (bucket of key - query, head).
+class T5RelativeBiasImpl : public torch::nn::Module {
+ public:
+  T5RelativeBiasImpl(int num_heads, const T5BucketParams& buckets);
+  torch::Tensor forward(const torch::Tensor& q_positions, const torch::Tensor& k_positions);
+  torch::Tensor table;  // parameter [num_buckets, H]
+
+ private:
+  T5BucketParams buckets_;
+};
+TORCH_MODULE(T5RelativeBias);
+
+// Transformer-XL's positional half of the score: u, v biases and the projected relative
+// sinusoid R. content_bias() is added to q for the AC term; position_scores() is BD.
+class XLRelativePositionImpl : public torch::nn::Module {
+ public:
+  XLRelativePositionImpl(int d_model, int num_heads, int head_dim, int clamp_len = 0);
+  torch::Tensor content_bias() const { return u; }  // [H, Dh]
+  // q [B, H, Sq, Dh]: ((q_i + v) . r_{q_i - k_j}) for every key, [B, H, Sq, Sk]; distances
+  // below 0 (future keys, masked by attention) use distance 0.
+  torch::Tensor position_scores(const torch::Tensor& q, const torch::Tensor& q_positions, const torch::Tensor& k_positions);
+  torch::Tensor u, v;
+  torch::nn::Linear r_net{nullptr};
+
+ private:
+  int d_model_, num_heads_, head_dim_, clamp_len_;
+};
+TORCH_MODULE(XLRelativePosition);
+
+// DeBERTa's disentangled terms: content->position and position->content, with log buckets.
+class DebertaRelativeImpl : public torch::nn::Module {
+ public:
+  DebertaRelativeImpl(int d_model, int num_heads, int head_dim, int position_buckets = 256, int max_relative_positions = 512);
+  // q, k [B, H, S, Dh] (content projections): c2p + p2c, [B, H, Sq, Sk]; callers scale all three
+  // terms (with c2c) by 1/sqrt(3 Dh).
+  torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& q_positions,
+                        const torch::Tensor& k_positions);
+  torch::Tensor rel_embeddings;  // parameter [2 span, d_model]
+  torch::nn::Linear pos_key{nullptr}, pos_query{nullptr};
+
+ private:
+  int num_heads_, head_dim_, position_buckets_, max_relative_positions_, span_;
+};
+TORCH_MODULE(DebertaRelative);
+
+}  // namespace posenc::torch_layer

@@ -1,0 +1,261 @@
+#include "posenc_torch/model.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "posenc/error.h"
+
+namespace posenc::torch_layer {
+
+const char* to_string(Fusion f) {
+  switch (f) {
+    case Fusion::kAdd: return "add";
+    case Fusion::kConcat: return "concat";
+    case Fusion::kMultiply: return "multiply";
+  }
+  return "?";
+}
+
+void ModelConfig::validate() const {
+  if (vocab_size < 1 || d_model < 1 || n_layers < 0 || n_heads < 1) throw Error("model sizes must be positive");
+  if (d_model % n_heads != 0)
+    throw Error("d_model " + std::to_string(d_model) + " must be divisible by n_heads " + std::to_string(n_heads));
+  if (n_heads % kv_heads() != 0)
+    throw Error("n_heads " + std::to_string(n_heads) + " must be a multiple of n_kv_heads " + std::to_string(kv_heads()));
+  if (!(dropout >= 0 && dropout < 1)) throw Error("dropout must be in [0, 1)");
+  if (fusion == Fusion::kConcat && (pe_dim < 0 || pe_dim >= d_model)) throw Error("pe_dim must be in [0, d_model)");
+  if ((scheme == Scheme::kRope || scheme == Scheme::kMrope) && head_dim() % 2 != 0)
+    throw Error("RoPE needs an even head_dim, got " + std::to_string(head_dim()));
+}
+
+// ---- attention -------------------------------------------------------------------------------
+
+AttentionImpl::AttentionImpl(const ModelConfig& c) : config_(c) {
+  const int dh = c.head_dim();
+  wq = register_module("wq", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.n_heads * dh).bias(false)));
+  wk = register_module("wk", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.kv_heads() * dh).bias(false)));
+  wv = register_module("wv", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.kv_heads() * dh).bias(false)));
+  wo = register_module("wo", torch::nn::Linear(torch::nn::LinearOptions(c.n_heads * dh, c.d_model).bias(false)));
+  dropout = register_module("dropout", torch::nn::Dropout(c.dropout));
+  if (c.scheme == Scheme::kXl) xl = register_module("xl", XLRelativePosition(c.d_model, c.n_heads, dh, c.xl_clamp_len));
+  if (c.scheme == Scheme::kDeberta)
+    deberta = register_module("deberta", DebertaRelative(c.d_model, c.n_heads, dh, c.deberta_buckets, c.deberta_max_relative));
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContext& ctx, torch::Tensor* cache_k,
+                                     torch::Tensor* cache_v) {
+  const std::int64_t B = x.size(0), S = x.size(1);
+  const int H = config_.n_heads, Hk = config_.kv_heads(), dh = config_.head_dim();
+  torch::Tensor q = wq->forward(x).view({B, S, H, dh}).transpose(1, 2);
+  torch::Tensor k = wk->forward(x).view({B, S, Hk, dh}).transpose(1, 2);
+  torch::Tensor v = wv->forward(x).view({B, S, Hk, dh}).transpose(1, 2);
+  if (cache_k) {  // keys before RoPE, so a changing schedule re-rotates all of them
+    k = cache_k->defined() ? torch::cat({*cache_k, k}, 2) : k;
+    v = cache_v->defined() ? torch::cat({*cache_v, v}, 2) : v;
+    *cache_k = k;
+    *cache_v = v;
+  }
+  if (ctx.rope) {
+    q = rope(q, ctx.q_positions, *ctx.rope);
+    k = rope(k, ctx.k_positions, *ctx.rope);
+  }
+  if (Hk != H) {
+    k = k.repeat_interleave(H / Hk, 1);
+    v = v.repeat_interleave(H / Hk, 1);
+  }
+  torch::Tensor scores;
+  if (config_.scheme == Scheme::kXl) {
+    const torch::Tensor ac = torch::matmul(q + xl->content_bias().view({1, H, 1, dh}), k.transpose(-1, -2));
+    scores = (ac + xl->position_scores(q, ctx.q_positions, ctx.k_positions)) / std::sqrt(static_cast<double>(dh));
+  } else if (config_.scheme == Scheme::kDeberta) {
+    scores = (torch::matmul(q, k.transpose(-1, -2)) + deberta->forward(q, k, ctx.q_positions, ctx.k_positions)) /
+             std::sqrt(3.0 * dh);
+  } else {
+    scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(dh));
+  }
+  if (ctx.bias.defined()) scores = scores + ctx.bias;
+  // Masks: padding keys always; future keys when causal (by index: key j is visible to query i
+  // when j <= past + i). A large finite negative, not -inf: a fully masked row (a pad query)
+  // then stays finite and cannot spread NaN into real tokens through 0 * NaN.
+  const std::int64_t T = k.size(2);
+  torch::Tensor blocked = ctx.key_mask.logical_not().view({B, 1, 1, T});
+  if (config_.causal) {
+    const torch::Tensor qi = torch::arange(S, torch::kInt64).view({S, 1}) + ctx.past;
+    const torch::Tensor kj = torch::arange(T, torch::kInt64).view({1, T});
+    blocked = blocked.logical_or((kj > qi).view({1, 1, S, T}));
+  }
+  scores = scores.masked_fill(blocked, -1e30f);
+  torch::Tensor weights = torch::softmax(scores, -1);
+  if (record) last_weights = weights.detach();
+  weights = dropout->forward(weights);
+  const torch::Tensor out = torch::matmul(weights, v).transpose(1, 2).reshape({B, S, H * dh});
+  return wo->forward(out);
+}
+
+BlockImpl::BlockImpl(const ModelConfig& c) {
+  const int ff = c.d_ff > 0 ? c.d_ff : 4 * c.d_model;
+  ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
+  ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
+  attention = register_module("attention", Attention(c));
+  fc1 = register_module("fc1", torch::nn::Linear(c.d_model, ff));
+  fc2 = register_module("fc2", torch::nn::Linear(ff, c.d_model));
+  dropout = register_module("dropout", torch::nn::Dropout(c.dropout));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, const ForwardContext& ctx, torch::Tensor* cache_k,
+                                 torch::Tensor* cache_v) {
+  torch::Tensor h = x + dropout->forward(attention->forward(ln1->forward(x), ctx, cache_k, cache_v));
+  return h + dropout->forward(fc2->forward(torch::gelu(fc1->forward(ln2->forward(h)))));
+}
+
+// ---- the model -------------------------------------------------------------------------------
+
+TransformerLMImpl::TransformerLMImpl(const ModelConfig& config) : config_(config) {
+  config_.validate();
+  config_.rope.head_dim = config_.head_dim();
+  const bool absolute = scheme_info(config_.scheme).kind == SchemeKind::kAbsolute;
+  const int pe_dim = config_.fusion == Fusion::kConcat ? (config_.pe_dim > 0 ? config_.pe_dim : config_.d_model / 4)
+                                                         : config_.d_model;
+  const int token_dim = absolute && config_.fusion == Fusion::kConcat ? config_.d_model - pe_dim : config_.d_model;
+  embed = register_module("embed", torch::nn::Embedding(config_.vocab_size, token_dim));
+  switch (config_.scheme) {
+    case Scheme::kSinusoidal: sinusoidal = register_module("sinusoidal", SinusoidalPositionalEncoding(pe_dim)); break;
+    case Scheme::kLearned: learned = register_module("learned", LearnedPositionalEmbedding(config_.learned_positions, pe_dim)); break;
+    case Scheme::kRope:
+    case Scheme::kMrope: rotary = register_module("rotary", RotaryEmbedding(config_.rope)); break;
+    case Scheme::kAlibi: alibi = register_module("alibi", ALiBiBias(config_.n_heads, !config_.causal)); break;
+    case Scheme::kT5: t5 = register_module("t5", T5RelativeBias(config_.n_heads, config_.t5)); break;
+    default: break;
+  }
+  for (int i = 0; i < config_.n_layers; ++i) blocks.push_back(register_module("block" + std::to_string(i), Block(config_)));
+  ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config_.d_model})));
+  head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(config_.d_model, config_.vocab_size).bias(false)));
+  dropout = register_module("dropout", torch::nn::Dropout(config_.dropout));
+}
+
+torch::Tensor TransformerLMImpl::positions_for(const torch::Tensor& full_mask, std::int64_t new_tokens) const {
+  const torch::Tensor pos = (full_mask.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);
+  return pos.narrow(1, pos.size(1) - new_tokens, new_tokens).contiguous();
+}
+
+torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torch::Tensor& attention_mask, KVCache* cache) {
+  TORCH_CHECK(tokens.dim() == 2, "tokens must be [B, S]");
+  const std::int64_t B = tokens.size(0), S = tokens.size(1);
+  const torch::Tensor new_mask = attention_mask.defined() ? attention_mask.to(torch::kBool)
+                                                          : torch::ones({B, S}, torch::kBool);
+  ForwardContext ctx;
+  ctx.past = cache ? cache->length() : 0;
+  ctx.key_mask = cache && cache->mask.defined() ? torch::cat({cache->mask, new_mask}, 1) : new_mask;
+  const torch::Tensor all_positions = positions_for(ctx.key_mask, ctx.key_mask.size(1));
+  RopeSpec spec;
+  if (rotary) {
+    spec = rotary->spec_for(all_positions.max().item<std::int64_t>());
+    ctx.rope = &spec;
+    if (cache && ctx.past > 0 && spec.inv_freq != cache->inv_freq) {
+      // The schedule changed: every cached key and value is stale. Re-run the whole prefix.
+      const torch::Tensor all_tokens = torch::cat({cache->tokens, tokens}, 1);
+      const torch::Tensor all_mask = ctx.key_mask;
+      cache->clear();
+      ++cache->rebuilds;
+      return forward(all_tokens, all_mask, cache).narrow(1, all_tokens.size(1) - S, S);
+    }
+  }
+  if (cache) {
+    cache->mask = ctx.key_mask;
+    cache->tokens = cache->tokens.defined() ? torch::cat({cache->tokens, tokens}, 1) : tokens;
+    cache->inv_freq = spec.inv_freq;
+    cache->k.resize(blocks.size());
+    cache->v.resize(blocks.size());
+  }
+  ctx.k_positions = all_positions;
+  ctx.q_positions = all_positions.narrow(1, ctx.past, S).contiguous();
+
+  torch::Tensor x = embed->forward(tokens);
+  if (config_.embed_scale) x = x * std::sqrt(static_cast<double>(config_.d_model));
+  torch::Tensor pe;
+  if (sinusoidal) pe = sinusoidal->forward(ctx.q_positions);
+  if (learned) pe = learned->forward(ctx.q_positions);
+  if (pe.defined()) {
+    switch (config_.fusion) {
+      case Fusion::kAdd: x = x + pe; break;
+      case Fusion::kConcat: x = torch::cat({x, pe}, -1); break;
+      case Fusion::kMultiply: x = x * (1 + pe); break;
+    }
+  }
+  x = dropout->forward(x);
+  if (alibi) ctx.bias = alibi->forward(ctx.q_positions, ctx.k_positions);
+  if (t5) ctx.bias = t5->forward(ctx.q_positions, ctx.k_positions);  // layer 0's table, shared (T5)
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    x = blocks[i]->forward(x, ctx, cache ? &cache->k[i] : nullptr, cache ? &cache->v[i] : nullptr);
+  return head->forward(ln_f->forward(x));
+}
+
+// ---- config and serialization ----------------------------------------------------------------
+
+std::string config_to_json(const ModelConfig& c) {
+  nlohmann::json j = {{"vocab_size", c.vocab_size}, {"d_model", c.d_model}, {"n_layers", c.n_layers},
+                      {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"d_ff", c.d_ff}, {"dropout", c.dropout},
+                      {"causal", c.causal}, {"embed_scale", c.embed_scale}, {"scheme", scheme_info(c.scheme).name},
+                      {"fusion", to_string(c.fusion)}, {"pe_dim", c.pe_dim}, {"learned_positions", c.learned_positions},
+                      {"rope_type", to_string(c.rope.type)}, {"rope_theta", c.rope.theta},
+                      {"t5_num_buckets", c.t5.num_buckets}, {"t5_max_distance", c.t5.max_distance},
+                      {"deberta_buckets", c.deberta_buckets}, {"deberta_max_relative", c.deberta_max_relative},
+                      {"xl_clamp_len", c.xl_clamp_len}};
+  if (c.rope.factor) j["rope_factor"] = *c.rope.factor;
+  if (c.rope.max_position_embeddings) j["rope_max_position_embeddings"] = *c.rope.max_position_embeddings;
+  if (c.rope.original_max_position_embeddings) j["rope_original_max_position_embeddings"] = *c.rope.original_max_position_embeddings;
+  return j.dump();
+}
+
+ModelConfig config_from_json(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  ModelConfig c;
+  c.vocab_size = j.at("vocab_size");
+  c.d_model = j.at("d_model");
+  c.n_layers = j.at("n_layers");
+  c.n_heads = j.at("n_heads");
+  c.n_kv_heads = j.at("n_kv_heads");
+  c.d_ff = j.at("d_ff");
+  c.dropout = j.at("dropout");
+  c.causal = j.at("causal");
+  c.embed_scale = j.at("embed_scale");
+  const auto scheme = scheme_from_name(j.at("scheme").get<std::string>());
+  if (!scheme) throw Error("unknown scheme in model config: " + j.at("scheme").get<std::string>());
+  c.scheme = *scheme;
+  const std::string fusion = j.at("fusion");
+  c.fusion = fusion == "concat" ? Fusion::kConcat : fusion == "multiply" ? Fusion::kMultiply : Fusion::kAdd;
+  c.pe_dim = j.at("pe_dim");
+  c.learned_positions = j.at("learned_positions");
+  c.rope.type = *rope_type_from_name(j.at("rope_type").get<std::string>());
+  c.rope.theta = j.at("rope_theta");
+  if (j.contains("rope_factor")) c.rope.factor = j.at("rope_factor").get<double>();
+  if (j.contains("rope_max_position_embeddings")) c.rope.max_position_embeddings = j.at("rope_max_position_embeddings").get<std::int64_t>();
+  if (j.contains("rope_original_max_position_embeddings"))
+    c.rope.original_max_position_embeddings = j.at("rope_original_max_position_embeddings").get<std::int64_t>();
+  c.t5.num_buckets = j.at("t5_num_buckets");
+  c.t5.max_distance = j.at("t5_max_distance");
+  c.t5.bidirectional = !c.causal;
+  c.deberta_buckets = j.at("deberta_buckets");
+  c.deberta_max_relative = j.at("deberta_max_relative");
+  c.xl_clamp_len = j.at("xl_clamp_len");
+  return c;
+}
+
+void save_model(TransformerLM& model, const std::string& path) {
+  torch::serialize::OutputArchive archive;
+  archive.write("posenc_config", c10::IValue(config_to_json(model->config())));
+  model->save(archive);
+  archive.save_to(path);
+}
+
+TransformerLM load_model(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(path);
+  c10::IValue config;
+  if (!archive.try_read("posenc_config", config)) throw Error(path + " is not a posenc model (no posenc_config)");
+  TransformerLM model(config_from_json(config.toStringRef()));
+  model->load(archive);
+  return model;
+}
+
+}  // namespace posenc::torch_layer

@@ -1,0 +1,132 @@
+#include "posenc_torch/positional.h"
+
+#include <cmath>
+
+#include "posenc/alibi.h"
+#include "posenc/deberta.h"
+#include "posenc/error.h"
+#include "posenc/transformer_xl.h"
+
+namespace posenc::torch_layer {
+namespace {
+
+// [B, Sq, Sk] of (q - k) in int64.
+torch::Tensor differences(const torch::Tensor& q_positions, const torch::Tensor& k_positions) {
+  return q_positions.unsqueeze(-1) - k_positions.unsqueeze(-2);
+}
+
+// Maps every value of rel (int64) through f, computed once per distinct value of the range.
+template <typename F>
+torch::Tensor map_range(const torch::Tensor& rel, F&& f) {
+  const std::int64_t lo = rel.min().item<std::int64_t>(), hi = rel.max().item<std::int64_t>();
+  std::vector<std::int64_t> lut(static_cast<std::size_t>(hi - lo + 1));
+  for (std::int64_t r = lo; r <= hi; ++r) lut[static_cast<std::size_t>(r - lo)] = f(r);
+  return torch::tensor(lut, torch::kInt64).index({rel - lo});
+}
+
+}  // namespace
+
+SinusoidalPositionalEncodingImpl::SinusoidalPositionalEncodingImpl(int dim, SinusoidalLayout layout, double base)
+    : dim_(dim), layout_(layout) {
+  const auto w = sinusoidal_frequencies({dim, layout, SinusoidalFreqs::kVaswani, base});
+  frequencies = register_buffer("frequencies", torch::tensor(w, torch::kFloat64));
+}
+
+torch::Tensor SinusoidalPositionalEncodingImpl::forward(const torch::Tensor& positions) {
+  const torch::Tensor angles = positions.to(torch::kFloat64).unsqueeze(-1) * frequencies;  // [B, S, ceil(d/2)]
+  const std::int64_t n_cos = dim_ / 2;
+  const torch::Tensor s = angles.sin(), c = angles.cos().narrow(-1, 0, n_cos);
+  torch::Tensor out;
+  if (layout_ == SinusoidalLayout::kHalves) {
+    out = torch::cat({s, c}, -1);
+  } else {  // interleaved: even columns sin, odd columns cos
+    const torch::Tensor paired = torch::stack({s.narrow(-1, 0, n_cos), c}, -1).flatten(-2);
+    out = dim_ % 2 ? torch::cat({paired, s.narrow(-1, n_cos, 1)}, -1) : paired;
+  }
+  return out.to(torch::kFloat32);
+}
+
+LearnedPositionalEmbeddingImpl::LearnedPositionalEmbeddingImpl(int num_positions, int dim, int offset)
+    : num_positions_(num_positions), offset_(offset) {
+  if (num_positions < 1 || dim < 1 || offset < 0) throw Error("learned positions need num_positions, dim >= 1 and offset >= 0");
+  weight = register_parameter("weight", torch::randn({num_positions + offset, dim}) * 0.02);
+}
+
+torch::Tensor LearnedPositionalEmbeddingImpl::forward(const torch::Tensor& positions) {
+  const std::int64_t hi = positions.max().item<std::int64_t>(), lo = positions.min().item<std::int64_t>();
+  if (hi >= num_positions_ || lo + offset_ < 0)
+    throw Error("position " + std::to_string(hi >= num_positions_ ? hi : lo) + " is outside the learned table (0 .. " +
+                std::to_string(num_positions_ - 1) + "); this scheme cannot go past its training length");
+  return weight.index({positions + offset_});
+}
+
+ALiBiBiasImpl::ALiBiBiasImpl(int num_heads, bool symmetric) : symmetric_(symmetric) {
+  slopes = register_buffer("slopes", torch::tensor(alibi_slopes(num_heads), torch::kFloat32));
+}
+
+torch::Tensor ALiBiBiasImpl::forward(const torch::Tensor& q_positions, const torch::Tensor& k_positions) {
+  torch::Tensor d = differences(q_positions, k_positions).to(torch::kFloat32).unsqueeze(1);  // [B, 1, Sq, Sk]
+  if (symmetric_) d = d.abs();
+  return -slopes.view({1, -1, 1, 1}) * d;
+}
+
+T5RelativeBiasImpl::T5RelativeBiasImpl(int num_heads, const T5BucketParams& buckets) : buckets_(buckets) {
+  validate(buckets);
+  table = register_parameter("table", torch::randn({buckets.num_buckets, num_heads}) * 0.02);
+}
+
+torch::Tensor T5RelativeBiasImpl::forward(const torch::Tensor& q_positions, const torch::Tensor& k_positions) {
+  const torch::Tensor rel = -differences(q_positions, k_positions);  // key - query
+  const torch::Tensor buckets = map_range(rel, [&](std::int64_t r) { return t5_bucket(r, buckets_); });
+  return table.index({buckets}).permute({0, 3, 1, 2});  // [B, Sq, Sk, H] -> [B, H, Sq, Sk]
+}
+
+XLRelativePositionImpl::XLRelativePositionImpl(int d_model, int num_heads, int head_dim, int clamp_len)
+    : d_model_(d_model), num_heads_(num_heads), head_dim_(head_dim), clamp_len_(clamp_len) {
+  u = register_parameter("u", torch::zeros({num_heads, head_dim}));
+  v = register_parameter("v", torch::zeros({num_heads, head_dim}));
+  r_net = register_module("r_net", torch::nn::Linear(torch::nn::LinearOptions(d_model, num_heads * head_dim).bias(false)));
+}
+
+torch::Tensor XLRelativePositionImpl::position_scores(const torch::Tensor& q, const torch::Tensor& q_positions,
+                                                      const torch::Tensor& k_positions) {
+  torch::Tensor dist = differences(q_positions, k_positions).clamp_min(0);  // [B, Sq, Sk]
+  if (clamp_len_ > 0) dist = dist.clamp_max(clamp_len_);
+  const std::int64_t max_dist = dist.max().item<std::int64_t>();
+  // R for distances 0 .. max_dist: the halves-layout sinusoid of xl_relative_sinusoid, projected.
+  const auto r = xl_relative_sinusoid(d_model_, static_cast<int>(max_dist + 1));  // rows: distance max .. 0
+  const torch::Tensor r_rows = torch::from_blob(const_cast<float*>(r.data()), {max_dist + 1, d_model_}).flip(0).clone();
+  const torch::Tensor r_head = r_net->forward(r_rows).view({max_dist + 1, num_heads_, head_dim_});  // [D+1, H, Dh]
+  const torch::Tensor bd_raw = torch::einsum("bhid,mhd->bhim", {q + v.view({1, num_heads_, 1, head_dim_}), r_head});
+  const torch::Tensor index = dist.unsqueeze(1).expand({-1, num_heads_, -1, -1});  // [B, H, Sq, Sk]
+  return bd_raw.gather(-1, index);
+}
+
+DebertaRelativeImpl::DebertaRelativeImpl(int d_model, int num_heads, int head_dim, int position_buckets, int max_relative_positions)
+    : num_heads_(num_heads), head_dim_(head_dim), position_buckets_(position_buckets),
+      max_relative_positions_(max_relative_positions),
+      span_(position_buckets > 0 ? position_buckets : max_relative_positions) {
+  deberta_relative_positions(1, 1, {position_buckets, max_relative_positions});  // validates
+  rel_embeddings = register_parameter("rel_embeddings", torch::randn({2 * span_, d_model}) * 0.02);
+  pos_key = register_module("pos_key", torch::nn::Linear(d_model, num_heads * head_dim));
+  pos_query = register_module("pos_query", torch::nn::Linear(d_model, num_heads * head_dim));
+}
+
+torch::Tensor DebertaRelativeImpl::forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& q_positions,
+                                           const torch::Tensor& k_positions) {
+  const torch::Tensor rel = differences(q_positions, k_positions);  // query - key
+  const torch::Tensor delta = position_buckets_ > 0
+      ? map_range(rel, [&](std::int64_t r) { return deberta_log_bucket(r, position_buckets_, max_relative_positions_); })
+      : rel;
+  const torch::Tensor row = (delta + span_).clamp(0, 2 * span_ - 1).unsqueeze(1).expand({-1, num_heads_, -1, -1});
+  const auto heads = [&](const torch::Tensor& x) {  // [2 span, H*Dh] -> [H, 2 span, Dh]
+    return x.view({2 * span_, num_heads_, head_dim_}).permute({1, 0, 2});
+  };
+  const torch::Tensor kr = heads(pos_key->forward(rel_embeddings)), qr = heads(pos_query->forward(rel_embeddings));
+  const torch::Tensor c2p = torch::matmul(q, kr.transpose(-1, -2)).gather(-1, row);                      // Qc_i . Kr_row
+  const torch::Tensor p2c_all = torch::matmul(k, qr.transpose(-1, -2));                                   // [B, H, Sk, 2 span]
+  const torch::Tensor p2c = p2c_all.gather(-1, row.transpose(-1, -2)).transpose(-1, -2);                 // Kc_j . Qr_row(i,j)
+  return c2p + p2c;
+}
+
+}  // namespace posenc::torch_layer

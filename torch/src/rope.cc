@@ -1,0 +1,163 @@
+#include "posenc_torch/rope.h"
+
+#include "posenc/error.h"
+#include "posenc/hf_config.h"
+#include "posenc/rope_kernels.h"
+
+namespace posenc::torch_layer {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+DType dtype_of(const torch::Tensor& x) {
+  switch (x.scalar_type()) {
+    case torch::kFloat: return DType::kF32;
+    case torch::kBFloat16: return DType::kBF16;
+    case torch::kHalf: return DType::kF16;
+    default: throw Error(std::string("RoPE kernels take float32, bfloat16 or float16 tensors, got ") + c10::toString(x.scalar_type()));
+  }
+}
+
+// Rotates x ([B, H, S, D], last dim contiguous) in place through the SIMD kernels.
+void rotate_in_place(torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec, int direction) {
+  TORCH_CHECK(x.dim() == 4 && x.stride(3) == 1, "RoPE needs [B, H, S, D] with a contiguous last dimension");
+  const torch::Tensor pos = positions.to(torch::kInt64).contiguous();
+  RopeTensor t{x.data_ptr(), dtype_of(x), static_cast<int>(x.size(0)), static_cast<int>(x.size(2)),
+               static_cast<int>(x.size(1)), static_cast<int>(x.size(3)), x.stride(0), x.stride(2), x.stride(1)};
+  const int axes = pos.dim() == 3 ? static_cast<int>(pos.size(0)) : 1;
+  TORCH_CHECK(pos.numel() == std::int64_t{axes} * t.batch * t.tokens, "positions must be [B, S] or [axes, B, S]");
+  PositionIds ids{pos.data_ptr<std::int64_t>(), axes, std::int64_t{t.batch} * t.tokens};
+  RopeApplyParams p;
+  p.inv_freq = spec.inv_freq.data();
+  p.num_freqs = static_cast<int>(spec.inv_freq.size());
+  p.axis_of_freq = spec.axis_of_freq.empty() ? nullptr : spec.axis_of_freq.data();
+  p.attention_factor = spec.attention_factor;
+  p.layout = spec.layout;
+  p.direction = direction;
+  RopeKernelOptions options;
+  options.threads = torch::get_num_threads();
+  rope_rotate(t, nullptr, ids, p, options);
+}
+
+torch::Tensor formula(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec, double sign) {
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  const int half = static_cast<int>(spec.inv_freq.size());
+  const torch::Tensor inv = torch::tensor(std::vector<double>(spec.inv_freq.begin(), spec.inv_freq.end()), opts);
+  torch::Tensor pos = positions.to(torch::kFloat64);  // exact for positions < 2^53
+  torch::Tensor angles;                               // [B, S, half]
+  if (pos.dim() == 3) {                               // per-frequency axis
+    std::vector<std::int64_t> axes(spec.axis_of_freq.begin(), spec.axis_of_freq.end());
+    const torch::Tensor picked = pos.index_select(0, torch::tensor(axes, torch::kInt64));  // [half, B, S]
+    angles = picked.permute({1, 2, 0}) * inv;
+  } else {
+    angles = pos.unsqueeze(-1) * inv;
+  }
+  const torch::Tensor c = (angles.cos() * spec.attention_factor).to(x.scalar_type()).unsqueeze(1);  // [B, 1, S, half]
+  const torch::Tensor s = (angles.sin() * spec.attention_factor * sign).to(x.scalar_type()).unsqueeze(1);
+  const torch::Tensor rot = x.narrow(-1, 0, 2 * half), pass = x.narrow(-1, 2 * half, x.size(-1) - 2 * half);
+  torch::Tensor out;
+  if (spec.layout == RopeLayout::kHalfSplit) {
+    const torch::Tensor a = rot.narrow(-1, 0, half), b = rot.narrow(-1, half, half);
+    out = torch::cat({a * c - b * s, b * c + a * s}, -1);
+  } else {
+    const torch::Tensor pairs = rot.unflatten(-1, {half, 2});
+    const torch::Tensor a = pairs.select(-1, 0), b = pairs.select(-1, 1);
+    const torch::Tensor oa = a * c - b * s, ob = b * c + a * s;
+    out = spec.layout == RopeLayout::kInterleaved ? torch::stack({oa, ob}, -1).flatten(-2) : torch::cat({oa, ob}, -1);
+  }
+  return torch::cat({out, pass}, -1);
+}
+
+// The spec travels in the autograd context as values (a tiny frequency tensor, the attention
+// factor, the layout), so the graph owns everything its backward needs.
+void save_spec(AutogradContext* ctx, const RopeSpec& spec) {
+  ctx->saved_data["inv_freq"] = torch::tensor(std::vector<float>(spec.inv_freq.begin(), spec.inv_freq.end()));
+  ctx->saved_data["axes"] = torch::tensor(std::vector<std::int64_t>(spec.axis_of_freq.begin(), spec.axis_of_freq.end()), torch::kInt64);
+  ctx->saved_data["factor"] = spec.attention_factor;
+  ctx->saved_data["layout"] = static_cast<std::int64_t>(spec.layout);
+}
+
+RopeSpec load_spec(AutogradContext* ctx) {
+  RopeSpec spec;
+  const torch::Tensor inv = ctx->saved_data["inv_freq"].toTensor(), axes = ctx->saved_data["axes"].toTensor();
+  spec.inv_freq.assign(inv.data_ptr<float>(), inv.data_ptr<float>() + inv.numel());
+  for (std::int64_t i = 0; i < axes.numel(); ++i) spec.axis_of_freq.push_back(static_cast<std::uint8_t>(axes[i].item<std::int64_t>()));
+  spec.attention_factor = ctx->saved_data["factor"].toDouble();
+  spec.layout = static_cast<RopeLayout>(ctx->saved_data["layout"].toInt());
+  return spec;
+}
+
+// Backward of y = A x is A^T g: the same rotation with direction -1.
+class RopeFunction : public torch::autograd::Function<RopeFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& positions,
+                               const RopeSpec& spec) {
+    ctx->saved_data["positions"] = positions;
+    save_spec(ctx, spec);
+    if (x.scalar_type() == torch::kFloat64) return formula(x, positions, spec, 1.0);
+    torch::Tensor out = x.contiguous().clone();
+    rotate_in_place(out, positions, spec, +1);
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const torch::Tensor positions = ctx->saved_data["positions"].toTensor();
+    const RopeSpec spec = load_spec(ctx);
+    const torch::Tensor& g = grads[0];
+    torch::Tensor gx;
+    if (g.scalar_type() == torch::kFloat64) {
+      // The transpose of the formula: rotate by -angle (DeepSeek-V3's permuted output has no
+      // double path).
+      TORCH_CHECK(spec.layout != RopeLayout::kDeepSeekV3, "double DeepSeek-V3 RoPE has no backward formula");
+      gx = formula(g, positions, spec, -1.0);
+    } else {
+      gx = g.contiguous().clone();
+      rotate_in_place(gx, positions, spec, -1);
+    }
+    return {gx, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+RopeSpec rope_spec(const RopeSchedule& s, RopeLayout layout) {
+  RopeSpec spec;
+  spec.inv_freq = s.inv_freq;
+  spec.attention_factor = s.attention_factor;
+  spec.layout = layout;
+  return spec;
+}
+
+torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec) {
+  return RopeFunction::apply(x, positions, spec);
+}
+
+torch::Tensor rope_formula(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec) {
+  return formula(x, positions, spec, 1.0);
+}
+
+RotaryEmbeddingImpl::RotaryEmbeddingImpl(const RopeParams& params, RopeLayout layout)
+    : runtime_(params), layout_(layout) {
+  const auto& f = runtime_.current().inv_freq;
+  inv_freq = register_buffer("inv_freq", torch::tensor(std::vector<float>(f.begin(), f.end()), torch::kFloat32));
+}
+
+RotaryEmbeddingImpl RotaryEmbeddingImpl::from_config(const std::string& path) {
+  return RotaryEmbeddingImpl(load_hf_config(path).select().params);
+}
+
+RopeSpec RotaryEmbeddingImpl::spec_for(std::int64_t max_position) {
+  const RopeSchedule& s = runtime_.update(max_position);
+  inv_freq.copy_(torch::tensor(std::vector<float>(s.inv_freq.begin(), s.inv_freq.end()), torch::kFloat32));
+  return rope_spec(s, layout_);
+}
+
+std::pair<torch::Tensor, torch::Tensor> RotaryEmbeddingImpl::forward(const torch::Tensor& q, const torch::Tensor& q_positions,
+                                                                     const torch::Tensor& k, const torch::Tensor& k_positions) {
+  const std::int64_t max_position = std::max(q_positions.max().item<std::int64_t>(), k_positions.max().item<std::int64_t>());
+  const RopeSpec spec = spec_for(max_position);
+  return {rope(q, q_positions, spec), rope(k, k_positions, spec)};
+}
+
+}  // namespace posenc::torch_layer
