@@ -8,6 +8,7 @@
 
 #include "posenc/error.h"
 #include "posenc/rope_bench.h"
+#include "posenc_torch/bench.h"
 
 namespace posenc::cli {
 
@@ -63,6 +64,51 @@ void add_bench_command(CLI::App& app) {
                   r.ceiling_seconds * 1e3, r.ceiling_gbps);
       std::printf("  fraction_of_ceiling %.3f\n", r.fraction_of_ceiling);
     }
+  });
+
+  struct TrainArgs {
+    torch_layer::TrainBenchConfig config;
+    std::string schemes;
+    bool json = false;
+  };
+  auto t = std::make_shared<TrainArgs>();
+  CLI::App* train = bench->add_subcommand("train", "training step tokens/s per scheme; fused RoPE forward+backward vs eager");
+  train->add_option("--schemes", t->schemes, "comma-separated schemes (default: all language-model schemes)");
+  train->add_option("--steps", t->config.steps, "timed steps per scheme (median)")->capture_default_str();
+  train->add_option("--threads", t->config.threads, "torch threads (0: default)")->capture_default_str();
+  train->add_flag("--json", t->json, "one JSON object on stdout");
+  train->callback([t] {
+    torch_layer::TrainBenchConfig c = t->config;
+    if (!t->schemes.empty()) {
+      c.schemes.clear();
+      std::size_t start = 0;
+      while (start <= t->schemes.size()) {
+        const auto comma = t->schemes.find(',', start);
+        c.schemes.push_back(t->schemes.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    }
+    const auto r = torch_layer::run_train_bench(c);
+    if (t->json) {
+      nlohmann::json j = {{"threads", r.threads}, {"model", {{"layers", c.layers}, {"d_model", c.d_model}, {"heads", c.heads},
+                                                           {"seq", c.seq}, {"batch", c.batch}}}};
+      for (const auto& s : r.schemes)
+        j["schemes"].push_back({{"scheme", s.scheme}, {"step_seconds", s.step_seconds}, {"tokens_per_second", s.tokens_per_second}});
+      for (const auto& s : r.rope)
+        j["rope_forward_backward"].push_back({{"shape", s.shape}, {"fused_seconds", s.fused_seconds},
+                                              {"eager_seconds", s.eager_seconds}, {"speedup", s.speedup}});
+      std::cout << j.dump() << "\n";
+      return;
+    }
+    std::printf("training step, %d layers, d_model %d, %d heads, seq %d, batch %d, %d threads (median of %d)\n", c.layers,
+                c.d_model, c.heads, c.seq, c.batch, r.threads, c.steps);
+    for (const auto& s : r.schemes)
+      std::printf("  %-11s %8.1f ms/step  %9.0f tokens/s\n", s.scheme.c_str(), s.step_seconds * 1e3, s.tokens_per_second);
+    std::printf("RoPE forward + backward, fused kernel vs libtorch eager (x*cos + rotate_half(x)*sin):\n");
+    for (const auto& s : r.rope)
+      std::printf("  %-20s fused %8.3f ms  eager %8.3f ms  speed-up %.1fx\n", s.shape.c_str(), s.fused_seconds * 1e3,
+                  s.eager_seconds * 1e3, s.speedup);
   });
 }
 

@@ -396,11 +396,15 @@ void RotateAllT(const RotateJob& job) {
     AlignedVector<float> cbuf(static_cast<std::size_t>(half)), sbuf(static_cast<std::size_t>(half));
     std::vector<double> pos_of_freq(static_cast<std::size_t>(half));
     std::vector<float> tmp(static_cast<std::size_t>(2 * half)), tmp2(static_cast<std::size_t>(2 * half));
+    // Shared positions: iterate tokens, and every batch row of a token reuses its cos/sin.
+    const bool shared = pos.same_for_every_batch_row() && job.tensors[0].batch > 1;
+    const int batch = job.tensors[0].batch;
+    const std::int64_t outer = shared ? tokens : rows;
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const int b = static_cast<int>(r / tokens), t = static_cast<int>(r % tokens);
+    for (std::int64_t r = 0; r < outer; ++r) {
+      const int b = shared ? 0 : static_cast<int>(r / tokens), t = static_cast<int>(shared ? r : r % tokens);
       const float *c = cbuf.data(), *s = sbuf.data();
       if (table_rows) {
         const std::int64_t at = pos.at(0, b, t, tokens) * half;
@@ -421,9 +425,11 @@ void RotateAllT(const RotateJob& job) {
           }
         }
       }
+      const int b_end = shared ? batch : b + 1;
+      for (int bb = b; bb < b_end; ++bb) {
       for (int i = 0; i < job.num_tensors; ++i) {
         const RopeTensor& x = job.tensors[i];
-        const std::int64_t token = b * x.batch_stride + t * x.token_stride;
+        const std::int64_t token = bb * x.batch_stride + t * x.token_stride;
         if (p.layout == RopeLayout::kHalfSplit) {
           switch (x.dtype) {
             case DType::kF32: RotateTokenHalfSplit<kForward, float>(x, token, c, s, half); break;
@@ -439,6 +445,7 @@ void RotateAllT(const RotateJob& job) {
           for (int h = 0; h < x.heads; ++h)
             RotateHead<kForward>(x, token + h * x.head_stride, p, c, s, tmp.data(), tmp2.data());
         }
+      }
       }
     }
   }

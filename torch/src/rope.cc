@@ -28,6 +28,8 @@ void rotate_in_place(torch::Tensor& x, const torch::Tensor& positions, const Rop
   const int axes = pos.dim() == 3 ? static_cast<int>(pos.size(0)) : 1;
   TORCH_CHECK(pos.numel() == std::int64_t{axes} * t.batch * t.tokens, "positions must be [B, S] or [axes, B, S]");
   PositionIds ids{pos.data_ptr<std::int64_t>(), axes, std::int64_t{t.batch} * t.tokens};
+  // Every batch row at the same positions (no padding): cos/sin once per token, not per row.
+  if (t.batch > 1 && pos.dim() == 2 && pos.eq(pos.narrow(0, 0, 1)).all().item<bool>()) ids.shared_across_batch = true;
   RopeApplyParams p;
   p.inv_freq = spec.inv_freq.data();
   p.num_freqs = static_cast<int>(spec.inv_freq.size());
@@ -72,8 +74,9 @@ torch::Tensor formula(const torch::Tensor& x, const torch::Tensor& positions, co
 // The spec travels in the autograd context as values (a tiny frequency tensor, the attention
 // factor, the layout), so the graph owns everything its backward needs.
 void save_spec(AutogradContext* ctx, const RopeSpec& spec) {
-  ctx->saved_data["inv_freq"] = torch::tensor(std::vector<float>(spec.inv_freq.begin(), spec.inv_freq.end()));
-  ctx->saved_data["axes"] = torch::tensor(std::vector<std::int64_t>(spec.axis_of_freq.begin(), spec.axis_of_freq.end()), torch::kInt64);
+  TORCH_CHECK(spec.inv_freq_tensor.defined(), "RopeSpec without tensors: build it with rope_spec() or complete_spec()");
+  ctx->saved_data["inv_freq"] = spec.inv_freq_tensor;
+  ctx->saved_data["axes"] = spec.axes_tensor;
   ctx->saved_data["factor"] = spec.attention_factor;
   ctx->saved_data["layout"] = static_cast<std::int64_t>(spec.layout);
 }
@@ -82,7 +85,7 @@ RopeSpec load_spec(AutogradContext* ctx) {
   RopeSpec spec;
   const torch::Tensor inv = ctx->saved_data["inv_freq"].toTensor(), axes = ctx->saved_data["axes"].toTensor();
   spec.inv_freq.assign(inv.data_ptr<float>(), inv.data_ptr<float>() + inv.numel());
-  for (std::int64_t i = 0; i < axes.numel(); ++i) spec.axis_of_freq.push_back(static_cast<std::uint8_t>(axes[i].item<std::int64_t>()));
+  spec.axis_of_freq.assign(axes.data_ptr<std::uint8_t>(), axes.data_ptr<std::uint8_t>() + axes.numel());
   spec.attention_factor = ctx->saved_data["factor"].toDouble();
   spec.layout = static_cast<RopeLayout>(ctx->saved_data["layout"].toInt());
   return spec;
@@ -126,6 +129,12 @@ RopeSpec rope_spec(const RopeSchedule& s, RopeLayout layout) {
   spec.inv_freq = s.inv_freq;
   spec.attention_factor = s.attention_factor;
   spec.layout = layout;
+  return complete_spec(std::move(spec));
+}
+
+RopeSpec complete_spec(RopeSpec spec) {
+  spec.inv_freq_tensor = torch::tensor(std::vector<float>(spec.inv_freq.begin(), spec.inv_freq.end()), torch::kFloat32);
+  spec.axes_tensor = torch::tensor(std::vector<std::uint8_t>(spec.axis_of_freq.begin(), spec.axis_of_freq.end()), torch::kUInt8);
   return spec;
 }
 

@@ -56,7 +56,9 @@ inline RopeTensor bhsd(float* data, int batch, int heads, int tokens, int head_d
 }
 
 // Position of token t of batch row b on axis a:
-//   (ids ? ids[a * axis_stride + b * tokens + t] : ids32 ? ids32[...] : t) + offset
+//   (ids ? ids[a * axis_stride + b' * tokens + t] : ids32 ? ids32[...] : t) + offset
+// with b' = b, or 0 when shared_across_batch (every batch row has the same positions: the
+// kernels then form each token's cos/sin once for the whole batch).
 // offset is the KV-cache length for a decode step; packed sequences pass explicit ids.
 struct PositionIds {
   const std::int64_t* ids = nullptr;
@@ -64,11 +66,14 @@ struct PositionIds {
   std::int64_t axis_stride = 0;
   const std::int32_t* ids32 = nullptr;
   std::int64_t offset = 0;
+  bool shared_across_batch = false;
 
   std::int64_t at(int axis, int b, int t, int tokens) const {
-    const std::int64_t i = axis * axis_stride + std::int64_t{b} * tokens + t;
+    const std::int64_t i = axis * axis_stride + (shared_across_batch ? 0 : std::int64_t{b} * tokens) + t;
     return (ids ? ids[i] : ids32 ? ids32[i] : t) + offset;
   }
+  // Implicit positions (t + offset) are the same in every batch row.
+  bool same_for_every_batch_row() const { return shared_across_batch || (!ids && !ids32); }
 };
 
 struct RopeApplyParams {

@@ -25,9 +25,14 @@ struct RopeSpec {
   double attention_factor = 1.0;
   RopeLayout layout = RopeLayout::kHalfSplit;
   std::vector<std::uint8_t> axis_of_freq;
+  // The same numbers as tensors, made once by rope_spec(): the autograd graph keeps these
+  // (no per-call copies).
+  torch::Tensor inv_freq_tensor, axes_tensor;
 };
 
 RopeSpec rope_spec(const RopeSchedule& schedule, RopeLayout layout = RopeLayout::kHalfSplit);
+// Fills the tensor copies of a hand-made spec (after setting inv_freq, axis_of_freq, ...).
+RopeSpec complete_spec(RopeSpec spec);
 
 // Rotated copy of x, differentiable in x.
 torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec);

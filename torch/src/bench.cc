@@ -1,0 +1,101 @@
+#include "posenc_torch/bench.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "posenc/error.h"
+#include "posenc_torch/model.h"
+#include "posenc_torch/rope.h"
+
+namespace posenc::torch_layer {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <typename F>
+double seconds_of(F&& f) {
+  const auto start = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  const std::int64_t half = x.size(-1) / 2;
+  return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+RopeAutogradSpeed rope_speed(std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d, int repeats) {
+  RopeParams params;
+  params.head_dim = static_cast<int>(d);
+  const RopeSpec spec = rope_spec(compute_schedule(params));
+  const torch::Tensor positions = torch::arange(s, torch::kInt64).repeat({b, 1});
+  // HF's eager path with cos/sin given (as its rotary module hands them to attention).
+  const torch::Tensor inv = torch::tensor(spec.inv_freq);
+  const torch::Tensor freqs = positions.to(torch::kFloat32).unsqueeze(-1) * inv;
+  const torch::Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);
+  const torch::Tensor cos = emb.cos(), sin = emb.sin();
+  const torch::Tensor x = torch::randn({b, h, s, d}).requires_grad_(true);
+  const torch::Tensor g = torch::randn({b, h, s, d});
+  std::vector<double> fused, eager;
+  for (int i = -1; i < repeats; ++i) {
+    const double tf = seconds_of([&] { rope(x, positions, spec).backward(g); });
+    const double te = seconds_of([&] { (x * cos + rotate_half(x) * sin).backward(g); });
+    if (i >= 0) {
+      fused.push_back(tf);
+      eager.push_back(te);
+    }
+  }
+  RopeAutogradSpeed r;
+  r.shape = "[" + std::to_string(b) + ", " + std::to_string(h) + ", " + std::to_string(s) + ", " + std::to_string(d) + "]";
+  r.fused_seconds = median(fused);
+  r.eager_seconds = median(eager);
+  r.speedup = r.eager_seconds / r.fused_seconds;
+  return r;
+}
+
+}  // namespace
+
+TrainBenchResult run_train_bench(const TrainBenchConfig& c) {
+  if (c.steps < 1 || c.seq < 2 || c.batch < 1) throw Error("bench train needs steps >= 1, seq >= 2, batch >= 1");
+  if (c.threads > 0) torch::set_num_threads(c.threads);
+  TrainBenchResult result;
+  result.threads = torch::get_num_threads();
+  for (const std::string& name : c.schemes) {
+    const auto scheme = scheme_from_name(name);
+    if (!scheme || *scheme == Scheme::kMrope) throw Error("bench train: scheme '" + name + "' is not a language-model scheme");
+    ModelConfig mc;
+    mc.vocab_size = 64;
+    mc.d_model = c.d_model;
+    mc.n_layers = c.layers;
+    mc.n_heads = c.heads;
+    mc.scheme = *scheme;
+    mc.learned_positions = c.seq;
+    torch::manual_seed(0);
+    TransformerLM model(mc);
+    torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
+    const torch::Tensor tokens = torch::randint(0, 64, {c.batch, c.seq + 1}, torch::kInt64);
+    const torch::Tensor input = tokens.narrow(1, 0, c.seq), target = tokens.narrow(1, 1, c.seq);
+    std::vector<double> times;
+    for (int i = -1; i < c.steps; ++i) {
+      const double t = seconds_of([&] {
+        optimizer.zero_grad();
+        const torch::Tensor logits = model->forward(input);
+        torch::nn::functional::cross_entropy(logits.reshape({-1, 64}), target.reshape({-1})).backward();
+        optimizer.step();
+      });
+      if (i >= 0) times.push_back(t);
+    }
+    SchemeSpeed s{name, median(times), 0};
+    s.tokens_per_second = static_cast<double>(c.batch) * c.seq / s.step_seconds;
+    result.schemes.push_back(s);
+  }
+  // The model's own shape (one layer's q) and an inference-engine shape.
+  result.rope.push_back(rope_speed(c.batch, c.heads, c.seq, c.d_model / c.heads, std::max(c.steps, 7)));
+  result.rope.push_back(rope_speed(1, 32, 2048, 128, std::max(c.steps, 7)));
+  return result;
+}
+
+}  // namespace posenc::torch_layer
