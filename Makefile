@@ -1,10 +1,10 @@
 # Thin wrapper: every target installs what is missing, configures, builds.
-#   make demo   run posenc's main job on its built-in defaults
+#   make demo   run posenc's main job on its built-in defaults: the quick lab run
 #   make test   build and run every test (CTest)
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 
-.PHONY: deps configure build demo test clean
+.PHONY: deps configure build corpus demo test clean
 
 deps:
 	./scripts/install-deps.sh
@@ -15,7 +15,12 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-demo: build
+data/kjv.txt:
+	./scripts/make-corpus.sh data/kjv.txt
+
+corpus: deps data/kjv.txt
+
+demo: build corpus
 	./scripts/demo.sh $(BUILD)/cli/posenc
 
 test: build

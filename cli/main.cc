@@ -7,6 +7,7 @@
 #include "bench_command.h"
 #include "check_command.h"
 #include "freqs_command.h"
+#include "lab_command.h"
 #include "table_command.h"
 #include "posenc/error.h"
 
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   posenc::cli::add_table_command(app);
   posenc::cli::add_check_command(app);
   posenc::cli::add_bench_command(app);
+  posenc::cli::add_lab_command(app);
   const auto commands = app.get_subcommands({});
   const bool known = argc > 1 && std::any_of(commands.begin(), commands.end(),
                                               [&](const CLI::App* c) { return c->check_name(argv[1]); });

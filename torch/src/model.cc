@@ -49,7 +49,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContex
   torch::Tensor q = wq->forward(x).view({B, S, H, dh}).transpose(1, 2);
   torch::Tensor k = wk->forward(x).view({B, S, Hk, dh}).transpose(1, 2);
   torch::Tensor v = wv->forward(x).view({B, S, Hk, dh}).transpose(1, 2);
-  if (cache_k) {  // keys before RoPE, so a changing schedule re-rotates all of them
+  if (ctx.rope && ctx.cache_rotated_keys) k = rope(k, ctx.q_positions, *ctx.rope);  // HF: rotate, then cache
+  if (cache_k) {  // otherwise keys before RoPE, so a changing schedule re-rotates all of them
     k = cache_k->defined() ? torch::cat({*cache_k, k}, 2) : k;
     v = cache_v->defined() ? torch::cat({*cache_v, v}, 2) : v;
     *cache_k = k;
@@ -57,7 +58,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContex
   }
   if (ctx.rope) {
     q = rope(q, ctx.q_positions, *ctx.rope);
-    k = rope(k, ctx.k_positions, *ctx.rope);
+    if (!ctx.cache_rotated_keys) k = rope(k, ctx.k_positions, *ctx.rope);
   }
   if (Hk != H) {
     k = k.repeat_interleave(H / Hk, 1);
@@ -151,7 +152,8 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   if (rotary) {
     spec = rotary->spec_for(all_positions.max().item<std::int64_t>());
     ctx.rope = &spec;
-    if (cache && ctx.past > 0 && spec.inv_freq != cache->inv_freq) {
+    ctx.cache_rotated_keys = cache && cache->hf_stale_keys;
+    if (cache && !cache->hf_stale_keys && ctx.past > 0 && spec.inv_freq != cache->inv_freq) {
       // The schedule changed: every cached key and value is stale. Re-run the whole prefix.
       const torch::Tensor all_tokens = torch::cat({cache->tokens, tokens}, 1);
       const torch::Tensor all_mask = ctx.key_mask;

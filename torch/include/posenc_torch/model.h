@@ -64,8 +64,12 @@ struct KVCache {
   torch::Tensor tokens;             // [B, T]: to rebuild after a schedule change
   std::vector<float> inv_freq;      // the schedule of the cached keys (RoPE only)
   int rebuilds = 0;                 // how many times a schedule change forced a re-run
+  // HF's behaviour instead: keys are cached already rotated, with the schedule of the step
+  // that computed them, and never rebuilt (decode then drifts from prefill when the schedule
+  // changes, as it does in transformers with dynamic NTK). For measuring that drift.
+  bool hf_stale_keys = false;
   std::int64_t length() const { return mask.defined() ? mask.size(1) : 0; }
-  void clear() { *this = KVCache{{}, {}, {}, {}, {}, rebuilds}; }
+  void clear() { *this = KVCache{{}, {}, {}, {}, {}, rebuilds, hf_stale_keys}; }
 };
 
 // What every layer of one forward shares.
@@ -76,6 +80,7 @@ struct ForwardContext {
   std::int64_t past = 0;
   torch::Tensor bias;         // [B or 1, H, S, T] (ALiBi, T5) or undefined
   const RopeSpec* rope = nullptr;
+  bool cache_rotated_keys = false;  // KVCache::hf_stale_keys
 };
 
 class AttentionImpl : public torch::nn::Module {

@@ -1,0 +1,85 @@
+#include "lab_command.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "posenc/error.h"
+#include "posenc_lab/extrapolate.h"
+#include "ranges.h"
+
+namespace posenc::cli {
+namespace {
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream s(text);
+  for (std::string item; std::getline(s, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+void add_lab_command(CLI::App& app) {
+  struct Args {
+    bool quick = false, full = false, json = false;
+    std::string schemes, extensions, eval_lens, out = "out/lab", corpus = lab::kDefaultCorpus;
+    std::optional<int> train_len, steps, seed, threads;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* lab_cmd = app.add_subcommand("lab", "experiments that train small transformers on this machine");
+  lab_cmd->require_subcommand(1);
+  CLI::App* ex = lab_cmd->add_subcommand("extrapolate", "train short, test long: bits per character per scheme and RoPE extension");
+  ex->add_flag("--quick", a->quick, "the demo: nope, sinusoidal, rope (+ extensions), alibi; a few minutes (default)");
+  ex->add_flag("--full", a->full, "every scheme, 3 seeds, RoPE base sweep, sinusoidal fusion modes");
+  ex->add_option("--schemes", a->schemes, "comma-separated: nope, sinusoidal, learned, rope, alibi, t5, xl, deberta");
+  ex->add_option("--extensions", a->extensions, "RoPE extensions: none, pi, ntk, dynamic, yarn");
+  ex->add_option("--train-len", a->train_len, "training length (default 64)");
+  ex->add_option("--eval-lens", a->eval_lens, "evaluation lengths (default 64,128,256,512,1024)");
+  ex->add_option("--steps", a->steps, "training steps per model");
+  ex->add_option("--seed", a->seed, "seed (--full uses 3 seeds from it)");
+  ex->add_option("--threads", a->threads, "torch threads (default 1: measured faster than 2 for these small models)");
+  ex->add_option("--out", a->out, "output directory (checkpoints, results.json/.csv, chart.svg)")->capture_default_str();
+  ex->add_option("--corpus", a->corpus, "UTF-8 text (default: the King James Bible made by `make corpus`)")->capture_default_str();
+  ex->add_flag("--json", a->json, "one JSON object on stdout");
+  ex->callback([a] {
+    if (a->quick && a->full) throw Error("--quick and --full exclude each other");
+    lab::ExtrapolateConfig c;
+    c.out_dir = a->out;
+    c.corpus = a->corpus;
+    if (a->full) {
+      c.schemes = {"nope", "sinusoidal", "learned", "rope", "alibi", "t5", "xl", "deberta"};
+      c.rope_bases = {100, 1e6};  // with the default rope (base 10000): the base sweep
+      c.fusions = {"concat", "multiply"};
+      c.steps = 800;
+      c.eval_chars = 16384;
+    }
+    const int seed = a->seed.value_or(0);
+    c.seeds = a->full ? std::vector<int>{seed, seed + 1, seed + 2} : std::vector<int>{seed};
+    if (!a->schemes.empty()) c.schemes = split(a->schemes);
+    if (!a->extensions.empty()) c.extensions = split(a->extensions);
+    if (a->train_len) c.train_len = *a->train_len;
+    if (!a->eval_lens.empty()) {
+      c.eval_lens.clear();
+      for (auto v : parse_int_list(a->eval_lens, "--eval-lens", 2, 1 << 20)) c.eval_lens.push_back(static_cast<int>(v));
+    }
+    if (a->steps) c.steps = *a->steps;
+    if (a->threads) c.threads = *a->threads;
+    const lab::ExtrapolateResult r = lab::run_extrapolate(c);
+    lab::write_file_atomic(c.out_dir + "/results.json", lab::results_json(r, c));
+    lab::write_file_atomic(c.out_dir + "/results.csv", lab::results_csv(r));
+    lab::write_file_atomic(c.out_dir + "/chart.svg", lab::results_svg(r, c));
+    if (a->json) {
+      std::cout << lab::results_json(r, c) << "\n";
+    } else {
+      std::cout << lab::format_table(r, c);
+      std::cout << "results: " << c.out_dir << "/results.json, results.csv, chart.svg\n";
+    }
+  });
+}
+
+}  // namespace posenc::cli

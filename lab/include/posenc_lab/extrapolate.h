@@ -1,0 +1,77 @@
+// Train short, test long: one small character-level TransformerLM per positional scheme, trained
+// at train_len, evaluated in bits per character at every eval length; the RoPE model also with
+// each inference-time extension (PI, NTK, dynamic NTK, YaRN; scale = eval_len / train_len), no
+// retraining. Plain C++ types: callers need not include <torch/torch.h>.
+//
+// Evaluation: non-overlapping windows of eval_len tokens over the validation text (the first
+// eval_chars tokens of it), every window scored in one pass; bpc over all tokens and over the
+// tokens at positions >= train_len. Dynamic NTK is scored twice: one pass per window (its scale
+// is then fixed by the window length, which makes it static NTK at scale eval_len/train_len) and
+// incrementally, token by token with a KV cache under HF's runtime rule (keys cached rotated,
+// never rebuilt), which is how it behaves in transformers.
+//
+// Runs survive: each model checkpoints to out_dir every checkpoint_every steps (written to a temp
+// file, then renamed); finished models leave <model>.result.json and are skipped when the same
+// command runs again; an interrupted one resumes from its last checkpoint with the same batches.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "posenc_lab/corpus.h"
+
+namespace posenc::lab {
+
+struct ExtrapolateConfig {
+  std::string corpus = kDefaultCorpus;
+  std::vector<std::string> schemes = {"nope", "sinusoidal", "rope", "alibi"};
+  std::vector<std::string> extensions = {"none", "pi", "ntk", "dynamic", "yarn"};
+  int train_len = 64;
+  std::vector<int> eval_lens = {64, 128, 256, 512, 1024};
+  int steps = 600;
+  int batch = 32;
+  double lr = 2e-3;
+  int warmup = 50;
+  int layers = 3, d_model = 128, heads = 4;
+  std::vector<int> seeds = {0};
+  int threads = 0;  // 0: one (faster than two for models this small on a 2-vCPU machine)
+  std::string out_dir = "out/lab";
+  int eval_chars = 8192;         // validation tokens scored per eval length
+  int incremental_tokens = 1024;  // validation tokens decoded one by one for incremental dynamic NTK (0: skip)
+  int checkpoint_every = 100;
+  std::vector<double> rope_bases;    // base sweep: extra RoPE models ("rope-base100", ...)
+  std::vector<std::string> fusions;  // extra sinusoidal models with these fusions ("sinusoidal-concat", ...)
+  int pi_finetune_steps = 0;         // PI with a short fine-tune at 4x the training length
+  long stop_after_steps = -1;        // stop (as if killed) after this many training steps in this run
+};
+
+struct ResultRow {
+  std::string model, scheme, extension;
+  int seed = 0;
+  int eval_len = 0;
+  bool available = true;  // false: "n/a (cannot extrapolate)"
+  double bpc = 0, bpc_beyond = 0;  // bpc_beyond: tokens at positions >= train_len (NaN when none)
+  long tokens = 0, tokens_beyond = 0;
+  std::string note;
+};
+
+struct ExtrapolateResult {
+  std::vector<ResultRow> rows;
+  std::vector<std::string> notes;
+  bool complete = true;  // false when stop_after_steps cut the run short
+};
+
+ExtrapolateResult run_extrapolate(const ExtrapolateConfig& config);
+
+// The stdout table: one row per model/extension, one column per eval length (bpc, all tokens).
+std::string format_table(const ExtrapolateResult& result, const ExtrapolateConfig& config);
+// results.json text ({"results": [...], "notes": [...], "config": {...}}) and results.csv text.
+std::string results_json(const ExtrapolateResult& result, const ExtrapolateConfig& config);
+std::string results_csv(const ExtrapolateResult& result);
+// The chart: bpc against eval length (log x), one line per model/extension (mean over seeds).
+std::string results_svg(const ExtrapolateResult& result, const ExtrapolateConfig& config);
+
+// Writes text to path atomically (temp file, then rename).
+void write_file_atomic(const std::string& path, const std::string& text);
+
+}  // namespace posenc::lab
