@@ -136,7 +136,9 @@ TEST(TorchModel, DecodeEqualsPrefill) {
       const torch::Tensor step = model->forward(tokens.narrow(1, t, 1), {}, &cache).select(1, 0);
       const torch::Tensor prefix = model->forward(tokens.narrow(1, 0, t + 1)).select(1, t);
       ASSERT_LE(max_abs(step, prefix), 1e-5) << "step " << t;
-      if (static_schedule) ASSERT_LE(max_abs(step, full.select(1, t)), 1e-5) << "step " << t;
+      if (static_schedule) {
+        ASSERT_LE(max_abs(step, full.select(1, t)), 1e-5) << "step " << t;
+      }
     }
     // Static schedules never rebuild; LongRoPE once (at the switch); dynamic NTK past max_pos.
     const int expected = std::string(c.name) == "rope-longrope" ? 1 : std::string(c.name) == "rope-dynamic" ? 12 : 0;
