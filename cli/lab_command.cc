@@ -9,6 +9,7 @@
 
 #include "posenc/error.h"
 #include "posenc_lab/extrapolate.h"
+#include "posenc_lab/sort_task.h"
 #include "ranges.h"
 
 namespace posenc::cli {
@@ -55,6 +56,7 @@ void add_lab_command(CLI::App& app) {
       c.schemes = {"nope", "sinusoidal", "learned", "rope", "alibi", "t5", "xl", "deberta"};
       c.rope_bases = {100, 1e6};  // with the default rope (base 10000): the base sweep
       c.fusions = {"concat", "multiply"};
+      c.pi_finetune_steps = 200;
       c.steps = 800;
       c.eval_chars = 16384;
     }
@@ -79,6 +81,36 @@ void add_lab_command(CLI::App& app) {
       std::cout << lab::format_table(r, c);
       std::cout << "results: " << c.out_dir << "/results.json, results.csv, chart.svg\n";
     }
+  });
+
+  struct SortArgs {
+    lab::SortConfig config;
+    std::string schemes, test_lens;
+    bool json = false;
+  };
+  auto sa = std::make_shared<SortArgs>();
+  CLI::App* sort = lab_cmd->add_subcommand("sort", "the sorting task: train on n digits, test on longer sequences");
+  sort->add_option("--schemes", sa->schemes, "comma-separated schemes (default: nope, sinusoidal, learned, rope, alibi, t5)");
+  sort->add_option("--train-len", sa->config.train_len, "digits per training sequence")->capture_default_str();
+  sort->add_option("--test-lens", sa->test_lens, "digits per test sequence (default 16,24,32)");
+  sort->add_option("--steps", sa->config.steps, "training steps per scheme")->capture_default_str();
+  sort->add_option("--seed", sa->config.seed, "seed")->capture_default_str();
+  sort->add_option("--threads", sa->config.threads, "torch threads (default 1)")->capture_default_str();
+  sort->add_option("--out", sa->config.out_dir, "output directory (models for attention maps, results)")->capture_default_str();
+  sort->add_flag("--json", sa->json, "one JSON object on stdout");
+  sort->callback([sa] {
+    lab::SortConfig c = sa->config;
+    if (!sa->schemes.empty()) c.schemes = split(sa->schemes);
+    if (!sa->test_lens.empty()) {
+      c.test_lens.clear();
+      for (auto v : parse_int_list(sa->test_lens, "--test-lens", 1, 4096)) c.test_lens.push_back(static_cast<int>(v));
+    }
+    const auto rows = lab::run_sort(c);
+    lab::write_file_atomic(c.out_dir + "/results.json", lab::sort_json(rows, c));
+    if (sa->json)
+      std::cout << lab::sort_json(rows, c) << "\n";
+    else
+      std::cout << lab::format_sort_table(rows, c) << "models: " << c.out_dir << "/sort-<scheme>.pt\n";
   });
 }
 

@@ -9,7 +9,9 @@
 #include "posenc_lab/corpus.h"
 #include "posenc_lab/extrapolate.h"
 #include "posenc/error.h"
+#include "posenc_lab/sort_task.h"
 #include "posenc_lab/svg_chart.h"
+#include "posenc_torch/model.h"
 
 namespace posenc::lab {
 namespace {
@@ -121,6 +123,54 @@ TEST(Lab, InterruptedRunResumesToTheSameNumbers) {
   // Other settings in the same directory: an error, never a silent reuse.
   cut.steps = 30;
   EXPECT_THROW(run_extrapolate(cut), Error);
+}
+
+TEST(Lab, PiFineTuneAddsItsRows) {
+  ExtrapolateConfig c = tiny("lab_pi_ft", {"rope"});
+  c.extensions = {"none"};
+  c.pi_finetune_steps = 6;
+  const ExtrapolateResult r = run_extrapolate(c);
+  int tuned = 0;
+  for (const ResultRow& row : r.rows)
+    if (row.extension == "pi+finetune") {
+      ++tuned;
+      EXPECT_TRUE(std::isfinite(row.bpc));
+    }
+  EXPECT_EQ(tuned, 2);
+  EXPECT_TRUE(fs::exists(c.out_dir + "/rope-pi-finetune.ckpt"));
+}
+
+TEST(LabSort, ExamplesAndATinyRun) {
+  const auto ex = sort_example(6, 42);
+  ASSERT_EQ(ex.size(), 13u);
+  EXPECT_EQ(ex[6], 10);
+  std::vector<long> digits(ex.begin(), ex.begin() + 6), sorted(ex.begin() + 7, ex.end());
+  std::sort(digits.begin(), digits.end());
+  EXPECT_EQ(digits, sorted);
+  SortConfig c;
+  c.schemes = {"rope", "learned"};
+  c.train_len = 4;
+  c.test_lens = {4, 8};
+  c.steps = 30;
+  c.batch = 16;
+  c.layers = 1;
+  c.d_model = 32;
+  c.heads = 2;
+  c.test_sequences = 32;
+  c.out_dir = ::testing::TempDir() + "lab_sort";
+  fs::remove_all(c.out_dir);
+  const auto rows = run_sort(c);
+  ASSERT_EQ(rows.size(), 4u);
+  for (const auto& r : rows) {
+    if (r.scheme == "learned" && r.length == 8) {
+      EXPECT_FALSE(r.available);
+      continue;
+    }
+    EXPECT_GE(r.token_accuracy, 0.0);
+    EXPECT_LE(r.token_accuracy, 1.0);
+  }
+  EXPECT_NO_THROW(torch_layer::load_model(c.out_dir + "/sort-rope.pt"));
+  EXPECT_NE(format_sort_table(rows, c).find("n/a"), std::string::npos);
 }
 
 TEST(LabChart, SvgHasAxesAndSeries) {

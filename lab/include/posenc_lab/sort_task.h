@@ -1,0 +1,40 @@
+// The sorting task: a sequence of random digits, a separator, then the same digits sorted. Train
+// on length n, test on longer sequences: does the positional scheme let attention find "the next
+// smallest digit" at lengths it never saw? Accuracy is teacher-forced over the sorted half
+// (per token, and whole sequences right). Each model is saved as <out>/sort-<scheme>.pt for
+// attention maps. Plain C++ types: callers need not include <torch/torch.h>.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace posenc::lab {
+
+struct SortConfig {
+  std::vector<std::string> schemes = {"nope", "sinusoidal", "learned", "rope", "alibi", "t5"};
+  int train_len = 16;                    // digits per training sequence
+  std::vector<int> test_lens = {16, 24, 32};
+  int steps = 600, batch = 64;
+  double lr = 3e-3;
+  int layers = 2, d_model = 64, heads = 4;
+  int seed = 0, threads = 0;
+  int test_sequences = 256;
+  std::string out_dir = "out/lab-sort";
+};
+
+struct SortRow {
+  std::string scheme;
+  int length = 0;
+  bool available = true;  // false: a learned table shorter than the sequence
+  double token_accuracy = 0, sequence_accuracy = 0;
+};
+
+std::vector<SortRow> run_sort(const SortConfig& config);
+std::string format_sort_table(const std::vector<SortRow>& rows, const SortConfig& config);
+std::string sort_json(const std::vector<SortRow>& rows, const SortConfig& config);
+
+// One sequence of the task for n digits: [digits..., separator, sorted digits...] (2n + 1 ids;
+// digits are 0..9, the separator is 10).
+std::vector<long> sort_example(int n, unsigned long long seed);
+
+}  // namespace posenc::lab

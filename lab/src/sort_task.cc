@@ -1,0 +1,153 @@
+#include "posenc_lab/sort_task.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "posenc/error.h"
+#include "posenc_lab/extrapolate.h"
+#include "posenc_lab/progress.h"
+#include "posenc_torch/model.h"
+
+namespace posenc::lab {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int kSeparator = 10, kVocab = 11;
+
+torch::Tensor batch_of(int n, int count, unsigned long long seed) {
+  torch::Tensor out = torch::empty({count, 2 * n + 1}, torch::kInt64);
+  auto acc = out.accessor<std::int64_t, 2>();
+  for (int b = 0; b < count; ++b) {
+    const auto ex = sort_example(n, seed * 7919ull + static_cast<unsigned long long>(b));
+    for (int i = 0; i < 2 * n + 1; ++i) acc[b][i] = ex[static_cast<std::size_t>(i)];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<long> sort_example(int n, unsigned long long seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> digit(0, 9);
+  std::vector<long> x(static_cast<std::size_t>(n));
+  for (auto& d : x) d = digit(rng);
+  std::vector<long> sorted = x;
+  std::sort(sorted.begin(), sorted.end());
+  x.push_back(kSeparator);
+  x.insert(x.end(), sorted.begin(), sorted.end());
+  return x;
+}
+
+std::vector<SortRow> run_sort(const SortConfig& c) {
+  if (c.train_len < 1 || c.steps < 1 || c.batch < 1 || c.test_lens.empty()) throw Error("sort needs train_len, steps, batch >= 1 and test lengths");
+  torch::set_num_threads(c.threads > 0 ? c.threads : 1);
+  fs::create_directories(c.out_dir);
+  std::vector<SortRow> rows;
+  for (const std::string& name : c.schemes) {
+    const auto scheme = scheme_from_name(name);
+    if (!scheme || *scheme == Scheme::kMrope) throw Error("--schemes: '" + name + "' is not a language-model scheme");
+    const std::string result_path = c.out_dir + "/sort-" + name + ".result.json";
+    if (fs::exists(result_path)) {
+      std::ifstream in(result_path);
+      for (const auto& r : nlohmann::json::parse(in).at("rows"))
+        rows.push_back({r.at("scheme"), r.at("length"), r.at("available"), r.at("token_accuracy"), r.at("sequence_accuracy")});
+      std::fprintf(stderr, "sort %s: finished earlier, reusing %s\n", name.c_str(), result_path.c_str());
+      continue;
+    }
+    torch_layer::ModelConfig mc;
+    mc.vocab_size = kVocab;
+    mc.d_model = c.d_model;
+    mc.n_layers = c.layers;
+    mc.n_heads = c.heads;
+    mc.scheme = *scheme;
+    mc.learned_positions = 2 * c.train_len + 1;
+    torch::manual_seed(static_cast<std::uint64_t>(c.seed));
+    torch_layer::TransformerLM model(mc);
+    torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(c.lr).weight_decay(0.01));
+    const int n = c.train_len;
+    Progress progress("sort " + name, c.steps);
+    model->train();
+    for (int step = 0; step < c.steps; ++step) {
+      const torch::Tensor x = batch_of(n, c.batch, static_cast<unsigned long long>(c.seed) * 1000003ull + static_cast<unsigned long long>(step));
+      optimizer.zero_grad();
+      const torch::Tensor logits = model->forward(x.narrow(1, 0, 2 * n));
+      // Loss on the sorted half only: targets x[n+1 .. 2n], predicted from positions n .. 2n-1.
+      const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.narrow(1, n, n).reshape({-1, kVocab}),
+                                                                      x.narrow(1, n + 1, n).reshape({-1}));
+      loss.backward();
+      torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
+      optimizer.step();
+      progress.update(step + 1, loss.item<double>());
+    }
+    progress.finish("trained");
+    torch_layer::save_model(model, c.out_dir + "/sort-" + name + ".pt");
+    torch::NoGradGuard no_grad;
+    model->eval();
+    std::vector<SortRow> mine;
+    for (int len : c.test_lens) {
+      SortRow r{name, len, true, 0, 0};
+      if (*scheme == Scheme::kLearned && 2 * len + 1 > mc.learned_positions) {
+        r.available = false;
+        r.token_accuracy = r.sequence_accuracy = std::nan("");
+        mine.push_back(r);
+        continue;
+      }
+      const torch::Tensor x = batch_of(len, c.test_sequences, 0xC0FFEEull + static_cast<unsigned long long>(len));
+      const torch::Tensor predicted = model->forward(x.narrow(1, 0, 2 * len)).narrow(1, len, len).argmax(-1);
+      const torch::Tensor correct = predicted.eq(x.narrow(1, len + 1, len));
+      r.token_accuracy = correct.to(torch::kFloat64).mean().item<double>();
+      r.sequence_accuracy = correct.all(1).to(torch::kFloat64).mean().item<double>();
+      mine.push_back(r);
+    }
+    nlohmann::json saved = {{"rows", nlohmann::json::array()}};
+    for (const auto& r : mine)
+      saved["rows"].push_back({{"scheme", r.scheme}, {"length", r.length}, {"available", r.available},
+                               {"token_accuracy", std::isnan(r.token_accuracy) ? 0.0 : r.token_accuracy},
+                               {"sequence_accuracy", std::isnan(r.sequence_accuracy) ? 0.0 : r.sequence_accuracy}});
+    write_file_atomic(result_path, saved.dump(1));
+    rows.insert(rows.end(), mine.begin(), mine.end());
+  }
+  return rows;
+}
+
+std::string format_sort_table(const std::vector<SortRow>& rows, const SortConfig& c) {
+  std::ostringstream out;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%-12s", "scheme");
+  out << buf;
+  for (int len : c.test_lens) {
+    std::snprintf(buf, sizeof buf, "  %6d digits", len);
+    out << buf;
+  }
+  out << "   (token accuracy / whole sequences; trained on " << c.train_len << " digits)\n";
+  for (std::size_t i = 0; i < rows.size(); i += c.test_lens.size()) {
+    std::snprintf(buf, sizeof buf, "%-12s", rows[i].scheme.c_str());
+    out << buf;
+    for (std::size_t k = 0; k < c.test_lens.size() && i + k < rows.size(); ++k) {
+      const SortRow& r = rows[i + k];
+      if (!r.available) std::snprintf(buf, sizeof buf, "  %13s", "n/a");
+      else std::snprintf(buf, sizeof buf, "  %5.1f%% / %3.0f%%", 100 * r.token_accuracy, 100 * r.sequence_accuracy);
+      out << buf;
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string sort_json(const std::vector<SortRow>& rows, const SortConfig& c) {
+  nlohmann::json j = {{"results", nlohmann::json::array()}, {"train_len", c.train_len}, {"test_lens", c.test_lens}};
+  for (const auto& r : rows)
+    j["results"].push_back({{"scheme", r.scheme}, {"length", r.length}, {"available", r.available},
+                            {"token_accuracy", r.available ? nlohmann::json(r.token_accuracy) : nlohmann::json(nullptr)},
+                            {"sequence_accuracy", r.available ? nlohmann::json(r.sequence_accuracy) : nlohmann::json(nullptr)}});
+  return j.dump(1);
+}
+
+}  // namespace posenc::lab
