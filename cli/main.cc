@@ -8,6 +8,7 @@
 #include "check_command.h"
 #include "freqs_command.h"
 #include "lab_command.h"
+#include "plot_command.h"
 #include "table_command.h"
 #include "posenc/error.h"
 
@@ -19,6 +20,8 @@ int main(int argc, char** argv) {
   posenc::cli::add_check_command(app);
   posenc::cli::add_bench_command(app);
   posenc::cli::add_lab_command(app);
+  posenc::cli::add_plot_command(app);
+  posenc::cli::add_explain_command(app);
   const auto commands = app.get_subcommands({});
   const bool known = argc > 1 && std::any_of(commands.begin(), commands.end(),
                                               [&](const CLI::App* c) { return c->check_name(argv[1]); });

@@ -145,3 +145,29 @@ TEST(CliBench, RopeReportsThePinnedFields) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliPlot, PicturesAndExplain) {
+  const std::string dir = ::testing::TempDir();
+  const CliRun heat = run("plot heatmap --scheme rope --dim 32 --positions 0:64 -o " + dir + "posenc_rope.png");
+  ASSERT_EQ(heat.code, 0) << heat.err;
+  EXPECT_FALSE(posenc::testing::read_file(dir + "posenc_rope.png").empty());
+  EXPECT_NE(posenc::testing::read_file(dir + "posenc_rope.svg").find("<svg"), std::string::npos);
+  const std::string config = posenc::testing::reference_dir() + "/real-configs/Qwen2.5-7B-Instruct.json";
+  EXPECT_EQ(run("plot wavelengths --config " + config + " -o " + dir + "posenc_wl.svg").code, 0);
+  EXPECT_EQ(run("plot decay --scheme alibi -o " + dir + "posenc_decay.svg").code, 0);
+  const auto explained = run_json("explain --config " + config + " --context 131072");
+  EXPECT_EQ(explained.at("rotary_dim"), 128);
+  EXPECT_GT(explained.at("frequencies_out_of_range_at_context").get<int>(), 0);
+  for (const std::string& bad : std::vector<std::string>{"plot wavelengths --config " + config + " -o " + dir + "x.png", "plot heatmap --scheme cope -o " + dir + "x.png",
+                                "plot heatmap --scheme alibi --head 9 -o " + dir + "x.png", "plot decay --scheme xl -o " + dir + "x.svg",
+                                "plot attention --model /nonexistent.pt --tokens 1,2 -o " + dir + "x.png", std::string("explain --config /nonexistent.json"),
+                                "explain --config " + config + " --context 0"}) {
+    const CliRun r = run(bad);
+    EXPECT_EQ(r.code, 2) << bad << "\n" << r.err;
+    EXPECT_FALSE(r.err.empty()) << bad;
+  }
+}
+
+}  // namespace

@@ -10,7 +10,6 @@
 #include "posenc_lab/extrapolate.h"
 #include "posenc/error.h"
 #include "posenc_lab/sort_task.h"
-#include "posenc_lab/svg_chart.h"
 #include "posenc_torch/model.h"
 
 namespace posenc::lab {
@@ -171,15 +170,6 @@ TEST(LabSort, ExamplesAndATinyRun) {
   }
   EXPECT_NO_THROW(torch_layer::load_model(c.out_dir + "/sort-rope.pt"));
   EXPECT_NE(format_sort_table(rows, c).find("n/a"), std::string::npos);
-}
-
-TEST(LabChart, SvgHasAxesAndSeries) {
-  const std::string svg = svg_line_chart({{"a", {64, 128}, {2.0, 3.0}}, {"b", {64, 128}, {2.5, std::nan("")}}},
-                                         {"t", "x", "y", true, 64, "train"});
-  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
-  EXPECT_NE(svg.find("data-name=\"a\""), std::string::npos);
-  EXPECT_NE(svg.find("data-name=\"b\""), std::string::npos);
-  EXPECT_NE(svg.find("</svg>"), std::string::npos);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 
 #include "posenc/error.h"
 #include "posenc_lab/progress.h"
-#include "posenc_lab/svg_chart.h"
+#include "posenc_plot/svg_chart.h"
 #include "posenc_torch/model.h"
 
 namespace posenc::lab {
@@ -520,23 +520,22 @@ std::string results_svg(const ExtrapolateResult& r, const ExtrapolateConfig& c) 
     cell.first += row.available ? row.bpc : std::nan("");
     cell.second += 1;
   }
-  std::vector<Series> series;
+  std::vector<plot::Series> series;
   for (const auto& name : order) {
-    Series s{name, {}, {}};
+    plot::Series s{name, {}, {}};
     for (const auto& [len, sum] : sums[name]) {
       s.x.push_back(len);
       s.y.push_back(sum.first / sum.second);
     }
     series.push_back(s);
   }
-  ChartOptions o;
+  plot::ChartOptions o;
   o.title = "Train short, test long: bits per character";
   o.x_label = "evaluation length (characters, log scale)";
   o.y_label = "bits per character";
   o.log_x = true;
-  o.mark_x = c.train_len;
-  o.mark_label = "training length";
-  return svg_line_chart(series, o);
+  o.vlines.push_back({static_cast<double>(c.train_len), "training length"});
+  return plot::svg_line_chart(series, o);
 }
 
 }  // namespace posenc::lab

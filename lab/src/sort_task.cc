@@ -150,4 +150,22 @@ std::string sort_json(const std::vector<SortRow>& rows, const SortConfig& c) {
   return j.dump(1);
 }
 
+std::vector<double> attention_weights(const HeatmapRequestAttention& r, int* size) {
+  torch_layer::TransformerLM model = torch_layer::load_model(r.model_path);
+  const auto& cfg = model->config();
+  if (r.layer < 0 || r.layer >= cfg.n_layers) throw Error("--layer must be in [0, " + std::to_string(cfg.n_layers) + "), got " + std::to_string(r.layer));
+  if (r.head < 0 || r.head >= cfg.n_heads) throw Error("--head must be in [0, " + std::to_string(cfg.n_heads) + "), got " + std::to_string(r.head));
+  if (r.tokens.empty()) throw Error("attention needs at least one token");
+  for (long t : r.tokens)
+    if (t < 0 || t >= cfg.vocab_size) throw Error("token " + std::to_string(t) + " is outside the model's vocabulary [0, " + std::to_string(cfg.vocab_size) + ")");
+  torch::NoGradGuard no_grad;
+  model->eval();
+  auto& attention = model->blocks[static_cast<std::size_t>(r.layer)]->attention;
+  attention->record = true;
+  model->forward(torch::tensor(std::vector<std::int64_t>(r.tokens.begin(), r.tokens.end()), torch::kInt64).view({1, -1}));
+  const torch::Tensor w = attention->last_weights[0][r.head].to(torch::kFloat64).contiguous();
+  *size = static_cast<int>(w.size(0));
+  return std::vector<double>(w.data_ptr<double>(), w.data_ptr<double>() + w.numel());
+}
+
 }  // namespace posenc::lab

@@ -1,6 +1,7 @@
 #include "posenc_torch/model.h"
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "posenc/error.h"
@@ -251,8 +252,13 @@ void save_model(TransformerLM& model, const std::string& path) {
 }
 
 TransformerLM load_model(const std::string& path) {
+  if (!std::ifstream(path)) throw Error("cannot open model file '" + path + "'");
   torch::serialize::InputArchive archive;
-  archive.load_from(path);
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& e) {
+    throw Error(path + " is not a torch archive of a posenc model: " + e.what_without_backtrace());
+  }
   c10::IValue config;
   if (!archive.try_read("posenc_config", config)) throw Error(path + " is not a posenc model (no posenc_config)");
   TransformerLM model(config_from_json(config.toStringRef()));

@@ -38,3 +38,15 @@ std::string sort_json(const std::vector<SortRow>& rows, const SortConfig& config
 std::vector<long> sort_example(int n, unsigned long long seed);
 
 }  // namespace posenc::lab
+
+namespace posenc::lab {
+
+struct HeatmapRequestAttention {
+  std::string model_path;          // a model saved by save_model (e.g. <out>/sort-rope.pt)
+  std::vector<long> tokens;        // input ids
+  int layer = 0, head = 0;
+};
+// Attention probabilities of one head ([query][key], row-major) and their size.
+std::vector<double> attention_weights(const HeatmapRequestAttention& request, int* size);
+
+}  // namespace posenc::lab

@@ -1,0 +1,169 @@
+#include "plot_command.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "posenc/error.h"
+#include "posenc/hf_config.h"
+#include "posenc_lab/extrapolate.h"
+#include "posenc_lab/sort_task.h"
+#include "posenc_plot/explain.h"
+#include "posenc_plot/figures.h"
+#include "ranges.h"
+
+namespace posenc::cli {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A heatmap: name.png gets the pixels and name.svg the labelled figure (axes, colour bar) that
+// embeds them; name.svg alone gets just the figure.
+void write_heatmap(const plot::HeatmapSpec& spec, const std::string& out) {
+  const int scale = std::max(1, std::min(8, 512 / std::max(spec.rows, spec.cols)));
+  if (ends_with(out, ".png")) {
+    plot::write_bytes(out, plot::heatmap_png(spec, scale));
+    const std::string svg = out.substr(0, out.size() - 4) + ".svg";
+    lab::write_file_atomic(svg, plot::heatmap_svg(spec, scale));
+    std::cout << "wrote " << out << " (pixels) and " << svg << " (labelled figure)\n";
+  } else if (ends_with(out, ".svg")) {
+    lab::write_file_atomic(out, plot::heatmap_svg(spec, scale));
+    std::cout << "wrote " << out << "\n";
+  } else {
+    throw Error("-o must end in .png or .svg, got '" + out + "'");
+  }
+}
+
+void write_chart(const std::string& svg, const std::string& out) {
+  if (!ends_with(out, ".svg")) throw Error("line charts are SVG: -o must end in .svg, got '" + out + "' (rsvg-convert turns SVG into PNG)");
+  lab::write_file_atomic(out, svg);
+  std::cout << "wrote " << out << "\n";
+}
+
+}  // namespace
+
+void add_plot_command(CLI::App& app) {
+  CLI::App* plot_cmd = app.add_subcommand("plot", "pictures: heatmaps (PNG + labelled SVG) and line charts (SVG)");
+  plot_cmd->require_subcommand(1);
+
+  struct HeatmapArgs {
+    plot::HeatmapRequest request;
+    std::string positions = "0:128", out;
+    bool causal = false;
+  };
+  auto h = std::make_shared<HeatmapArgs>();
+  CLI::App* heat = plot_cmd->add_subcommand("heatmap", "positions x dimensions, or query x key for biases");
+  heat->add_option("--scheme", h->request.scheme, "sinusoidal, learned, rope, alibi, t5 or xl")->required();
+  heat->add_option("--dim", h->request.dim, "dimension")->capture_default_str();
+  heat->add_option("--positions", h->positions, "positions A:B (half-open)")->capture_default_str();
+  heat->add_option("--base", h->request.base, "frequency base")->capture_default_str();
+  heat->add_option("--heads", h->request.heads, "ALiBi heads")->capture_default_str();
+  heat->add_option("--head", h->request.head, "which head")->capture_default_str();
+  heat->add_flag("--causal", h->causal, "T5: causal buckets (default bidirectional)");
+  heat->add_option("-o,--out", h->out, "output .png (plus a labelled .svg) or .svg")->required();
+  heat->callback([h] {
+    const auto p = parse_int_list(h->positions, "--positions", 0, kMaxPosition, 4096);
+    plot::HeatmapRequest r = h->request;
+    r.first = p.front();
+    r.count = static_cast<std::int64_t>(p.size());
+    r.t5.bidirectional = !h->causal;
+    write_heatmap(plot::heatmap_data(r), h->out);
+  });
+
+  struct WaveArgs {
+    std::string config, layer_type, out;
+  };
+  auto w = std::make_shared<WaveArgs>();
+  CLI::App* wave = plot_cmd->add_subcommand("wavelengths", "per-frequency wavelength before and after scaling, against the training context");
+  wave->add_option("--config", w->config, "a model's config.json")->required();
+  wave->add_option("--layer-type", w->layer_type, "layer type (default: full attention)");
+  wave->add_option("-o,--out", w->out, "output .svg")->required();
+  wave->callback([w] {
+    const ModelRope model = load_hf_config(w->config);
+    const RopeParams& p = model.select(w->layer_type).params;
+    const std::string title = (model.model_type.empty() ? std::string("RoPE") : model.model_type) + ": " + to_string(p.type) +
+                              " wavelengths (theta " + format_number(p.theta) + ")";
+    write_chart(plot::wavelength_svg(plot::wavelength_data(p, title)), w->out);
+  });
+
+  struct DecayArgs {
+    plot::DecayRequest request;
+    std::string out;
+  };
+  auto d = std::make_shared<DecayArgs>();
+  CLI::App* decay = plot_cmd->add_subcommand("decay", "expected attention score against relative distance");
+  decay->add_option("--scheme", d->request.scheme, "rope, alibi, t5 or sinusoidal")->required();
+  decay->add_option("--dim", d->request.dim, "head (RoPE) or model (sinusoidal) dimension")->capture_default_str();
+  decay->add_option("--heads", d->request.heads, "ALiBi heads")->capture_default_str();
+  decay->add_option("--max-distance", d->request.max_distance, "largest distance")->capture_default_str();
+  decay->add_option("--base", d->request.base, "frequency base")->capture_default_str();
+  decay->add_option("-o,--out", d->out, "output .svg")->required();
+  decay->callback([d] { write_chart(plot::decay_svg(d->request), d->out); });
+
+  struct AttentionArgs {
+    lab::HeatmapRequestAttention request;
+    std::string tokens, digits, out;
+  };
+  auto a = std::make_shared<AttentionArgs>();
+  CLI::App* att = plot_cmd->add_subcommand("attention", "attention map of one head of a saved lab model");
+  att->add_option("--model", a->request.model_path, "a model saved by the lab (e.g. out/lab-sort/sort-rope.pt)")->required();
+  att->add_option("--tokens", a->tokens, "input token ids, comma-separated");
+  att->add_option("--digits", a->digits, "sort models: digits to sort, e.g. 31415926 (builds digits, separator, sorted)");
+  att->add_option("--layer", a->request.layer, "layer")->capture_default_str();
+  att->add_option("--head", a->request.head, "head")->capture_default_str();
+  att->add_option("-o,--out", a->out, "output .png (plus a labelled .svg) or .svg")->required();
+  att->callback([a] {
+    lab::HeatmapRequestAttention r = a->request;
+    if (!a->tokens.empty() == !a->digits.empty()) throw Error("give exactly one of --tokens or --digits");
+    if (!a->tokens.empty())
+      for (auto t : parse_int_list(a->tokens, "--tokens", 0, 1 << 20)) r.tokens.push_back(static_cast<long>(t));
+    for (char ch : a->digits) {
+      if (ch < '0' || ch > '9') throw Error("--digits takes digits 0-9, got '" + a->digits + "'");
+      r.tokens.push_back(ch - '0');
+    }
+    if (!a->digits.empty()) {  // the sort task's sequence, without its last token
+      std::vector<long> sorted(r.tokens);
+      std::sort(sorted.begin(), sorted.end());
+      r.tokens.push_back(10);
+      r.tokens.insert(r.tokens.end(), sorted.begin(), sorted.end() - 1);
+    }
+    plot::HeatmapSpec spec;
+    spec.values = lab::attention_weights(r, &spec.rows);
+    spec.cols = spec.rows;
+    const std::string name = r.model_path.substr(r.model_path.find_last_of('/') + 1);
+    spec.title = "attention, layer " + std::to_string(r.layer) + " head " + std::to_string(r.head) + " of " + name;
+    spec.row_label = "query position";
+    spec.col_label = "key position";
+    write_heatmap(spec, a->out);
+  });
+}
+
+void add_explain_command(CLI::App& app) {
+  struct Args {
+    std::string config, layer_type;
+    std::optional<std::int64_t> context;
+    bool json = false, lenient = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("explain", "what a model's positional encoding does, in words and numbers");
+  cmd->add_option("--config", a->config, "a model's config.json")->required();
+  cmd->add_option("--context", a->context, "a context length to reason about");
+  cmd->add_option("--layer-type", a->layer_type, "layer type (default: full attention)");
+  cmd->add_flag("--lenient", a->lenient, "unknown keys inside the rope dict are warnings, not errors");
+  cmd->add_flag("--json", a->json, "one JSON object on stdout");
+  cmd->callback([a] {
+    ConfigOptions o;
+    o.lenient = a->lenient;
+    const ModelRope model = load_hf_config(a->config, o);
+    for (const auto& w : model.warnings) std::cerr << "posenc: warning: " << w << "\n";
+    const plot::ExplainReport r = plot::explain(model, a->layer_type, a->context);
+    std::cout << (a->json ? plot::explain_json(r) + "\n" : plot::explain_text(r));
+  });
+}
+
+}  // namespace posenc::cli

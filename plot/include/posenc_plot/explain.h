@@ -1,0 +1,31 @@
+// `posenc explain`: a readable report of a model's positional encoding from its config.json.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "posenc/hf_config.h"
+
+namespace posenc::plot {
+
+struct ExplainReport {
+  std::string model_type, layer_type, rope_type;
+  int head_dim = 0, rotary_dim = 0, frequencies = 0;
+  double theta = 0, factor = 1, attention_factor = 1;
+  double training_context = 0;  // original_max_position_embeddings, else max_position_embeddings (0: unknown)
+  std::int64_t context = 0;     // the context asked about (0: none)
+  int full_turn = 0;            // frequencies whose (unscaled) wavelength fits in the training context
+  int never_turn = 0;           // frequencies that never complete a turn in it
+  int unchanged = 0, interpolated_fully = 0, blended = 0;  // what the scaling does, per frequency
+  int out_of_range_at_context = 0;  // slow frequencies whose angle at `context` exceeds training's
+  std::vector<std::string> lines;   // the report in words
+  std::vector<std::string> notes;   // from the config reading
+};
+
+ExplainReport explain(const ModelRope& model, const std::string& layer_type = "", std::optional<std::int64_t> context = std::nullopt);
+std::string explain_text(const ExplainReport& report);
+std::string explain_json(const ExplainReport& report);
+
+}  // namespace posenc::plot

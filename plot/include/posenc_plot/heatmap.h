@@ -1,0 +1,36 @@
+// Heatmaps: a PNG of the values in a perceptual colour map (viridis), and a labelled SVG figure
+// around it (title, axis labels and ticks, colour bar) that embeds the PNG, so the picture is
+// one self-contained file a paper can use.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace posenc::plot {
+
+// viridis(t), t in [0, 1] (clamped): 8-bit RGB.
+std::array<std::uint8_t, 3> viridis(double t);
+
+// width x height RGB pixels (row-major, top row first) to PNG bytes; throws posenc::Error.
+std::vector<std::uint8_t> encode_png(int width, int height, const std::vector<std::uint8_t>& rgb);
+// Decodes PNG bytes: width, height and RGB pixels (for tests and tools).
+void decode_png(const std::vector<std::uint8_t>& png, int* width, int* height, std::vector<std::uint8_t>* rgb);
+
+struct HeatmapSpec {
+  int rows = 0, cols = 0;
+  std::vector<double> values;  // [rows][cols]
+  std::string title, row_label, col_label;
+  double row_first = 0, col_first = 0;  // the coordinate of row 0 / column 0 (tick labels)
+  double row_step = 1, col_step = 1;
+};
+
+// PNG of the cells, scale pixels per cell (nearest), colours spanning [min, max] of the values.
+std::vector<std::uint8_t> heatmap_png(const HeatmapSpec& spec, int scale);
+// The labelled figure: axes, ticks, colour bar, and the PNG embedded as a data URI.
+std::string heatmap_svg(const HeatmapSpec& spec, int scale);
+
+void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes);
+
+}  // namespace posenc::plot

@@ -1,0 +1,140 @@
+// The pictures: PNGs decode to the expected size, SVGs are well-formed and hold their series,
+// and the numbers behind each picture are the library's (not the pixels).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "golden.h"
+#include "posenc/alibi.h"
+#include "posenc/error.h"
+#include "posenc/hf_config.h"
+#include "posenc/properties.h"
+#include "posenc/sinusoidal.h"
+#include "posenc_plot/explain.h"
+#include "posenc_plot/figures.h"
+
+namespace posenc::plot {
+namespace {
+
+// Every opening tag closed, in order (self-closing allowed): enough to catch broken output.
+bool well_formed(const std::string& xml) {
+  std::vector<std::string> stack;
+  for (std::size_t i = xml.find('<'); i != std::string::npos; i = xml.find('<', i + 1)) {
+    const std::size_t end = xml.find('>', i);
+    if (end == std::string::npos) return false;
+    const std::string tag = xml.substr(i + 1, end - i - 1);
+    if (tag.empty() || tag[0] == '?' || tag[0] == '!') continue;
+    const std::string name = tag.substr(tag[0] == '/' ? 1 : 0, tag.find_first_of(" />", 1) - (tag[0] == '/' ? 1 : 0));
+    if (tag[0] == '/') {
+      if (stack.empty() || stack.back() != name) return false;
+      stack.pop_back();
+    } else if (tag.back() != '/') {
+      stack.push_back(name);
+    }
+  }
+  return stack.empty();
+}
+
+TEST(Plot, PngRoundTripAndViridis) {
+  HeatmapSpec s;
+  s.rows = 3;
+  s.cols = 5;
+  for (int i = 0; i < 15; ++i) s.values.push_back(i);
+  s.values[7] = std::nan("");
+  int w = 0, h = 0;
+  std::vector<std::uint8_t> rgb;
+  decode_png(heatmap_png(s, 4), &w, &h, &rgb);
+  EXPECT_EQ(w, 20);
+  EXPECT_EQ(h, 12);
+  const auto first = viridis(0), last = viridis(1);
+  EXPECT_EQ(rgb[0], first[0]);  // the minimum is viridis(0): dark purple
+  EXPECT_EQ(rgb[(11 * 20 + 19) * 3 + 1], last[1]);  // the maximum is viridis(1): yellow
+  const std::size_t nan_pixel = ((1 * 4) * 20 + 2 * 4) * 3;  // cell (1, 2)
+  EXPECT_EQ(rgb[nan_pixel], 255);
+  EXPECT_EQ(rgb[nan_pixel + 1], 255);
+  EXPECT_GT(first[2], first[1]);  // viridis starts blue-purple...
+  EXPECT_GT(last[0], last[2]);    // ...and ends yellow
+  EXPECT_THROW(decode_png({1, 2, 3}, &w, &h, &rgb), Error);
+}
+
+TEST(Plot, HeatmapNumbersAreTheLibrarys) {
+  HeatmapRequest r;
+  r.scheme = "sinusoidal";
+  r.dim = 16;
+  r.first = 10;
+  r.count = 5;
+  const HeatmapSpec s = heatmap_data(r);
+  const auto table = sinusoidal_table({16, SinusoidalLayout::kInterleaved, SinusoidalFreqs::kVaswani, 10000.0}, {10, 11, 12, 13, 14});
+  ASSERT_EQ(s.values.size(), table.size());
+  for (std::size_t i = 0; i < table.size(); ++i) EXPECT_EQ(s.values[i], table[i]);
+  r.scheme = "alibi";
+  r.heads = 8;
+  r.head = 1;
+  const HeatmapSpec a = heatmap_data(r);
+  EXPECT_DOUBLE_EQ(a.values[4 * 5 + 1], -alibi_slopes(8)[1] * 3);
+  EXPECT_TRUE(std::isnan(a.values[0 * 5 + 1])) << "future keys are masked";
+  r.scheme = "t5";
+  const HeatmapSpec t = heatmap_data(r);
+  EXPECT_EQ(t.values[0 * 5 + 1], t5_bucket(1, r.t5));
+  EXPECT_NE(heatmap_svg(a, 4).find("data:image/png;base64,"), std::string::npos);
+  EXPECT_TRUE(well_formed(heatmap_svg(t, 4)));
+  r.scheme = "unknown";
+  EXPECT_THROW(heatmap_data(r), Error);
+}
+
+TEST(Plot, WavelengthsMarkTheBands) {
+  const ModelRope m = load_hf_config(testing::reference_dir() + "/real-configs/Llama-3.1-8B-Instruct.json");
+  const WavelengthData w = wavelength_data(m.select().params, "llama3");
+  ASSERT_EQ(w.index.size(), 64u);
+  EXPECT_EQ(w.original_context, 8192);
+  ASSERT_EQ(w.bands.size(), 1u);
+  EXPECT_EQ(w.bands[0].from, 29);  // hf-reference.md: 29..34 smoothed
+  EXPECT_EQ(w.bands[0].to, 34);
+  EXPECT_NEAR(w.scaled[63] / w.base[63], 8.0, 1e-4);
+  const std::string svg = wavelength_svg(w);
+  EXPECT_TRUE(well_formed(svg));
+  EXPECT_NE(svg.find("data-name=\"after scaling\""), std::string::npos);
+  EXPECT_NE(svg.find("training context 8192"), std::string::npos);
+}
+
+TEST(Plot, DecayCurvesAreTheLibrarys) {
+  DecayRequest r;
+  r.scheme = "rope";
+  r.dim = 64;
+  const auto rope = decay_data(r);
+  RopeParams p;
+  p.head_dim = 64;
+  const auto inv = compute_schedule(p).inv_freq;
+  ASSERT_EQ(rope.size(), 1u);
+  EXPECT_DOUBLE_EQ(rope[0].y[0], rope_decay_bound(inv, rope[0].x[0]));
+  EXPECT_GT(rope[0].y.front(), rope[0].y.back());
+  r.scheme = "alibi";
+  const auto alibi = decay_data(r);
+  EXPECT_DOUBLE_EQ(alibi[0].y[0], -alibi_slopes(8)[0] * alibi[0].x[0]);
+  r.scheme = "sinusoidal";
+  EXPECT_NEAR(decay_data(r)[0].y[0], 0, 1.0);
+  for (const char* scheme : {"rope", "alibi", "t5", "sinusoidal"}) {
+    r.scheme = scheme;
+    EXPECT_TRUE(well_formed(decay_svg(r))) << scheme;
+  }
+}
+
+TEST(Explain, Llama31InNumbersAndWords) {
+  const ModelRope m = load_hf_config(testing::reference_dir() + "/real-configs/Llama-3.1-8B-Instruct.json");
+  const ExplainReport r = explain(m, "", 32768);
+  EXPECT_EQ(r.rotary_dim, 128);
+  EXPECT_EQ(r.training_context, 8192);
+  EXPECT_EQ(r.full_turn + r.never_turn, 64);
+  EXPECT_EQ(r.unchanged, 29);
+  EXPECT_EQ(r.interpolated_fully, 29);
+  EXPECT_EQ(r.blended, 6);
+  EXPECT_EQ(r.out_of_range_at_context, 0) << "x8 covers a 4x context";
+  const ModelRope plain = load_hf_config(testing::reference_dir() + "/real-configs/Llama-2-7b__neuron_training.json");
+  const ExplainReport p = explain(plain, "", 8192);
+  EXPECT_GT(p.out_of_range_at_context, 0) << "plain RoPE at 4x its context";
+  EXPECT_NE(explain_text(p).find("expect degradation"), std::string::npos);
+  EXPECT_NE(explain_json(r).find("\"frequencies_blended\": 6"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace posenc::plot
