@@ -4,7 +4,7 @@
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 
-.PHONY: deps configure build corpus demo test clean
+.PHONY: deps configure build corpus demo test sanitize clean
 
 deps:
 	./scripts/install-deps.sh
@@ -26,5 +26,11 @@ demo: build corpus
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
+# The framework-free layers (core, plot, CLI without the libtorch commands) under ASan + UBSan.
+sanitize: deps
+	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPOSENC_WITH_TORCH=OFF -DPOSENC_SANITIZE=address,undefined
+	cmake --build $(BUILD)-asan -j$(JOBS)
+	ctest --test-dir $(BUILD)-asan --output-on-failure -j$(JOBS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-asan

@@ -8,7 +8,9 @@
 
 #include "posenc/error.h"
 #include "posenc/rope_bench.h"
+#ifdef POSENC_WITH_TORCH
 #include "posenc_torch/bench.h"
+#endif
 
 namespace posenc::cli {
 
@@ -66,6 +68,7 @@ void add_bench_command(CLI::App& app) {
     }
   });
 
+#ifdef POSENC_WITH_TORCH
   struct TrainArgs {
     torch_layer::TrainBenchConfig config;
     std::string schemes;
@@ -110,6 +113,7 @@ void add_bench_command(CLI::App& app) {
       std::printf("  %-20s fused %8.3f ms  eager %8.3f ms  speed-up %.1fx\n", s.shape.c_str(), s.fused_seconds * 1e3,
                   s.eager_seconds * 1e3, s.speedup);
   });
+#endif  // POSENC_WITH_TORCH
 }
 
 }  // namespace posenc::cli

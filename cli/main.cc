@@ -7,7 +7,9 @@
 #include "bench_command.h"
 #include "check_command.h"
 #include "freqs_command.h"
+#ifdef POSENC_WITH_TORCH
 #include "lab_command.h"
+#endif
 #include "plot_command.h"
 #include "table_command.h"
 #include "posenc/error.h"
@@ -19,7 +21,9 @@ int main(int argc, char** argv) {
   posenc::cli::add_table_command(app);
   posenc::cli::add_check_command(app);
   posenc::cli::add_bench_command(app);
+#ifdef POSENC_WITH_TORCH
   posenc::cli::add_lab_command(app);
+#endif
   posenc::cli::add_plot_command(app);
   posenc::cli::add_explain_command(app);
   const auto commands = app.get_subcommands({});

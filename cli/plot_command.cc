@@ -9,8 +9,9 @@
 
 #include "posenc/error.h"
 #include "posenc/hf_config.h"
-#include "posenc_lab/extrapolate.h"
+#ifdef POSENC_WITH_TORCH
 #include "posenc_lab/sort_task.h"
+#endif
 #include "posenc_plot/explain.h"
 #include "posenc_plot/figures.h"
 #include "ranges.h"
@@ -29,10 +30,10 @@ void write_heatmap(const plot::HeatmapSpec& spec, const std::string& out) {
   if (ends_with(out, ".png")) {
     plot::write_bytes(out, plot::heatmap_png(spec, scale));
     const std::string svg = out.substr(0, out.size() - 4) + ".svg";
-    lab::write_file_atomic(svg, plot::heatmap_svg(spec, scale));
+    plot::write_text(svg, plot::heatmap_svg(spec, scale));
     std::cout << "wrote " << out << " (pixels) and " << svg << " (labelled figure)\n";
   } else if (ends_with(out, ".svg")) {
-    lab::write_file_atomic(out, plot::heatmap_svg(spec, scale));
+    plot::write_text(out, plot::heatmap_svg(spec, scale));
     std::cout << "wrote " << out << "\n";
   } else {
     throw Error("-o must end in .png or .svg, got '" + out + "'");
@@ -41,7 +42,7 @@ void write_heatmap(const plot::HeatmapSpec& spec, const std::string& out) {
 
 void write_chart(const std::string& svg, const std::string& out) {
   if (!ends_with(out, ".svg")) throw Error("line charts are SVG: -o must end in .svg, got '" + out + "' (rsvg-convert turns SVG into PNG)");
-  lab::write_file_atomic(out, svg);
+  plot::write_text(out, svg);
   std::cout << "wrote " << out << "\n";
 }
 
@@ -105,6 +106,7 @@ void add_plot_command(CLI::App& app) {
   decay->add_option("-o,--out", d->out, "output .svg")->required();
   decay->callback([d] { write_chart(plot::decay_svg(d->request), d->out); });
 
+#ifdef POSENC_WITH_TORCH
   struct AttentionArgs {
     lab::HeatmapRequestAttention request;
     std::string tokens, digits, out;
@@ -141,6 +143,7 @@ void add_plot_command(CLI::App& app) {
     spec.col_label = "key position";
     write_heatmap(spec, a->out);
   });
+#endif  // POSENC_WITH_TORCH
 }
 
 void add_explain_command(CLI::App& app) {

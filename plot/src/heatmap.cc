@@ -191,4 +191,6 @@ void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("cannot write " + path);
 }
 
+void write_text(const std::string& path, const std::string& text) { write_bytes(path, {text.begin(), text.end()}); }
+
 }  // namespace posenc::plot

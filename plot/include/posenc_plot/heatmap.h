@@ -31,6 +31,8 @@ std::vector<std::uint8_t> heatmap_png(const HeatmapSpec& spec, int scale);
 // The labelled figure: axes, ticks, colour bar, and the PNG embedded as a data URI.
 std::string heatmap_svg(const HeatmapSpec& spec, int scale);
 
+// Write a file whole: to a temporary name, then renamed over the target.
 void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes);
+void write_text(const std::string& path, const std::string& text);
 
 }  // namespace posenc::plot
