@@ -4,7 +4,7 @@
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 
-.PHONY: deps configure build corpus demo test sanitize clean
+.PHONY: deps configure build corpus demo test sanitize fuzz clean
 
 deps:
 	./scripts/install-deps.sh
@@ -32,5 +32,18 @@ sanitize: deps
 	cmake --build $(BUILD)-asan -j$(JOBS)
 	ctest --test-dir $(BUILD)-asan --output-on-failure -j$(JOBS)
 
+# libFuzzer (clang) on the config parser and the CLI's freqs/table arguments, FUZZ_SECONDS each,
+# from the seed corpora (real configs; sample argument lists). A crash leaves crash-* files.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPOSENC_WITH_TORCH=OFF -DPOSENC_BUILD_TESTS=OFF \
+	  -DPOSENC_FUZZ=ON -DPOSENC_SANITIZE=fuzzer-no-link,address,undefined
+	cmake --build $(BUILD)-fuzz -j$(JOBS) --target config_fuzzer cli_fuzzer
+	mkdir -p $(BUILD)-fuzz/corpus/config $(BUILD)-fuzz/corpus/cli
+	$(BUILD)-fuzz/fuzz/config_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(BUILD)-fuzz/ \
+	  $(BUILD)-fuzz/corpus/config ../shared/reference/real-configs examples/configs
+	$(BUILD)-fuzz/fuzz/cli_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(BUILD)-fuzz/ -close_fd_mask=3 \
+	  $(BUILD)-fuzz/corpus/cli fuzz/corpus/cli
+
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz

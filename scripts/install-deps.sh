@@ -9,8 +9,8 @@ PACKAGES=(
   build-essential cmake ccache pkg-config
   # core: SIMD with dynamic dispatch, strict config parsing, CLI
   libhwy-dev nlohmann-json3-dev libcli11-dev
-  # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev
+  # tests and benchmarks; clang + its runtimes for libFuzzer (make fuzz)
+  libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev libomp-dev
   # pictures
   libpng-dev librsvg2-bin
   # libtorch layer, lab, and the PyTorch-eager side of the benchmarks

@@ -110,6 +110,11 @@ TEST(ConfigErrors, MalformedJsonAndNonObjectTop) {
   expect_error(R"({"text_config": 5, "head_dim": 64})", {"text_config", "object or null"});
 }
 
+TEST(ConfigErrors, FuzzFindings) {
+  // libFuzzer (make fuzz): a number beyond double escaped as nlohmann's out_of_range.
+  expect_error(R"({"head_dim": 64, "rope_theta": 1e705})", {"not valid JSON", "1e705"});
+}
+
 TEST(ConfigErrors, RequiredKeysAndContradictions) {
   expect_error(llama_with(R"({"rope_type": "linear"})"), {"linear", "factor"});
   expect_error(llama_with(R"({"rope_type": "dynamic"})"), {"dynamic", "factor"});

@@ -397,7 +397,7 @@ ModelRope parse_hf_config(const std::string& json_text, const ConfigOptions& opt
   json top;
   try {
     top = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers beyond double (1e705)
     throw Error(std::string("config is not valid JSON: ") + e.what());
   }
   if (!top.is_object()) throw Error("config must be a JSON object at the top level, got " + jf::describe(top));

@@ -1,0 +1,56 @@
+// The posenc command line: every subcommand, the error policy. Thin: parse, call the library, print.
+// Exit codes: 0 success, 2 bad input (message on stderr), 1 a failed check or an internal error.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <iostream>
+
+#include "bench_command.h"
+#include "check_command.h"
+#include "freqs_command.h"
+#ifdef POSENC_WITH_TORCH
+#include "lab_command.h"
+#endif
+#include "plot_command.h"
+#include "table_command.h"
+#include "app.h"
+#include "posenc/error.h"
+
+int posenc::cli::run_cli(int argc, char** argv) {
+  CLI::App app{"posenc: positional encodings of transformers, exact and fast"};
+  app.require_subcommand(1);
+  posenc::cli::add_freqs_command(app);
+  posenc::cli::add_table_command(app);
+  posenc::cli::add_check_command(app);
+  posenc::cli::add_bench_command(app);
+#ifdef POSENC_WITH_TORCH
+  posenc::cli::add_lab_command(app);
+#endif
+  posenc::cli::add_plot_command(app);
+  posenc::cli::add_explain_command(app);
+  const auto commands = app.get_subcommands({});
+  const bool known = argc > 1 && std::any_of(commands.begin(), commands.end(),
+                                              [&](const CLI::App* c) { return c->check_name(argv[1]); });
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    std::cerr << "posenc: error: unknown command '" << argv[1] << "'; commands:";
+    for (const CLI::App* sub : commands) std::cerr << " " << sub->get_name();
+    std::cerr << " (posenc --help)\n";
+    return 2;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message and usage hint
+    return 2;
+  } catch (const posenc::cli::ChecksFailed&) {
+    return 1;
+  } catch (const posenc::Error& e) {
+    std::cerr << "posenc: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "posenc: internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
