@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "posenc/error.h"
+#include "posenc/timing.h"
 #include "posenc/rope_kernels.h"
 
 #ifdef _OPENMP
@@ -36,18 +37,6 @@ class AlignedBytes {
   std::size_t size_;
   std::uint8_t* data_;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-template <typename F>
-double seconds_of(F&& f) {
-  const auto start = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 
 #include "posenc/error.h"
 #include "posenc_lab/progress.h"
+#include "posenc_plot/heatmap.h"
 #include "posenc_plot/svg_chart.h"
 #include "posenc_torch/model.h"
 
@@ -359,17 +360,7 @@ ResultRow row_from_json(const nlohmann::json& j) {
 
 }  // namespace
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("cannot write " + tmp);
-    out << text;
-    out.flush();
-    if (!out) throw Error("cannot write " + tmp);
-  }
-  fs::rename(tmp, path);
-}
+void write_file_atomic(const std::string& path, const std::string& text) { plot::write_text(path, text); }
 
 ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
   if (c.train_len < 2 || c.steps < 1 || c.batch < 1 || c.eval_lens.empty() || c.checkpoint_every < 1)

@@ -4,23 +4,12 @@
 #include <chrono>
 
 #include "posenc/error.h"
+#include "posenc/timing.h"
 #include "posenc_torch/model.h"
 #include "posenc_torch/rope.h"
 
 namespace posenc::torch_layer {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-template <typename F>
-double seconds_of(F&& f) {
-  const auto start = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 torch::Tensor rotate_half(const torch::Tensor& x) {
   const std::int64_t half = x.size(-1) / 2;
