@@ -70,7 +70,8 @@ TEST_F(RopeKernels, EveryTargetEqualsTheReferenceBitForBit) {
           for (int direction : {1, -1})
             for (bool mrope : {false, true})
               for (bool table : {false, true})
-                for (AngleMode angles : {AngleMode::kAccurate, AngleMode::kHfFloat32}) {
+                for (AngleMode angles : {AngleMode::kAccurate, AngleMode::kHfFloat32})
+                for (bool k_head_major : {false, true}) {  // both views head-major: the head-major path
                   RopeApplyParams p = rope_apply_params(s, layout);
                   p.direction = direction;
                   p.angles = angles;
@@ -85,7 +86,8 @@ TEST_F(RopeKernels, EveryTargetEqualsTheReferenceBitForBit) {
                   Buffer k = random_buffer(dtype, std::size_t{batch} * tokens * k_heads * head_dim, rng);
                   Buffer q_ref = q, k_ref = k;
                   const RopeTensor qv = bhsd(q.data(), dtype, batch, q_heads, tokens, head_dim);
-                  const RopeTensor kv = bshd(k.data(), dtype, batch, tokens, k_heads, head_dim);
+                  const RopeTensor kv = k_head_major ? bhsd(k.data(), dtype, batch, k_heads, tokens, head_dim)
+                                                     : bshd(k.data(), dtype, batch, tokens, k_heads, head_dim);
                   rope_apply_reference(with_data(qv, q_ref.data()), pos, p);
                   rope_apply_reference(with_data(kv, k_ref.data()), pos, p);
                   RopeTable cache(p, 16);
@@ -100,7 +102,7 @@ TEST_F(RopeKernels, EveryTargetEqualsTheReferenceBitForBit) {
                 }
     }
   }
-  EXPECT_EQ(combinations, static_cast<int>(targets.size()) * 2 * 3 * 3 * 2 * 2 * 2 * 2);
+  EXPECT_EQ(combinations, static_cast<int>(targets.size()) * 2 * 3 * 3 * 2 * 2 * 2 * 2 * 2);
   std::printf("kernels: %d combinations on %zu targets equal the reference\n", combinations, targets.size());
 }
 
