@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "posenc/error.h"
@@ -109,19 +110,40 @@ void add_plot_command(CLI::App& app) {
 #ifdef POSENC_WITH_TORCH
   struct AttentionArgs {
     lab::HeatmapRequestAttention request;
-    std::string tokens, digits, out;
+    std::string tokens, digits, text, vocab, out;
   };
   auto a = std::make_shared<AttentionArgs>();
   CLI::App* att = plot_cmd->add_subcommand("attention", "attention map of one head of a saved lab model");
   att->add_option("--model", a->request.model_path, "a model saved by the lab (e.g. out/lab-sort/sort-rope.pt)")->required();
   att->add_option("--tokens", a->tokens, "input token ids, comma-separated");
   att->add_option("--digits", a->digits, "sort models: digits to sort, e.g. 31415926 (builds digits, separator, sorted)");
+  att->add_option("--text", a->text, "character models of `lab extrapolate`: the text to look at");
+  att->add_option("--vocab", a->vocab, "the model's vocab.json (default: beside the model)");
   att->add_option("--layer", a->request.layer, "layer")->capture_default_str();
   att->add_option("--head", a->request.head, "head")->capture_default_str();
   att->add_option("-o,--out", a->out, "output .png (plus a labelled .svg) or .svg")->required();
   att->callback([a] {
     lab::HeatmapRequestAttention r = a->request;
-    if (!a->tokens.empty() == !a->digits.empty()) throw Error("give exactly one of --tokens or --digits");
+    if ((!a->tokens.empty()) + (!a->digits.empty()) + (!a->text.empty()) != 1)
+      throw Error("give exactly one of --tokens, --digits or --text");
+    if (!a->text.empty()) {  // characters -> ids through the lab's vocabulary (byte values)
+      const std::string& model = r.model_path;
+      const std::string vocab_path = !a->vocab.empty() ? a->vocab
+                                     : (model.find('/') == std::string::npos ? std::string(".") : model.substr(0, model.rfind('/'))) + "/vocab.json";
+      std::ifstream in(vocab_path);
+      if (!in) throw Error("cannot read the vocabulary '" + vocab_path + "' (give --vocab)");
+      std::vector<int> vocab;
+      try {
+        vocab = nlohmann::json::parse(in).get<std::vector<int>>();
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(vocab_path + " is not a vocabulary (a JSON array of byte values): " + e.what());
+      }
+      for (unsigned char ch : a->text) {
+        const auto it = std::find(vocab.begin(), vocab.end(), static_cast<int>(ch));
+        if (it == vocab.end()) throw Error(std::string("character '") + static_cast<char>(ch) + "' is not in the model's vocabulary");
+        r.tokens.push_back(static_cast<long>(it - vocab.begin()));
+      }
+    }
     if (!a->tokens.empty())
       for (auto t : parse_int_list(a->tokens, "--tokens", 0, 1 << 20)) r.tokens.push_back(static_cast<long>(t));
     for (char ch : a->digits) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 
 #include "cli_run.h"
 #include "golden.h"
@@ -168,6 +169,33 @@ TEST(CliPlot, PicturesAndExplain) {
     EXPECT_EQ(r.code, 2) << bad << "\n" << r.err;
     EXPECT_FALSE(r.err.empty()) << bad;
   }
+}
+
+}  // namespace
+
+namespace {
+
+TEST(CliLab, AttentionOfACharacterModelOnText) {
+  if (run("lab --help").code != 0) GTEST_SKIP() << "this build has no libtorch layer (POSENC_WITH_TORCH=OFF)";
+  const std::string dir = ::testing::TempDir() + "posenc_cli_lab";
+  const std::string corpus = ::testing::TempDir() + "posenc_cli_corpus.txt";
+  {
+    std::ofstream out(corpus);
+    for (int i = 0; i < 400; ++i) out << "in the beginning god created the heaven and the earth. ";
+  }
+  std::remove((dir + "/rope.result.json").c_str());
+  std::remove((dir + "/rope.ckpt").c_str());
+  const CliRun trained = run("lab extrapolate --schemes rope --extensions none --steps 3 --train-len 16 --eval-lens 16,32 --corpus " +
+                             corpus + " --out " + dir + " --json");
+  ASSERT_EQ(trained.code, 0) << trained.err;
+  const auto results = nlohmann::json::parse(trained.out).at("results");
+  EXPECT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].at("scheme"), "rope");
+  const CliRun map = run("plot attention --model " + dir + "/rope.pt --text 'the earth' --layer 0 --head 0 -o " + dir + "/a.png");
+  EXPECT_EQ(map.code, 0) << map.err;
+  const CliRun unknown = run("plot attention --model " + dir + "/rope.pt --text 'THE' -o " + dir + "/a.png");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.err.find("'T'"), std::string::npos) << unknown.err;
 }
 
 }  // namespace

@@ -87,6 +87,8 @@ TEST(Lab, TrainsEvaluatesAndReportsLengthsCorrectly) {
   }
   EXPECT_TRUE(saw_na);
   EXPECT_TRUE(saw_incremental);
+  EXPECT_TRUE(fs::exists(c.out_dir + "/rope.pt")) << "the trained model, for attention maps";
+  EXPECT_TRUE(fs::exists(c.out_dir + "/vocab.json"));
   // At the training length every RoPE extension is the identity.
   double none = -1, pi = -2, dynamic = -3;
   for (const ResultRow& row : r.rows) {

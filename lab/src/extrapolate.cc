@@ -413,6 +413,11 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
       result.complete = false;
       return result;
     }
+    {  // the trained model and the vocabulary, for `posenc plot attention --text`
+      torch_layer::save_model(model, c.out_dir + "/" + plan.name + ".pt.tmp");
+      fs::rename(c.out_dir + "/" + plan.name + ".pt.tmp", c.out_dir + "/" + plan.name + ".pt");
+      write_file_atomic(c.out_dir + "/vocab.json", nlohmann::json(corpus.vocab).dump());
+    }
     auto rows = evaluate(model, plan, c, corpus);
     if (plan.config.scheme == Scheme::kRope && plan.config.rope.theta == 10000.0 && c.pi_finetune_steps > 0) {
       const auto tuned = pi_finetune(plan, c, corpus, &budget);

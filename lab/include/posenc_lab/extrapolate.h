@@ -13,6 +13,8 @@
 // Runs survive: each model checkpoints to out_dir every checkpoint_every steps (written to a temp
 // file, then renamed); finished models leave <model>.result.json and are skipped when the same
 // command runs again; an interrupted one resumes from its last checkpoint with the same batches.
+// Each trained model is also saved as <model>.pt, with the corpus vocabulary in vocab.json (a
+// JSON array of byte values, index = token id), for `posenc plot attention --text`.
 #pragma once
 
 #include <string>
