@@ -66,7 +66,7 @@ nlohmann::json optional_json(const std::optional<std::int64_t>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
-void print_json(const ModelRope& model, const LayerRope& layer, const RopeSchedule& s, bool hf) {
+nlohmann::json schedule_json(const ModelRope& model, const LayerRope& layer, const RopeSchedule& s, bool hf) {
   const RopeParams& p = layer.params;
   nlohmann::json j;
   j["model_type"] = model.model_type;
@@ -99,7 +99,7 @@ void print_json(const ModelRope& model, const LayerRope& layer, const RopeSchedu
   if (p.llama_4_scaling_beta) j["llama_4_scaling_beta"] = *p.llama_4_scaling_beta;
   j["warnings"] = model.warnings;
   j["notes"] = model.notes;
-  std::cout << j.dump(1) << "\n";
+  return j;
 }
 
 void print_table(const ModelRope& model, const LayerRope& layer, const RopeSchedule& s) {
@@ -144,11 +144,29 @@ void run_freqs(const FreqsArgs& a) {
   } else {
     model.layers.push_back({"", true, params_from_flags(a)});
   }
-  const LayerRope& layer = model.select(a.layer_type);
-  const RopeSchedule s = compute_schedule(layer.params, a.seq_len, a.hf_compatible ? Precision::kHfFloat32 : Precision::kDouble);
   for (const auto& w : model.warnings) std::cerr << "posenc: warning: " << w << "\n";
+  const Precision precision = a.hf_compatible ? Precision::kHfFloat32 : Precision::kDouble;
+  if (a.layer_type == "all") {  // every layer type with RoPE: {"layers": [schedule, ...]} or one table each
+    nlohmann::json all = {{"layers", nlohmann::json::array()}};
+    bool first = true;
+    for (const LayerRope& layer : model.layers) {
+      if (!layer.has_rope) continue;
+      const RopeSchedule s = compute_schedule(layer.params, a.seq_len, precision);
+      if (a.json) {
+        all["layers"].push_back(schedule_json(model, layer, s, a.hf_compatible));
+      } else {
+        if (!first) std::printf("\n");
+        first = false;
+        print_table(model, layer, s);
+      }
+    }
+    if (a.json) std::cout << all.dump(1) << "\n";
+    return;
+  }
+  const LayerRope& layer = model.select(a.layer_type);
+  const RopeSchedule s = compute_schedule(layer.params, a.seq_len, precision);
   if (a.json)
-    print_json(model, layer, s, a.hf_compatible);
+    std::cout << schedule_json(model, layer, s, a.hf_compatible).dump(1) << "\n";
   else
     print_table(model, layer, s);
 }
@@ -159,7 +177,7 @@ void add_freqs_command(CLI::App& app) {
   auto args = std::make_shared<FreqsArgs>();
   CLI::App* cmd = app.add_subcommand("freqs", "RoPE frequency schedule (inv_freq, attention factor) of a config.json or of flags");
   cmd->add_option("--config", args->config, "a model's config.json (Hugging Face layout)");
-  cmd->add_option("--layer-type", args->layer_type, "layer type to show (default: full_attention)");
+  cmd->add_option("--layer-type", args->layer_type, "layer type to show (default: full_attention; all: every one)");
   cmd->add_option("--seq-len", args->seq_len, "the schedule in force at this sequence length (dynamic, longrope)");
   cmd->add_flag("--json", args->json, "one JSON object on stdout");
   cmd->add_flag("--lenient", args->lenient, "unknown keys inside the rope dict are warnings, not errors");

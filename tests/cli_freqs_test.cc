@@ -131,6 +131,9 @@ TEST(CliFreqs, LayerTypeSelection) {
   const std::string gemma = posenc::testing::reference_dir() + "/real-configs/gemma-3-1b-it.json";
   EXPECT_EQ(run_json("freqs --config " + gemma).at("rope_theta"), 1e6);
   EXPECT_EQ(run_json("freqs --config " + gemma + " --layer-type sliding_attention").at("rope_theta"), 1e4);
+  const auto all = run_json("freqs --config " + gemma + " --layer-type all");
+  ASSERT_EQ(all.at("layers").size(), 2u);
+  EXPECT_NE(all.at("layers")[0].at("rope_theta"), all.at("layers")[1].at("rope_theta"));
   const CliRun r = run("freqs --config " + gemma + " --layer-type chunked_attention");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("sliding_attention"), std::string::npos) << "lists what the config has";
