@@ -14,8 +14,7 @@
 
 #include "posenc/error.h"
 #include "posenc_lab/progress.h"
-#include "posenc_plot/heatmap.h"
-#include "posenc_plot/svg_chart.h"
+#include "posenc_lab/results_io.h"
 #include "posenc_torch/model.h"
 
 namespace posenc::lab {
@@ -335,32 +334,7 @@ std::vector<ResultRow> pi_finetune(const ModelPlan& base, const ExtrapolateConfi
   return rows;
 }
 
-nlohmann::json row_json(const ResultRow& r) {
-  auto num = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
-  return {{"model", r.model}, {"scheme", r.scheme}, {"extension", r.extension}, {"seed", r.seed}, {"eval_len", r.eval_len},
-          {"available", r.available}, {"bpc", num(r.bpc)}, {"bpc_beyond_train", num(r.bpc_beyond)}, {"tokens", r.tokens},
-          {"tokens_beyond_train", r.tokens_beyond}, {"note", r.note}};
-}
-
-ResultRow row_from_json(const nlohmann::json& j) {
-  ResultRow r;
-  r.model = j.at("model");
-  r.scheme = j.at("scheme");
-  r.extension = j.at("extension");
-  r.seed = j.at("seed");
-  r.eval_len = j.at("eval_len");
-  r.available = j.at("available");
-  r.bpc = j.at("bpc").is_null() ? std::nan("") : j.at("bpc").get<double>();
-  r.bpc_beyond = j.at("bpc_beyond_train").is_null() ? std::nan("") : j.at("bpc_beyond_train").get<double>();
-  r.tokens = j.at("tokens");
-  r.tokens_beyond = j.at("tokens_beyond_train");
-  r.note = j.at("note");
-  return r;
-}
-
 }  // namespace
-
-void write_file_atomic(const std::string& path, const std::string& text) { plot::write_text(path, text); }
 
 ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
   if (c.train_len < 2 || c.steps < 1 || c.batch < 1 || c.eval_lens.empty() || c.checkpoint_every < 1)
@@ -433,105 +407,6 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
     result.rows.insert(result.rows.end(), rows.begin(), rows.end());
   }
   return result;
-}
-
-std::string format_table(const ExtrapolateResult& r, const ExtrapolateConfig& c) {
-  // mean over seeds (and std when there are several) per (model base name, extension, length)
-  std::map<std::pair<std::string, std::string>, std::map<int, std::vector<double>>> cells;
-  std::vector<std::pair<std::string, std::string>> order;
-  for (const auto& row : r.rows) {
-    std::string base = row.model;
-    if (c.seeds.size() > 1) base = base.substr(0, base.rfind("-s"));
-    const auto key = std::make_pair(base, row.extension);
-    if (!cells.count(key)) order.push_back(key);
-    cells[key][row.eval_len].push_back(row.available ? row.bpc : std::nan(""));
-  }
-  std::ostringstream out;
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%-22s %-20s", "model", "extension");
-  out << buf;
-  for (int len : c.eval_lens) {
-    std::snprintf(buf, sizeof buf, " %13d", len);
-    out << buf;
-  }
-  out << "   (bits per character; trained at " << c.train_len << ")\n";
-  for (const auto& key : order) {
-    std::snprintf(buf, sizeof buf, "%-22s %-20s", key.first.c_str(), key.second.c_str());
-    out << buf;
-    for (int len : c.eval_lens) {
-      const auto& v = cells[key][len];
-      if (v.empty()) {
-        out << "             -";
-      } else if (std::isnan(v[0])) {
-        out << "           n/a";
-      } else {
-        double mean = 0, var = 0;
-        for (double x : v) mean += x / static_cast<double>(v.size());
-        for (double x : v) var += (x - mean) * (x - mean) / std::max<double>(1, static_cast<double>(v.size()) - 1);
-        if (v.size() > 1) std::snprintf(buf, sizeof buf, "  %5.2f±%.2f", mean, std::sqrt(var));
-        else std::snprintf(buf, sizeof buf, " %13.2f", mean);
-        out << buf;
-      }
-    }
-    out << "\n";
-  }
-  for (const auto& n : r.notes) out << "note: " << n << "\n";
-  if (!c.eval_lens.empty()) out << "n/a: the learned table ends at the training length (cannot extrapolate)\n";
-  return out.str();
-}
-
-std::string results_json(const ExtrapolateResult& r, const ExtrapolateConfig& c) {
-  nlohmann::json j = {{"results", nlohmann::json::array()}, {"notes", r.notes}, {"complete", r.complete},
-                      {"config", {{"train_len", c.train_len}, {"eval_lens", c.eval_lens}, {"steps", c.steps}, {"batch", c.batch},
-                                  {"layers", c.layers}, {"d_model", c.d_model}, {"heads", c.heads}, {"seeds", c.seeds},
-                                  {"corpus", c.corpus}, {"eval_chars", c.eval_chars}}}};
-  for (const auto& row : r.rows) j["results"].push_back(row_json(row));
-  return j.dump(1);
-}
-
-std::string results_csv(const ExtrapolateResult& r) {
-  std::ostringstream out;
-  out << "model,scheme,extension,seed,eval_len,available,bpc,bpc_beyond_train,tokens,tokens_beyond_train\n";
-  for (const auto& row : r.rows) {
-    out << row.model << "," << row.scheme << "," << row.extension << "," << row.seed << "," << row.eval_len << ","
-        << (row.available ? "true" : "false") << ",";
-    if (!std::isnan(row.bpc)) out << row.bpc;
-    out << ",";
-    if (!std::isnan(row.bpc_beyond)) out << row.bpc_beyond;
-    out << "," << row.tokens << "," << row.tokens_beyond << "\n";
-  }
-  return out.str();
-}
-
-std::string results_svg(const ExtrapolateResult& r, const ExtrapolateConfig& c) {
-  std::map<std::string, std::map<int, std::pair<double, int>>> sums;
-  std::vector<std::string> order;
-  for (const auto& row : r.rows) {
-    if (row.extension == "dynamic-incremental") continue;
-    std::string base = row.model;
-    if (c.seeds.size() > 1) base = base.substr(0, base.rfind("-s"));
-    const std::string name = row.extension == "none" ? base : base + " + " + row.extension;
-    if (!sums.count(name)) order.push_back(name);
-    auto& cell = sums[name][row.eval_len];
-    cell.first += row.available ? row.bpc : std::nan("");
-    cell.second += 1;
-  }
-  std::vector<plot::Series> series;
-  for (const auto& name : order) {
-    plot::Series s{name, {}, {}};
-    for (const auto& [len, sum] : sums[name]) {
-      s.x.push_back(len);
-      s.y.push_back(sum.first / sum.second);
-    }
-    series.push_back(s);
-  }
-  plot::ChartOptions o;
-  o.title = "Train short, test long: bits per character";
-  o.x_label = "evaluation length (characters, log scale)";
-  o.y_label = "bits per character";
-  o.log_x = true;
-  o.vlines.push_back({static_cast<double>(c.train_len), "training length"});
-  return plot::svg_line_chart(series, o);
 }
 
 }  // namespace posenc::lab
