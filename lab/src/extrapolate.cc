@@ -6,11 +6,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
-#include <thread>
 
 #include "posenc/error.h"
 #include "posenc_lab/progress.h"
