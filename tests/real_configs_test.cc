@@ -155,6 +155,11 @@ TEST(RealConfigs, LayerTypesGetTheirOwnSchedules) {
   EXPECT_EQ(qwen35.select().params.mrope_section, (std::vector<int>{11, 11, 10}));
   EXPECT_TRUE(qwen35.select().params.mrope_interleaved);
   EXPECT_THROW(g1.select("chunked_attention"), Error);
+  // EXAONE-4 (hybrid): global layers are NoPE in HF; the default pick is the sliding layers.
+  const ModelRope exaone = load("EXAONE-4.0-32B");
+  EXPECT_THROW(exaone.select("full_attention"), Error);
+  EXPECT_EQ(exaone.select().layer_type, "sliding_attention");
+  EXPECT_EQ(exaone.select().params.type, RopeType::kLlama3);
 }
 
 TEST(RealConfigs, MultimodalSectionsAreCarried) {

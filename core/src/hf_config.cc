@@ -311,6 +311,13 @@ struct Parser {
     LayerRope layer{type, true, full};
     if (type == "linear_attention") {
       layer.has_rope = false;  // Gated DeltaNet / linear attention layers rotate nothing
+    } else if (type == "full_attention" && is("exaone4") && model.contains("sliding_window") &&
+               !model["sliding_window"].is_null()) {
+      // HF Exaone4Attention: "We use global NoPE for hybrid attention model" -- only the
+      // sliding-window layers rotate.
+      layer.has_rope = false;
+      out.notes.push_back("EXAONE-4 hybrid attention: full_attention layers use no positional encoding (NoPE); "
+                          "the schedule shown is the sliding_attention layers'");
     } else if (type == "sliding_attention" && is_prefix("gemma3")) {
       RopeParams p;
       p.head_dim = full.head_dim;
