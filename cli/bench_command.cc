@@ -17,7 +17,7 @@ namespace posenc::cli {
 void add_bench_command(CLI::App& app) {
   struct Args {
     RopeBenchConfig config;
-    std::string dtype = "f32", layout = "half";
+    std::string dtype = "f32", layout = "half", memory = "bshd";
     bool table = false, on_the_fly = false, json = false;
   };
   auto a = std::make_shared<Args>();
@@ -32,6 +32,7 @@ void add_bench_command(CLI::App& app) {
   rope->add_option("--dtype", a->dtype, "storage: f32, bf16 or f16")->capture_default_str();
   rope->add_option("--layout", a->layout, "half or interleaved")->capture_default_str();
   rope->add_option("--threads", c.threads, "threads (0: all)")->capture_default_str();
+  rope->add_option("--memory", a->memory, "storage order of q and k: bshd or bhsd")->capture_default_str();
   rope->add_option("--repeats", c.repeats, "interleaved runs; the median is reported (>= 7)")->capture_default_str();
   rope->add_flag("--table", a->table, "cos/sin from a precomputed table (default)");
   rope->add_flag("--on-the-fly", a->on_the_fly, "cos/sin computed per token (accurate angles)");
@@ -46,12 +47,14 @@ void add_bench_command(CLI::App& app) {
     else if (a->layout == "interleaved") c.layout = RopeLayout::kInterleaved;
     else throw Error("--layout must be half or interleaved, got '" + a->layout + "'");
     if (a->table && a->on_the_fly) throw Error("--table and --on-the-fly exclude each other");
+    if (a->memory != "bshd" && a->memory != "bhsd") throw Error("--memory must be bshd or bhsd, got '" + a->memory + "'");
+    c.head_major = a->memory == "bhsd";
     c.table = !a->on_the_fly;
     if (c.repeats < 7) throw Error("--repeats must be >= 7 (the median of at least 7 runs), got " + std::to_string(c.repeats));
     const RopeBenchResult r = run_rope_bench(c);
     if (a->json) {
       nlohmann::json j = {{"tokens", c.tokens}, {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"head_dim", c.head_dim},
-                          {"dtype", a->dtype}, {"layout", a->layout}, {"mode", c.table ? "table" : "on-the-fly"},
+                          {"dtype", a->dtype}, {"layout", a->layout}, {"memory", a->memory}, {"mode", c.table ? "table" : "on-the-fly"},
                           {"threads", r.threads}, {"target", r.target}, {"repeats", c.repeats},
                           {"seconds", r.seconds}, {"gbps", r.gbps}, {"ceiling_gbps", r.ceiling_gbps},
                           {"fraction_of_ceiling", r.fraction_of_ceiling}, {"ns_per_element", r.ns_per_element},

@@ -138,7 +138,8 @@ TEST(CliBench, RopeReportsThePinnedFields) {
   const auto fly = run_json("bench rope --tokens 16 --heads 1 --kv-heads 0 --head-dim 8 --dtype bf16 --layout interleaved "
                             "--on-the-fly --repeats 7");
   EXPECT_EQ(fly.at("mode"), "on-the-fly");
-  for (const std::string bad : {"--dtype f64", "--layout zigzag", "--repeats 3", "--table --on-the-fly", "--head-dim 7"}) {
+  EXPECT_EQ(run_json("bench rope --tokens 16 --heads 2 --kv-heads 1 --head-dim 8 --memory bhsd --repeats 7").at("memory"), "bhsd");
+  for (const std::string bad : {"--dtype f64", "--layout zigzag", "--repeats 3", "--table --on-the-fly", "--head-dim 7", "--memory sbhd"}) {
     const CliRun r = run("bench rope --tokens 16 " + bad);
     EXPECT_EQ(r.code, 2) << bad;
     EXPECT_FALSE(r.err.empty()) << bad;

@@ -64,8 +64,10 @@ RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
   RopeKernelOptions options;
   options.threads = c.threads;
   options.table = c.table ? &table : nullptr;
-  const RopeTensor qv = bshd(q.data(), c.dtype, 1, c.tokens, c.heads, c.head_dim);
-  const RopeTensor kv = bshd(k.data(), c.dtype, 1, c.tokens, c.kv_heads, c.head_dim);
+  const RopeTensor qv = c.head_major ? bhsd(q.data(), c.dtype, 1, c.heads, c.tokens, c.head_dim)
+                                     : bshd(q.data(), c.dtype, 1, c.tokens, c.heads, c.head_dim);
+  const RopeTensor kv = c.head_major ? bhsd(k.data(), c.dtype, 1, c.kv_heads, c.tokens, c.head_dim)
+                                     : bshd(k.data(), c.dtype, 1, c.tokens, c.kv_heads, c.head_dim);
   const RopeTensor* kp = c.kv_heads > 0 ? &kv : nullptr;
   const std::size_t bytes = q.size() + k.size();
   AlignedBytes ceiling_bytes(bytes);

@@ -18,6 +18,7 @@ struct RopeBenchConfig {
   RopeLayout layout = RopeLayout::kHalfSplit;
   int threads = 0;    // 0: all
   bool table = true;  // false: cos/sin on the fly (accurate angles)
+  bool head_major = false;  // q and k stored [B, H, S, D] instead of [B, S, H, D]
   int repeats = 9;    // median of this many interleaved runs (>= 7 for the pinned form)
 };
 
