@@ -16,7 +16,8 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
   return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
-RopeAutogradSpeed rope_speed(std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d, int repeats) {
+// token_major: q as the model makes it, a [B, H, S, D] view of [B, S, H, D] memory.
+RopeAutogradSpeed rope_speed(std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d, int repeats, bool token_major) {
   RopeParams params;
   params.head_dim = static_cast<int>(d);
   const RopeSpec spec = rope_spec(compute_schedule(params));
@@ -26,19 +27,26 @@ RopeAutogradSpeed rope_speed(std::int64_t b, std::int64_t h, std::int64_t s, std
   const torch::Tensor freqs = positions.to(torch::kFloat32).unsqueeze(-1) * inv;
   const torch::Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);
   const torch::Tensor cos = emb.cos(), sin = emb.sin();
-  const torch::Tensor x = torch::randn({b, h, s, d}).requires_grad_(true);
+  const torch::Tensor leaf = (token_major ? torch::randn({b, s, h, d}) : torch::randn({b, h, s, d})).requires_grad_(true);
   const torch::Tensor g = torch::randn({b, h, s, d});
   std::vector<double> fused, eager;
   for (int i = -1; i < repeats; ++i) {
-    const double tf = seconds_of([&] { rope(x, positions, spec).backward(g); });
-    const double te = seconds_of([&] { (x * cos + rotate_half(x) * sin).backward(g); });
+    const double tf = seconds_of([&] {
+      const torch::Tensor x = token_major ? leaf.transpose(1, 2) : leaf;
+      rope(x, positions, spec).backward(g);
+    });
+    const double te = seconds_of([&] {
+      const torch::Tensor x = token_major ? leaf.transpose(1, 2) : leaf;
+      (x * cos + rotate_half(x) * sin).backward(g);
+    });
     if (i >= 0) {
       fused.push_back(tf);
       eager.push_back(te);
     }
   }
   RopeAutogradSpeed r;
-  r.shape = "[" + std::to_string(b) + ", " + std::to_string(h) + ", " + std::to_string(s) + ", " + std::to_string(d) + "]";
+  r.shape = "[" + std::to_string(b) + ", " + std::to_string(h) + ", " + std::to_string(s) + ", " + std::to_string(d) + "]" +
+            (token_major ? " view" : "");
   r.fused_seconds = median(fused);
   r.eager_seconds = median(eager);
   r.speedup = r.eager_seconds / r.fused_seconds;
@@ -82,8 +90,11 @@ TrainBenchResult run_train_bench(const TrainBenchConfig& c) {
     result.schemes.push_back(s);
   }
   // The model's own shape (one layer's q) and an inference-engine shape.
-  result.rope.push_back(rope_speed(c.batch, c.heads, c.seq, c.d_model / c.heads, std::max(c.steps, 7)));
-  result.rope.push_back(rope_speed(1, 32, 2048, 128, std::max(c.steps, 7)));
+  // The model's shape as its attention lays it out (a view of [B, S, H, D] memory), the same
+  // shape contiguous, and an inference-engine shape.
+  result.rope.push_back(rope_speed(c.batch, c.heads, c.seq, c.d_model / c.heads, std::max(c.steps, 7), true));
+  result.rope.push_back(rope_speed(c.batch, c.heads, c.seq, c.d_model / c.heads, std::max(c.steps, 7), false));
+  result.rope.push_back(rope_speed(1, 32, 2048, 128, std::max(c.steps, 7), false));
   return result;
 }
 

@@ -71,6 +71,10 @@ torch::Tensor formula(const torch::Tensor& x, const torch::Tensor& positions, co
   return torch::cat({out, pass}, -1);
 }
 
+// A copy to rotate in place: one pass, keeping x's memory order (a [B, H, S, D] view of
+// [B, S, H, D] memory stays token-major, the kernels' fast order) when its channels are contiguous.
+torch::Tensor fresh_copy(const torch::Tensor& x) { return x.stride(-1) == 1 ? x.clone() : x.contiguous(); }
+
 // The spec travels in the autograd context as values (a tiny frequency tensor, the attention
 // factor, the layout), so the graph owns everything its backward needs.
 void save_spec(AutogradContext* ctx, const RopeSpec& spec) {
@@ -99,7 +103,7 @@ class RopeFunction : public torch::autograd::Function<RopeFunction> {
     ctx->saved_data["positions"] = positions;
     save_spec(ctx, spec);
     if (x.scalar_type() == torch::kFloat64) return formula(x, positions, spec, 1.0);
-    torch::Tensor out = x.contiguous().clone();
+    torch::Tensor out = fresh_copy(x);
     rotate_in_place(out, positions, spec, +1);
     return out;
   }
@@ -115,7 +119,7 @@ class RopeFunction : public torch::autograd::Function<RopeFunction> {
       TORCH_CHECK(spec.layout != RopeLayout::kDeepSeekV3, "double DeepSeek-V3 RoPE has no backward formula");
       gx = formula(g, positions, spec, -1.0);
     } else {
-      gx = g.contiguous().clone();
+      gx = fresh_copy(g);
       rotate_in_place(gx, positions, spec, -1);
     }
     return {gx, torch::Tensor(), torch::Tensor()};

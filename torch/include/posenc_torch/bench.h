@@ -21,7 +21,7 @@ struct SchemeSpeed {
 };
 
 struct RopeAutogradSpeed {
-  std::string shape;          // "[B, H, S, D]"
+  std::string shape;          // "[B, H, S, D]", "... view" for a view of [B, S, H, D] memory
   double fused_seconds = 0;   // rope() forward + backward, median
   double eager_seconds = 0;   // x*cos + rotate_half(x)*sin forward + backward, median
   double speedup = 0;
