@@ -41,8 +41,18 @@ struct TableArgs {
   std::map<std::string, std::pair<CLI::Option*, std::set<std::string>>> applies;
 };
 
+// What one `posenc table` may print: a readable table, not a dump that exhausts memory.
+constexpr std::size_t kMaxRows = 100000;       // positions, relative positions
+constexpr std::size_t kMaxValues = 1u << 24;   // rows x columns
+
 std::vector<std::int64_t> positions_or(const TableArgs& a, const char* fallback) {
-  return parse_int_list(a.positions.value_or(fallback), "--positions", 0, kMaxPosition);
+  return parse_int_list(a.positions.value_or(fallback), "--positions", 0, kMaxPosition, kMaxRows);
+}
+
+void require_values(std::size_t rows, std::size_t cols, const char* what) {
+  if (cols != 0 && rows > kMaxValues / cols)
+    throw Error(std::string(what) + ": " + std::to_string(rows) + " x " + std::to_string(cols) + " values is more than " +
+                std::to_string(kMaxValues) + " (ask for fewer positions or a smaller dimension)");
 }
 
 // Prints rows of numbers: "label  v0 v1 ..." (text) or collects them for JSON.
@@ -74,6 +84,7 @@ json table_sinusoidal(const TableArgs& a) {
   p.base = a.base.value_or(10000.0);
   validate(p);
   const auto positions = positions_or(a, "0:8");
+  require_values(positions.size(), static_cast<std::size_t>(p.dim), "sinusoidal table");
   const auto values = sinusoidal_table(p, positions);
   if (!a.json) print_rows("pos", positions, values, static_cast<std::size_t>(p.dim));
   return {{"positions", positions}, {"values", rows_json(values, static_cast<std::size_t>(p.dim))}};
@@ -81,7 +92,10 @@ json table_sinusoidal(const TableArgs& a) {
 
 json table_learned(const TableArgs& a) {
   const int dim = a.dim.value_or(64);
-  const auto positions = parse_int_list(a.positions.value_or("0:8"), "--positions", -2, kMaxPosition);
+  const auto positions = parse_int_list(a.positions.value_or("0:8"), "--positions", -2, kMaxPosition, kMaxRows);
+  require_values(static_cast<std::size_t>(std::max(0, a.num_positions.value_or(1024))) + static_cast<std::size_t>(std::max(0, a.offset.value_or(0))),
+                 static_cast<std::size_t>(std::max(0, dim)), "learned table");
+  require_values(positions.size(), static_cast<std::size_t>(std::max(0, dim)), "learned rows");
   const LearnedTable t = learned_init(a.num_positions.value_or(1024), dim, a.std.value_or(0.02), a.seed.value_or(0),
                                       a.offset.value_or(0));
   std::vector<float> values(positions.size() * static_cast<std::size_t>(dim));
@@ -104,6 +118,7 @@ json table_rope(const TableArgs& a) {
   p.angles = a.hf_compatible ? AngleMode::kHfFloat32 : AngleMode::kAccurate;
   const auto positions = positions_or(a, "0:8");
   const std::size_t half = s.inv_freq.size(), width = 2 * half;
+  require_values(positions.size(), width, "rope cos/sin table");
   std::vector<float> cos(positions.size() * width), sin(positions.size() * width);
   for (std::size_t r = 0; r < positions.size(); ++r)
     for (std::size_t j = 0; j < width; ++j)  // HF's concat(freqs, freqs) layout
@@ -131,6 +146,10 @@ json table_mrope(const TableArgs& a) {
   if (a.grid) {
     const auto g = parse_int_list(*a.grid, "--grid", 1, 1 << 20, 3);
     if (g.size() != 3) throw Error("--grid takes T,H,W, got '" + *a.grid + "'");
+    const std::int64_t m = std::max(1, a.merge.value_or(2));
+    if (g[0] * (g[1] / m) * (g[2] / m) + a.text_before.value_or(0) + a.text_after.value_or(0) > static_cast<std::int64_t>(kMaxRows) ||
+        a.text_before.value_or(0) < 0 || a.text_after.value_or(0) < 0)
+      throw Error("--grid and --text-before/--text-after: at most " + std::to_string(kMaxRows) + " tokens, none negative");
     const std::vector<TokenRun> runs = {{TokenRun::kText, a.text_before.value_or(0)},
                                         {TokenRun::kImage, 0, static_cast<int>(g[0]), static_cast<int>(g[1]), static_cast<int>(g[2])},
                                         {TokenRun::kText, a.text_after.value_or(0)}};
@@ -164,6 +183,7 @@ json table_alibi(const TableArgs& a) {
   if (a.positions) {
     const auto positions = positions_or(a, "");
     const std::size_t n = positions.size();
+    require_values(n * n, slopes.size(), "alibi bias (heads x positions x positions)");
     json bias = json::array();
     for (double slope : slopes) {
       std::vector<float> rows(n * n, 0.0f);
@@ -184,7 +204,7 @@ json table_t5(const TableArgs& a) {
   if (a.bidirectional == a.causal) throw Error("--scheme t5 needs exactly one of --bidirectional or --causal");
   const T5BucketParams p{a.num_buckets.value_or(32), a.max_distance.value_or(128), a.bidirectional};
   validate(p);
-  const auto rel = parse_int_list(a.relative.value_or("-8:9"), "--relative", -kMaxPosition, kMaxPosition);
+  const auto rel = parse_int_list(a.relative.value_or("-8:9"), "--relative", -kMaxPosition, kMaxPosition, kMaxRows);
   std::vector<int> buckets;
   for (auto r : rel) buckets.push_back(t5_bucket(r, p));
   if (!a.json)
@@ -194,6 +214,9 @@ json table_t5(const TableArgs& a) {
 
 json table_xl(const TableArgs& a) {
   const int dim = a.dim.value_or(64), klen = a.klen.value_or(8);
+  if (klen < 1 || static_cast<std::size_t>(klen) > kMaxRows) throw Error("--klen must be in [1, " + std::to_string(kMaxRows) + "], got " + std::to_string(klen));
+  if (dim < 1) throw Error("--dim must be >= 1, got " + std::to_string(dim));
+  require_values(static_cast<std::size_t>(klen), static_cast<std::size_t>(dim), "xl relative sinusoid");
   const auto r = xl_relative_sinusoid(dim, klen, a.clamp_len.value_or(0));
   std::vector<std::int64_t> distances;
   for (int m = 0; m < klen; ++m) distances.push_back(klen - 1 - m);
@@ -204,7 +227,7 @@ json table_xl(const TableArgs& a) {
 json table_deberta(const TableArgs& a) {
   const DebertaRelativeParams p{a.position_buckets.value_or(256), a.max_relative_positions.value_or(512)};
   deberta_relative_positions(1, 1, p);  // validates
-  const auto rel = parse_int_list(a.relative.value_or("-8:9"), "--relative", -kMaxPosition, kMaxPosition);
+  const auto rel = parse_int_list(a.relative.value_or("-8:9"), "--relative", -kMaxPosition, kMaxPosition, kMaxRows);
   std::vector<std::int64_t> buckets;
   for (auto r : rel) buckets.push_back(p.position_buckets > 0 ? deberta_log_bucket(r, p.position_buckets, p.max_relative_positions) : r);
   if (!a.json)

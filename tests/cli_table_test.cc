@@ -104,6 +104,10 @@ TEST(CliTable, BadOptionsExitTwo) {
            {"table --scheme mrope", "--mrope-section"},
            {"table --scheme mrope --grid 1,3,4", "divisible"},
            {"check --dim 7", "dim"},
+           {"table --scheme sinusoidal --dim 1048576 --positions 0:100000", "values"},
+           {"table --scheme alibi --heads 64 --positions 0:100000", "values"},
+           {"table --scheme mrope --grid 1048576,1048576,1048576", "tokens"},
+           {"table --scheme t5 --causal --relative 0:2000000", "2000000"},
        }) {
     SCOPED_TRACE(c.args);
     const CliRun r = run(c.args);

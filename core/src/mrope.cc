@@ -5,6 +5,7 @@
 #include <string>
 
 #include "posenc/error.h"
+#include "posenc/rope_params.h"
 
 namespace posenc {
 
@@ -77,6 +78,9 @@ MropeIndex mrope_position_ids(const std::vector<TokenRun>& runs, int m, MropeInd
       throw Error("vision grid " + std::to_string(run.t) + "x" + std::to_string(run.h) + "x" + std::to_string(run.w) +
                   " must be positive with h and w divisible by spatial_merge_size " + std::to_string(m));
     const int hm = run.h / m, wm = run.w / m;
+    if (std::int64_t{run.t} * hm * wm > kMaxPosition)
+      throw Error("vision run of " + std::to_string(run.t) + "x" + std::to_string(hm) + "x" + std::to_string(wm) +
+                  " merged patches exceeds 2^31-1 tokens");
     for (int f = 0; f < run.t; ++f)
       for (int y = 0; y < hm; ++y)
         for (int x = 0; x < wm; ++x) {
