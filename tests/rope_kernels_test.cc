@@ -4,6 +4,7 @@
 
 #include <hwy/targets.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -155,6 +156,85 @@ TEST_F(RopeKernels, ForwardThenBackwardReturnsTheInput) {
   const float* a = reinterpret_cast<const float*>(x.bytes.data());
   const float* b = reinterpret_cast<const float*>(original.bytes.data());
   for (std::size_t i = 0; i < 16 * 8 * 128; ++i) ASSERT_NEAR(a[i], b[i], 1e-6) << i;
+}
+
+double value_at(const Buffer& b, std::size_t i) {
+  if (b.dtype == DType::kF32) {
+    float v;
+    std::memcpy(&v, &b.bytes[4 * i], 4);
+    return v;
+  }
+  std::uint16_t h;
+  std::memcpy(&h, &b.bytes[2 * i], 2);
+  return b.dtype == DType::kBF16 ? bf16_to_float(h) : f16_to_float(h);
+}
+
+double dot(const Buffer& a, const Buffer& b, std::size_t n) {
+  double sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += value_at(a, i) * value_at(b, i);
+  return sum;
+}
+
+// direction -1 must be the transpose of direction +1 (it is the backward pass): the adjoint
+// identity <R x, y> = <x, R^T y>, and R^T R x = x when the attention factor is 1 — every target,
+// layout, dtype, partial rotary and M-RoPE. DeepSeek-V3 reads pairs and writes halves, so its
+// transpose must read halves and write pairs; reading pairs both ways fails both checks.
+TEST_F(RopeKernels, DirectionMinusOneIsTheTransposeOnEveryTarget) {
+  const int batch = 2, tokens = 6, heads = 3, head_dim = 40;
+  const std::size_t n = std::size_t{batch} * tokens * heads * head_dim;
+  std::mt19937 rng(17);
+  std::vector<std::int64_t> ids(3 * batch * tokens);
+  std::uniform_int_distribution<std::int64_t> any_position(0, 100000);
+  for (auto& v : ids) v = any_position(rng);
+  int combinations = 0;
+  for (const auto target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (double prf : {1.0, 0.5}) {
+      RopeParams rp;
+      rp.head_dim = head_dim;
+      rp.partial_rotary_factor = prf;
+      const RopeSchedule s = compute_schedule(rp);
+      const int half = static_cast<int>(s.inv_freq.size());
+      const auto mrope_axes = mrope_axis_map({half / 2, half / 4, half - half / 2 - half / 4}, prf < 1);
+      for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16})
+        for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved, RopeLayout::kDeepSeekV3})
+          for (bool mrope : {false, true})
+            for (double factor : {1.0, 1.2}) {
+              SCOPED_TRACE(std::string(to_string(dtype)) + " layout " + std::to_string(static_cast<int>(layout)) + " prf " +
+                           std::to_string(prf) + " mrope " + std::to_string(mrope) + " factor " + std::to_string(factor));
+              RopeApplyParams p = rope_apply_params(s, layout);
+              p.attention_factor = factor;
+              if (mrope) p.axis_of_freq = mrope_axes.data();
+              const PositionIds pos{ids.data(), mrope ? 3 : 1, batch * tokens};
+              const Buffer x = random_buffer(dtype, n, rng), y = random_buffer(dtype, n, rng);
+              Buffer rx = x, rty = y;
+              p.direction = +1;
+              rope_rotate(bshd(rx.data(), dtype, batch, tokens, heads, head_dim), nullptr, pos, p);
+              p.direction = -1;
+              rope_rotate(bshd(rty.data(), dtype, batch, tokens, heads, head_dim), nullptr, pos, p);
+              // Storage rounding (2^-8 for bf16) bounds the gap: each side is a sum of n products
+              // of rounded values.
+              const double eps = dtype == DType::kF32 ? 1e-6 : dtype == DType::kBF16 ? 8e-3 : 1e-3;
+              const double scale = std::sqrt(dot(x, x, n) * dot(y, y, n));
+              EXPECT_NEAR(dot(rx, y, n), dot(x, rty, n), eps * scale);
+              if (factor == 1.0) {
+                Buffer back = rx;
+                rope_rotate(bshd(back.data(), dtype, batch, tokens, heads, head_dim), nullptr, pos, p);
+                double worst = 0;
+                for (std::size_t i = 0; i < n; ++i)
+                  worst = std::max(worst, std::abs(value_at(back, i) - value_at(x, i)) / (1 + std::abs(value_at(x, i))));
+                EXPECT_LT(worst, dtype == DType::kF32 ? 1e-5 : dtype == DType::kBF16 ? 2e-2 : 3e-3);
+              }
+              // The scalar reference is the transpose too.
+              Buffer ref = y;
+              rope_apply_reference(bshd(ref.data(), dtype, batch, tokens, heads, head_dim), pos, p);
+              EXPECT_EQ(ref.bytes, rty.bytes);
+              ++combinations;
+            }
+    }
+  }
+  EXPECT_GT(combinations, 0);
 }
 
 TEST_F(RopeKernels, TableGrowsAndRejectsAMismatch) {

@@ -126,12 +126,15 @@ void rope_apply_reference(const RopeTensor& x, const PositionIds& pos, const Rop
           const std::int64_t position = pos.at(axis, b, t, x.tokens);
           float c, s;
           rope_cos_sin(p.inv_freq[j], position, p, &c, &s);
-          const bool split = p.layout == RopeLayout::kHalfSplit;
+          // DeepSeek-V3 reads pairs and writes halves; its transpose (direction -1) reads halves
+          // and writes pairs.
+          const bool deepseek_back = p.layout == RopeLayout::kDeepSeekV3 && p.direction < 0;
+          const bool split = p.layout == RopeLayout::kHalfSplit || deepseek_back;
           const float xa = split ? in[j] : in[2 * j];
           const float xb = split ? in[j + half] : in[2 * j + 1];
           const float oa = xa * c - xb * s;
           const float ob = xb * c + xa * s;
-          const bool interleaved_out = p.layout == RopeLayout::kInterleaved;
+          const bool interleaved_out = p.layout == RopeLayout::kInterleaved || deepseek_back;
           store(x.data, x.dtype, row + (interleaved_out ? 2 * j : j), oa);
           store(x.data, x.dtype, row + (interleaved_out ? 2 * j + 1 : j + half), ob);
         }

@@ -104,12 +104,34 @@ void RotatePairs(const float* in, float* out, const float* c, const float* s, in
   }
 }
 
+// half-split in, interleaved out (in must differ from out): the transpose of the DeepSeek-V3
+// forward, which reads pairs and writes halves. Its backward reads the gradient in the order the
+// forward wrote it (halves) and returns it in the order the forward read (pairs).
+template <bool kForward>
+void RotateHalfToPairs(const float* in, float* out, const float* c, const float* s, int half) {
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  int j = 0;
+  for (; j + n <= half; j += n) {
+    const auto a = hn::LoadU(df, in + j), b = hn::LoadU(df, in + j + half);
+    decltype(hn::Zero(df)) oa, ob;
+    PairV<kForward>(a, b, hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
+    hn::StoreInterleaved2(oa, ob, df, out + 2 * j);
+  }
+  for (; j < half; ++j) Pair<kForward>(in[j], in[j + half], c[j], s[j], &out[2 * j], &out[2 * j + 1]);
+}
+
 template <bool kForward>
 void RotateLayout(RopeLayout layout, const float* in, float* out, const float* c, const float* s, int half) {
   switch (layout) {
     case RopeLayout::kHalfSplit: RotateHalf<kForward>(in, out, c, s, half); break;
     case RopeLayout::kInterleaved: RotatePairs<kForward, false>(in, out, c, s, half); break;
-    case RopeLayout::kDeepSeekV3: RotatePairs<kForward, true>(in, out, c, s, half); break;
+    case RopeLayout::kDeepSeekV3:
+      if (kForward)
+        RotatePairs<true, true>(in, out, c, s, half);
+      else
+        RotateHalfToPairs<false>(in, out, c, s, half);
+      break;
   }
 }
 

@@ -8,7 +8,8 @@
 //       [x0 x1][x2 x3][x4 x5][x6 x7]
 //   deepseek_v3 (HF apply_rotary_pos_emb_interleave): reads pairs (2j, 2j+1), writes the result
 //       de-interleaved, out[j] and out[j + r/2]: the half-split order. Dot products between
-//       q and k are the same as interleaved; the layout of the output is not.
+//       q and k are the same as interleaved; the layout of the output is not. Its transpose
+//       (direction -1, the backward pass) reads halves and writes pairs.
 //
 //   out_a = x_a cos(p w_j) - x_b sin(p w_j)      (both scaled by attention_factor, as HF scales
 //   out_b = x_b cos(p w_j) + x_a sin(p w_j)       cos and sin)
