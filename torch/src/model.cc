@@ -2,32 +2,10 @@
 
 #include <cmath>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "posenc/error.h"
 
 namespace posenc::torch_layer {
-
-const char* to_string(Fusion f) {
-  switch (f) {
-    case Fusion::kAdd: return "add";
-    case Fusion::kConcat: return "concat";
-    case Fusion::kMultiply: return "multiply";
-  }
-  return "?";
-}
-
-void ModelConfig::validate() const {
-  if (vocab_size < 1 || d_model < 1 || n_layers < 0 || n_heads < 1) throw Error("model sizes must be positive");
-  if (d_model % n_heads != 0)
-    throw Error("d_model " + std::to_string(d_model) + " must be divisible by n_heads " + std::to_string(n_heads));
-  if (n_heads % kv_heads() != 0)
-    throw Error("n_heads " + std::to_string(n_heads) + " must be a multiple of n_kv_heads " + std::to_string(kv_heads()));
-  if (!(dropout >= 0 && dropout < 1)) throw Error("dropout must be in [0, 1)");
-  if (fusion == Fusion::kConcat && (pe_dim < 0 || pe_dim >= d_model)) throw Error("pe_dim must be in [0, d_model)");
-  if ((scheme == Scheme::kRope || scheme == Scheme::kMrope) && head_dim() % 2 != 0)
-    throw Error("RoPE needs an even head_dim, got " + std::to_string(head_dim()));
-}
 
 // ---- attention -------------------------------------------------------------------------------
 
@@ -38,18 +16,22 @@ AttentionImpl::AttentionImpl(const ModelConfig& c) : config_(c) {
   wv = register_module("wv", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.kv_heads() * dh).bias(false)));
   wo = register_module("wo", torch::nn::Linear(torch::nn::LinearOptions(c.n_heads * dh, c.d_model).bias(false)));
   dropout = register_module("dropout", torch::nn::Dropout(c.dropout));
-  if (c.scheme == Scheme::kXl) xl = register_module("xl", XLRelativePosition(c.d_model, c.n_heads, dh, c.xl_clamp_len));
+  if (c.scheme == Scheme::kXl)
+    xl = register_module("xl", XLRelativePosition(c.d_model, c.n_heads, dh, c.xl_clamp_len, !c.causal));
   if (c.scheme == Scheme::kDeberta)
     deberta = register_module("deberta", DebertaRelative(c.d_model, c.n_heads, dh, c.deberta_buckets, c.deberta_max_relative));
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContext& ctx, torch::Tensor* cache_k,
-                                     torch::Tensor* cache_v) {
+                                     torch::Tensor* cache_v, const torch::Tensor& memory) {
   const std::int64_t B = x.size(0), S = x.size(1);
   const int H = config_.n_heads, Hk = config_.kv_heads(), dh = config_.head_dim();
+  // Keys and values also come from the memory (Transformer-XL), queries only from x.
+  const torch::Tensor kv_in = memory.defined() ? torch::cat({memory, x}, 1) : x;
+  const std::int64_t T_in = kv_in.size(1);
   torch::Tensor q = wq->forward(x).view({B, S, H, dh}).transpose(1, 2);
-  torch::Tensor k = wk->forward(x).view({B, S, Hk, dh}).transpose(1, 2);
-  torch::Tensor v = wv->forward(x).view({B, S, Hk, dh}).transpose(1, 2);
+  torch::Tensor k = wk->forward(kv_in).view({B, T_in, Hk, dh}).transpose(1, 2);
+  torch::Tensor v = wv->forward(kv_in).view({B, T_in, Hk, dh}).transpose(1, 2);
   if (ctx.rope && ctx.cache_rotated_keys) k = rope(k, ctx.q_positions, *ctx.rope);  // HF: rotate, then cache
   if (cache_k) {  // otherwise keys before RoPE, so a changing schedule re-rotates all of them
     k = cache_k->defined() ? torch::cat({*cache_k, k}, 2) : k;
@@ -105,8 +87,9 @@ BlockImpl::BlockImpl(const ModelConfig& c) {
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, const ForwardContext& ctx, torch::Tensor* cache_k,
-                                 torch::Tensor* cache_v) {
-  torch::Tensor h = x + dropout->forward(attention->forward(ln1->forward(x), ctx, cache_k, cache_v));
+                                 torch::Tensor* cache_v, const torch::Tensor& memory) {
+  const torch::Tensor normed_memory = memory.defined() ? ln1->forward(memory) : memory;
+  torch::Tensor h = x + dropout->forward(attention->forward(ln1->forward(x), ctx, cache_k, cache_v, normed_memory));
   return h + dropout->forward(fc2->forward(torch::gelu(fc1->forward(ln2->forward(h)))));
 }
 
@@ -193,56 +176,37 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   return head->forward(ln_f->forward(x));
 }
 
+torch::Tensor TransformerLMImpl::forward_segment(const torch::Tensor& tokens, XLMemory& memory) {
+  if (config_.scheme != Scheme::kXl || config_.xl_mem_len < 1)
+    throw Error("forward_segment needs the xl scheme with xl_mem_len >= 1, got scheme '" +
+                std::string(scheme_info(config_.scheme).name) + "', xl_mem_len " + std::to_string(config_.xl_mem_len));
+  TORCH_CHECK(tokens.dim() == 2, "tokens must be [B, S]");
+  const std::int64_t B = tokens.size(0), S = tokens.size(1), M = memory.length();
+  if (M > 0 && (memory.layers.size() != blocks.size() || memory.layers[0].size(0) != B))
+    throw Error("XL memory of another model or batch size: clear it first");
+  ForwardContext ctx;
+  ctx.past = M;
+  ctx.key_mask = torch::ones({B, M + S}, torch::kBool);
+  ctx.k_positions = torch::arange(M + S, torch::kInt64).expand({B, M + S}).contiguous();
+  ctx.q_positions = ctx.k_positions.narrow(1, M, S).contiguous();
+  torch::Tensor x = embed->forward(tokens);
+  if (config_.embed_scale) x = x * std::sqrt(static_cast<double>(config_.d_model));
+  x = dropout->forward(x);
+  std::vector<torch::Tensor> next(blocks.size());
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const torch::Tensor mem = M > 0 ? memory.layers[i] : torch::Tensor();
+    // This layer's input over memory + segment, its last xl_mem_len states kept for the next
+    // segment, gradients stopped (the paper's SG(h_{tau-1})).
+    const torch::Tensor all = M > 0 ? torch::cat({mem, x}, 1) : x;
+    const std::int64_t keep = std::min<std::int64_t>(config_.xl_mem_len, all.size(1));
+    next[i] = all.narrow(1, all.size(1) - keep, keep).detach();
+    x = blocks[i]->forward(x, ctx, nullptr, nullptr, mem);
+  }
+  memory.layers = std::move(next);
+  return head->forward(ln_f->forward(x));
+}
+
 // ---- config and serialization ----------------------------------------------------------------
-
-std::string config_to_json(const ModelConfig& c) {
-  nlohmann::json j = {{"vocab_size", c.vocab_size}, {"d_model", c.d_model}, {"n_layers", c.n_layers},
-                      {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"d_ff", c.d_ff}, {"dropout", c.dropout},
-                      {"causal", c.causal}, {"embed_scale", c.embed_scale}, {"scheme", scheme_info(c.scheme).name},
-                      {"fusion", to_string(c.fusion)}, {"pe_dim", c.pe_dim}, {"learned_positions", c.learned_positions},
-                      {"rope_type", to_string(c.rope.type)}, {"rope_theta", c.rope.theta},
-                      {"t5_num_buckets", c.t5.num_buckets}, {"t5_max_distance", c.t5.max_distance},
-                      {"deberta_buckets", c.deberta_buckets}, {"deberta_max_relative", c.deberta_max_relative},
-                      {"xl_clamp_len", c.xl_clamp_len}};
-  if (c.rope.factor) j["rope_factor"] = *c.rope.factor;
-  if (c.rope.max_position_embeddings) j["rope_max_position_embeddings"] = *c.rope.max_position_embeddings;
-  if (c.rope.original_max_position_embeddings) j["rope_original_max_position_embeddings"] = *c.rope.original_max_position_embeddings;
-  return j.dump();
-}
-
-ModelConfig config_from_json(const std::string& text) {
-  const nlohmann::json j = nlohmann::json::parse(text);
-  ModelConfig c;
-  c.vocab_size = j.at("vocab_size");
-  c.d_model = j.at("d_model");
-  c.n_layers = j.at("n_layers");
-  c.n_heads = j.at("n_heads");
-  c.n_kv_heads = j.at("n_kv_heads");
-  c.d_ff = j.at("d_ff");
-  c.dropout = j.at("dropout");
-  c.causal = j.at("causal");
-  c.embed_scale = j.at("embed_scale");
-  const auto scheme = scheme_from_name(j.at("scheme").get<std::string>());
-  if (!scheme) throw Error("unknown scheme in model config: " + j.at("scheme").get<std::string>());
-  c.scheme = *scheme;
-  const std::string fusion = j.at("fusion");
-  c.fusion = fusion == "concat" ? Fusion::kConcat : fusion == "multiply" ? Fusion::kMultiply : Fusion::kAdd;
-  c.pe_dim = j.at("pe_dim");
-  c.learned_positions = j.at("learned_positions");
-  c.rope.type = *rope_type_from_name(j.at("rope_type").get<std::string>());
-  c.rope.theta = j.at("rope_theta");
-  if (j.contains("rope_factor")) c.rope.factor = j.at("rope_factor").get<double>();
-  if (j.contains("rope_max_position_embeddings")) c.rope.max_position_embeddings = j.at("rope_max_position_embeddings").get<std::int64_t>();
-  if (j.contains("rope_original_max_position_embeddings"))
-    c.rope.original_max_position_embeddings = j.at("rope_original_max_position_embeddings").get<std::int64_t>();
-  c.t5.num_buckets = j.at("t5_num_buckets");
-  c.t5.max_distance = j.at("t5_max_distance");
-  c.t5.bidirectional = !c.causal;
-  c.deberta_buckets = j.at("deberta_buckets");
-  c.deberta_max_relative = j.at("deberta_max_relative");
-  c.xl_clamp_len = j.at("xl_clamp_len");
-  return c;
-}
 
 void save_model(TransformerLM& model, const std::string& path) {
   torch::serialize::OutputArchive archive;
@@ -261,8 +225,19 @@ TransformerLM load_model(const std::string& path) {
   }
   c10::IValue config;
   if (!archive.try_read("posenc_config", config)) throw Error(path + " is not a posenc model (no posenc_config)");
-  TransformerLM model(config_from_json(config.toStringRef()));
-  model->load(archive);
+  ModelConfig model_config;
+  try {
+    model_config = config_from_json(config.toStringRef());
+    model_config.validate();
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+  TransformerLM model(model_config);
+  try {
+    model->load(archive);
+  } catch (const c10::Error& e) {
+    throw Error(path + ": its weights do not fit its config: " + e.what_without_backtrace());
+  }
   return model;
 }
 

@@ -5,6 +5,7 @@
 #include "posenc/alibi.h"
 #include "posenc/deberta.h"
 #include "posenc/error.h"
+#include "posenc/sinusoidal.h"
 #include "posenc/transformer_xl.h"
 
 namespace posenc::torch_layer {
@@ -81,8 +82,8 @@ torch::Tensor T5RelativeBiasImpl::forward(const torch::Tensor& q_positions, cons
   return table.index({buckets}).permute({0, 3, 1, 2});  // [B, Sq, Sk, H] -> [B, H, Sq, Sk]
 }
 
-XLRelativePositionImpl::XLRelativePositionImpl(int d_model, int num_heads, int head_dim, int clamp_len)
-    : d_model_(d_model), num_heads_(num_heads), head_dim_(head_dim), clamp_len_(clamp_len) {
+XLRelativePositionImpl::XLRelativePositionImpl(int d_model, int num_heads, int head_dim, int clamp_len, bool bidirectional)
+    : d_model_(d_model), num_heads_(num_heads), head_dim_(head_dim), clamp_len_(clamp_len), bidirectional_(bidirectional) {
   u = register_parameter("u", torch::zeros({num_heads, head_dim}));
   v = register_parameter("v", torch::zeros({num_heads, head_dim}));
   r_net = register_module("r_net", torch::nn::Linear(torch::nn::LinearOptions(d_model, num_heads * head_dim).bias(false)));
@@ -90,15 +91,24 @@ XLRelativePositionImpl::XLRelativePositionImpl(int d_model, int num_heads, int h
 
 torch::Tensor XLRelativePositionImpl::position_scores(const torch::Tensor& q, const torch::Tensor& q_positions,
                                                       const torch::Tensor& k_positions) {
-  torch::Tensor dist = differences(q_positions, k_positions).clamp_min(0);  // [B, Sq, Sk]
-  if (clamp_len_ > 0) dist = dist.clamp_max(clamp_len_);
-  const std::int64_t max_dist = dist.max().item<std::int64_t>();
-  // R for distances 0 .. max_dist: the halves-layout sinusoid of xl_relative_sinusoid, projected.
-  const auto r = xl_relative_sinusoid(d_model_, static_cast<int>(max_dist + 1));  // rows: distance max .. 0
-  const torch::Tensor r_rows = torch::from_blob(const_cast<float*>(r.data()), {max_dist + 1, d_model_}).flip(0).clone();
-  const torch::Tensor r_head = r_net->forward(r_rows).view({max_dist + 1, num_heads_, head_dim_});  // [D+1, H, Dh]
+  // Signed distance q - k: past keys > 0; future keys < 0 (kept apart when bidirectional; a
+  // causal model masks them, and they share distance 0's row).
+  torch::Tensor dist = differences(q_positions, k_positions);  // [B, Sq, Sk]
+  if (!bidirectional_) dist = dist.clamp_min(0);
+  if (clamp_len_ > 0) dist = dist.clamp(-clamp_len_, clamp_len_);
+  const std::int64_t lo = dist.min().item<std::int64_t>(), hi = dist.max().item<std::int64_t>();
+  // R for distances lo .. hi: the halves-layout sinusoid [sin(d w) | cos(d w)] of
+  // xl_relative_sinusoid (HF's pos_emb; negative d just continue it), projected per head.
+  SinusoidalParams sp;
+  sp.dim = d_model_;
+  sp.layout = SinusoidalLayout::kHalves;
+  std::vector<float> rows(static_cast<std::size_t>(hi - lo + 1) * d_model_);
+  for (std::int64_t d = lo; d <= hi; ++d)
+    sinusoidal_row(sp, static_cast<double>(d), rows.data() + static_cast<std::size_t>(d - lo) * d_model_);
+  const torch::Tensor r_rows = torch::from_blob(rows.data(), {hi - lo + 1, d_model_}).clone();
+  const torch::Tensor r_head = r_net->forward(r_rows).view({hi - lo + 1, num_heads_, head_dim_});  // [D, H, Dh]
   const torch::Tensor bd_raw = torch::einsum("bhid,mhd->bhim", {q + v.view({1, num_heads_, 1, head_dim_}), r_head});
-  const torch::Tensor index = dist.unsqueeze(1).expand({-1, num_heads_, -1, -1});  // [B, H, Sq, Sk]
+  const torch::Tensor index = (dist - lo).unsqueeze(1).expand({-1, num_heads_, -1, -1});  // [B, H, Sq, Sk]
   return bd_raw.gather(-1, index);
 }
 

@@ -42,6 +42,8 @@ void rotate_in_place(torch::Tensor& x, const torch::Tensor& positions, const Rop
   rope_rotate(t, nullptr, ids, p, options);
 }
 
+// sign +1: the rotation; -1: its transpose (rotate by -angle; DeepSeek-V3 also reads and writes
+// in swapped orders).
 torch::Tensor formula(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec, double sign) {
   const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
   const int half = static_cast<int>(spec.inv_freq.size());
@@ -62,6 +64,10 @@ torch::Tensor formula(const torch::Tensor& x, const torch::Tensor& positions, co
   if (spec.layout == RopeLayout::kHalfSplit) {
     const torch::Tensor a = rot.narrow(-1, 0, half), b = rot.narrow(-1, half, half);
     out = torch::cat({a * c - b * s, b * c + a * s}, -1);
+  } else if (spec.layout == RopeLayout::kDeepSeekV3 && sign < 0) {
+    // The transpose of DeepSeek-V3's forward (pairs in, halves out): halves in, pairs out.
+    const torch::Tensor a = rot.narrow(-1, 0, half), b = rot.narrow(-1, half, half);
+    out = torch::stack({a * c - b * s, b * c + a * s}, -1).flatten(-2);
   } else {
     const torch::Tensor pairs = rot.unflatten(-1, {half, 2});
     const torch::Tensor a = pairs.select(-1, 0), b = pairs.select(-1, 1);
@@ -114,10 +120,7 @@ class RopeFunction : public torch::autograd::Function<RopeFunction> {
     const torch::Tensor& g = grads[0];
     torch::Tensor gx;
     if (g.scalar_type() == torch::kFloat64) {
-      // The transpose of the formula: rotate by -angle (DeepSeek-V3's permuted output has no
-      // double path).
-      TORCH_CHECK(spec.layout != RopeLayout::kDeepSeekV3, "double DeepSeek-V3 RoPE has no backward formula");
-      gx = formula(g, positions, spec, -1.0);
+      gx = formula(g, positions, spec, -1.0);  // the transpose of the formula
     } else {
       gx = fresh_copy(g);
       rotate_in_place(gx, positions, spec, -1);
@@ -146,8 +149,8 @@ torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, const
   return RopeFunction::apply(x, positions, spec);
 }
 
-torch::Tensor rope_formula(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec) {
-  return formula(x, positions, spec, 1.0);
+torch::Tensor rope_formula(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec, bool transpose) {
+  return formula(x, positions, spec, transpose ? -1.0 : 1.0);
 }
 
 RotaryEmbeddingImpl::RotaryEmbeddingImpl(const RopeParams& params, RopeLayout layout)

@@ -16,45 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "posenc/rope_params.h"
-#include "posenc/schemes.h"
-#include "posenc/t5_bias.h"
+#include "posenc_torch/model_config.h"
 #include "posenc_torch/positional.h"
 #include "posenc_torch/rope.h"
 
 namespace posenc::torch_layer {
-
-// How an absolute encoding meets the token embedding (none for relative and rotary schemes).
-enum class Fusion {
-  kAdd,       // x + PE (Vaswani; the norm)
-  kConcat,    // [x_tokens (d_model - pe_dim) | PE (pe_dim)]
-  kMultiply,  // x * (1 + PE): a position-dependent gain, the identity where PE = 0
-};
-const char* to_string(Fusion f);
-
-struct ModelConfig {
-  int vocab_size = 128;
-  int d_model = 128;
-  int n_layers = 3;
-  int n_heads = 4;
-  int n_kv_heads = 0;  // 0: n_heads (multi-head); fewer: grouped-query attention
-  int d_ff = 0;        // 0: 4 d_model
-  double dropout = 0.0;
-  bool causal = true;
-  bool embed_scale = false;  // multiply token embeddings by sqrt(d_model) (Vaswani)
-  Scheme scheme = Scheme::kRope;
-  Fusion fusion = Fusion::kAdd;
-  int pe_dim = 0;  // concat: width of the positional part (0: d_model / 4)
-  RopeParams rope;  // type, theta, scaling; head_dim is set from d_model / n_heads
-  int learned_positions = 1024;
-  T5BucketParams t5{32, 128, false};
-  int deberta_buckets = 64, deberta_max_relative = 256;
-  int xl_clamp_len = 0;
-
-  int head_dim() const { return d_model / n_heads; }
-  int kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
-  void validate() const;  // throws posenc::Error
-};
 
 // Keys (before RoPE), values, tokens and key mask of everything seen so far, and the RoPE
 // frequencies the keys were computed with.
@@ -72,6 +38,13 @@ struct KVCache {
   void clear() { *this = KVCache{{}, {}, {}, {}, {}, rebuilds, hf_stale_keys}; }
 };
 
+// Transformer-XL memory: per layer, the last xl_mem_len inputs it saw, [B, M, d_model], detached.
+struct XLMemory {
+  std::vector<torch::Tensor> layers;
+  std::int64_t length() const { return layers.empty() ? 0 : layers[0].size(1); }
+  void clear() { layers.clear(); }
+};
+
 // What every layer of one forward shares.
 struct ForwardContext {
   torch::Tensor q_positions;  // [B, S]
@@ -87,7 +60,9 @@ class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const ModelConfig& config);
   // x [B, S, d_model]; with a cache layer (k, v), the new keys and values are appended to it.
-  torch::Tensor forward(const torch::Tensor& x, const ForwardContext& ctx, torch::Tensor* cache_k, torch::Tensor* cache_v);
+  // memory [B, M, d_model] (Transformer-XL, already normalised): extra keys and values before x.
+  torch::Tensor forward(const torch::Tensor& x, const ForwardContext& ctx, torch::Tensor* cache_k, torch::Tensor* cache_v,
+                        const torch::Tensor& memory = {});
 
   // The attention probabilities of the last forward ([B, H, S, T]), when recording is on.
   bool record = false;
@@ -105,7 +80,9 @@ TORCH_MODULE(Attention);
 class BlockImpl : public torch::nn::Module {
  public:
   explicit BlockImpl(const ModelConfig& config);
-  torch::Tensor forward(const torch::Tensor& x, const ForwardContext& ctx, torch::Tensor* cache_k, torch::Tensor* cache_v);
+  // memory: this layer's inputs from earlier segments (Transformer-XL), [B, M, d_model].
+  torch::Tensor forward(const torch::Tensor& x, const ForwardContext& ctx, torch::Tensor* cache_k, torch::Tensor* cache_v,
+                        const torch::Tensor& memory = {});
   Attention attention{nullptr};
 
  private:
@@ -123,6 +100,14 @@ class TransformerLMImpl : public torch::nn::Module {
   // padding) gives positions cumsum(mask) - 1. With a cache, positions continue from it and the
   // cache grows by S.
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& attention_mask = {}, KVCache* cache = nullptr);
+
+  // Transformer-XL's segment recurrence (Dai et al. 2019, section 3.2): tokens [B, S] are the
+  // next segment of each row's stream; every layer attends to its own inputs from the previous
+  // segments (the last xl_mem_len of them, in memory, gradients stopped) and to the segment,
+  // causally, with relative distances spanning both. memory is updated. A token's influence
+  // reaches n_layers * xl_mem_len back (each layer looks xl_mem_len further). Needs scheme xl
+  // and xl_mem_len >= 1; with an empty memory it equals forward(tokens).
+  torch::Tensor forward_segment(const torch::Tensor& tokens, XLMemory& memory);
 
   // Positions of the new tokens: past + arange(S), or from the mask.
   torch::Tensor positions_for(const torch::Tensor& full_mask, std::int64_t new_tokens) const;
@@ -147,9 +132,5 @@ TORCH_MODULE(TransformerLM);
 // The config and the weights in one file (torch serialization); load rebuilds the model.
 void save_model(TransformerLM& model, const std::string& path);
 TransformerLM load_model(const std::string& path);
-
-// ModelConfig <-> JSON text (the lab writes it beside its results).
-std::string config_to_json(const ModelConfig& config);
-ModelConfig config_from_json(const std::string& text);
 
 }  // namespace posenc::torch_layer

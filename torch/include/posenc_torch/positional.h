@@ -69,16 +69,19 @@ TORCH_MODULE(T5RelativeBias);
 // sinusoid R. content_bias() is added to q for the AC term; position_scores() is BD.
 class XLRelativePositionImpl : public torch::nn::Module {
  public:
-  XLRelativePositionImpl(int d_model, int num_heads, int head_dim, int clamp_len = 0);
+  // bidirectional: future keys get their own (negative) distances; otherwise they share
+  // distance 0 (a causal model masks them).
+  XLRelativePositionImpl(int d_model, int num_heads, int head_dim, int clamp_len = 0, bool bidirectional = false);
   torch::Tensor content_bias() const { return u; }  // [H, Dh]
-  // q [B, H, Sq, Dh]: ((q_i + v) . r_{q_i - k_j}) for every key, [B, H, Sq, Sk]; distances
-  // below 0 (future keys, masked by attention) use distance 0.
+  // q [B, H, Sq, Dh]: ((q_i + v) . r_{q_i - k_j}) for every key, [B, H, Sq, Sk], distances
+  // clamped to +-clamp_len when > 0.
   torch::Tensor position_scores(const torch::Tensor& q, const torch::Tensor& q_positions, const torch::Tensor& k_positions);
   torch::Tensor u, v;
   torch::nn::Linear r_net{nullptr};
 
  private:
   int d_model_, num_heads_, head_dim_, clamp_len_;
+  bool bidirectional_;
 };
 TORCH_MODULE(XLRelativePosition);
 

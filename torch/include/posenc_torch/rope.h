@@ -38,8 +38,10 @@ RopeSpec complete_spec(RopeSpec spec);
 torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec);
 
 // The plain libtorch formula (HF's: x * cos + rotate_half(x) * sin, or rotate_every_two), with
-// angles computed in double: the reference the fused path is tested against.
-torch::Tensor rope_formula(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec);
+// angles computed in double: the reference the fused path is tested against. transpose: the
+// transposed rotation (the backward pass), written out on its own.
+torch::Tensor rope_formula(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec,
+                           bool transpose = false);
 
 // A rotary embedding: schedule from RopeParams (or a model's config.json), HF's runtime rules
 // (dynamic NTK growth/reset, LongRoPE switching) applied per call from max(positions) + 1.

@@ -1,0 +1,207 @@
+// The torch modules against the core's references (themselves checked against HF's golden
+// values): ALiBi, T5, Transformer-XL and DeBERTa give the same numbers in the same directions,
+// causal and bidirectional, with queries offset from the keys so that a flipped distance sign
+// shows. And Transformer-XL's segment recurrence: exact against a full forward, memory without
+// gradients, reach that grows with depth.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "posenc/alibi.h"
+#include "posenc/deberta.h"
+#include "posenc/error.h"
+#include "posenc/t5_bias.h"
+#include "posenc/transformer_xl.h"
+#include "posenc_torch/model.h"
+
+namespace posenc::torch_layer {
+namespace {
+
+std::vector<float> values(const torch::Tensor& t) {
+  const torch::Tensor c = t.detach().to(torch::kFloat32).contiguous();
+  return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+}
+
+// Queries at past + i, keys at j: distances run both ways.
+constexpr int kPast = 5, kQ = 6, kK = 11;
+torch::Tensor q_positions() { return (torch::arange(kQ, torch::kInt64) + kPast).view({1, kQ}); }
+torch::Tensor k_positions() { return torch::arange(kK, torch::kInt64).view({1, kK}); }
+
+TEST(TorchAgainstCore, AlibiCausalAndSymmetric) {
+  for (bool symmetric : {false, true}) {
+    const int heads = 6;  // not a power of two: the interleaved slope rule
+    ALiBiBias alibi(heads, symmetric);
+    const auto bias = values(alibi->forward(q_positions(), k_positions()));  // [1, H, Q, K]
+    const auto slopes = alibi_slopes(heads);
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < kQ; ++i) {
+        std::vector<float> row(kK, 0.0f);
+        alibi_add_bias_row(slopes[h], kPast + i, 0, kK, symmetric ? AlibiMode::kSymmetric : AlibiMode::kCausal, row.data());
+        for (int j = 0; j < kK; ++j)
+          ASSERT_NEAR(bias[(h * kQ + i) * kK + j], row[j], 1e-5) << "symmetric " << symmetric << " h " << h << " i " << i << " j " << j;
+      }
+  }
+}
+
+TEST(TorchAgainstCore, T5BidirectionalAndCausal) {
+  for (bool bidirectional : {true, false}) {
+    const int heads = 3;
+    const T5BucketParams params{8, 20, bidirectional};
+    torch::manual_seed(1);
+    T5RelativeBias t5(heads, params);
+    const auto bias = values(t5->forward(q_positions(), k_positions()));
+    const auto expected = t5_compute_bias(values(t5->table), heads, kQ, kK, kPast, params);
+    ASSERT_EQ(bias.size(), expected.size());
+    for (std::size_t n = 0; n < bias.size(); ++n) ASSERT_EQ(bias[n], expected[n]) << "bidirectional " << bidirectional << " at " << n;
+  }
+}
+
+TEST(TorchAgainstCore, TransformerXlScoresWithMemory) {
+  const int d_model = 16, heads = 2, dh = 8, mlen = kPast, qlen = kQ, klen = mlen + qlen;
+  torch::manual_seed(2);
+  XLRelativePosition xl(d_model, heads, dh);
+  {
+    torch::NoGradGuard no_grad;
+    xl->u.normal_();
+    xl->v.normal_();
+  }
+  const torch::Tensor q = torch::randn({1, heads, qlen, dh}), k = torch::randn({1, heads, klen, dh});
+  const torch::Tensor qpos = (torch::arange(qlen, torch::kInt64) + mlen).view({1, qlen});
+  const torch::Tensor kpos = torch::arange(klen, torch::kInt64).view({1, klen});
+  const torch::Tensor ac = torch::matmul(q + xl->u.view({1, heads, 1, dh}), k.transpose(-1, -2));
+  const auto scores = values((ac + xl->position_scores(q, qpos, kpos)) / std::sqrt(static_cast<double>(dh)));
+  // The core's inputs: r rows for distances klen-1 .. 0, projected; per head.
+  const auto sinusoid = xl_relative_sinusoid(d_model, klen);
+  const torch::Tensor r = xl->r_net->forward(torch::from_blob(const_cast<float*>(sinusoid.data()), {klen, d_model}))
+                              .view({klen, heads, dh});
+  for (int h = 0; h < heads; ++h) {
+    const auto qh = values(q[0][h]), kh = values(k[0][h]), rh = values(r.select(1, h)), uh = values(xl->u[h]), vh = values(xl->v[h]);
+    const auto expected = xl_scores({qh.data(), kh.data(), rh.data(), uh.data(), vh.data(), qlen, mlen, dh});
+    for (int i = 0; i < qlen; ++i)
+      for (int j = 0; j <= i + mlen; ++j)
+        ASSERT_NEAR(scores[(h * qlen + i) * klen + j], expected[i * klen + j], 1e-4) << "h " << h << " i " << i << " j " << j;
+  }
+}
+
+TEST(TorchAgainstCore, TransformerXlBidirectionalTellsFutureDistancesApart) {
+  torch::manual_seed(3);
+  for (bool bidirectional : {false, true}) {
+    XLRelativePosition xl(16, 2, 8, 0, bidirectional);
+    {
+      torch::NoGradGuard no_grad;
+      xl->v.normal_();
+    }
+    const torch::Tensor q = torch::randn({1, 2, 1, 8});
+    const auto s = values(xl->position_scores(q, torch::tensor({{0}}, torch::kInt64), torch::tensor({{1, 2}}, torch::kInt64)));
+    if (bidirectional)
+      EXPECT_GT(std::abs(s[0] - s[1]), 1e-4) << "keys 1 and 2 ahead must differ";
+    else
+      EXPECT_EQ(s[0], s[1]) << "causal: future keys (masked) share distance 0";
+  }
+}
+
+TEST(TorchAgainstCore, DebertaDisentangledScores) {
+  const int d_model = 16, heads = 2, dh = 8;
+  const DebertaRelativeParams params{8, 32};
+  torch::manual_seed(4);
+  DebertaRelative deberta(d_model, heads, dh, params.position_buckets, params.max_relative_positions);
+  // Long enough that some distances fall in the log buckets (|d| > 4).
+  const torch::Tensor qpos = (torch::arange(kQ, torch::kInt64) + 12).view({1, kQ});
+  const torch::Tensor kpos = torch::arange(20, torch::kInt64).view({1, 20});
+  const torch::Tensor q = torch::randn({1, heads, kQ, dh}), k = torch::randn({1, heads, 20, dh});
+  const auto scores = values((torch::matmul(q, k.transpose(-1, -2)) + deberta->forward(q, k, qpos, kpos)) / std::sqrt(3.0 * dh));
+  const torch::Tensor kr = deberta->pos_key->forward(deberta->rel_embeddings).view({-1, heads, dh});
+  const torch::Tensor qr = deberta->pos_query->forward(deberta->rel_embeddings).view({-1, heads, dh});
+  for (int h = 0; h < heads; ++h) {
+    const auto qh = values(q[0][h]), kh = values(k[0][h]), krh = values(kr.select(1, h)), qrh = values(qr.select(1, h));
+    // The core indexes queries and keys from 0; shift the keys so query i sits at 12 + i.
+    std::vector<float> expected_rows;
+    for (int i = 0; i < kQ; ++i) {
+      // One query at a time, with the keys: query i at relative offset 12 + i from key 0.
+      std::vector<float> qi(qh.begin() + i * dh, qh.begin() + (i + 1) * dh);
+      std::vector<float> padded_q(static_cast<std::size_t>(12 + i + 1) * dh, 0.0f);
+      std::copy(qi.begin(), qi.end(), padded_q.end() - dh);
+      const auto all = deberta_scores({padded_q.data(), kh.data(), krh.data(), qrh.data(), 12 + i + 1, 20, dh}, params);
+      for (int j = 0; j < 20; ++j)
+        ASSERT_NEAR(scores[(h * kQ + i) * 20 + j], all[static_cast<std::size_t>(12 + i) * 20 + j], 1e-5) << "h " << h << " i " << i << " j " << j;
+    }
+  }
+}
+
+// ---- Transformer-XL segment recurrence ---------------------------------------------------
+
+ModelConfig xl_model(int layers, int mem_len) {
+  ModelConfig c;
+  c.vocab_size = 30;
+  c.d_model = 32;
+  c.n_layers = layers;
+  c.n_heads = 4;
+  c.scheme = Scheme::kXl;
+  c.xl_mem_len = mem_len;
+  return c;
+}
+
+TEST(TorchXlMemory, TwoSegmentsEqualOneFullForward) {
+  torch::manual_seed(5);
+  TransformerLM model(xl_model(2, 8));
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor tokens = torch::randint(0, 30, {2, 16}, torch::kInt64);
+  const torch::Tensor full = model->forward(tokens);
+  XLMemory memory;
+  const torch::Tensor first = model->forward_segment(tokens.narrow(1, 0, 8), memory);
+  EXPECT_EQ(memory.length(), 8);
+  const torch::Tensor second = model->forward_segment(tokens.narrow(1, 8, 8), memory);
+  EXPECT_LE((first - full.narrow(1, 0, 8)).abs().max().item<double>(), 1e-5);
+  EXPECT_LE((second - full.narrow(1, 8, 8)).abs().max().item<double>(), 1e-5);
+}
+
+TEST(TorchXlMemory, MemoryCarriesNoGradient) {
+  torch::manual_seed(6);
+  TransformerLM model(xl_model(2, 8));
+  XLMemory memory;
+  model->forward_segment(torch::randint(0, 30, {1, 8}, torch::kInt64), memory);
+  ASSERT_EQ(memory.layers.size(), 2u);
+  for (const auto& m : memory.layers) EXPECT_FALSE(m.requires_grad());
+  const torch::Tensor out = model->forward_segment(torch::randint(0, 30, {1, 8}, torch::kInt64), memory);
+  EXPECT_TRUE(out.requires_grad());
+}
+
+// Logits of segment `target` after changing token 0 of segment 0 (segments of 8, memory 8):
+// whether the change reaches it.
+bool reaches(int layers, int target) {
+  torch::manual_seed(7);
+  TransformerLM model(xl_model(layers, 8));
+  model->eval();
+  torch::NoGradGuard no_grad;
+  torch::Tensor tokens = torch::randint(1, 30, {1, 8 * (target + 1)}, torch::kInt64);
+  torch::Tensor changed = tokens.clone();
+  changed[0][0] = 0;
+  XLMemory a, b;
+  torch::Tensor la, lb;
+  for (int s = 0; s <= target; ++s) {
+    la = model->forward_segment(tokens.narrow(1, 8 * s, 8), a);
+    lb = model->forward_segment(changed.narrow(1, 8 * s, 8), b);
+  }
+  return !torch::equal(la, lb);
+}
+
+TEST(TorchXlMemory, ReachGrowsWithDepthTimesMemory) {
+  EXPECT_TRUE(reaches(1, 1));   // one layer sees the previous segment
+  EXPECT_FALSE(reaches(1, 2));  // ... and no further
+  EXPECT_TRUE(reaches(2, 2));   // two layers: two segments back
+  EXPECT_FALSE(reaches(2, 3));
+  EXPECT_TRUE(reaches(3, 3));
+}
+
+TEST(TorchXlMemory, OnlyForXlWithMemory) {
+  ModelConfig c = xl_model(1, 8);
+  c.scheme = Scheme::kRope;
+  EXPECT_THROW(TransformerLM{c}, Error);
+  TransformerLM model(xl_model(1, 0));
+  XLMemory memory;
+  EXPECT_THROW(model->forward_segment(torch::zeros({1, 4}, torch::kInt64), memory), Error);
+}
+
+}  // namespace
+}  // namespace posenc::torch_layer

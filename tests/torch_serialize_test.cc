@@ -1,0 +1,250 @@
+// Saved models: the whole ModelConfig survives save and load (every RopeParams field, T5's
+// direction, XL memory), logits are bit-identical after load, and a file that names something
+// unknown is an error, never a silent default.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "posenc/error.h"
+#include "posenc/rope_params_json.h"
+#include "posenc_torch/model.h"
+
+namespace posenc::torch_layer {
+namespace {
+
+// A new field changes these sizes: serialise it (rope_params_json.cc, model_config.cc) and
+// compare it below, then update the size.
+static_assert(sizeof(RopeParams) == 280, "RopeParams changed: serialise and compare the new field");
+static_assert(sizeof(ModelConfig) == 360, "ModelConfig changed: serialise and compare the new field");
+
+void expect_same(const RopeParams& a, const RopeParams& b) {
+  EXPECT_EQ(a.type, b.type);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.partial_rotary_factor, b.partial_rotary_factor);
+  EXPECT_EQ(a.rotary_dim, b.rotary_dim);
+  EXPECT_EQ(a.theta, b.theta);
+  EXPECT_EQ(a.factor, b.factor);
+  EXPECT_EQ(a.max_position_embeddings, b.max_position_embeddings);
+  EXPECT_EQ(a.original_max_position_embeddings, b.original_max_position_embeddings);
+  EXPECT_EQ(a.attention_factor, b.attention_factor);
+  EXPECT_EQ(a.beta_fast, b.beta_fast);
+  EXPECT_EQ(a.beta_slow, b.beta_slow);
+  EXPECT_EQ(a.mscale, b.mscale);
+  EXPECT_EQ(a.mscale_all_dim, b.mscale_all_dim);
+  EXPECT_EQ(a.truncate, b.truncate);
+  EXPECT_EQ(a.low_freq_factor, b.low_freq_factor);
+  EXPECT_EQ(a.high_freq_factor, b.high_freq_factor);
+  EXPECT_EQ(a.short_factor, b.short_factor);
+  EXPECT_EQ(a.long_factor, b.long_factor);
+  EXPECT_EQ(a.mrope_section, b.mrope_section);
+  EXPECT_EQ(a.mrope_interleaved, b.mrope_interleaved);
+  EXPECT_EQ(a.llama_4_scaling_beta, b.llama_4_scaling_beta);
+}
+
+void expect_same(const ModelConfig& a, const ModelConfig& b) {
+  EXPECT_EQ(a.vocab_size, b.vocab_size);
+  EXPECT_EQ(a.d_model, b.d_model);
+  EXPECT_EQ(a.n_layers, b.n_layers);
+  EXPECT_EQ(a.n_heads, b.n_heads);
+  EXPECT_EQ(a.n_kv_heads, b.n_kv_heads);
+  EXPECT_EQ(a.d_ff, b.d_ff);
+  EXPECT_EQ(a.dropout, b.dropout);
+  EXPECT_EQ(a.causal, b.causal);
+  EXPECT_EQ(a.embed_scale, b.embed_scale);
+  EXPECT_EQ(a.scheme, b.scheme);
+  EXPECT_EQ(a.fusion, b.fusion);
+  EXPECT_EQ(a.pe_dim, b.pe_dim);
+  expect_same(a.rope, b.rope);
+  EXPECT_EQ(a.learned_positions, b.learned_positions);
+  EXPECT_EQ(a.t5.num_buckets, b.t5.num_buckets);
+  EXPECT_EQ(a.t5.max_distance, b.t5.max_distance);
+  EXPECT_EQ(a.t5.bidirectional, b.t5.bidirectional);
+  EXPECT_EQ(a.deberta_buckets, b.deberta_buckets);
+  EXPECT_EQ(a.deberta_max_relative, b.deberta_max_relative);
+  EXPECT_EQ(a.xl_clamp_len, b.xl_clamp_len);
+  EXPECT_EQ(a.xl_mem_len, b.xl_mem_len);
+}
+
+ModelConfig small(Scheme scheme) {
+  ModelConfig c;
+  c.vocab_size = 40;
+  c.d_model = 32;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.d_ff = 48;
+  c.scheme = scheme;
+  c.learned_positions = 64;
+  c.deberta_buckets = 8;
+  c.deberta_max_relative = 32;
+  return c;
+}
+
+// Every rope type, each with the fields it reads set away from their defaults (head_dim 8:
+// 4 frequencies).
+std::vector<std::pair<std::string, RopeParams>> rope_cases() {
+  std::vector<std::pair<std::string, RopeParams>> out;
+  RopeParams p;
+  p.theta = 5000.25;
+  out.push_back({"default", p});
+  p.type = RopeType::kLinear;
+  p.factor = 3.5;
+  out.push_back({"linear", p});
+  p.type = RopeType::kNtk;
+  out.push_back({"ntk", p});
+  p.type = RopeType::kDynamic;
+  p.max_position_embeddings = 16;
+  out.push_back({"dynamic", p});
+  RopeParams yarn;
+  yarn.type = RopeType::kYarn;
+  yarn.factor = 4.0;
+  yarn.original_max_position_embeddings = 16;
+  yarn.beta_fast = 16.0;
+  yarn.beta_slow = 2.0;
+  yarn.mscale = 0.707;
+  yarn.mscale_all_dim = 0.5;
+  yarn.truncate = false;
+  out.push_back({"yarn", yarn});
+  yarn.attention_factor = 1.3;
+  out.push_back({"yarn-attention-factor", yarn});
+  RopeParams parts = yarn;
+  parts.type = RopeType::kNtkByParts;
+  parts.attention_factor.reset();
+  parts.mscale.reset();
+  parts.mscale_all_dim.reset();
+  out.push_back({"ntk_by_parts", parts});
+  RopeParams llama3;
+  llama3.type = RopeType::kLlama3;
+  llama3.theta = 500000;
+  llama3.factor = 8.0;
+  llama3.low_freq_factor = 1.0;
+  llama3.high_freq_factor = 4.0;
+  llama3.original_max_position_embeddings = 16;
+  out.push_back({"llama3", llama3});
+  RopeParams longrope;
+  longrope.type = RopeType::kLongRope;
+  longrope.max_position_embeddings = 64;
+  longrope.original_max_position_embeddings = 16;
+  longrope.short_factor = {1.0, 1.25, 1.5, 1.75};
+  longrope.long_factor = {1.0, 2.0, 4.0, 8.0};
+  out.push_back({"longrope", longrope});
+  RopeParams partial;
+  partial.partial_rotary_factor = 0.5;
+  partial.llama_4_scaling_beta = 0.1;
+  out.push_back({"partial", partial});
+  RopeParams proportional;
+  proportional.type = RopeType::kProportional;
+  proportional.partial_rotary_factor = 0.5;
+  proportional.factor = 2.0;
+  out.push_back({"proportional", proportional});
+  return out;
+}
+
+std::vector<std::pair<std::string, ModelConfig>> model_cases() {
+  std::vector<std::pair<std::string, ModelConfig>> out;
+  for (const auto& [name, rope] : rope_cases()) {
+    ModelConfig c = small(Scheme::kRope);
+    c.rope = rope;
+    out.push_back({"rope-" + name, c});
+  }
+  for (Scheme s : {Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kAlibi, Scheme::kT5, Scheme::kXl,
+                   Scheme::kDeberta})
+    out.push_back({scheme_info(s).name, small(s)});
+  ModelConfig t5 = small(Scheme::kT5);  // causal, yet bidirectional buckets: kept as set
+  t5.t5 = {16, 64, true};
+  out.push_back({"t5-causal-bidirectional-buckets", t5});
+  ModelConfig encoder = small(Scheme::kAlibi);
+  encoder.causal = false;
+  encoder.embed_scale = true;
+  out.push_back({"alibi-encoder", encoder});
+  ModelConfig xl = small(Scheme::kXl);
+  xl.xl_mem_len = 12;
+  xl.xl_clamp_len = 20;
+  out.push_back({"xl-memory", xl});
+  for (Fusion f : {Fusion::kConcat, Fusion::kMultiply}) {
+    ModelConfig c = small(Scheme::kSinusoidal);
+    c.fusion = f;
+    c.pe_dim = 8;
+    out.push_back({std::string("sinusoidal-") + to_string(f), c});
+  }
+  return out;
+}
+
+TEST(TorchSerialize, EveryRopeTypeAndSchemeRoundTripsWithBitIdenticalLogits) {
+  for (const auto& [name, config] : model_cases()) {
+    SCOPED_TRACE(name);
+    torch::manual_seed(9);
+    TransformerLM model(config);
+    model->eval();
+    const std::string path = ::testing::TempDir() + "posenc_roundtrip_" + name + ".pt";
+    save_model(model, path);
+    TransformerLM loaded = load_model(path);
+    std::remove(path.c_str());
+    loaded->eval();
+    expect_same(model->config(), loaded->config());
+    torch::NoGradGuard no_grad;
+    const torch::Tensor tokens = torch::randint(0, 40, {2, 24}, torch::kInt64);  // past the dynamic/longrope switch
+    EXPECT_TRUE(torch::equal(model->forward(tokens), loaded->forward(tokens)));
+  }
+}
+
+TEST(TorchSerialize, RopeParamsJsonRoundTripsEveryField) {
+  for (const auto& [name, p] : rope_cases()) {
+    SCOPED_TRACE(name);
+    expect_same(p, rope_params_from_json(rope_params_to_json(p)));
+  }
+}
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+void expect_error(const std::string& text, const std::string& fragment) {
+  try {
+    config_from_json(text);
+    ADD_FAILURE() << "no error for " << text;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(TorchSerialize, UnknownNamesAndKeysAreErrors) {
+  const std::string good = config_to_json(small(Scheme::kSinusoidal));
+  expect_error(replaced(good, "\"fusion\":\"add\"", "\"fusion\":\"addd\""), "unknown fusion 'addd'");
+  expect_error(replaced(good, "\"scheme\":\"sinusoidal\"", "\"scheme\":\"sinusoidall\""), "unknown scheme 'sinusoidall'");
+  expect_error(replaced(good, "\"d_ff\"", "\"d_fff\""), "d_ff");
+  expect_error(replaced(good, "\"beta_fast\"", "\"beta_fastt\""), "rope.beta_fastt");
+  expect_error(replaced(good, "\"type\":\"default\"", "\"type\":\"yarnn\""), "unknown rope type 'yarnn'");
+  expect_error(replaced(good, "\"version\":2", "\"version\":3"), "version 3");
+  expect_error(replaced(good, "\"bidirectional\":false", "\"bidirectional\":0"), "t5.bidirectional");
+}
+
+TEST(TorchSerialize, VersionOneFilesStillLoad) {
+  // What posenc wrote before the version key (a lab model of that time).
+  const std::string v1 =
+      R"({"vocab_size":40,"d_model":32,"n_layers":2,"n_heads":4,"n_kv_heads":0,"d_ff":0,"dropout":0.0,)"
+      R"("causal":true,"embed_scale":false,"scheme":"rope","fusion":"add","pe_dim":0,"learned_positions":1024,)"
+      R"("rope_type":"linear","rope_theta":10000.0,"rope_factor":4.0,"t5_num_buckets":32,"t5_max_distance":128,)"
+      R"("deberta_buckets":64,"deberta_max_relative":256,"xl_clamp_len":0})";
+  const ModelConfig c = config_from_json(v1);
+  EXPECT_EQ(c.rope.type, RopeType::kLinear);
+  EXPECT_EQ(c.rope.factor, 4.0);
+  EXPECT_FALSE(c.t5.bidirectional);
+  expect_error(replaced(v1, "\"fusion\":\"add\"", "\"fusion\":\"sum\""), "unknown fusion 'sum'");
+}
+
+TEST(TorchSerialize, MropeIsRejectedByTheTextModel) {
+  try {
+    TransformerLM model(small(Scheme::kMrope));
+    ADD_FAILURE() << "a text model accepted mrope";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(T, H, W)"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace posenc::torch_layer

@@ -1,0 +1,66 @@
+// ModelConfig: everything that determines a TransformerLM's architecture and positional scheme,
+// and its JSON form (saved with the weights by save_model, written beside the lab's results).
+// No libtorch here: tools read and write configs without the slow headers.
+//
+// The JSON form (version 2) is the whole config, every RopeParams field included:
+//   {"format": "posenc-model-config", "version": 2, "vocab_size": 128, ..., "scheme": "rope",
+//    "fusion": "add", "rope": {...rope_params_json.h...},
+//    "t5": {"num_buckets": 32, "max_distance": 128, "bidirectional": false}, ...}
+// Reading is strict: an unknown key, scheme or fusion name is an error, never a default.
+// Version 1 files (posenc before the version key: five rope fields, T5 direction implied by
+// causal) still load.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "posenc/rope_params.h"
+#include "posenc/schemes.h"
+#include "posenc/t5_bias.h"
+
+namespace posenc::torch_layer {
+
+// How an absolute encoding meets the token embedding (none for relative and rotary schemes).
+enum class Fusion {
+  kAdd,       // x + PE (Vaswani; the norm)
+  kConcat,    // [x_tokens (d_model - pe_dim) | PE (pe_dim)]
+  kMultiply,  // x * (1 + PE): a position-dependent gain, the identity where PE = 0
+};
+const char* to_string(Fusion f);
+std::optional<Fusion> fusion_from_name(std::string_view name);
+
+struct ModelConfig {
+  int vocab_size = 128;
+  int d_model = 128;
+  int n_layers = 3;
+  int n_heads = 4;
+  int n_kv_heads = 0;  // 0: n_heads (multi-head); fewer: grouped-query attention
+  int d_ff = 0;        // 0: 4 d_model
+  double dropout = 0.0;
+  bool causal = true;
+  bool embed_scale = false;  // multiply token embeddings by sqrt(d_model) (Vaswani)
+  Scheme scheme = Scheme::kRope;
+  Fusion fusion = Fusion::kAdd;
+  int pe_dim = 0;  // concat: width of the positional part (0: d_model / 4)
+  RopeParams rope;  // type, theta, scaling; head_dim is set from d_model / n_heads
+  int learned_positions = 1024;
+  T5BucketParams t5{32, 128, false};
+  int deberta_buckets = 64, deberta_max_relative = 256;
+  int xl_clamp_len = 0;
+  // Transformer-XL segment recurrence: each layer also attends to the last xl_mem_len hidden
+  // states it saw in earlier segments (gradients stopped). 0: no memory.
+  int xl_mem_len = 0;
+
+  int head_dim() const { return d_model / n_heads; }
+  int kv_heads() const { return n_kv_heads > 0 ? n_kv_heads : n_heads; }
+  void validate() const;  // throws posenc::Error
+};
+
+inline constexpr int kModelConfigVersion = 2;
+
+std::string config_to_json(const ModelConfig& config);
+// Throws posenc::Error naming the key for anything unknown, mistyped or missing.
+ModelConfig config_from_json(const std::string& text);
+
+}  // namespace posenc::torch_layer
