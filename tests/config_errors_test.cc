@@ -1,6 +1,7 @@
 // Strict validation: every bad input is an Error whose message names the key and the value.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <initializer_list>
 
 #include "posenc/error.h"
@@ -17,15 +18,21 @@ std::string llama_with(const std::string& rope_scaling, const std::string& extra
          extra + R"("rope_scaling": )" + rope_scaling + "}";
 }
 
-void expect_error(const std::string& json, std::initializer_list<const char*> mentions,
-                  ConfigOptions options = {}) {
+// f() must throw posenc::Error whose message holds every one of mentions.
+template <typename F>
+void expect_error_from(F f, std::initializer_list<const char*> mentions, const std::string& what) {
   try {
-    parse_hf_config(json, options);
-    ADD_FAILURE() << "accepted: " << json;
+    f();
+    ADD_FAILURE() << "accepted: " << what;
   } catch (const Error& e) {
     const std::string msg = e.what();
     for (const char* m : mentions) EXPECT_NE(msg.find(m), std::string::npos) << "'" << m << "' not in: " << msg;
   }
+}
+
+void expect_error(const std::string& json, std::initializer_list<const char*> mentions,
+                  ConfigOptions options = {}) {
+  expect_error_from([&] { parse_hf_config(json, options); }, mentions, json);
 }
 
 TEST(ConfigErrors, UnknownKeyInsideRopeDict) {
@@ -84,13 +91,77 @@ TEST(ConfigErrors, FactorListsOfTheWrongLength) {
   expect_error(llama_with(R"({"type": "longrope", "short_factor": [1, 1]})"), {"long_factor"});
 }
 
-TEST(ConfigErrors, EqualLlama3Bands) {
-  expect_error(llama_with(R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 2, "high_freq_factor": 2,
-                              "original_max_position_embeddings": 8192})"),
-               {"low_freq_factor", "high_freq_factor", "2"});
+TEST(ConfigErrors, Llama3NeedsBothBands) {
   expect_error(llama_with(R"({"rope_type": "llama3", "factor": 8, "high_freq_factor": 4,
                               "original_max_position_embeddings": 8192})"),
                {"low_freq_factor"});
+  expect_error(llama_with(R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 0, "high_freq_factor": 4,
+                              "original_max_position_embeddings": 8192})"),
+               {"low_freq_factor", "0"});
+}
+
+// HF computes llama3 with low_freq_factor >= high_freq_factor (and Llama-4-Scout ships 1 and 1):
+// the smooth band is empty, nothing divides by zero. Accepted; equal bands get a note, inverted
+// ones a warning.
+TEST(ConfigAccepts, Llama3EqualOrInvertedBandsAsHfComputes) {
+  const ModelRope equal = parse_hf_config(llama_with(R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 2,
+      "high_freq_factor": 2, "original_max_position_embeddings": 8192})"));
+  EXPECT_TRUE(equal.warnings.empty());
+  ASSERT_FALSE(equal.notes.empty());
+  EXPECT_NE(equal.notes.back().find("no smooth band"), std::string::npos) << equal.notes.back();
+  const RopeSchedule s = compute_schedule(equal.select().params);
+  for (float f : s.inv_freq) EXPECT_TRUE(std::isfinite(f));
+  const ModelRope inverted = parse_hf_config(llama_with(R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 4,
+      "high_freq_factor": 1, "original_max_position_embeddings": 8192})"));
+  ASSERT_EQ(inverted.warnings.size(), 1u);
+  EXPECT_NE(inverted.warnings[0].find("inverted"), std::string::npos) << inverted.warnings[0];
+}
+
+// A wavelength exactly on the edge of an empty band is HF's 0/0: refused as non-finite.
+TEST(ConfigErrors, Llama3EmptyBandEdgeHitExactlyIsNotFinite) {
+  RopeParams p;
+  p.type = RopeType::kLlama3;
+  p.head_dim = 8;
+  p.theta = 10000;
+  p.factor = 8;
+  p.original_max_position_embeddings = 8192;
+  // inv_freq[0] = 1, wavelength 2 pi; orig / low_freq_factor is exactly 2 pi in double.
+  p.low_freq_factor = p.high_freq_factor = 8192 / (2 * 3.14159265358979323846);
+  expect_error_from([&] { compute_schedule(p); }, {"inv_freq[0]", "band edge"}, "a NaN frequency");
+  p.original_max_position_embeddings = 8191;  // off the edge: finite, accepted
+  EXPECT_NO_THROW(compute_schedule(p));
+}
+
+TEST(ConfigWarnings, YarnInvertedCorrectionRange) {
+  const ModelRope m = parse_hf_config(llama_with(R"({"rope_type": "yarn", "factor": 4, "beta_fast": 1, "beta_slow": 32,
+      "original_max_position_embeddings": 8192})"));
+  ASSERT_EQ(m.warnings.size(), 1u);
+  EXPECT_NE(m.warnings[0].find("beta_fast 1 < beta_slow 32"), std::string::npos) << m.warnings[0];
+  EXPECT_NO_THROW(compute_schedule(m.select().params));
+}
+
+// YaRN divides by ln(theta): only theta == 1 is undefined (HF: ZeroDivisionError).
+TEST(ConfigErrors, YarnThetaOfOne) {
+  expect_error(llama_with(R"({"rope_type": "yarn", "factor": 4, "rope_theta": 1, "original_max_position_embeddings": 8192})"),
+               {"rope_theta", "!= 1"});
+  EXPECT_NO_THROW(parse_hf_config(
+      llama_with(R"({"rope_type": "yarn", "factor": 4, "rope_theta": 0.5, "original_max_position_embeddings": 8192})")));
+}
+
+TEST(ConfigErrors, NestingAndSizeAreBounded) {
+  const std::string deep = R"({"head_dim": 64, "rope_theta": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  expect_error(deep, {"nest deeper than 64"});
+  // Inside the limit: the bad value's echo is bounded in depth and length.
+  const std::string nested = R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": 2, "bogus": )" +
+                             std::string(60, '[') + std::string(60, ']') + "}}";
+  expect_error(nested, {"bogus", "array [[[[...]]]]"});
+  try {
+    parse_hf_config(nested);
+  } catch (const Error& e) {
+    EXPECT_LT(std::string(e.what()).find("known keys"), 200u) << "the echo is short: " << e.what();
+  }
+  // Brackets inside strings are not nesting.
+  EXPECT_NO_THROW(parse_hf_config(R"({"head_dim": 64, "name": ")" + std::string(1000, '[') + R"("})"));
 }
 
 TEST(ConfigErrors, AbsurdSizes) {

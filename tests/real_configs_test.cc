@@ -180,5 +180,38 @@ TEST(RealConfigs, HfCompatibleIgnoresWhatHfIgnores) {
   EXPECT_TRUE(mentioned);
 }
 
+// Llama-4-Scout's published config (examples/configs/llama4-scout-10m.json): llama3 scaling with
+// equal bands, low_freq_factor == high_freq_factor == 1, nested in text_config. HF accepts it
+// (the smooth band is empty); the schedule is recomputed here from the formula, in double.
+TEST(RealConfigs, Llama4ScoutEqualBandsAsHfComputes) {
+  const ModelRope model = load_hf_config(std::string(POSENC_EXAMPLES_DIR) + "/configs/llama4-scout-10m.json");
+  EXPECT_EQ(model.model_type, "llama4");
+  EXPECT_TRUE(model.warnings.empty());
+  const RopeParams& p = model.select().params;
+  EXPECT_EQ(p.type, RopeType::kLlama3);
+  EXPECT_EQ(p.head_dim, 128);
+  EXPECT_EQ(p.max_position_embeddings, 10485760);
+  const RopeSchedule s = compute_schedule(p);
+  ASSERT_EQ(s.inv_freq.size(), 64u);
+  const double kPi = 3.14159265358979323846, orig = 8192, factor = 8;
+  int divided = 0;
+  for (int i = 0; i < 64; ++i) {
+    const double base = 1 / std::pow(500000.0, 2.0 * i / 128);
+    const double wavelength = 2 * kPi / base;
+    // low == high: one edge at orig / 1 = 8192; longer wavelengths are divided by factor.
+    const double want = wavelength > orig / 1.0 ? base / factor : base;
+    divided += wavelength > orig;
+    EXPECT_NEAR(s.inv_freq[static_cast<std::size_t>(i)], want, 4e-7 * want) << i;
+  }
+  EXPECT_EQ(divided, 29);
+  bool noted = false, nope = false;
+  for (const auto& n : model.notes) {
+    noted = noted || n.find("no smooth band") != std::string::npos;
+    nope = nope || n.find("36 of 48 layers use RoPE") != std::string::npos;
+  }
+  EXPECT_TRUE(noted);
+  EXPECT_TRUE(nope) << "Llama 4's NoPE layers (every 4th) are mentioned";
+}
+
 }  // namespace
 }  // namespace posenc

@@ -1,10 +1,9 @@
 #include "posenc/hf_config.h"
 
 #include <algorithm>
-#include <fstream>
 #include <set>
-#include <sstream>
 
+#include "config_text.h"
 #include "json_fields.h"
 #include "posenc/error.h"
 
@@ -337,7 +336,29 @@ struct Parser {
     return layer;
   }
 
+  // Llama 4 (model-semantics.md): no_rope_layers[i] == 1 means layer i rotates; absent, every
+  // no_rope_layer_interval-th layer (default 4) is NoPE. The schedule itself is the same for
+  // every rotating layer, so this is a note, not a layer type.
+  void note_llama4_layers() {
+    if (!is("llama4") && !is("llama4_text")) return;
+    std::int64_t rotating = 0, layers = 0;
+    if (model.contains("no_rope_layers") && model["no_rope_layers"].is_array() && !model["no_rope_layers"].empty()) {
+      for (std::int64_t v : jf::integer_list(model, "no_rope_layers", where()).value_or(std::vector<std::int64_t>{})) {
+        ++layers;
+        rotating += v != 0;
+      }
+    } else {
+      const auto interval = jf::integer(model, "no_rope_layer_interval", where()).value_or(4);
+      layers = std::min<std::int64_t>(jf::integer(model, "num_hidden_layers", where()).value_or(48), 1 << 20);
+      for (std::int64_t i = 0; i < layers; ++i) rotating += interval <= 0 || (i + 1) % interval != 0;
+    }
+    out.notes.push_back("Llama 4: " + std::to_string(rotating) + " of " + std::to_string(layers) +
+                        " layers use RoPE (no_rope_layers), the others no positional encoding (NoPE, global "
+                        "attention); RoPE pairs are interleaved (2i, 2i+1), as complex numbers");
+  }
+
   void run() {
+    note_llama4_layers();
     RopeParams base = base_params();
     const std::string w = where();
     const json* params_v5 = jf::object(model, "rope_parameters", w);
@@ -368,14 +389,18 @@ struct Parser {
     }
     for (const auto& layer : out.layers) {
       if (!layer.has_rope) continue;
+      std::string scope = dict ? dict_where : (w.empty() ? "config" : w);
+      if (per_layer) scope += "." + layer.layer_type;
+      else if (!layer.layer_type.empty()) scope += " (" + layer.layer_type + " layers)";
       try {
         validate(layer.params);
       } catch (const Error& e) {
-        std::string scope = dict ? dict_where : (w.empty() ? "config" : w);
-        if (per_layer) scope += "." + layer.layer_type;
-        else if (!layer.layer_type.empty()) scope += " (" + layer.layer_type + " layers)";
         throw Error(scope + ": " + e.what());
       }
+      std::vector<std::string> warnings, notes;
+      advise(layer.params, warnings, notes);
+      for (const auto& m : warnings) out.warnings.push_back(scope + ": " + m);
+      for (const auto& m : notes) out.notes.push_back(scope + ": " + m);
     }
   }
 };
@@ -401,6 +426,7 @@ const LayerRope& ModelRope::select(const std::string& layer_type) const {
 }
 
 ModelRope parse_hf_config(const std::string& json_text, const ConfigOptions& options) {
+  config_text::check_nesting(json_text);
   json top;
   try {
     top = json::parse(json_text);
@@ -426,12 +452,9 @@ ModelRope parse_hf_config(const std::string& json_text, const ConfigOptions& opt
 }
 
 ModelRope load_hf_config(const std::string& path, const ConfigOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open config file '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text = config_text::read_config_file(path);
   try {
-    return parse_hf_config(text.str(), options);
+    return parse_hf_config(text, options);
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }

@@ -37,9 +37,42 @@ std::optional<std::int64_t> as_integer(const json& v) {
 
 }  // namespace
 
+namespace {
+
+constexpr std::size_t kDescribeChars = 60;  // what an error message echoes of a bad value
+constexpr int kDescribeDepth = 3;           // nesting shown before "..."
+
+// A compact, bounded rendering: stops at kDescribeChars and at kDescribeDepth levels, so a bad
+// value of any size or depth costs a few dozen characters (json::dump() would render it all,
+// recursing once per level).
+void render(const json& v, int depth, std::string& out) {
+  if (out.size() > kDescribeChars) return;
+  if (!v.is_array() && !v.is_object()) {
+    out += v.dump();
+    return;
+  }
+  const bool array = v.is_array();
+  out += array ? '[' : '{';
+  if (depth >= kDescribeDepth && !v.empty()) {
+    out += "...";
+  } else {
+    bool first = true;
+    for (auto it = v.begin(); it != v.end() && out.size() <= kDescribeChars; ++it) {
+      if (!first) out += ',';
+      first = false;
+      if (!array) out += json(it.key()).dump() + ':';
+      render(it.value(), depth + 1, out);
+    }
+  }
+  out += array ? ']' : '}';
+}
+
+}  // namespace
+
 std::string describe(const json& v) {
-  std::string text = v.dump();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  std::string text;
+  render(v, 0, text);
+  if (text.size() > kDescribeChars) text = text.substr(0, kDescribeChars - 3) + "...";
   switch (v.type()) {
     case json::value_t::null: return "null";
     case json::value_t::boolean: return "boolean " + text;

@@ -7,7 +7,8 @@
 #include <limits>
 #include <random>
 #include <string>
-#include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "posenc/alibi.h"
 #include "posenc/error.h"
@@ -48,21 +49,35 @@ RopeSchedule default_schedule(int dim) {
   return compute_schedule(p);
 }
 
+// Two independent 64-bit hashes of a row's bytes (FNV-1a with two offset bases): a false match
+// between two different rows needs both to collide, ~2^-128 per pair.
+std::pair<std::uint64_t, std::uint64_t> row_hash(const float* row, int dim) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(row);
+  std::uint64_t a = 14695981039346656037ull, b = 0x9e3779b97f4a7c15ull;
+  for (std::size_t i = 0; i < sizeof(float) * static_cast<std::size_t>(dim); ++i) {
+    a = (a ^ bytes[i]) * 1099511628211ull;
+    b = (b ^ bytes[i]) * 0x100000001b3ull + (b >> 29);
+  }
+  return {a, b};
+}
+
 PropertyCheck sinusoidal_bounded_and_unique(const CheckOptions& o, PropertyCheck* unique) {
   const SinusoidalParams p{o.dim, SinusoidalLayout::kInterleaved, SinusoidalFreqs::kVaswani, 10000.0};
   PropertyCheck bounded{"sinusoidal.bounded", "every value of PE(p) lies in [-1, 1], p < " + std::to_string(o.positions), 0, 0};
-  std::unordered_set<std::string> rows;
-  std::int64_t duplicates = 0;
+  // Streamed in chunks; only a 16-byte fingerprint per row is kept (positions x dim floats
+  // would be 320 GB at the limits), then sorted to count repeats.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> rows;
+  rows.reserve(static_cast<std::size_t>(o.positions));
   const std::int64_t chunk = 4096;
   for (std::int64_t start = 0; start < o.positions; start += chunk) {
     const std::int64_t n = std::min(chunk, o.positions - start);
     const auto table = sinusoidal_table_by_rotation(p, start, n);
     for (float v : table) bounded.measured = std::max(bounded.measured, std::fabs(static_cast<double>(v)) - 1.0);
-    for (std::int64_t r = 0; r < n; ++r) {
-      const char* bytes = reinterpret_cast<const char*>(table.data() + r * o.dim);
-      if (!rows.emplace(bytes, bytes + sizeof(float) * static_cast<std::size_t>(o.dim)).second) ++duplicates;
-    }
+    for (std::int64_t r = 0; r < n; ++r) rows.push_back(row_hash(table.data() + r * o.dim, o.dim));
   }
+  std::sort(rows.begin(), rows.end());
+  const auto duplicates = static_cast<std::int64_t>(rows.size()) -
+                          static_cast<std::int64_t>(std::unique(rows.begin(), rows.end()) - rows.begin());
   bounded.measured = std::max(bounded.measured, 0.0);
   *unique = {"sinusoidal.unique", "no two positions < " + std::to_string(o.positions) + " share a float32 row (count of repeats)",
              static_cast<double>(duplicates), 0};
@@ -235,6 +250,10 @@ std::vector<PropertyCheck> run_property_checks(const CheckOptions& o) {
     throw Error("check dim must be even and in [4, 8192], got " + std::to_string(o.dim));
   if (o.positions < 2 || o.positions > 10000000)
     throw Error("check positions must be in [2, 10^7], got " + std::to_string(o.positions));
+  if (o.positions * o.dim > kMaxCheckValues)
+    throw Error("check positions x dim = " + std::to_string(o.positions) + " x " + std::to_string(o.dim) + " = " +
+                std::to_string(o.positions * o.dim) + " values is more than the limit of " + std::to_string(kMaxCheckValues) +
+                " (2^28: a few seconds); lower --positions or --dim");
   std::mt19937_64 rng(o.seed);
   std::vector<PropertyCheck> out;
   PropertyCheck unique;

@@ -29,7 +29,8 @@ HWY_EXPORT(CurrentTarget);
 namespace {
 
 int resolve_threads(int threads) {
-  if (threads < 0) throw Error("threads must be >= 0 (0: all), got " + std::to_string(threads));
+  if (threads < 0 || threads > kMaxThreads)
+    throw Error("threads must be in [0, " + std::to_string(kMaxThreads) + "] (0: all), got " + std::to_string(threads));
   if (threads > 0) return threads;
 #ifdef _OPENMP
   return omp_get_max_threads();

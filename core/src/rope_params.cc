@@ -74,6 +74,25 @@ std::int64_t resolved_original_max(const RopeParams& p) {
   throw Error(type_name(p) + " requires original_max_position_embeddings (or max_position_embeddings)");
 }
 
+void advise(const RopeParams& p, std::vector<std::string>& warnings, std::vector<std::string>& notes) {
+  if (p.type == RopeType::kLlama3 && p.low_freq_factor && p.high_freq_factor) {
+    const double low = *p.low_freq_factor, high = *p.high_freq_factor;
+    if (low == high)
+      notes.push_back("llama3 low_freq_factor == high_freq_factor = " + format_number(low) +
+                      ": no smooth band; wavelengths above original_max_position_embeddings / " + format_number(low) +
+                      " are divided by factor, the rest unchanged (as HF computes)");
+    else if (low > high)
+      warnings.push_back("llama3 low_freq_factor " + format_number(low) + " > high_freq_factor " + format_number(high) +
+                         ": the smooth band is inverted and empty; wavelengths above original_max_position_embeddings / " +
+                         format_number(low) + " are divided by factor, the rest unchanged (HF computes the same and "
+                         "warns; Llama 3 uses low < high)");
+  }
+  if ((p.type == RopeType::kYarn || p.type == RopeType::kNtkByParts) && p.beta_fast < p.beta_slow)
+    warnings.push_back("beta_fast " + format_number(p.beta_fast) + " < beta_slow " + format_number(p.beta_slow) +
+                       ": the YaRN correction range is inverted (its ramp runs backwards); HF computes the same "
+                       "numbers, but YaRN means beta_fast > beta_slow (32 and 1)");
+}
+
 void validate(const RopeParams& p) {
   if (p.head_dim < 1 || p.head_dim > kMaxHeadDim)
     throw Error("head_dim must be in [1, " + std::to_string(kMaxHeadDim) + "], got " +
@@ -102,9 +121,10 @@ void validate(const RopeParams& p) {
                   std::to_string(d));
   }
   require_positive("rope_theta", p.theta);
-  if ((p.type == RopeType::kYarn || p.type == RopeType::kNtkByParts) && !(p.theta > 1))
-    throw Error(type_name(p) + " needs rope_theta > 1 (the correction range divides by ln theta), got " +
-                format_number(p.theta));
+  // HF divides by ln(theta) here (a ZeroDivisionError in Python at exactly 1); theta in (0, 1)
+  // flips the range's sign but stays finite, and HF computes it.
+  if ((p.type == RopeType::kYarn || p.type == RopeType::kNtkByParts) && p.theta == 1)
+    throw Error(type_name(p) + " needs rope_theta != 1 (the correction range divides by ln theta), got 1");
   if (p.factor) require_positive("factor", *p.factor);
   if (needs_factor(p.type) && !p.factor) throw Error(type_name(p) + " requires factor");
   if (p.max_position_embeddings) require_length("max_position_embeddings", *p.max_position_embeddings);
@@ -125,10 +145,10 @@ void validate(const RopeParams& p) {
     if (!p.high_freq_factor) throw Error("rope_type 'llama3' requires high_freq_factor");
     require_positive("low_freq_factor", *p.low_freq_factor);
     require_positive("high_freq_factor", *p.high_freq_factor);
-    if (!(*p.low_freq_factor < *p.high_freq_factor))
-      throw Error("llama3 bands: low_freq_factor (" + format_number(*p.low_freq_factor) +
-                  ") must be < high_freq_factor (" + format_number(*p.high_freq_factor) +
-                  "); equal bands divide by zero in the smooth interpolation");
+    // low_freq_factor >= high_freq_factor is accepted, as HF accepts it (Llama-4-Scout ships
+    // 1 and 1): the smooth band [orig/high, orig/low] is then a single wavelength or empty, so
+    // the division by high - low is never taken -- except by a wavelength exactly on that edge,
+    // which compute_schedule refuses as non-finite. advise() says so.
   }
   if (p.type == RopeType::kLongRope) {
     const int half = p.rotated_dim() / 2;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "posenc/error.h"
 
@@ -168,7 +169,45 @@ void fill_schedule(const RopeParams& p, std::optional<std::int64_t> seq_len, Rop
   s.inv_freq.assign(inv.begin(), inv.end());
 }
 
+// Every frequency finite (HF would compute inf or NaN: float32 overflow of 1/theta^(2i/d) for
+// rope_theta near 0 or of inv_freq/factor for a factor near 0; llama3 with equal bands when a
+// wavelength sits exactly on the band edge, 0/0 in the smooth interpolation).
+void require_finite(const RopeParams& p, const RopeSchedule& s) {
+  for (std::size_t i = 0; i < s.inv_freq.size(); ++i) {
+    if (std::isfinite(s.inv_freq[i])) continue;
+    std::string why = "rope_theta " + format_number(p.theta) +
+                      (p.factor ? " and factor " + format_number(*p.factor) : std::string()) +
+                      " make a frequency overflow float32";
+    if (std::isnan(s.inv_freq[i]) && p.type == RopeType::kLlama3)
+      why = "low_freq_factor == high_freq_factor and this wavelength lies exactly on the band edge: the smooth "
+            "interpolation divides 0 by 0, as in HF";
+    throw Error("inv_freq[" + std::to_string(i) + "] is " + format_number(s.inv_freq[i]) + ", not a finite frequency: " +
+                why + " (" + std::string("rope_type '") + to_string(p.type) + "')");
+  }
+}
+
 }  // namespace
+
+std::int64_t max_accurate_position(const RopeSchedule& s) {
+  double fastest = 0;
+  for (float w : s.inv_freq) fastest = std::max(fastest, static_cast<double>(w));
+  if (!(fastest > 0)) return kMaxPosition;
+  const double limit = std::floor(kMaxRopeAngle / fastest);
+  return limit >= static_cast<double>(kMaxPosition) ? kMaxPosition : static_cast<std::int64_t>(limit);
+}
+
+void check_angle_range(const RopeSchedule& s, std::int64_t max_position) {
+  const std::int64_t limit = max_accurate_position(s);
+  if (max_position <= limit) return;
+  std::size_t fastest = 0;
+  for (std::size_t i = 1; i < s.inv_freq.size(); ++i)
+    if (s.inv_freq[i] > s.inv_freq[fastest]) fastest = i;
+  const double w = s.inv_freq[fastest];
+  throw Error("position " + std::to_string(max_position) + " x inv_freq[" + std::to_string(fastest) + "] = " +
+              format_number(w) + " is an angle of " + format_number(static_cast<double>(max_position) * w) +
+              " radians, beyond the 2^31 whose cos/sin posenc computes accurately; this schedule (rope_theta < 1 or "
+              "a factor < 1 make frequencies above 1) is accurate up to position " + std::to_string(limit));
+}
 
 double yarn_get_mscale(double scale, double mscale) {
   if (scale <= 1) return 1.0;
@@ -202,6 +241,7 @@ RopeSchedule compute_schedule(const RopeParams& params, std::optional<std::int64
   s.base_inv_freq.assign(base.begin(), base.end());
   if (params.type == RopeType::kProportional)
     std::fill(s.base_inv_freq.begin() + s.rotated_dim / 2, s.base_inv_freq.end(), 0.0f);
+  require_finite(params, s);
   return s;
 }
 

@@ -16,6 +16,10 @@ struct PropertyCheck {
   bool pass() const { return measured <= tolerance; }
 };
 
+// positions x dim of the sinusoidal checks at most: their time grows with it (memory does not:
+// the rows are streamed).
+inline constexpr std::int64_t kMaxCheckValues = std::int64_t{1} << 28;
+
 struct CheckOptions {
   int dim = 64;                        // model / head dimension used by the checks
   std::int64_t positions = 100000;     // sinusoidal uniqueness and boundedness range

@@ -67,8 +67,12 @@ class RopeTable {
   mutable std::shared_ptr<const Rows> rows_;
 };
 
+// The most threads any posenc call accepts: far above any machine's cores, far below what makes
+// OpenMP's runtime fail (100 000 threads crash libgomp).
+inline constexpr int kMaxThreads = 1024;
+
 struct RopeKernelOptions {
-  int threads = 0;                  // 0: every hardware thread (OpenMP)
+  int threads = 0;                  // 0: every hardware thread (OpenMP); at most kMaxThreads
   const RopeTable* table = nullptr;  // table mode; nullptr: cos/sin computed on the fly
 };
 

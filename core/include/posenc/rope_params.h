@@ -69,6 +69,11 @@ struct RopeParams {
 // are not errors here (the config layer warns about those).
 void validate(const RopeParams& params);
 
+// What validate() lets through (HF computes it) but a reader should hear about: inverted or
+// empty llama3 bands, an inverted YaRN correction range. Appends to warnings (probably a
+// mistake) and notes (a deliberate but unusual choice).
+void advise(const RopeParams& params, std::vector<std::string>& warnings, std::vector<std::string>& notes);
+
 // The factor in force: explicit, or HF's derivation (yarn, longrope: max_pos / original;
 // proportional: 1). Throws when it is required and absent.
 double resolved_factor(const RopeParams& params);

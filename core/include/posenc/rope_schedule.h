@@ -46,10 +46,26 @@ struct RopeSchedule {
 
 // The schedule at sequence length seq_len (nullopt: as HF's rotary module builds it at init).
 // For dynamic NTK seq_len is max(position_ids)+1; longrope switches to long factors when
-// seq_len > original_max_position_embeddings. Validates params first (throws posenc::Error).
+// seq_len > original_max_position_embeddings. Validates params first (throws posenc::Error),
+// and refuses a schedule with a non-finite frequency (float32 overflow from rope_theta or a
+// factor near 0; llama3's empty-band division): HF would compute inf or NaN there.
 RopeSchedule compute_schedule(const RopeParams& params,
                               std::optional<std::int64_t> seq_len = std::nullopt,
                               Precision precision = Precision::kDouble);
+
+// The largest angle (radians) whose cos/sin posenc computes accurately: rope_sincos's range
+// (rope_apply.h), where the pi/2 reduction is exact. Default RoPE (inv_freq[0] = 1) reaches it
+// only at position 2^31; rope_theta < 1 or a factor < 1 reach it far earlier.
+inline constexpr double kMaxRopeAngle = 2147483648.0;  // 2^31
+
+// The largest position p with p * inv_freq[i] <= kMaxRopeAngle for every frequency (at most
+// kMaxPosition): the positions this schedule's cos/sin are accurate for.
+std::int64_t max_accurate_position(const RopeSchedule& schedule);
+
+// Throws posenc::Error when `max_position` is beyond max_accurate_position(schedule), naming
+// the frequency, the angle and the largest position that works. Callers that evaluate cos/sin
+// (tables, heatmaps, the kernels) call it with the largest position they will use.
+void check_angle_range(const RopeSchedule& schedule, std::int64_t max_position);
 
 // YaRN's attention temperature m(s, k) = 0.1 k ln s + 1 (1 when s <= 1).
 double yarn_get_mscale(double scale, double mscale = 1.0);
