@@ -28,7 +28,8 @@ std::vector<std::string> split(const std::string& text) {
 void add_lab_command(CLI::App& app) {
   struct Args {
     bool quick = false, full = false, json = false;
-    std::string schemes, extensions, eval_lens, out = "out/lab", corpus = lab::kDefaultCorpus;
+    std::optional<std::string> schemes, extensions;
+    std::string eval_lens, out = "out/lab", corpus = lab::kDefaultCorpus;
     std::optional<int> train_len, steps, seed, threads;
   };
   auto a = std::make_shared<Args>();
@@ -43,7 +44,8 @@ void add_lab_command(CLI::App& app) {
   ex->add_option("--eval-lens", a->eval_lens, "evaluation lengths (default 64,128,256,512,1024)");
   ex->add_option("--steps", a->steps, "training steps per model");
   ex->add_option("--seed", a->seed, "seed (--full uses 3 seeds from it)");
-  ex->add_option("--threads", a->threads, "torch threads (default 1: measured faster than 2 for these small models)");
+  ex->add_option("--threads", a->threads, "torch threads (default 1: measured faster than 2 for these small models)")
+      ->check(CLI::Range(0, lab::kMaxThreads));
   ex->add_option("--out", a->out, "output directory (checkpoints, results.json/.csv, chart.svg)")->capture_default_str();
   ex->add_option("--corpus", a->corpus, "UTF-8 text (default: the King James Bible made by `make corpus`)")->capture_default_str();
   ex->add_flag("--json", a->json, "one JSON object on stdout");
@@ -62,12 +64,12 @@ void add_lab_command(CLI::App& app) {
     }
     const int seed = a->seed.value_or(0);
     c.seeds = a->full ? std::vector<int>{seed, seed + 1, seed + 2} : std::vector<int>{seed};
-    if (!a->schemes.empty()) c.schemes = split(a->schemes);
-    if (!a->extensions.empty()) c.extensions = split(a->extensions);
+    if (a->schemes) c.schemes = split(*a->schemes);  // given but empty: an error in run_extrapolate
+    if (a->extensions) c.extensions = split(*a->extensions);
     if (a->train_len) c.train_len = *a->train_len;
     if (!a->eval_lens.empty()) {
       c.eval_lens.clear();
-      for (auto v : parse_int_list(a->eval_lens, "--eval-lens", 2, 1 << 20)) c.eval_lens.push_back(static_cast<int>(v));
+      for (auto v : parse_int_list(a->eval_lens, "--eval-lens", 2, lab::kMaxEvalLen)) c.eval_lens.push_back(static_cast<int>(v));
     }
     if (a->steps) c.steps = *a->steps;
     if (a->threads) c.threads = *a->threads;
@@ -85,7 +87,8 @@ void add_lab_command(CLI::App& app) {
 
   struct SortArgs {
     lab::SortConfig config;
-    std::string schemes, test_lens;
+    std::optional<std::string> schemes;
+    std::string test_lens;
     bool json = false;
   };
   auto sa = std::make_shared<SortArgs>();
@@ -95,15 +98,15 @@ void add_lab_command(CLI::App& app) {
   sort->add_option("--test-lens", sa->test_lens, "digits per test sequence (default 16,24,32)");
   sort->add_option("--steps", sa->config.steps, "training steps per scheme")->capture_default_str();
   sort->add_option("--seed", sa->config.seed, "seed")->capture_default_str();
-  sort->add_option("--threads", sa->config.threads, "torch threads (default 1)")->capture_default_str();
+  sort->add_option("--threads", sa->config.threads, "torch threads (default 1)")->capture_default_str()->check(CLI::Range(0, lab::kMaxThreads));
   sort->add_option("--out", sa->config.out_dir, "output directory (models for attention maps, results)")->capture_default_str();
   sort->add_flag("--json", sa->json, "one JSON object on stdout");
   sort->callback([sa] {
     lab::SortConfig c = sa->config;
-    if (!sa->schemes.empty()) c.schemes = split(sa->schemes);
+    if (sa->schemes) c.schemes = split(*sa->schemes);
     if (!sa->test_lens.empty()) {
       c.test_lens.clear();
-      for (auto v : parse_int_list(sa->test_lens, "--test-lens", 1, 4096)) c.test_lens.push_back(static_cast<int>(v));
+      for (auto v : parse_int_list(sa->test_lens, "--test-lens", 1, lab::kMaxSortTestLen)) c.test_lens.push_back(static_cast<int>(v));
     }
     const auto rows = lab::run_sort(c);
     lab::write_file_atomic(c.out_dir + "/results.json", lab::sort_json(rows, c));

@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "posenc/error.h"
 #include "posenc_lab/extrapolate.h"
 #include "posenc_lab/results_io.h"
-#include "posenc_plot/heatmap.h"
 #include "posenc_plot/svg_chart.h"
 
 namespace posenc::lab {
@@ -19,23 +19,28 @@ nlohmann::json row_json(const ResultRow& r) {
           {"tokens_beyond_train", r.tokens_beyond}, {"note", r.note}};
 }
 
-ResultRow row_from_json(const nlohmann::json& j) {
+ResultRow row_from_json(const nlohmann::json& j, const std::string& path) {
   ResultRow r;
-  r.model = j.at("model");
-  r.scheme = j.at("scheme");
-  r.extension = j.at("extension");
-  r.seed = j.at("seed");
-  r.eval_len = j.at("eval_len");
-  r.available = j.at("available");
-  r.bpc = j.at("bpc").is_null() ? std::nan("") : j.at("bpc").get<double>();
-  r.bpc_beyond = j.at("bpc_beyond_train").is_null() ? std::nan("") : j.at("bpc_beyond_train").get<double>();
-  r.tokens = j.at("tokens");
-  r.tokens_beyond = j.at("tokens_beyond_train");
-  r.note = j.at("note");
+  try {
+    r.model = j.at("model");
+    r.scheme = j.at("scheme");
+    r.extension = j.at("extension");
+    r.seed = j.at("seed");
+    r.eval_len = j.at("eval_len");
+    r.available = j.at("available");
+    r.bpc = j.at("bpc").is_null() ? std::nan("") : j.at("bpc").get<double>();
+    r.bpc_beyond = j.at("bpc_beyond_train").is_null() ? std::nan("") : j.at("bpc_beyond_train").get<double>();
+    r.tokens = j.at("tokens");
+    r.tokens_beyond = j.at("tokens_beyond_train");
+    r.note = j.at("note");
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + " is corrupt (a row: " + e.what() + "); delete it to recompute");
+  }
+  if (r.available && !std::isfinite(r.bpc))
+    throw Error(path + " is corrupt (row " + r.model + " " + r.extension + " " + std::to_string(r.eval_len) +
+                " is marked available without a finite bpc); delete it to recompute");
   return r;
 }
-
-void write_file_atomic(const std::string& path, const std::string& text) { plot::write_text(path, text); }
 
 std::string format_table(const ExtrapolateResult& r, const ExtrapolateConfig& c) {
   // mean over seeds (and std when there are several) per (model base name, extension, length)
@@ -56,7 +61,7 @@ std::string format_table(const ExtrapolateResult& r, const ExtrapolateConfig& c)
     std::snprintf(buf, sizeof buf, " %13d", len);
     out << buf;
   }
-  out << "   (bits per character; trained at " << c.train_len << ")\n";
+  out << "   (" << r.unit << "; trained at " << c.train_len << ")\n";
   for (const auto& key : order) {
     std::snprintf(buf, sizeof buf, "%-22s %-20s", key.first.c_str(), key.second.c_str());
     out << buf;
@@ -83,10 +88,11 @@ std::string format_table(const ExtrapolateResult& r, const ExtrapolateConfig& c)
 }
 
 std::string results_json(const ExtrapolateResult& r, const ExtrapolateConfig& c) {
-  nlohmann::json j = {{"results", nlohmann::json::array()}, {"notes", r.notes}, {"complete", r.complete},
+  nlohmann::json j = {{"results", nlohmann::json::array()}, {"notes", r.notes}, {"complete", r.complete}, {"unit", r.unit},
                       {"config", {{"train_len", c.train_len}, {"eval_lens", c.eval_lens}, {"steps", c.steps}, {"batch", c.batch},
                                   {"layers", c.layers}, {"d_model", c.d_model}, {"heads", c.heads}, {"seeds", c.seeds},
-                                  {"corpus", c.corpus}, {"eval_chars", c.eval_chars}}}};
+                                  {"corpus", c.corpus}, {"eval_chars", c.eval_chars}, {"extensions", c.extensions},
+                                  {"incremental_tokens", c.incremental_tokens}, {"pi_finetune_steps", c.pi_finetune_steps}}}};
   for (const auto& row : r.rows) j["results"].push_back(row_json(row));
   return j.dump(1);
 }
@@ -109,13 +115,13 @@ std::string results_svg(const ExtrapolateResult& r, const ExtrapolateConfig& c) 
   std::map<std::string, std::map<int, std::pair<double, int>>> sums;
   std::vector<std::string> order;
   for (const auto& row : r.rows) {
-    if (row.extension == "dynamic-incremental") continue;
+    if (row.extension == "dynamic-incremental" || !row.available || !std::isfinite(row.bpc)) continue;  // the chart gets finite points only
     std::string base = row.model;
     if (c.seeds.size() > 1) base = base.substr(0, base.rfind("-s"));
     const std::string name = row.extension == "none" ? base : base + " + " + row.extension;
     if (!sums.count(name)) order.push_back(name);
     auto& cell = sums[name][row.eval_len];
-    cell.first += row.available ? row.bpc : std::nan("");
+    cell.first += row.bpc;
     cell.second += 1;
   }
   std::vector<plot::Series> series;
@@ -128,9 +134,9 @@ std::string results_svg(const ExtrapolateResult& r, const ExtrapolateConfig& c) 
     series.push_back(s);
   }
   plot::ChartOptions o;
-  o.title = "Train short, test long: bits per character";
+  o.title = "Train short, test long: " + r.unit.substr(0, r.unit.find(" ("));
   o.x_label = "evaluation length (characters, log scale)";
-  o.y_label = "bits per character";
+  o.y_label = r.unit.substr(0, r.unit.find(" ("));
   o.log_x = true;
   o.vlines.push_back({static_cast<double>(c.train_len), "training length"});
   return plot::svg_line_chart(series, o);

@@ -5,14 +5,16 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
+#include "check_range.h"
+#include "checkpoint.h"
 #include "posenc/error.h"
 #include "posenc_lab/extrapolate.h"
 #include "posenc_lab/progress.h"
+#include "posenc_lab/result_cache.h"
 #include "posenc_torch/model.h"
 
 namespace posenc::lab {
@@ -45,73 +47,123 @@ std::vector<long> sort_example(int n, unsigned long long seed) {
   return x;
 }
 
+namespace {
+
+void validate(const SortConfig& c) {
+  check_range("--train-len", c.train_len, 1, kMaxSortTrainLen);
+  check_range("--steps", c.steps, 1, kMaxSteps);
+  check_range("--threads", c.threads, 0, kMaxThreads);
+  check_range("batch", c.batch, 1, 1024);
+  check_range("test_sequences", c.test_sequences, 1, 1024);
+  if (!(c.lr > 0 && c.lr < 1)) throw Error("lr must be in (0, 1), got " + format_number(c.lr));
+  if (c.test_lens.empty()) throw Error("--test-lens is empty: give at least one test length");
+  for (int len : c.test_lens) check_range("--test-lens", len, 1, kMaxSortTestLen);
+  if (c.schemes.empty()) throw Error("--schemes is empty: give at least one scheme");
+  for (const std::string& name : c.schemes) {
+    const auto scheme = scheme_from_name(name);
+    if (!scheme || *scheme == Scheme::kMrope)
+      throw Error("--schemes: '" + name + "' is not a language-model scheme; use: nope, sinusoidal, learned, rope, alibi, t5, xl, deberta");
+  }
+}
+
+CacheKey sort_key(const std::string& name, const SortConfig& c) {
+  return {{{"format", 2}, {"task", "sort"}, {"scheme", name}, {"train_len", c.train_len}, {"steps", c.steps}, {"batch", c.batch},
+           {"lr", c.lr}, {"layers", c.layers}, {"d_model", c.d_model}, {"heads", c.heads}, {"seed", c.seed}},
+          {{"test_lens", c.test_lens}, {"test_sequences", c.test_sequences}}};
+}
+
+SortRow sort_row_from_json(const nlohmann::json& r, const std::string& path) {
+  try {
+    SortRow row{r.at("scheme"), r.at("length"), r.at("available"), r.at("token_accuracy"), r.at("sequence_accuracy")};
+    if (!row.available) row.token_accuracy = row.sequence_accuracy = std::nan("");
+    return row;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + " is corrupt (a row: " + e.what() + "); delete it to recompute");
+  }
+}
+
+torch_layer::TransformerLM train_sort(const std::string& name, Scheme scheme, const SortConfig& c) {
+  torch_layer::ModelConfig mc;
+  mc.vocab_size = kVocab;
+  mc.d_model = c.d_model;
+  mc.n_layers = c.layers;
+  mc.n_heads = c.heads;
+  mc.scheme = scheme;
+  mc.learned_positions = 2 * c.train_len + 1;
+  torch::manual_seed(static_cast<std::uint64_t>(c.seed));
+  torch_layer::TransformerLM model(mc);
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(c.lr).weight_decay(0.01));
+  const int n = c.train_len;
+  Progress progress("sort " + name, c.steps);
+  model->train();
+  for (int step = 0; step < c.steps; ++step) {
+    const torch::Tensor x = batch_of(n, c.batch, static_cast<unsigned long long>(c.seed) * 1000003ull + static_cast<unsigned long long>(step));
+    optimizer.zero_grad();
+    const torch::Tensor logits = model->forward(x.narrow(1, 0, 2 * n));
+    // Loss on the sorted half only: targets x[n+1 .. 2n], predicted from positions n .. 2n-1.
+    const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.narrow(1, n, n).reshape({-1, kVocab}),
+                                                                    x.narrow(1, n + 1, n).reshape({-1}));
+    const double value = loss.item<double>();
+    if (!std::isfinite(value)) throw Error("sort " + name + ": the training loss is not finite at step " + std::to_string(step) + " (diverged)");
+    loss.backward();
+    torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
+    optimizer.step();
+    progress.update(step + 1, value);
+  }
+  progress.finish("trained");
+  return model;
+}
+
+std::vector<SortRow> test_sort(torch_layer::TransformerLM& model, const std::string& name, Scheme scheme, const SortConfig& c) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  std::vector<SortRow> mine;
+  for (int len : c.test_lens) {
+    SortRow r{name, len, true, 0, 0};
+    if (scheme == Scheme::kLearned && 2 * len + 1 > model->config().learned_positions) {
+      r.available = false;
+      r.token_accuracy = r.sequence_accuracy = std::nan("");
+      mine.push_back(r);
+      continue;
+    }
+    const torch::Tensor x = batch_of(len, c.test_sequences, 0xC0FFEEull + static_cast<unsigned long long>(len));
+    const torch::Tensor predicted = model->forward(x.narrow(1, 0, 2 * len)).narrow(1, len, len).argmax(-1);
+    const torch::Tensor correct = predicted.eq(x.narrow(1, len + 1, len));
+    r.token_accuracy = correct.to(torch::kFloat64).mean().item<double>();
+    r.sequence_accuracy = correct.all(1).to(torch::kFloat64).mean().item<double>();
+    mine.push_back(r);
+  }
+  return mine;
+}
+
+}  // namespace
+
 std::vector<SortRow> run_sort(const SortConfig& c) {
-  if (c.train_len < 1 || c.steps < 1 || c.batch < 1 || c.test_lens.empty()) throw Error("sort needs train_len, steps, batch >= 1 and test lengths");
+  validate(c);
   torch::set_num_threads(c.threads > 0 ? c.threads : 1);
   fs::create_directories(c.out_dir);
   std::vector<SortRow> rows;
   for (const std::string& name : c.schemes) {
-    const auto scheme = scheme_from_name(name);
-    if (!scheme || *scheme == Scheme::kMrope) throw Error("--schemes: '" + name + "' is not a language-model scheme");
+    const Scheme scheme = *scheme_from_name(name);
     const std::string result_path = c.out_dir + "/sort-" + name + ".result.json";
-    if (fs::exists(result_path)) {
-      std::ifstream in(result_path);
-      for (const auto& r : nlohmann::json::parse(in).at("rows"))
-        rows.push_back({r.at("scheme"), r.at("length"), r.at("available"), r.at("token_accuracy"), r.at("sequence_accuracy")});
+    const std::string model_path = c.out_dir + "/sort-" + name + ".pt";
+    const CacheKey key = sort_key(name, c);
+    if (const auto cached = cached_rows(result_path, key)) {
+      for (const auto& r : *cached) rows.push_back(sort_row_from_json(r, result_path));
       std::fprintf(stderr, "sort %s: finished earlier, reusing %s\n", name.c_str(), result_path.c_str());
       continue;
     }
-    torch_layer::ModelConfig mc;
-    mc.vocab_size = kVocab;
-    mc.d_model = c.d_model;
-    mc.n_layers = c.layers;
-    mc.n_heads = c.heads;
-    mc.scheme = *scheme;
-    mc.learned_positions = 2 * c.train_len + 1;
-    torch::manual_seed(static_cast<std::uint64_t>(c.seed));
-    torch_layer::TransformerLM model(mc);
-    torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(c.lr).weight_decay(0.01));
-    const int n = c.train_len;
-    Progress progress("sort " + name, c.steps);
-    model->train();
-    for (int step = 0; step < c.steps; ++step) {
-      const torch::Tensor x = batch_of(n, c.batch, static_cast<unsigned long long>(c.seed) * 1000003ull + static_cast<unsigned long long>(step));
-      optimizer.zero_grad();
-      const torch::Tensor logits = model->forward(x.narrow(1, 0, 2 * n));
-      // Loss on the sorted half only: targets x[n+1 .. 2n], predicted from positions n .. 2n-1.
-      const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.narrow(1, n, n).reshape({-1, kVocab}),
-                                                                      x.narrow(1, n + 1, n).reshape({-1}));
-      loss.backward();
-      torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
-      optimizer.step();
-      progress.update(step + 1, loss.item<double>());
-    }
-    progress.finish("trained");
-    torch_layer::save_model(model, c.out_dir + "/sort-" + name + ".pt");
-    torch::NoGradGuard no_grad;
-    model->eval();
-    std::vector<SortRow> mine;
-    for (int len : c.test_lens) {
-      SortRow r{name, len, true, 0, 0};
-      if (*scheme == Scheme::kLearned && 2 * len + 1 > mc.learned_positions) {
-        r.available = false;
-        r.token_accuracy = r.sequence_accuracy = std::nan("");
-        mine.push_back(r);
-        continue;
-      }
-      const torch::Tensor x = batch_of(len, c.test_sequences, 0xC0FFEEull + static_cast<unsigned long long>(len));
-      const torch::Tensor predicted = model->forward(x.narrow(1, 0, 2 * len)).narrow(1, len, len).argmax(-1);
-      const torch::Tensor correct = predicted.eq(x.narrow(1, len + 1, len));
-      r.token_accuracy = correct.to(torch::kFloat64).mean().item<double>();
-      r.sequence_accuracy = correct.all(1).to(torch::kFloat64).mean().item<double>();
-      mine.push_back(r);
-    }
-    nlohmann::json saved = {{"rows", nlohmann::json::array()}};
+    // Same training key, other test settings: test the saved model again; else train.
+    const bool trained = fs::exists(result_path) && fs::exists(model_path);
+    torch_layer::TransformerLM model = trained ? load_model_file(model_path) : train_sort(name, scheme, c);
+    if (!trained) save_model_file(model, model_path);
+    const std::vector<SortRow> mine = test_sort(model, name, scheme, c);
+    nlohmann::json saved = nlohmann::json::array();
     for (const auto& r : mine)
-      saved["rows"].push_back({{"scheme", r.scheme}, {"length", r.length}, {"available", r.available},
-                               {"token_accuracy", std::isnan(r.token_accuracy) ? 0.0 : r.token_accuracy},
-                               {"sequence_accuracy", std::isnan(r.sequence_accuracy) ? 0.0 : r.sequence_accuracy}});
-    write_file_atomic(result_path, saved.dump(1));
+      saved.push_back({{"scheme", r.scheme}, {"length", r.length}, {"available", r.available},
+                       {"token_accuracy", std::isnan(r.token_accuracy) ? 0.0 : r.token_accuracy},
+                       {"sequence_accuracy", std::isnan(r.sequence_accuracy) ? 0.0 : r.sequence_accuracy}});
+    write_cached_rows(result_path, key, saved);
     rows.insert(rows.end(), mine.begin(), mine.end());
   }
   return rows;
@@ -127,13 +179,17 @@ std::string format_sort_table(const std::vector<SortRow>& rows, const SortConfig
     out << buf;
   }
   out << "   (token accuracy / whole sequences; trained on " << c.train_len << " digits)\n";
-  for (std::size_t i = 0; i < rows.size(); i += c.test_lens.size()) {
-    std::snprintf(buf, sizeof buf, "%-12s", rows[i].scheme.c_str());
+  std::vector<std::string> order;
+  for (const SortRow& r : rows)
+    if (std::find(order.begin(), order.end(), r.scheme) == order.end()) order.push_back(r.scheme);
+  for (const std::string& scheme : order) {  // each cell looked up by (scheme, length): never shifted
+    std::snprintf(buf, sizeof buf, "%-12s", scheme.c_str());
     out << buf;
-    for (std::size_t k = 0; k < c.test_lens.size() && i + k < rows.size(); ++k) {
-      const SortRow& r = rows[i + k];
-      if (!r.available) std::snprintf(buf, sizeof buf, "  %13s", "n/a");
-      else std::snprintf(buf, sizeof buf, "  %5.1f%% / %3.0f%%", 100 * r.token_accuracy, 100 * r.sequence_accuracy);
+    for (int len : c.test_lens) {
+      const auto it = std::find_if(rows.begin(), rows.end(), [&](const SortRow& r) { return r.scheme == scheme && r.length == len; });
+      if (it == rows.end()) std::snprintf(buf, sizeof buf, "  %13s", "-");
+      else if (!it->available) std::snprintf(buf, sizeof buf, "  %13s", "n/a");
+      else std::snprintf(buf, sizeof buf, "  %5.1f%% / %3.0f%%", 100 * it->token_accuracy, 100 * it->sequence_accuracy);
       out << buf;
     }
     out << "\n";
@@ -151,7 +207,7 @@ std::string sort_json(const std::vector<SortRow>& rows, const SortConfig& c) {
 }
 
 std::vector<double> attention_weights(const HeatmapRequestAttention& r, int* size) {
-  torch_layer::TransformerLM model = torch_layer::load_model(r.model_path);
+  torch_layer::TransformerLM model = load_model_file(r.model_path);
   const auto& cfg = model->config();
   if (r.layer < 0 || r.layer >= cfg.n_layers) throw Error("--layer must be in [0, " + std::to_string(cfg.n_layers) + "), got " + std::to_string(r.layer));
   if (r.head < 0 || r.head >= cfg.n_heads) throw Error("--head must be in [0, " + std::to_string(cfg.n_heads) + "), got " + std::to_string(r.head));

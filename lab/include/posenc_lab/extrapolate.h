@@ -1,28 +1,36 @@
 // Train short, test long: one small character-level TransformerLM per positional scheme, trained
-// at train_len, evaluated in bits per character at every eval length; the RoPE model also with
+// at train_len, evaluated in bits per character (per byte when the corpus is not ASCII) at every
+// eval length; the RoPE model also with
 // each inference-time extension (PI, NTK, dynamic NTK, YaRN; scale = eval_len / train_len), no
 // retraining. Plain C++ types: callers need not include <torch/torch.h>.
 //
 // Evaluation: non-overlapping windows of eval_len tokens over the validation text (the first
 // eval_chars tokens of it), every window scored in one pass; bpc over all tokens and over the
-// tokens at positions >= train_len. Dynamic NTK is scored twice: one pass per window (its scale
-// is then fixed by the window length, which makes it static NTK at scale eval_len/train_len) and
-// incrementally, token by token with a KV cache under HF's runtime rule (keys cached rotated,
-// never rebuilt), which is how it behaves in transformers.
+// tokens at positions >= train_len. Dynamic NTK is scored twice on the same text (the first
+// incremental_tokens validation tokens): one pass per window (its scale is then fixed by the
+// window length, which makes it static NTK at scale eval_len/train_len) and incrementally, token
+// by token with a KV cache under HF's runtime rule (keys cached rotated, never rebuilt), which is
+// how it behaves in transformers.
 //
-// Runs survive: each model checkpoints to out_dir every checkpoint_every steps (written to a temp
-// file, then renamed); finished models leave <model>.result.json and are skipped when the same
-// command runs again; an interrupted one resumes from its last checkpoint with the same batches.
-// Each trained model is also saved as <model>.pt, with the corpus vocabulary in vocab.json (a
-// JSON array of byte values, index = token id), for `posenc plot attention --text`.
+// Runs survive: each model checkpoints to out_dir every checkpoint_every steps (checksummed,
+// written to a temp file, then renamed); finished models leave <model>.result.json, keyed by
+// every setting that determines the rows (result_cache.h): the same command reuses them, other
+// evaluation settings re-evaluate the trained weights, other training settings are an error.
+// An interrupted model resumes from its last checkpoint with the same batches. Each trained
+// model is also saved as <model>.pt, with the vocabulary in vocab.json (a JSON array of byte
+// values, index = token id, -1 for the unknown id), for `posenc plot attention --text`.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "posenc_lab/corpus.h"
+#include "posenc_lab/file_io.h"
 
 namespace posenc::lab {
+
+// Limits that keep one run under ~2 GB of memory at the default width and batch.
+inline constexpr int kMaxTrainLen = 512, kMaxEvalLen = 4096, kMaxSteps = 1000000, kMaxThreads = 256;
 
 struct ExtrapolateConfig {
   std::string corpus = kDefaultCorpus;
@@ -36,10 +44,10 @@ struct ExtrapolateConfig {
   int warmup = 50;
   int layers = 3, d_model = 128, heads = 4;
   std::vector<int> seeds = {0};
-  int threads = 0;  // 0: one (faster than two for models this small on a 2-vCPU machine)
+  int threads = 0;  // 0: one (faster than two for models this small on a 2-vCPU machine); at most kMaxThreads
   std::string out_dir = "out/lab";
   int eval_chars = 8192;         // validation tokens scored per eval length
-  int incremental_tokens = 1024;  // validation tokens decoded one by one for incremental dynamic NTK (0: skip)
+  int incremental_tokens = 1024;  // validation tokens decoded one by one for incremental dynamic NTK, and the text of the 'dynamic' row then (0: skip)
   int checkpoint_every = 100;
   std::vector<double> rope_bases;    // base sweep: extra RoPE models ("rope-base100", ...)
   std::vector<std::string> fusions;  // extra sinusoidal models with these fusions ("sinusoidal-concat", ...)
@@ -61,6 +69,7 @@ struct ExtrapolateResult {
   std::vector<ResultRow> rows;
   std::vector<std::string> notes;
   bool complete = true;  // false when stop_after_steps cut the run short
+  std::string unit = "bits per character";  // Corpus::unit()
 };
 
 ExtrapolateResult run_extrapolate(const ExtrapolateConfig& config);
@@ -72,8 +81,5 @@ std::string results_json(const ExtrapolateResult& result, const ExtrapolateConfi
 std::string results_csv(const ExtrapolateResult& result);
 // The chart: bpc against eval length (log x), one line per model/extension (mean over seeds).
 std::string results_svg(const ExtrapolateResult& result, const ExtrapolateConfig& config);
-
-// Writes text to path atomically (temp file, then rename).
-void write_file_atomic(const std::string& path, const std::string& text);
 
 }  // namespace posenc::lab

@@ -8,6 +8,7 @@
 namespace posenc::lab {
 
 nlohmann::json row_json(const ResultRow& row);
-ResultRow row_from_json(const nlohmann::json& j);
+// Throws Error naming path when j is not a row (or a NaN score is marked available).
+ResultRow row_from_json(const nlohmann::json& j, const std::string& path);
 
 }  // namespace posenc::lab

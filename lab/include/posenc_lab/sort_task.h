@@ -10,6 +10,9 @@
 
 namespace posenc::lab {
 
+// Limits that keep one run under ~2 GB of memory (test sequences are scored in one batch).
+inline constexpr int kMaxSortTrainLen = 64, kMaxSortTestLen = 128;
+
 struct SortConfig {
   std::vector<std::string> schemes = {"nope", "sinusoidal", "learned", "rope", "alibi", "t5"};
   int train_len = 16;                    // digits per training sequence
@@ -29,6 +32,9 @@ struct SortRow {
   double token_accuracy = 0, sequence_accuracy = 0;
 };
 
+// Results are cached per scheme in <out>/sort-<scheme>.result.json under the keys of
+// result_cache.h: other test settings test the saved model again; other training settings are an
+// Error naming them.
 std::vector<SortRow> run_sort(const SortConfig& config);
 std::string format_sort_table(const std::vector<SortRow>& rows, const SortConfig& config);
 std::string sort_json(const std::vector<SortRow>& rows, const SortConfig& config);

@@ -1,0 +1,21 @@
+// The lab's files on disk: every write goes to <path>.tmp and is renamed over <path> only when
+// complete, so a failure (disk full, a read-only directory, a kill) leaves the previous file intact
+// and no .tmp behind; every failure is a posenc::Error naming the file and the reason (errno).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace posenc::lab {
+
+// Writes bytes to path atomically (temp file, fsync, rename).
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+// The whole file (at most max_bytes; a larger file is an Error naming the limit).
+std::string read_file(const std::string& path, std::uint64_t max_bytes);
+
+// FNV-1a, 64 bits: the identity of a corpus, the checksum of a checkpoint.
+std::uint64_t fnv1a64(const void* data, std::size_t size);
+std::string hex64(std::uint64_t value);
+
+}  // namespace posenc::lab

@@ -1,0 +1,148 @@
+#include "lm_eval.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "posenc/error.h"
+#include "posenc_lab/progress.h"
+
+namespace posenc::lab {
+
+using torch_layer::KVCache;
+using torch_layer::ModelConfig;
+using torch_layer::TransformerLM;
+
+namespace {
+constexpr double kLn2 = 0.69314718055994530942;
+// Token by token with a KV cache that keeps keys rotated (HF's dynamic NTK at inference).
+Score score_incremental(TransformerLM& model, const Corpus& corpus, int len, int train_len, long windows) {
+  Score s;
+  for (long w = 0; w < windows; ++w) {
+    KVCache cache;
+    cache.hf_stale_keys = true;
+    for (int t = 0; t < len; ++t) {
+      const std::size_t at = static_cast<std::size_t>(w) * static_cast<std::size_t>(len) + static_cast<std::size_t>(t);
+      const torch::Tensor token = torch::tensor({{corpus.valid[at]}}, torch::kInt64);
+      const torch::Tensor logits = model->forward(token, {}, &cache).view({1, -1});
+      const double nll = torch::nn::functional::cross_entropy(logits, torch::tensor({corpus.valid[at + 1]}, torch::kInt64)).item<double>();
+      s.nll += nll;
+      ++s.tokens;
+      if (t >= train_len) {
+        s.nll_beyond += nll;
+        ++s.tokens_beyond;
+      }
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+// Non-overlapping windows of len tokens over the validation text, each scored in one pass.
+Score score_windows(TransformerLM& model, const Corpus& corpus, int len, int train_len, long max_tokens) {
+  const long windows = std::max<long>(1, std::min<long>(max_tokens / len, (static_cast<long>(corpus.valid.size()) - 1) / len));
+  Score s;
+  const long group = std::max<long>(1, 8192 / len);  // windows per forward
+  for (long w0 = 0; w0 < windows; w0 += group) {
+    const long n = std::min(group, windows - w0);
+    torch::Tensor ids = torch::empty({n, len + 1}, torch::kInt64);
+    auto acc = ids.accessor<std::int64_t, 2>();
+    for (long w = 0; w < n; ++w)
+      for (int i = 0; i <= len; ++i) acc[w][i] = corpus.valid[static_cast<std::size_t>((w0 + w) * len + i)];
+    const torch::Tensor logits = model->forward(ids.narrow(1, 0, len));
+    const torch::Tensor nll = torch::nn::functional::cross_entropy(
+        logits.reshape({-1, logits.size(-1)}), ids.narrow(1, 1, len).reshape({-1}),
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone)).view({n, len});
+    s.nll += nll.sum().item<double>();
+    s.tokens += n * len;
+    if (len > train_len) {
+      s.nll_beyond += nll.narrow(1, train_len, len - train_len).sum().item<double>();
+      s.tokens_beyond += n * (len - train_len);
+    }
+  }
+  return s;
+}
+
+ResultRow make_row(const ModelPlan& p, const std::string& ext, int len, const Score& s, const std::string& note) {
+  ResultRow r;
+  r.model = p.name;
+  r.scheme = scheme_info(p.config.scheme).name;
+  r.extension = ext;
+  r.seed = p.seed;
+  r.eval_len = len;
+  r.bpc = s.nll / std::max<long>(1, s.tokens) / kLn2;
+  r.bpc_beyond = s.tokens_beyond ? s.nll_beyond / s.tokens_beyond / kLn2 : std::nan("");
+  r.tokens = s.tokens;
+  r.tokens_beyond = s.tokens_beyond;
+  r.note = note;
+  if (!std::isfinite(r.bpc) || (s.tokens_beyond && !std::isfinite(r.bpc_beyond))) {  // never a NaN marked available
+    r.available = false;
+    r.bpc = r.bpc_beyond = std::nan("");
+    r.note = "n/a (the score is not finite: the model diverged)";
+  }
+  return r;
+}
+
+RopeParams extension_params(const ModelConfig& m, const std::string& ext, int train_len, int len) {
+  RopeParams p = m.rope;
+  p.head_dim = m.head_dim();
+  const double s = static_cast<double>(len) / train_len;
+  if (ext == "none" || s <= 1) return p;
+  if (ext == "pi") p.type = RopeType::kLinear;
+  else if (ext == "ntk") p.type = RopeType::kNtk;
+  else if (ext == "yarn") {
+    p.type = RopeType::kYarn;
+    p.original_max_position_embeddings = train_len;
+  } else if (ext == "dynamic") {
+    p.type = RopeType::kDynamic;
+    p.max_position_embeddings = train_len;
+    p.factor = 1.0;  // base = theta * (L / train_len)^(d/(d-2)): NTK at the window's own scale
+    return p;
+  } else {
+    throw Error("--extensions: '" + ext + "' is not none, pi, ntk, dynamic or yarn");
+  }
+  p.factor = s;
+  return p;
+}
+
+std::vector<ResultRow> evaluate(TransformerLM& model, const ModelPlan& plan, const ExtrapolateConfig& c, const Corpus& corpus) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  std::vector<ResultRow> rows;
+  const bool rope = plan.config.scheme == Scheme::kRope;
+  const std::vector<std::string> exts = rope ? c.extensions : std::vector<std::string>{"none"};
+  Progress progress("eval  " + plan.name, static_cast<long>(exts.size() * c.eval_lens.size()));
+  long done = 0;
+  for (const std::string& ext : exts) {
+    for (int len : c.eval_lens) {
+      progress.update(done++, std::nan(""));
+      if (plan.config.scheme == Scheme::kLearned && len > plan.config.learned_positions) {
+        ResultRow r = make_row(plan, ext, len, {}, "n/a (cannot extrapolate)");
+        r.available = false;
+        r.bpc = r.bpc_beyond = std::nan("");
+        rows.push_back(r);
+        continue;
+      }
+      if (rope) model->rotary = model->replace_module("rotary", torch_layer::RotaryEmbedding(extension_params(plan.config, ext, c.train_len, len)));
+      if (!(rope && ext == "dynamic" && c.incremental_tokens > 0)) {
+        rows.push_back(make_row(plan, ext, len, score_windows(model, corpus, len, c.train_len, c.eval_chars)));
+        continue;
+      }
+      // Dynamic NTK both ways on the same windows (the first incremental_tokens characters): one
+      // pass per window, then token by token under HF's runtime rule; their gap is drift only.
+      const long text = std::min<long>(c.incremental_tokens, c.eval_chars);
+      const long windows = std::max<long>(1, std::min<long>(text / len, (static_cast<long>(corpus.valid.size()) - 1) / len));
+      char note[96];
+      std::snprintf(note, sizeof note, "one pass over %ld window(s) of %d, the text of dynamic-incremental", windows, len);
+      rows.push_back(make_row(plan, ext, len, score_windows(model, corpus, len, c.train_len, windows * len), note));
+      model->rotary = model->replace_module("rotary", torch_layer::RotaryEmbedding(extension_params(plan.config, ext, c.train_len, len)));
+      std::snprintf(note, sizeof note, "token by token over %ld window(s) of %d (HF's runtime rule)", windows, len);
+      rows.push_back(make_row(plan, "dynamic-incremental", len, score_incremental(model, corpus, len, c.train_len, windows), note));
+    }
+  }
+  if (rope) model->rotary = model->replace_module("rotary", torch_layer::RotaryEmbedding(extension_params(plan.config, "none", c.train_len, c.train_len)));
+  progress.finish("evaluated");
+  return rows;
+}
+
+}  // namespace posenc::lab

@@ -1,0 +1,51 @@
+#include "posenc_lab/result_cache.h"
+
+#include <filesystem>
+
+#include "posenc/error.h"
+#include "posenc_lab/file_io.h"
+
+namespace posenc::lab {
+
+nlohmann::json read_json_file(const std::string& path) {
+  const std::string text = read_file(path, 64ull << 20);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + " is corrupt (" + (text.empty() ? std::string("empty") : std::string(e.what())) +
+                "); delete it to recompute its rows");
+  }
+}
+
+void check_training_key(const std::string& path, const nlohmann::json& saved, const nlohmann::json& wanted) {
+  if (saved == wanted) return;
+  std::string diff;
+  if (saved.is_object() && wanted.is_object()) {
+    for (const auto& [k, v] : wanted.items()) {
+      const auto it = saved.find(k);
+      const std::string then = it == saved.end() ? "absent" : it->dump();
+      if (it == saved.end() || *it != v) diff += (diff.empty() ? "" : ", ") + k + " " + then + " then, " + v.dump() + " now";
+    }
+  }
+  if (diff.size() > 600) diff = diff.substr(0, 600) + "...";
+  throw Error(path + " was trained with other settings (" + (diff.empty() ? std::string("older file format") : diff) +
+              "); use another --out directory, or delete it to retrain");
+}
+
+std::optional<nlohmann::json> cached_rows(const std::string& path, const CacheKey& key) {
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  const nlohmann::json saved = read_json_file(path);
+  if (!saved.is_object() || !saved.contains("key") || !saved.contains("rows") || !saved["rows"].is_array())
+    throw Error(path + " is not a result file of this posenc version (no key or rows); delete it to recompute");
+  const nlohmann::json& k = saved["key"];
+  check_training_key(path, k.value("train", nlohmann::json()), key.train);
+  if (k.value("eval", nlohmann::json()) != key.eval) return std::nullopt;
+  return saved["rows"];
+}
+
+void write_cached_rows(const std::string& path, const CacheKey& key, const nlohmann::json& rows) {
+  const nlohmann::json saved = {{"key", {{"train", key.train}, {"eval", key.eval}}}, {"rows", rows}};
+  write_file_atomic(path, saved.dump(1));
+}
+
+}  // namespace posenc::lab

@@ -1,0 +1,154 @@
+// The lab's result cache is keyed by everything that determines a row: re-running into the same
+// --out with another evaluation setting re-evaluates the trained weights (no retraining), with
+// another training setting or corpus is an error naming it, never a stale row.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+
+#include "lab_support.h"
+#include "posenc/error.h"
+#include "posenc_lab/extrapolate.h"
+#include "posenc_lab/sort_task.h"
+
+namespace posenc::lab {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct EvalSetting {
+  const char* name;
+  std::function<void(ExtrapolateConfig&)> change;
+  std::function<bool(const ExtrapolateResult&)> holds;  // true when the rows reflect the change
+};
+
+bool has_row(const ExtrapolateResult& r, const std::string& ext, int len) {
+  for (const auto& row : r.rows)
+    if (row.extension == ext && row.eval_len == len) return true;
+  return false;
+}
+
+long tokens_of(const ExtrapolateResult& r, const std::string& ext, int len) {
+  for (const auto& row : r.rows)
+    if (row.extension == ext && row.eval_len == len) return row.tokens;
+  return -1;
+}
+
+void PrintTo(const EvalSetting& s, std::ostream* os) { *os << s.name; }
+
+class LabStaleRows : public ::testing::TestWithParam<EvalSetting> {};
+
+TEST_P(LabStaleRows, AnotherEvaluationSettingReEvaluatesTheTrainedWeights) {
+  const EvalSetting& s = GetParam();
+  ExtrapolateConfig c = test::tiny(std::string("lab_stale_") + s.name, {"rope"});
+  const ExtrapolateResult first = run_extrapolate(c);
+  const std::string ckpt = test::slurp(c.out_dir + "/rope.ckpt");
+  s.change(c);
+  const ExtrapolateResult second = run_extrapolate(c);
+  EXPECT_TRUE(s.holds(second)) << s.name << ": the old rows were reused";
+  EXPECT_EQ(test::slurp(c.out_dir + "/rope.ckpt"), ckpt) << "the trained weights are reused, not retrained";
+  // A row both runs compute is the same number: the same weights.
+  for (const auto& a : first.rows)
+    for (const auto& b : second.rows)
+      if (a.extension == "none" && b.extension == "none" && a.eval_len == 16 && b.eval_len == 16 && a.tokens == b.tokens)
+        EXPECT_EQ(a.bpc, b.bpc);
+  // And a third run with the same settings reuses the second's rows.
+  const ExtrapolateResult third = run_extrapolate(c);
+  ASSERT_EQ(third.rows.size(), second.rows.size());
+  for (std::size_t i = 0; i < third.rows.size(); ++i) EXPECT_EQ(third.rows[i].bpc, second.rows[i].bpc);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EachSetting, LabStaleRows,
+    ::testing::Values(
+        EvalSetting{"eval_lens", [](ExtrapolateConfig& c) { c.eval_lens = {16, 48}; },
+                    [](const ExtrapolateResult& r) { return has_row(r, "none", 48) && !has_row(r, "none", 32); }},
+        EvalSetting{"extensions", [](ExtrapolateConfig& c) { c.extensions = {"none", "ntk"}; },
+                    [](const ExtrapolateResult& r) { return has_row(r, "ntk", 32) && !has_row(r, "pi", 32); }},
+        EvalSetting{"eval_chars", [](ExtrapolateConfig& c) { c.eval_chars = 256; },
+                    [](const ExtrapolateResult& r) { return tokens_of(r, "none", 32) == 256; }},
+        EvalSetting{"incremental_tokens", [](ExtrapolateConfig& c) { c.incremental_tokens = 32; },
+                    [](const ExtrapolateResult& r) { return tokens_of(r, "dynamic-incremental", 16) == 32; }},
+        EvalSetting{"pi_finetune_steps", [](ExtrapolateConfig& c) { c.pi_finetune_steps = 2; },
+                    [](const ExtrapolateResult& r) { return has_row(r, "pi+finetune", 32); }}),
+    [](const ::testing::TestParamInfo<EvalSetting>& info) { return std::string(info.param.name); });
+
+TEST(LabStaleRows, AnotherCorpusOfTheSameSizeIsAnErrorNamingIt) {
+  ExtrapolateConfig c = test::tiny("lab_stale_corpus", {"alibi"});
+  run_extrapolate(c);
+  c.corpus = test::tiny_corpus(7);  // the same bytes shuffled: the same size
+  try {
+    run_extrapolate(c);
+    FAIL() << "reused rows of another corpus";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("corpus_fnv1a64"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("alibi."), std::string::npos) << e.what();
+  }
+}
+
+TEST(LabStaleRows, AnotherTrainingSettingIsAnErrorNamingIt) {
+  ExtrapolateConfig c = test::tiny("lab_stale_steps", {"alibi"});
+  run_extrapolate(c);
+  c.steps = 30;
+  try {
+    run_extrapolate(c);
+    FAIL() << "reused rows of another training run";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("steps 24 then, 30 now"), std::string::npos) << e.what();
+  }
+}
+
+SortConfig tiny_sort(const std::string& out) {
+  SortConfig c;
+  c.schemes = {"alibi", "learned"};
+  c.train_len = 4;
+  c.test_lens = {4, 8};
+  c.steps = 10;
+  c.batch = 8;
+  c.layers = 1;
+  c.d_model = 16;
+  c.heads = 2;
+  c.test_sequences = 16;
+  c.out_dir = ::testing::TempDir() + out;
+  fs::remove_all(c.out_dir);
+  return c;
+}
+
+TEST(LabSortCache, OtherTestLengthsAreTestedAgainAndTheTableStaysAligned) {
+  SortConfig c = tiny_sort("lab_sort_cache");
+  const auto first = run_sort(c);
+  const std::string model = test::slurp(c.out_dir + "/sort-alibi.pt");
+  c.test_lens = {4, 6, 5};
+  const auto rows = run_sort(c);
+  ASSERT_EQ(rows.size(), 6u);
+  std::vector<int> lengths;
+  for (const auto& r : rows) lengths.push_back(r.length);
+  EXPECT_EQ(lengths, (std::vector<int>{4, 6, 5, 4, 6, 5})) << "the old rows were reused";
+  EXPECT_EQ(rows[0].token_accuracy, first[0].token_accuracy) << "the same model, the same test at length 4";
+  EXPECT_EQ(test::slurp(c.out_dir + "/sort-alibi.pt"), model) << "not retrained";
+  const std::string table = format_sort_table(rows, c);
+  EXPECT_NE(table.find("learned"), std::string::npos);
+  c.test_sequences = 8;
+  EXPECT_EQ(run_sort(c).size(), 6u);
+  c.steps = 12;
+  try {
+    run_sort(c);
+    FAIL() << "reused rows of another training run";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("steps 10 then, 12 now"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LabSortCache, TableLooksUpEachCellByLength) {
+  SortConfig c;
+  c.test_lens = {4, 8};
+  const std::vector<SortRow> rows = {{"rope", 8, true, 0.5, 0.25}, {"nope", 4, true, 1, 1}};  // rope has no length 4
+  const std::string table = format_sort_table(rows, c);
+  const std::string rope_line = table.substr(table.find("rope"), table.find('\n', table.find("rope")) - table.find("rope"));
+  EXPECT_EQ(rope_line.find("50.0%"), rope_line.rfind("50.0%"));
+  EXPECT_LT(rope_line.find('-'), rope_line.find("50.0%")) << rope_line;
+}
+
+}  // namespace
+}  // namespace posenc::lab

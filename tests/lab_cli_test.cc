@@ -1,0 +1,47 @@
+// `posenc lab` end to end, where a user meets it: settings out of range are one-line errors that
+// name the value and the limit, before any training (each case runs in well under a second).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "cli_run.h"
+
+namespace posenc::testing {
+namespace {
+
+void expect_error(const std::string& args, const std::string& part) {
+  const CliRun r = run(args);
+  EXPECT_NE(r.code, 0) << args;
+  EXPECT_NE(r.err.find(part), std::string::npos) << args << "\n" << r.err;
+  EXPECT_LE(std::count(r.err.begin(), r.err.end(), '\n'), 3) << "a short error, not a trace: " << r.err;
+}
+
+TEST(LabCli, ThreadsAreBounded) {
+  const std::string out = " --out " + temp_path("_lab");
+  expect_error("lab extrapolate --threads 100000" + out, "--threads");
+  expect_error("lab extrapolate --threads -1" + out, "--threads");
+  expect_error("lab sort --threads 100000" + out, "--threads");
+  expect_error("lab sort --threads -3" + out, "--threads");
+}
+
+TEST(LabCli, LengthsAreCappedWithTheLimitNamed) {
+  const std::string out = " --out " + temp_path("_lab");
+  expect_error("lab extrapolate --train-len 2147483647" + out, "[2, 512], got 2147483647");
+  expect_error("lab extrapolate --train-len 5000" + out, "[2, 512], got 5000");
+  expect_error("lab sort --train-len 100000" + out, "[1, 64], got 100000");
+  expect_error("lab sort --test-lens 16,100000" + out, "--test-lens");
+}
+
+TEST(LabCli, EmptyOrBogusListsAreRejectedUpFront) {
+  const std::string dir = temp_path("_lab");
+  const std::string out = " --out " + dir;
+  expect_error("lab extrapolate --schemes ''" + out, "--schemes is empty");
+  expect_error("lab extrapolate --extensions ''" + out, "--extensions is empty");
+  expect_error("lab extrapolate --extensions none,bogus" + out, "'bogus'");
+  expect_error("lab extrapolate --schemes rope,nonsense" + out, "'nonsense'");
+  expect_error("lab sort --schemes ''" + out, "--schemes is empty");
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "rejected before anything was trained or written";
+}
+
+}  // namespace
+}  // namespace posenc::testing

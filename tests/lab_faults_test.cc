@@ -1,0 +1,254 @@
+// The lab under faults: a full disk (a file-size limit stands in for it: write() fails with EFBIG
+// as it fails with ENOSPC), corrupt checkpoints and result files, a process killed with SIGKILL
+// mid-training, and settings out of range. Every failure is an Error naming the file or the
+// value; the previous file stays intact; no .tmp is left; no NaN is reported as a result.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "checkpoint.h"
+#include "lab_support.h"
+#include "lm_eval.h"
+#include "posenc/error.h"
+#include "posenc_lab/extrapolate.h"
+#include "posenc_lab/sort_task.h"
+
+namespace posenc::lab {
+namespace {
+
+namespace fs = std::filesystem;
+using test::expect_no_tmp;
+using test::slurp;
+using test::tiny;
+
+// RLIMIT_FSIZE for the scope: writes past `bytes` fail with EFBIG (SIGXFSZ ignored).
+struct FileSizeLimit {
+  rlimit saved{};
+  explicit FileSizeLimit(rlim_t bytes) {
+    signal(SIGXFSZ, SIG_IGN);
+    getrlimit(RLIMIT_FSIZE, &saved);
+    rlimit l = saved;
+    l.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &l);
+  }
+  ~FileSizeLimit() { setrlimit(RLIMIT_FSIZE, &saved); }
+};
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
+
+TEST(LabWrites, AFailedWriteNamesTheFileKeepsThePreviousOneAndLeavesNoTmp) {
+  const std::string dir = ::testing::TempDir() + "lab_write_fail";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  write_file_atomic(dir + "/a.json", "previous");
+  {
+    FileSizeLimit limit(4096);
+    const std::string e = error_of([&] { write_file_atomic(dir + "/a.json", std::string(100000, 'x')); });
+    EXPECT_HAS(e, dir + "/a.json");
+    EXPECT_HAS(e, "File too large");
+  }
+  EXPECT_EQ(slurp(dir + "/a.json"), "previous");
+  expect_no_tmp(dir);
+  EXPECT_HAS(error_of([&] { write_file_atomic(dir + "/no/such/dir/b.json", "x"); }), "No such file or directory");
+}
+
+TEST(LabWrites, DiskFullWhileCheckpointingKeepsTheLastCheckpointAndResumesExactly) {
+  const ExtrapolateResult straight = run_extrapolate(tiny("lab_full_straight", {"alibi"}));
+  ExtrapolateConfig c = tiny("lab_full_ckpt", {"alibi"});
+  c.stop_after_steps = 7;
+  run_extrapolate(c);  // a checkpoint at step 7
+  const std::string ckpt = c.out_dir + "/alibi.ckpt", before = slurp(ckpt);
+  c.stop_after_steps = -1;
+  {
+    FileSizeLimit limit(16 * 1024);  // smaller than a checkpoint
+    const std::string e = error_of([&] { run_extrapolate(c); });
+    EXPECT_HAS(e, ckpt);
+    EXPECT_HAS(e, "File too large");
+  }
+  EXPECT_EQ(slurp(ckpt), before) << "the previous checkpoint is intact";
+  expect_no_tmp(c.out_dir);
+  const ExtrapolateResult resumed = run_extrapolate(c);
+  ASSERT_EQ(resumed.rows.size(), straight.rows.size());
+  for (std::size_t i = 0; i < resumed.rows.size(); ++i) EXPECT_EQ(resumed.rows[i].bpc, straight.rows[i].bpc) << i;
+}
+
+TEST(LabWrites, DiskFullWhileSavingTheModelNamesIt) {
+  ExtrapolateConfig c = tiny("lab_full_model", {"alibi"});
+  run_extrapolate(c);
+  fs::remove(c.out_dir + "/alibi.result.json");
+  fs::remove(c.out_dir + "/alibi.pt");
+  {
+    FileSizeLimit limit(8 * 1024);
+    const std::string e = error_of([&] { run_extrapolate(c); });
+    EXPECT_HAS(e, c.out_dir + "/alibi.pt");
+    EXPECT_EQ(e.find('\n'), std::string::npos) << "one line, no libtorch trace: " << e;
+  }
+  expect_no_tmp(c.out_dir);
+  EXPECT_FALSE(fs::exists(c.out_dir + "/alibi.pt"));
+}
+
+// A run cut at step 7 whose checkpoint is then damaged by `damage`; resuming must name the file.
+std::string resume_after(const std::string& name, const std::function<void(const std::string& ckpt)>& damage) {
+  ExtrapolateConfig c = tiny(name, {"alibi"});
+  c.stop_after_steps = 7;
+  run_extrapolate(c);
+  damage(c.out_dir + "/alibi.ckpt");
+  c.stop_after_steps = -1;
+  return error_of([&] { run_extrapolate(c); });
+}
+
+TEST(LabCorrupt, DamagedCheckpointsAreNamedWithTheFix) {
+  const std::string overwritten = resume_after("lab_bad_ckpt1", [](const std::string& p) {
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(p) / 2));
+    f << std::string(64, '\x7f');
+  });
+  EXPECT_HAS(overwritten, "alibi.ckpt is corrupt (checksum mismatch)");
+  EXPECT_HAS(overwritten, "delete it");
+  EXPECT_HAS(resume_after("lab_bad_ckpt2", [](const std::string& p) { fs::resize_file(p, fs::file_size(p) / 2); }), "truncated");
+  EXPECT_HAS(resume_after("lab_bad_ckpt3", [](const std::string& p) { fs::resize_file(p, 0); }), "alibi.ckpt is corrupt (empty file)");
+}
+
+TEST(LabCorrupt, NonFiniteWeightsInAValidCheckpointAreRefused) {
+  const std::string e = resume_after("lab_nan_ckpt", [](const std::string& p) {
+    const CheckpointHeader h = read_checkpoint_header(p);
+    torch_layer::TransformerLM model(torch_layer::config_from_json(h.train_key.at("model").dump()));
+    torch::optim::AdamW optimizer(model->parameters());
+    load_checkpoint(p, model, &optimizer, h.train_key);
+    torch::NoGradGuard no_grad;
+    for (auto& w : model->parameters()) w.fill_(std::nan(""));
+    save_checkpoint(p, model, &optimizer, h.step, h.train_key);  // a checksum that matches
+  });
+  EXPECT_HAS(e, "alibi.ckpt is corrupt");
+  EXPECT_HAS(e, "NaN");
+}
+
+TEST(LabCorrupt, DamagedResultFilesAreNamedWithTheFix) {
+  ExtrapolateConfig c = tiny("lab_bad_result", {"alibi"});
+  run_extrapolate(c);
+  const std::string path = c.out_dir + "/alibi.result.json", good = slurp(path);
+  fs::resize_file(path, good.size() / 2);
+  std::string e = error_of([&] { run_extrapolate(c); });
+  EXPECT_HAS(e, path + " is corrupt");
+  EXPECT_HAS(e, "delete it");
+  fs::resize_file(path, 0);
+  EXPECT_HAS(error_of([&] { run_extrapolate(c); }), path + " is corrupt (empty)");
+  std::string nan_row = good;
+  const auto at = nan_row.find("\"bpc\": ");
+  nan_row.replace(at, nan_row.find(',', at) - at, "\"bpc\": null");
+  std::ofstream(path) << nan_row;
+  EXPECT_HAS(error_of([&] { run_extrapolate(c); }), "marked available without a finite bpc");
+}
+
+TEST(LabCorrupt, ANonFiniteScoreIsNeverMarkedAvailable) {
+  ModelPlan plan;
+  plan.name = "rope";
+  Score s;
+  s.nll = std::nan("");
+  s.tokens = 10;
+  const ResultRow r = make_row(plan, "none", 16, s);
+  EXPECT_FALSE(r.available);
+  ExtrapolateResult result;
+  result.rows = {r};
+  ExtrapolateConfig c;
+  EXPECT_EQ(results_json(result, c).find("\"available\": true"), std::string::npos);
+  EXPECT_EQ(results_svg(result, c).find("nan"), std::string::npos);
+}
+
+// SIGKILL mid-training in a child process (this binary, re-run on one test), then resumed here:
+// the same numbers as an uninterrupted run.
+ExtrapolateConfig kill_config(const std::string& dir) {
+  ExtrapolateConfig c = tiny("lab_kill_unused", {"alibi"});
+  c.out_dir = dir;
+  c.steps = 400;
+  c.warmup = 20;
+  return c;
+}
+
+TEST(LabKill, ChildTrains) {
+  const char* dir = std::getenv("POSENC_LAB_KILL_CHILD");
+  if (!dir) GTEST_SKIP() << "the child of LabKill.SigkillMidTrainingThenResume";
+  run_extrapolate(kill_config(dir));
+}
+
+TEST(LabKill, SigkillMidTrainingThenResume) {
+  const std::string dir = ::testing::TempDir() + "lab_kill";
+  fs::remove_all(dir);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setenv("POSENC_LAB_KILL_CHILD", dir.c_str(), 1);
+    execl("/proc/self/exe", "posenc_lab_tests", "--gtest_filter=LabKill.ChildTrains", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const std::string ckpt = dir + "/alibi.ckpt";
+  for (int i = 0; i < 60000 && !fs::exists(ckpt); ++i) usleep(1000);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the child ended before the kill";
+  ASSERT_TRUE(fs::exists(ckpt));
+  EXPECT_FALSE(fs::exists(dir + "/alibi.result.json"));
+  const long at = read_checkpoint_header(ckpt).step;
+  EXPECT_LT(at, 400) << "killed mid-training";
+  const ExtrapolateResult resumed = run_extrapolate(kill_config(dir));
+  expect_no_tmp(dir);
+  const std::string straight_dir = ::testing::TempDir() + "lab_kill_straight";
+  fs::remove_all(straight_dir);
+  const ExtrapolateResult straight = run_extrapolate(kill_config(straight_dir));
+  ASSERT_EQ(resumed.rows.size(), straight.rows.size());
+  for (std::size_t i = 0; i < resumed.rows.size(); ++i) EXPECT_EQ(resumed.rows[i].bpc, straight.rows[i].bpc) << i << " (killed at step " << at << ")";
+}
+
+TEST(LabLimits, SettingsOutOfRangeAreErrorsBeforeAnyTraining) {
+  ExtrapolateConfig c = tiny("lab_limits", {"rope"});
+  auto error_with = [&](const std::function<void(ExtrapolateConfig&)>& change) {
+    ExtrapolateConfig bad = c;
+    change(bad);
+    return error_of([&] { run_extrapolate(bad); });
+  };
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.train_len = 2147483647; }), "--train-len must be in [2, 512], got 2147483647");
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.threads = 100000; }), "--threads must be in [0, 256], got 100000");
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.threads = -1; }), "--threads");
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.schemes.clear(); }), "--schemes is empty");
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.extensions = {"none", "bogus"}; }), "'bogus'");
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.eval_lens = {16, 100000}; }), "--eval-lens must be in [2, 4096]");
+  EXPECT_FALSE(fs::exists(c.out_dir)) << "nothing trained, nothing written";
+  const std::string short_corpus = ::testing::TempDir() + "lab_short_corpus.txt";
+  std::ofstream(short_corpus) << std::string(300, 'a');
+  const std::string e = error_with([&](ExtrapolateConfig& b) {
+    b.corpus = short_corpus;
+    b.train_len = 500;
+    b.eval_lens = {16};
+  });
+  EXPECT_HAS(e, "(270 tokens) is shorter than 502, the training length 500 + 2");
+  SortConfig s;
+  s.out_dir = ::testing::TempDir() + "lab_limits_sort";
+  s.train_len = 100000;
+  EXPECT_HAS(error_of([&] { run_sort(s); }), "--train-len must be in [1, 64], got 100000");
+  s.train_len = 4;
+  s.threads = 100000;
+  EXPECT_HAS(error_of([&] { run_sort(s); }), "--threads must be in [0, 256]");
+  s.threads = 0;
+  s.schemes.clear();
+  EXPECT_HAS(error_of([&] { run_sort(s); }), "--schemes is empty");
+}
+
+}  // namespace
+}  // namespace posenc::lab

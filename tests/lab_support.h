@@ -1,0 +1,71 @@
+// Shared set-up of the lab tests: a tiny generated corpus and tiny models, so each test runs in
+// about a second.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "posenc_lab/extrapolate.h"
+
+namespace posenc::lab::test {
+
+// ~30 kB of words from a 12-word vocabulary; shuffled != 0 gives another text of the same size.
+inline std::string tiny_corpus(unsigned shuffled = 0) {
+  const std::string p = ::testing::TempDir() + "posenc_tiny_corpus" + std::to_string(shuffled) + ".txt";
+  if (std::filesystem::exists(p)) return p;
+  std::string text;
+  const char* words[] = {"the", "lord", "said", "unto", "moses", "and", "they", "went", "forth", "into", "land", "of"};
+  unsigned state = 12345;
+  for (int i = 0; i < 6000; ++i) {
+    state = state * 1103515245u + 12345u;
+    text += words[(state >> 16) % 12];
+    text += (state >> 8) % 9 == 0 ? ".\n" : " ";
+  }
+  if (shuffled) {
+    for (std::size_t i = text.size() - 1; i > 0; --i) {
+      state = state * 1103515245u + shuffled;
+      std::swap(text[i], text[(state >> 8) % (i + 1)]);
+    }
+  }
+  std::ofstream(p + ".tmp") << text;
+  std::filesystem::rename(p + ".tmp", p);
+  return p;
+}
+
+inline ExtrapolateConfig tiny(const std::string& out, std::vector<std::string> schemes) {
+  ExtrapolateConfig c;
+  c.corpus = tiny_corpus();
+  c.schemes = std::move(schemes);
+  c.extensions = {"none", "pi", "dynamic"};
+  c.train_len = 16;
+  c.eval_lens = {16, 32};
+  c.steps = 24;
+  c.batch = 8;
+  c.warmup = 4;
+  c.layers = 1;
+  c.d_model = 32;
+  c.heads = 2;
+  c.eval_chars = 512;
+  c.incremental_tokens = 64;
+  c.checkpoint_every = 5;
+  c.out_dir = ::testing::TempDir() + out;
+  std::filesystem::remove_all(c.out_dir);
+  return c;
+}
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Fails when out_dir holds a .tmp file.
+inline void expect_no_tmp(const std::string& dir) {
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    EXPECT_NE(e.path().extension(), ".tmp") << e.path();
+}
+
+}  // namespace posenc::lab::test
