@@ -8,6 +8,7 @@ if ! command -v bible >/dev/null 2>&1; then
   exit 1
 fi
 mkdir -p "$(dirname "$out")"
+trap 'rm -f "$out.tmp"' EXIT  # never a half-written corpus
 bible -f gen1:1-rev22:21 | sed -E 's/^[^ ]+ //' > "$out.tmp"
 mv "$out.tmp" "$out"
 echo "make-corpus: $(wc -c < "$out") bytes in $out"
