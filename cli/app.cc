@@ -1,7 +1,11 @@
 // The posenc command line: every subcommand, the error policy. Thin: parse, call the library, print.
-// Exit codes: 0 success, 2 bad input (message on stderr), 1 a failed check or an internal error.
+// Exit codes: 0 success, 2 bad input (message on stderr), 1 a failed check, an internal error or
+// standard output that could not be written (a full disk).
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "bench_command.h"
@@ -14,6 +18,21 @@
 #include "table_command.h"
 #include "app.h"
 #include "posenc/error.h"
+
+namespace {
+
+// Output that never reached its destination (a full disk, a closed pipe, /dev/full) is a
+// failure, not a success: buffered bytes are written only here, at the end.
+bool stdout_written() {
+  errno = 0;
+  std::cout.flush();
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && !std::cout.fail()) return true;
+  std::cerr << "posenc: error: cannot write to standard output" << (errno ? std::string(": ") + std::strerror(errno) : "")
+            << "\n";
+  return false;
+}
+
+}  // namespace
 
 int posenc::cli::run_cli(int argc, char** argv) {
   CLI::App app{"posenc: positional encodings of transformers, exact and fast"};
@@ -36,6 +55,9 @@ int posenc::cli::run_cli(int argc, char** argv) {
     std::cerr << " (posenc --help)\n";
     return 2;
   }
+  // run_cli may run many times in one process (the fuzzer): start from a clean stdout state.
+  std::clearerr(stdout);
+  std::cout.clear();
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -52,5 +74,5 @@ int posenc::cli::run_cli(int argc, char** argv) {
     std::cerr << "posenc: internal error: " << e.what() << "\n";
     return 1;
   }
-  return 0;
+  return stdout_written() ? 0 : 1;
 }

@@ -8,6 +8,7 @@
 
 #include "posenc/error.h"
 #include "posenc/rope_bench.h"
+#include "threads_option.h"
 #ifdef POSENC_WITH_TORCH
 #include "posenc_torch/bench.h"
 #endif
@@ -31,7 +32,7 @@ void add_bench_command(CLI::App& app) {
   rope->add_option("--head-dim", c.head_dim, "head dimension")->capture_default_str();
   rope->add_option("--dtype", a->dtype, "storage: f32, bf16 or f16")->capture_default_str();
   rope->add_option("--layout", a->layout, "half or interleaved")->capture_default_str();
-  rope->add_option("--threads", c.threads, "threads (0: all)")->capture_default_str();
+  add_threads_option(rope, c.threads, "threads (0: all)")->capture_default_str();
   rope->add_option("--memory", a->memory, "storage order of q and k: bshd or bhsd")->capture_default_str();
   rope->add_option("--repeats", c.repeats, "interleaved runs; the median is reported (>= 7)")->capture_default_str();
   rope->add_flag("--table", a->table, "cos/sin from a precomputed table (default)");
@@ -81,7 +82,7 @@ void add_bench_command(CLI::App& app) {
   CLI::App* train = bench->add_subcommand("train", "training step tokens/s per scheme; fused RoPE forward+backward vs eager");
   train->add_option("--schemes", t->schemes, "comma-separated schemes (default: all language-model schemes)");
   train->add_option("--steps", t->config.steps, "timed steps per scheme (median)")->capture_default_str();
-  train->add_option("--threads", t->config.threads, "torch threads (0: default)")->capture_default_str();
+  add_threads_option(train, t->config.threads, "torch threads (0: default)")->capture_default_str();
   train->add_flag("--json", t->json, "one JSON object on stdout");
   train->callback([t] {
     torch_layer::TrainBenchConfig c = t->config;

@@ -143,6 +143,8 @@ void run_freqs(const FreqsArgs& a) {
     model = load_hf_config(a.config, ConfigOptions{a.lenient, a.hf_compatible});
   } else {
     model.layers.push_back({"", true, params_from_flags(a)});
+    validate(model.layers.back().params);
+    advise(model.layers.back().params, model.warnings, model.notes);
   }
   for (const auto& w : model.warnings) std::cerr << "posenc: warning: " << w << "\n";
   const Precision precision = a.hf_compatible ? Precision::kHfFloat32 : Precision::kDouble;

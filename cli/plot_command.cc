@@ -20,6 +20,9 @@
 namespace posenc::cli {
 namespace {
 
+// Rows (and columns) of one heatmap: plot::heatmap_data's limit, and the attention map's.
+constexpr std::size_t kMaxHeatmapPositions = 4096;
+
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -29,9 +32,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 void write_heatmap(const plot::HeatmapSpec& spec, const std::string& out) {
   const int scale = std::max(1, std::min(8, 512 / std::max(spec.rows, spec.cols)));
   if (ends_with(out, ".png")) {
-    plot::write_bytes(out, plot::heatmap_png(spec, scale));
     const std::string svg = out.substr(0, out.size() - 4) + ".svg";
-    plot::write_text(svg, plot::heatmap_svg(spec, scale));
+    const std::string figure = plot::heatmap_svg(spec, scale);
+    // Both or neither: a PNG without its labelled figure (or the reverse) is a half result.
+    plot::write_all({{out, plot::heatmap_png(spec, scale)}, {svg, std::vector<std::uint8_t>(figure.begin(), figure.end())}});
     std::cout << "wrote " << out << " (pixels) and " << svg << " (labelled figure)\n";
   } else if (ends_with(out, ".svg")) {
     plot::write_text(out, plot::heatmap_svg(spec, scale));
@@ -69,7 +73,7 @@ void add_plot_command(CLI::App& app) {
   heat->add_flag("--causal", h->causal, "T5: causal buckets (default bidirectional)");
   heat->add_option("-o,--out", h->out, "output .png (plus a labelled .svg) or .svg")->required();
   heat->callback([h] {
-    const auto p = parse_int_list(h->positions, "--positions", 0, kMaxPosition, 4096);
+    const auto p = parse_int_list(h->positions, "--positions", 0, kMaxPosition, kMaxHeatmapPositions);
     plot::HeatmapRequest r = h->request;
     r.first = p.front();
     r.count = static_cast<std::int64_t>(p.size());
@@ -126,6 +130,13 @@ void add_plot_command(CLI::App& app) {
     lab::HeatmapRequestAttention r = a->request;
     if ((!a->tokens.empty()) + (!a->digits.empty()) + (!a->text.empty()) != 1)
       throw Error("give exactly one of --tokens, --digits or --text");
+    // The map is tokens x tokens doubles, and the model runs the whole sequence at once.
+    const auto too_long = [](const char* what, std::size_t n) {
+      return Error(std::string(what) + " gives " + std::to_string(n) + " tokens; the attention map takes at most " +
+                   std::to_string(kMaxHeatmapPositions) + " (a query x key picture of that size)");
+    };
+    if (a->text.size() > kMaxHeatmapPositions) throw too_long("--text", a->text.size());
+    if (a->digits.size() > kMaxHeatmapPositions / 2) throw too_long("--digits", 2 * a->digits.size());
     if (!a->text.empty()) {  // characters -> ids through the lab's vocabulary (byte values)
       const std::string& model = r.model_path;
       const std::string vocab_path = !a->vocab.empty() ? a->vocab
@@ -145,7 +156,7 @@ void add_plot_command(CLI::App& app) {
       }
     }
     if (!a->tokens.empty())
-      for (auto t : parse_int_list(a->tokens, "--tokens", 0, 1 << 20)) r.tokens.push_back(static_cast<long>(t));
+      for (auto t : parse_int_list(a->tokens, "--tokens", 0, 1 << 20, kMaxHeatmapPositions)) r.tokens.push_back(static_cast<long>(t));
     for (char ch : a->digits) {
       if (ch < '0' || ch > '9') throw Error("--digits takes digits 0-9, got '" + a->digits + "'");
       r.tokens.push_back(ch - '0');

@@ -1,6 +1,7 @@
 #include "table_command.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -119,6 +120,7 @@ json table_rope(const TableArgs& a) {
   const auto positions = positions_or(a, "0:8");
   const std::size_t half = s.inv_freq.size(), width = 2 * half;
   require_values(positions.size(), width, "rope cos/sin table");
+  check_angle_range(s, *std::max_element(positions.begin(), positions.end()));
   std::vector<float> cos(positions.size() * width), sin(positions.size() * width);
   for (std::size_t r = 0; r < positions.size(); ++r)
     for (std::size_t j = 0; j < width; ++j)  // HF's concat(freqs, freqs) layout
@@ -135,13 +137,7 @@ json table_mrope(const TableArgs& a) {
   if (a.mrope_section) {
     std::vector<int> sections;
     for (auto v : parse_int_list(*a.mrope_section, "--mrope-section", 0, 65536, 3)) sections.push_back(static_cast<int>(v));
-    const auto axis = mrope_axis_map(sections, a.interleaved);
-    out["axis_of_freq"] = axis;
-    if (!a.json) {
-      std::printf("frequency -> axis (0 T, 1 H, 2 W):");
-      for (auto x : axis) std::printf(" %d", x);
-      std::printf("\n");
-    }
+    out["axis_of_freq"] = mrope_axis_map(sections, a.interleaved);
   }
   if (a.grid) {
     const auto g = parse_int_list(*a.grid, "--grid", 1, 1 << 20, 3);
@@ -160,30 +156,42 @@ json table_mrope(const TableArgs& a) {
       ids.push_back(std::vector<std::int64_t>(idx.ids.begin() + axis * n, idx.ids.begin() + (axis + 1) * n));
     out["position_ids"] = ids;
     out["rope_delta"] = idx.rope_delta;
-    if (!a.json) {
-      const char* names[3] = {"T", "H", "W"};
-      for (int axis = 0; axis < 3; ++axis) {
-        std::printf("%s:", names[axis]);
-        for (auto v : ids[static_cast<std::size_t>(axis)]) std::printf(" %lld", static_cast<long long>(v.get<std::int64_t>()));
-        std::printf("\n");
-      }
-      std::printf("rope_delta: %lld\n", static_cast<long long>(idx.rope_delta));
-    }
   }
   if (!a.mrope_section && !a.grid) throw Error("--scheme mrope needs --mrope-section T,H,W and/or --grid T,H,W");
+  // Printed only once both parts are computed: an error in --grid leaves no half output.
+  if (!a.json && out.contains("axis_of_freq")) {
+    std::printf("frequency -> axis (0 T, 1 H, 2 W):");
+    for (const auto& x : out["axis_of_freq"]) std::printf(" %d", x.get<int>());
+    std::printf("\n");
+  }
+  if (!a.json && out.contains("position_ids")) {
+    const char* names[3] = {"T", "H", "W"};
+    for (int axis = 0; axis < 3; ++axis) {
+      std::printf("%s:", names[axis]);
+      for (const auto& v : out["position_ids"][static_cast<std::size_t>(axis)])
+        std::printf(" %lld", static_cast<long long>(v.get<std::int64_t>()));
+      std::printf("\n");
+    }
+    std::printf("rope_delta: %lld\n", static_cast<long long>(out["rope_delta"].get<std::int64_t>()));
+  }
   return out;
 }
 
 json table_alibi(const TableArgs& a) {
   if (!a.heads) throw Error("--scheme alibi needs --heads H");
   const auto slopes = alibi_slopes(*a.heads);
+  // Every input is checked before the first line is printed: no half output before an error.
+  std::vector<std::int64_t> positions;
+  if (a.positions) {
+    positions = positions_or(a, "");
+    const std::size_t n = positions.size();
+    require_values(n * n, slopes.size(), "alibi bias (heads x positions x positions)");
+  }
   json out = {{"slopes", slopes}};
   if (!a.json)
     for (std::size_t h = 0; h < slopes.size(); ++h) std::printf("head %-4zu slope %.9g\n", h, slopes[h]);
   if (a.positions) {
-    const auto positions = positions_or(a, "");
     const std::size_t n = positions.size();
-    require_values(n * n, slopes.size(), "alibi bias (heads x positions x positions)");
     json bias = json::array();
     for (double slope : slopes) {
       std::vector<float> rows(n * n, 0.0f);

@@ -17,9 +17,11 @@ std::string temp_path(const std::string& suffix) {
   return ::testing::TempDir() + "posenc_cli_" + std::to_string(getpid()) + "_" + std::to_string(++counter) + suffix;
 }
 
-CliRun run(const std::string& args) {
+namespace {
+
+CliRun run_command(const std::string& prefix, const std::string& args) {
   const std::string err_file = temp_path(".err");
-  const std::string cmd = std::string(POSENC_CLI) + " " + args + " 2>" + err_file;
+  const std::string cmd = prefix + std::string(POSENC_CLI) + " " + args + " 2>" + err_file;
   CliRun r{-1, "", ""};
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;
@@ -30,6 +32,28 @@ CliRun run(const std::string& args) {
   r.err = read_file(err_file);
   std::remove(err_file.c_str());
   return r;
+}
+
+}  // namespace
+
+CliRun run(const std::string& args) { return run_command("", args); }
+
+#if defined(__SANITIZE_ADDRESS__)
+#define POSENC_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define POSENC_TEST_ASAN 1
+#endif
+#endif
+
+CliRun run_bounded(const std::string& args, int seconds, int megabytes) {
+#ifdef POSENC_TEST_ASAN
+  (void)megabytes;  // AddressSanitizer reserves terabytes of address space: time limit only
+  const std::string memory;
+#else
+  const std::string memory = "ulimit -v " + std::to_string(megabytes * 1024) + "; ";
+#endif
+  return run_command(memory + "exec timeout -s KILL " + std::to_string(seconds) + " ", args);
 }
 
 nlohmann::json run_json(const std::string& args) {

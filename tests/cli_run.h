@@ -14,6 +14,10 @@ struct CliRun {
 
 std::string temp_path(const std::string& suffix);
 CliRun run(const std::string& args);                 // posenc ARGS
+// posenc ARGS under a wall-clock limit (killed at `seconds`, exit code 137) and an address-space
+// limit (`megabytes`; an allocation beyond it fails): a hang or a runaway allocation shows as a
+// wrong exit code instead of stalling or swapping the test machine.
+CliRun run_bounded(const std::string& args, int seconds = 20, int megabytes = 2048);
 nlohmann::json run_json(const std::string& args);    // posenc ARGS --json; expects exit 0
 std::string write_config(const nlohmann::json& config);  // a temp file holding config
 

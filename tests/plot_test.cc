@@ -119,6 +119,42 @@ TEST(Plot, DecayCurvesAreTheLibrarys) {
   }
 }
 
+// Axes stay finite and bounded whatever the data: a constant series (the tick step fell below
+// the values' precision and the loop never advanced), infinities, NaN, 600 decades, nothing.
+TEST(Plot, ChartAxesAreBoundedWhateverTheData) {
+  const double inf = INFINITY, nan = std::nan("");
+  struct Case {
+    const char* name;
+    std::vector<double> x, y;
+    bool log_x, log_y;
+  };
+  const std::vector<Case> cases = {
+      {"constant", {1, 2, 3}, {1.0, 1.0 + 2e-16, 1.0}, false, false},
+      {"huge constant", {1, 2}, {1e20, 1e20}, false, false},
+      {"infinities", {1, 2, 3}, {inf, -inf, 1}, false, false},
+      {"nan only", {1, 2}, {nan, nan}, false, true},
+      {"600 decades", {1, 2, 3}, {1e-300, 1, 1e300}, true, true},
+      {"subnormal", {1, 2}, {4.9e-324, 1e-320}, false, true},
+      {"nothing", {}, {}, true, false},
+      {"inf x", {inf, 1, 2}, {1, 2, 3}, true, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ChartOptions o;
+    o.log_x = c.log_x;
+    o.log_y = c.log_y;
+    o.hlines.push_back({inf, "inf line"});
+    o.vlines.push_back({nan, "nan line"});
+    const std::string svg = svg_line_chart({{"s", c.x, c.y}}, o);
+    EXPECT_TRUE(well_formed(svg));
+    EXPECT_LT(svg.size(), 20000u);
+    EXPECT_EQ(svg.find("nan"), std::string::npos) << "a NaN coordinate";
+    EXPECT_EQ(svg.find("inf"), std::string::npos) << "an infinite coordinate";
+  }
+  const std::string empty = svg_line_chart({{"s", {1, 2}, {nan, nan}}}, {});
+  EXPECT_NE(empty.find("no finite values to draw"), std::string::npos);
+}
+
 TEST(Explain, Llama31InNumbersAndWords) {
   const ModelRope m = load_hf_config(testing::reference_dir() + "/real-configs/Llama-3.1-8B-Instruct.json");
   const ExplainReport r = explain(m, "", 32768);

@@ -31,7 +31,11 @@ ExplainReport explain(const ModelRope& model, const std::string& layer_type, std
   r.layer_type = layer.layer_type;
   r.rope_type = to_string(p.type);
   r.head_dim = p.head_dim;
-  r.rotary_dim = s.rotated_dim;
+  // Channels that really rotate: a frequency that underflowed to 0 in float32 rotates nothing
+  // (proportional's deliberate zeros lie beyond rotated_dim and are not counted either way).
+  for (int i = 0; i < s.rotated_dim / 2; ++i)
+    if (!(s.inv_freq[static_cast<std::size_t>(i)] > 0)) ++r.zero_frequencies;
+  r.rotary_dim = s.rotated_dim - 2 * r.zero_frequencies;
   r.frequencies = static_cast<int>(s.inv_freq.size());
   r.theta = p.theta;
   r.factor = p.type == RopeType::kDefault ? 1.0 : resolved_factor(p);
@@ -52,6 +56,7 @@ ExplainReport explain(const ModelRope& model, const std::string& layer_type, std
         if (first_never < 0) first_never = static_cast<int>(i);
       }
     }
+    if (!(s.inv_freq[i] > 0)) continue;  // stopped by the scaling: counted in zero_frequencies
     const double ratio = s.base_inv_freq[i] / s.inv_freq[i];
     if (std::fabs(ratio - 1) < 1e-5) ++r.unchanged;
     else if (std::fabs(ratio - r.factor) < 1e-4 * r.factor) ++r.interpolated_fully;
@@ -65,6 +70,12 @@ ExplainReport explain(const ModelRope& model, const std::string& layer_type, std
   L.push_back("RoPE (" + r.rope_type + ") rotates " + std::to_string(r.rotary_dim) + " of " + std::to_string(r.head_dim) +
               " channels per head as " + std::to_string(r.frequencies) + " frequency pairs, base theta = " + format_number(r.theta) +
               (r.rotary_dim < r.head_dim ? "; the other channels carry no position." : "."));
+  if (r.zero_frequencies > 0)
+    L.push_back(std::to_string(r.zero_frequencies) + " of the " + std::to_string(s.rotated_dim / 2) +
+                " frequencies are 0 in float32 (" +
+                (p.type == RopeType::kDefault ? "rope_theta " + format_number(r.theta) + " is so large that theta^(-2i/d) underflows"
+                                              : std::string("underflow after scaling")) +
+                "): their " + std::to_string(2 * r.zero_frequencies) + " channels never rotate and carry no position.");
   if (r.training_context > 0) {
     L.push_back("Training context: " + format_number(r.training_context) + " tokens. " + std::to_string(r.full_turn) +
                 " frequencies complete a full turn within it (wavelength <= context: they repeat, and encode local, relative "
@@ -90,7 +101,10 @@ ExplainReport explain(const ModelRope& model, const std::string& layer_type, std
     L.push_back("At " + std::to_string(*context) + " tokens (" + f("%.3g", x) + "x the training context): " +
                 std::to_string(r.out_of_range_at_context) + " of the " + std::to_string(r.never_turn) +
                 " slow frequencies reach angles never seen in training" +
-                (r.out_of_range_at_context == 0 ? " -- every angle stays inside the trained range."
+                (r.out_of_range_at_context == 0 && r.zero_frequencies > 0
+                     ? " -- the angles that rotate stay inside the trained range, but " + std::to_string(r.zero_frequencies) +
+                           " frequencies are 0 and do not rotate at all: those channels carry no position."
+                 : r.out_of_range_at_context == 0 ? " -- every angle stays inside the trained range."
                                                 : (p.type == RopeType::kDefault ? "; expect degradation without a scaling method (PI, NTK, YaRN)."
                                                                                 : "; the scaling does not cover this length fully.")));
   }
@@ -113,6 +127,7 @@ std::string explain_json(const ExplainReport& r) {
                       {"frequencies_full_turn_in_training", r.full_turn}, {"frequencies_never_turn_in_training", r.never_turn},
                       {"frequencies_unchanged", r.unchanged}, {"frequencies_interpolated", r.interpolated_fully},
                       {"frequencies_blended", r.blended}, {"frequencies_out_of_range_at_context", r.out_of_range_at_context},
+                      {"frequencies_zero", r.zero_frequencies},
                       {"report", r.lines}, {"notes", r.notes}};
   return j.dump(1);
 }

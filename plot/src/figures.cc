@@ -57,6 +57,7 @@ HeatmapSpec heatmap_data(const HeatmapRequest& r) {
     p.head_dim = r.dim;
     p.theta = r.base;
     const RopeSchedule sched = compute_schedule(p);
+    check_angle_range(sched, r.first + n - 1);
     const RopeApplyParams ap = rope_apply_params(sched);
     const int half = static_cast<int>(sched.inv_freq.size());
     s.rows = static_cast<int>(n);

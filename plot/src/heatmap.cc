@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "posenc/error.h"
@@ -179,18 +178,5 @@ std::string heatmap_svg(const HeatmapSpec& s, int scale) {
   svg << "</svg>\n";
   return svg.str();
 }
-
-void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("cannot write " + path);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    if (!out) throw Error("cannot write " + path);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("cannot write " + path);
-}
-
-void write_text(const std::string& path, const std::string& text) { write_bytes(path, {text.begin(), text.end()}); }
 
 }  // namespace posenc::plot

@@ -20,6 +20,10 @@ struct ExplainReport {
   int never_turn = 0;           // frequencies that never complete a turn in it
   int unchanged = 0, interpolated_fully = 0, blended = 0;  // what the scaling does, per frequency
   int out_of_range_at_context = 0;  // slow frequencies whose angle at `context` exceeds training's
+  // Frequencies meant to rotate that are 0 in float32 (rope_theta so large, or a scale factor
+  // so large, that theta^(-2i/d) or its scaled value underflows): they rotate nothing, and
+  // rotary_dim above counts only the channels that do rotate.
+  int zero_frequencies = 0;
   std::vector<std::string> lines;   // the report in words
   std::vector<std::string> notes;   // from the config reading
 };

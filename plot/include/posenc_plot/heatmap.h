@@ -31,8 +31,18 @@ std::vector<std::uint8_t> heatmap_png(const HeatmapSpec& spec, int scale);
 // The labelled figure: axes, ticks, colour bar, and the PNG embedded as a data URI.
 std::string heatmap_svg(const HeatmapSpec& spec, int scale);
 
-// Write a file whole: to a temporary name, then renamed over the target.
+// Write a file whole: to a temporary name, then renamed over the target. A failure throws
+// posenc::Error naming the file and the reason, and leaves neither a .tmp nor a partial target.
 void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes);
 void write_text(const std::string& path, const std::string& text);
+
+// Several files that belong together (a PNG and the SVG that embeds it): all are written or
+// none is. Targets that cannot be replaced (a directory in the way) are refused before any
+// byte is written.
+struct OutputFile {
+  std::string path;
+  std::vector<std::uint8_t> bytes;
+};
+void write_all(const std::vector<OutputFile>& files);
 
 }  // namespace posenc::plot
