@@ -76,22 +76,25 @@ void add_bench_command(CLI::App& app) {
   struct TrainArgs {
     torch_layer::TrainBenchConfig config;
     std::string schemes;
+    CLI::Option* schemes_option = nullptr;
     bool json = false;
   };
   auto t = std::make_shared<TrainArgs>();
   CLI::App* train = bench->add_subcommand("train", "training step tokens/s per scheme; fused RoPE forward+backward vs eager");
-  train->add_option("--schemes", t->schemes, "comma-separated schemes (default: all language-model schemes)");
+  t->schemes_option = train->add_option("--schemes", t->schemes, "comma-separated schemes (default: all language-model schemes)");
   train->add_option("--steps", t->config.steps, "timed steps per scheme (median)")->capture_default_str();
   add_threads_option(train, t->config.threads, "torch threads (0: default)")->capture_default_str();
   train->add_flag("--json", t->json, "one JSON object on stdout");
   train->callback([t] {
     torch_layer::TrainBenchConfig c = t->config;
-    if (!t->schemes.empty()) {
+    if (t->schemes_option->count() > 0) {  // given but empty ('' or 'rope,,alibi') is a mistake, not "all"
       c.schemes.clear();
       std::size_t start = 0;
       while (start <= t->schemes.size()) {
         const auto comma = t->schemes.find(',', start);
         c.schemes.push_back(t->schemes.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (c.schemes.back().empty())
+          throw Error("--schemes '" + t->schemes + "' has an empty name; give comma-separated schemes, or leave --schemes out for all");
         if (comma == std::string::npos) break;
         start = comma + 1;
       }

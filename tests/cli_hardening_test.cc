@@ -178,6 +178,24 @@ TEST(CliHardening, ExplainSaysWhenFrequenciesDoNotRotate) {
   EXPECT_TRUE(mentions(l.out, "48 frequencies are 0 and do not rotate")) << l.out;
 }
 
+// Found by the same pass over plot, bench and config arguments: an internal error, a bad_alloc
+// (beyond 2 GB), or a run of hours.
+TEST(CliHardening, PlotBenchAndConfigArgumentsAreBounded) {
+  const std::string out = temp_path(".svg");
+  EXPECT_CLEAN_ERROR(run_bounded("plot decay --scheme sinusoidal --dim -2 -o " + out), "dim", "-2");
+  EXPECT_CLEAN_ERROR(run_bounded("plot heatmap --scheme xl --dim 4096 --positions 2000000000:2000004000 -o " + out),
+                     "2000003999", "67108864");
+  EXPECT_CLEAN_ERROR(run_bounded("plot heatmap --scheme learned --positions 30000000:30000010 -o " + out), "30000009");
+  EXPECT_CLEAN_ERROR(run_bounded("bench rope --repeats 100000000 --tokens 1"), "repeats 100000000", "use at most");
+  EXPECT_CLEAN_ERROR(run_bounded("bench rope --tokens 1000000 --heads 32 --head-dim 128"), "5120000000", "134217728");
+  // A 1 MB rope_type name is echoed in a few dozen characters.
+  const std::string name = write_text(".json", R"({"head_dim": 64, "rope_scaling": {"rope_type": ")" + std::string(1 << 20, 'x') +
+                                                   R"("}})");
+  const CliRun r = run_bounded("freqs --config " + name);
+  EXPECT_CLEAN_ERROR(r, "is not a rope type");
+  EXPECT_LT(r.err.size(), 1000u);
+}
+
 #ifdef POSENC_WITH_TORCH
 // 100k characters asked for a 100k x 100k attention map (160 GB).
 TEST(CliHardening, AttentionTextIsCapped) {

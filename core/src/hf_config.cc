@@ -193,14 +193,13 @@ struct Parser {
     auto rope_type = name_of("rope_type");
     auto legacy = name_of("type");
     if (rope_type && legacy && *rope_type != *legacy)
-      throw Error(jf::path(w, "rope_type") + " '" + dict["rope_type"].get<std::string>() + "' and " +
-                  jf::path(w, "type") + " '" + dict["type"].get<std::string>() +
-                  "' disagree; keep one");
+      throw Error(jf::path(w, "rope_type") + " " + jf::describe(dict["rope_type"]) + " and " + jf::path(w, "type") + " " +
+                  jf::describe(dict["type"]) + " disagree; keep one");
     const std::string name = rope_type ? *rope_type : legacy ? *legacy : "default";
     auto type = rope_type_from_name(name);
     if (!type)
-      throw Error(jf::path(w, rope_type ? "rope_type" : "type") + " '" + name +
-                  "' is not a rope type posenc knows; allowed: " + rope_type_names());
+      throw Error(jf::path(w, rope_type ? "rope_type" : "type") + " " + jf::describe(json(name)) +
+                  " is not a rope type posenc knows; allowed: " + rope_type_names());
     return *type;
   }
 

@@ -45,7 +45,16 @@ RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
     throw Error("bench needs tokens, heads >= 1, kv_heads >= 0, an even head_dim >= 2 and repeats >= 1");
   const std::int64_t q_elems = std::int64_t{c.tokens} * c.heads * c.head_dim;
   const std::int64_t k_elems = std::int64_t{c.tokens} * c.kv_heads * c.head_dim;
-  if (q_elems + k_elems > (std::int64_t{1} << 32)) throw Error("bench shape too large (over 2^32 elements)");
+  // q and k, plus a ceiling buffer of the same bytes: 2^27 elements of f32 is 1 GiB in all.
+  // Repeats x elements bounds the time (each repeat is a kernel pass and a ceiling pass).
+  constexpr std::int64_t kMaxElements = std::int64_t{1} << 27, kMaxWork = std::int64_t{1} << 31;
+  if (q_elems + k_elems > kMaxElements)
+    throw Error("bench shape has " + std::to_string(q_elems + k_elems) + " q + k elements, more than the limit of " +
+                std::to_string(kMaxElements) + " (2^27: 1 GiB of float32 with the ceiling buffer)");
+  if (c.repeats > kMaxWork / (q_elems + k_elems))
+    throw Error("bench repeats " + std::to_string(c.repeats) + " x " + std::to_string(q_elems + k_elems) +
+                " elements is more than " + std::to_string(kMaxWork) + " element passes (2^31: some seconds); use at most " +
+                std::to_string(kMaxWork / (q_elems + k_elems)) + " repeats for this shape");
   const std::size_t esize = dtype_size(c.dtype);
   // 64-byte aligned, as tensors from torch or any allocator for SIMD are.
   AlignedBytes q(static_cast<std::size_t>(q_elems) * esize), k(static_cast<std::size_t>(k_elems) * esize);

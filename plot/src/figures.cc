@@ -15,6 +15,7 @@ namespace posenc::plot {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
+constexpr std::int64_t kMaxTableValues = std::int64_t{1} << 26;  // 256 MiB of float32
 
 }  // namespace
 
@@ -28,6 +29,11 @@ HeatmapSpec heatmap_data(const HeatmapRequest& r) {
   std::vector<std::int64_t> positions;
   for (std::int64_t i = 0; i < n; ++i) positions.push_back(r.first + i);
   if (r.scheme == "sinusoidal" || r.scheme == "learned" || r.scheme == "xl") {
+    // learned and xl build their table from row 0 up to the last row shown.
+    if ((r.scheme == "learned" || r.scheme == "xl") && (r.first + n) * r.dim > kMaxTableValues)
+      throw Error("heatmap --scheme " + r.scheme + " builds rows 0 .. " + std::to_string(r.first + n - 1) + " of dim " +
+                  std::to_string(r.dim) + ": more than " + std::to_string(kMaxTableValues) +
+                  " values (2^26); start the positions lower or use a smaller --dim");
     std::vector<float> t;
     if (r.scheme == "sinusoidal") {
       t = sinusoidal_table({r.dim, SinusoidalLayout::kInterleaved, SinusoidalFreqs::kVaswani, r.base}, positions);
@@ -161,6 +167,7 @@ std::vector<Series> decay_data(const DecayRequest& r) {
     }
   } else if (r.scheme == "sinusoidal") {
     const SinusoidalParams p{r.dim, SinusoidalLayout::kInterleaved, SinusoidalFreqs::kVaswani, r.base};
+    validate(p);  // before sizing rows by r.dim
     std::vector<float> origin(static_cast<std::size_t>(r.dim)), row(static_cast<std::size_t>(r.dim));
     sinusoidal_row(p, 0, origin.data());
     Series dot{"PE(0) . PE(d) / (d_model/2)", d, {}};
