@@ -112,32 +112,36 @@ void store(void* base, DType t, std::int64_t i, float v) {
 
 }  // namespace
 
+void rope_row_reference(const float* in, float* out, const PositionIds& pos, int b, int t, int tokens,
+                        const RopeApplyParams& p) {
+  const int half = p.num_freqs;
+  // DeepSeek-V3 reads pairs and writes halves; its transpose (direction -1) reads halves and
+  // writes pairs.
+  const bool deepseek_back = p.layout == RopeLayout::kDeepSeekV3 && p.direction < 0;
+  const bool split_in = p.layout == RopeLayout::kHalfSplit || deepseek_back;
+  const bool interleaved_out = p.layout == RopeLayout::kInterleaved || deepseek_back;
+  for (int j = 0; j < half; ++j) {
+    const std::int64_t position = pos.at(p.axis_of_freq ? p.axis_of_freq[j] : 0, b, t, tokens);
+    float c, s;
+    rope_cos_sin(p.inv_freq[j], position, p, &c, &s);
+    const float xa = split_in ? in[j] : in[2 * j];
+    const float xb = split_in ? in[j + half] : in[2 * j + 1];
+    out[interleaved_out ? 2 * j : j] = xa * c - xb * s;
+    out[interleaved_out ? 2 * j + 1 : j + half] = xb * c + xa * s;
+  }
+}
+
 void rope_apply_reference(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams& p) {
   validate(x, pos, p);
-  const int half = p.num_freqs;
-  std::vector<float> in(static_cast<std::size_t>(2 * half));
+  const int rotary = 2 * p.num_freqs;
+  std::vector<float> in(static_cast<std::size_t>(rotary)), out(static_cast<std::size_t>(rotary));
   for (int b = 0; b < x.batch; ++b)
     for (int t = 0; t < x.tokens; ++t)
       for (int h = 0; h < x.heads; ++h) {
         const std::int64_t row = b * x.batch_stride + t * x.token_stride + h * x.head_stride;
-        for (int c = 0; c < 2 * half; ++c) in[static_cast<std::size_t>(c)] = load(x.data, x.dtype, row + c);
-        for (int j = 0; j < half; ++j) {
-          const int axis = p.axis_of_freq ? p.axis_of_freq[j] : 0;
-          const std::int64_t position = pos.at(axis, b, t, x.tokens);
-          float c, s;
-          rope_cos_sin(p.inv_freq[j], position, p, &c, &s);
-          // DeepSeek-V3 reads pairs and writes halves; its transpose (direction -1) reads halves
-          // and writes pairs.
-          const bool deepseek_back = p.layout == RopeLayout::kDeepSeekV3 && p.direction < 0;
-          const bool split = p.layout == RopeLayout::kHalfSplit || deepseek_back;
-          const float xa = split ? in[j] : in[2 * j];
-          const float xb = split ? in[j + half] : in[2 * j + 1];
-          const float oa = xa * c - xb * s;
-          const float ob = xb * c + xa * s;
-          const bool interleaved_out = p.layout == RopeLayout::kInterleaved || deepseek_back;
-          store(x.data, x.dtype, row + (interleaved_out ? 2 * j : j), oa);
-          store(x.data, x.dtype, row + (interleaved_out ? 2 * j + 1 : j + half), ob);
-        }
+        for (int c = 0; c < rotary; ++c) in[static_cast<std::size_t>(c)] = load(x.data, x.dtype, row + c);
+        rope_row_reference(in.data(), out.data(), pos, b, t, x.tokens, p);
+        for (int c = 0; c < rotary; ++c) store(x.data, x.dtype, row + c, out[static_cast<std::size_t>(c)]);
       }
 }
 

@@ -120,4 +120,10 @@ void rope_cos_sin(double inv_freq, std::int64_t position, const RopeApplyParams&
 // kernels (rope_kernels.h) are tested against.
 void rope_apply_reference(const RopeTensor& x, const PositionIds& positions, const RopeApplyParams& params);
 
+// One head of token t of batch row b, in float: out[0 .. 2*num_freqs) from in[0 .. 2*num_freqs)
+// (in and out must not overlap; the channels past the rotary dim are the caller's). What
+// rope_apply_reference does to each head, for callers that rotate copies (fused attention).
+void rope_row_reference(const float* in, float* out, const PositionIds& positions, int b, int t, int tokens,
+                        const RopeApplyParams& params);
+
 }  // namespace posenc

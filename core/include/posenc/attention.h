@@ -1,0 +1,79 @@
+// Attention with positions computed on the fly: softmax(q k^T * scale + bias + mask) v, with no
+// S x T matrix for any scheme (FlashAttention-2's online softmax over key tiles).
+//
+//   q    [B, S, Hq, D]   views as in rope_apply.h: [B, S, H, D] or [B, H, S, D] storage, any
+//   k, v [B, T, Hk, D]   strides, channels contiguous; f32, bf16 or f16 (math in f32)
+//   out  [B, S, Hq, D]   written (its own dtype); may not overlap q, k or v
+//
+// GQA: query head h reads kv head h / (Hq / Hk). Query i sits at key index past + i, past =
+// T - S unless set (the queries are the last S keys: prefill, or decode after a KV cache).
+//
+// Masks, by key index:       key j is visible to query i (index p = past + i) when
+//   causal                    j <= p
+//   key_padding[b * T + j]    != 0
+//   sliding_window W > 0      p - j < W            (Mistral, Gemma; with causal)
+//   chunk C > 0               j / C == p / C       (Llama 4's chunked attention)
+// A query that sees no key gets zeros (never NaN).
+//
+// Positions, by position id (PositionIds: explicit ids or index + offset, see rope_apply.h):
+//   kNone   NoPE
+//   kRope   q and k rotated (any RopeApplyParams: layout, partial, M-RoPE, any schedule) as
+//           they are loaded; q and k themselves are not modified
+//   kAlibi  + -slope_h * (qpos - kpos)  (causal), -slope_h * |qpos - kpos| (symmetric)
+//   kT5     + table[bucket(kpos - qpos)][h]   (t5_bias.h; added after the scale, as T5 adds
+//           its bias to raw q.k: pass scale 1 for T5 models)
+#pragma once
+
+#include <cstdint>
+
+#include "posenc/alibi.h"
+#include "posenc/rope_apply.h"
+#include "posenc/t5_bias.h"
+
+namespace posenc {
+
+struct AttentionMask {
+  bool causal = true;
+  std::int64_t past = -1;                      // -1: T - S
+  const std::uint8_t* key_padding = nullptr;  // [B, T], 0 = a padding key; null: none
+  std::int64_t sliding_window = 0;            // 0: none
+  std::int64_t chunk = 0;                     // 0: none
+};
+
+enum class AttentionPositions { kNone, kRope, kAlibi, kT5 };
+
+struct AttentionParams {
+  double scale = 0;  // 0: 1 / sqrt(D)
+  AttentionMask mask;
+  AttentionPositions positions = AttentionPositions::kNone;
+  PositionIds q_positions, k_positions;  // for kRope, kAlibi, kT5
+  RopeApplyParams rope;                  // kRope (direction +1)
+  const double* alibi_slopes = nullptr;  // kAlibi: [Hq]
+  AlibiMode alibi_mode = AlibiMode::kCausal;
+  const float* t5_table = nullptr;  // kT5: [num_buckets][Hq] (HF's embedding weight)
+  T5BucketParams t5;
+};
+
+struct AttentionOptions {
+  int threads = 0;  // 0: every hardware thread (OpenMP); at most kMaxThreads (rope_kernels.h)
+};
+
+// Checks shapes, views, positions and parameters; throws posenc::Error naming the value.
+void validate_attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
+                        const AttentionParams& params);
+
+// The plain version: every score of a query row in double, then its softmax and weighted sum.
+// The reference the tiled kernel is tested against.
+void attention_reference(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
+                         const AttentionParams& params);
+
+// Tiled online softmax: per (batch, head, tile of queries), key tiles in order, skipping tiles
+// the masks hide entirely. Workspace per thread: a query tile, a key tile, a value tile and the
+// accumulators, O(tile x D) floats, reported by attention_workspace_bytes().
+void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
+               const AttentionParams& params, const AttentionOptions& options = {});
+
+// Bytes of workspace attention() allocates for head dim D with this many threads.
+std::int64_t attention_workspace_bytes(int head_dim, int threads);
+
+}  // namespace posenc

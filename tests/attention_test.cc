@@ -1,0 +1,275 @@
+// Fused attention: the reference against a materialised softmax(q k^T * scale + bias + mask) v
+// built from the core's own bias functions, and the tiled kernel against the reference for
+// every position scheme, mask, dtype, memory order, GQA and cache offset.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "posenc/attention.h"
+#include "posenc/error.h"
+#include "posenc/half.h"
+#include "posenc/rope_schedule.h"
+
+namespace posenc {
+namespace {
+
+// Owns its bytes; view points into them (so never copy one: make another).
+struct Tensor4 {
+  Tensor4(const Tensor4&) = delete;
+  Tensor4& operator=(const Tensor4&) = delete;
+  Tensor4(Tensor4&&) = default;
+  DType dtype;
+  std::vector<std::uint8_t> bytes;
+  RopeTensor view;
+};
+
+// [B, tokens, heads, D] values, stored bshd or bhsd.
+Tensor4 make(DType dtype, int B, int tokens, int heads, int D, bool head_major, std::mt19937* rng) {
+  Tensor4 t{dtype, std::vector<std::uint8_t>(static_cast<std::size_t>(B) * tokens * heads * D * dtype_size(dtype)), {}};
+  t.view = head_major ? bhsd(t.bytes.data(), dtype, B, heads, tokens, D) : bshd(t.bytes.data(), dtype, B, tokens, heads, D);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const std::size_t n = t.bytes.size() / dtype_size(dtype);
+  for (std::size_t i = 0; i < n && rng; ++i) {
+    const float x = normal(*rng);
+    if (dtype == DType::kF32) std::memcpy(&t.bytes[4 * i], &x, 4);
+    const std::uint16_t h = dtype == DType::kBF16 ? float_to_bf16(x) : float_to_f16(x);
+    if (dtype != DType::kF32) std::memcpy(&t.bytes[2 * i], &h, 2);
+  }
+  return t;
+}
+
+float at(const RopeTensor& x, int b, int t, int h, int c) {
+  const std::int64_t i = b * x.batch_stride + t * x.token_stride + h * x.head_stride + c;
+  if (x.dtype == DType::kF32) return static_cast<const float*>(x.data)[i];
+  const std::uint16_t v = static_cast<const std::uint16_t*>(x.data)[i];
+  return x.dtype == DType::kBF16 ? bf16_to_float(v) : f16_to_float(v);
+}
+
+// The libtorch way: the whole [S, T] score matrix per head, bias from alibi_add_bias_row /
+// t5_compute_bias, masks written out, softmax, then the weighted sum. NoPE and biases only.
+std::vector<double> materialised(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const AttentionParams& p,
+                                 const std::vector<float>& t5_table) {
+  const int B = q.batch, S = q.tokens, T = k.tokens, H = q.heads, D = q.head_dim, group = q.heads / k.heads;
+  const std::int64_t past = p.mask.past >= 0 ? p.mask.past : T - S;
+  const double scale = p.scale > 0 ? p.scale : 1 / std::sqrt(static_cast<double>(D));
+  std::vector<double> out(static_cast<std::size_t>(B) * S * H * D, 0.0);
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < H; ++h) {
+      std::vector<float> t5;
+      if (p.positions == AttentionPositions::kT5) t5 = t5_compute_bias(t5_table, H, S, T, past, p.t5);  // positions = indices
+      for (int i = 0; i < S; ++i) {
+        std::vector<float> bias(T, 0.0f);
+        if (p.positions == AttentionPositions::kAlibi) alibi_add_bias_row(p.alibi_slopes[h], past + i, 0, T, p.alibi_mode, bias.data());
+        if (p.positions == AttentionPositions::kT5)
+          for (int j = 0; j < T; ++j) bias[j] = t5[(static_cast<std::size_t>(h) * S + i) * T + j];
+        std::vector<double> s(T, -std::numeric_limits<double>::infinity());
+        double best = s[0];
+        for (int j = 0; j < T; ++j) {
+          const std::int64_t pos = past + i;
+          bool ok = !(p.mask.causal && j > pos);
+          ok = ok && !(p.mask.key_padding && !p.mask.key_padding[b * T + j]);
+          ok = ok && !(p.mask.sliding_window > 0 && pos - j >= p.mask.sliding_window);
+          ok = ok && !(p.mask.chunk > 0 && j / p.mask.chunk != pos / p.mask.chunk);
+          if (!ok) continue;
+          double dot = 0;
+          for (int c = 0; c < D; ++c) dot += static_cast<double>(at(q, b, i, h, c)) * at(k, b, j, h / group, c);
+          s[j] = dot * scale + bias[j];
+          best = std::max(best, s[j]);
+        }
+        double total = 0;
+        for (int j = 0; j < T; ++j) total += std::isinf(s[j]) ? 0.0 : std::exp(s[j] - best);
+        for (int j = 0; j < T && total > 0; ++j) {
+          if (std::isinf(s[j])) continue;
+          const double w = std::exp(s[j] - best) / total;
+          for (int c = 0; c < D; ++c) out[((static_cast<std::size_t>(b) * S + i) * H + h) * D + c] += w * at(v, b, j, h / group, c);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+struct BiasInputs {
+  std::vector<double> slopes;
+  std::vector<float> t5_table;
+  std::vector<float> inv_freq;
+  std::vector<std::uint8_t> padding;
+};
+
+AttentionParams params_for(AttentionPositions positions, BiasInputs& setup, int H, int B, int T, std::mt19937& rng) {
+  AttentionParams p;
+  p.positions = positions;
+  setup.slopes = alibi_slopes(H);
+  p.alibi_slopes = setup.slopes.data();
+  p.t5 = {8, 24, false};
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  setup.t5_table.resize(static_cast<std::size_t>(p.t5.num_buckets) * H);
+  for (auto& x : setup.t5_table) x = normal(rng);
+  p.t5_table = setup.t5_table.data();
+  setup.padding.assign(static_cast<std::size_t>(B) * T, 1);
+  return p;
+}
+
+double max_abs(const std::vector<double>& a, const Tensor4& out) {
+  const RopeTensor& o = out.view;
+  double worst = 0;
+  for (int b = 0; b < o.batch; ++b)
+    for (int i = 0; i < o.tokens; ++i)
+      for (int h = 0; h < o.heads; ++h)
+        for (int c = 0; c < o.head_dim; ++c)
+          worst = std::max(worst, std::abs(a[((static_cast<std::size_t>(b) * o.tokens + i) * o.heads + h) * o.head_dim + c] -
+                                           at(o, b, i, h, c)));
+  return worst;
+}
+
+TEST(Attention, ReferenceEqualsTheMaterialisedSoftmax) {
+  std::mt19937 rng(1);
+  const int B = 2, S = 5, T = 9, H = 4, Hk = 2, D = 8;
+  for (auto positions : {AttentionPositions::kNone, AttentionPositions::kAlibi, AttentionPositions::kT5})
+    for (int mask = 0; mask < 5; ++mask) {  // causal, bidirectional, padding, sliding window, chunked
+      SCOPED_TRACE(std::to_string(static_cast<int>(positions)) + " mask " + std::to_string(mask));
+      BiasInputs setup;
+      AttentionParams p = params_for(positions, setup, H, B, T, rng);
+      const bool causal = mask != 1;
+      p.mask.causal = causal;
+      if (mask == 2) {
+        setup.padding[0] = setup.padding[1] = setup.padding[T + 4] = 0;
+        p.mask.key_padding = setup.padding.data();
+      }
+      if (mask == 3) p.mask.sliding_window = 3;
+      if (mask == 4) p.mask.chunk = 4;
+      p.t5.bidirectional = !causal;
+      p.alibi_mode = causal ? AlibiMode::kCausal : AlibiMode::kSymmetric;
+      p.q_positions.offset = T - S;  // bias positions = key indices, as materialised() assumes
+      Tensor4 q = make(DType::kF32, B, S, H, D, false, &rng), k = make(DType::kF32, B, T, Hk, D, true, &rng),
+              v = make(DType::kF32, B, T, Hk, D, false, &rng), out = make(DType::kF32, B, S, H, D, false, nullptr);
+      attention_reference(q.view, k.view, v.view, out.view, p);
+      EXPECT_LE(max_abs(materialised(q.view, k.view, v.view, p, setup.t5_table), out), 1e-6);
+    }
+}
+
+TEST(Attention, RopeRotatesQueriesAndKeysAsTheyLoad) {
+  // kRope over q, k equals kNone over q, k rotated in place beforehand (rope_apply_reference).
+  std::mt19937 rng(2);
+  const int B = 1, S = 4, T = 7, H = 2, D = 16;
+  RopeParams rp;
+  rp.head_dim = D;
+  rp.partial_rotary_factor = 0.5;
+  const RopeSchedule s = compute_schedule(rp);
+  Tensor4 q = make(DType::kF32, B, S, H, D, false, &rng), k = make(DType::kF32, B, T, H, D, false, &rng),
+          v = make(DType::kF32, B, T, H, D, false, &rng), out = make(DType::kF32, B, S, H, D, false, nullptr),
+          expected = make(DType::kF32, B, S, H, D, false, nullptr);
+  AttentionParams p;
+  p.positions = AttentionPositions::kRope;
+  p.rope = rope_apply_params(s, RopeLayout::kInterleaved);
+  p.q_positions.offset = 100 + T - S;
+  p.k_positions.offset = 100;
+  attention_reference(q.view, k.view, v.view, out.view, p);
+  rope_apply_reference(q.view, p.q_positions, p.rope);
+  rope_apply_reference(k.view, p.k_positions, p.rope);
+  p.positions = AttentionPositions::kNone;
+  attention_reference(q.view, k.view, v.view, expected.view, p);
+  EXPECT_EQ(out.bytes, expected.bytes);
+}
+
+TEST(Attention, TiledEqualsTheReferenceForEverySchemeMaskAndDtype) {
+  std::mt19937 rng(3);
+  const int B = 2, Hq = 4, Hk = 2, D = 24;
+  RopeParams rp;
+  rp.head_dim = D;
+  const RopeSchedule sched = compute_schedule(rp);
+  int cases = 0;
+  // S, T: prefill spanning several query and key tiles; decode (S = 1) after a long cache.
+  for (const auto& [S, T] : {std::pair{70, 70}, std::pair{1, 150}, std::pair{33, 100}})
+    for (auto positions : {AttentionPositions::kNone, AttentionPositions::kRope, AttentionPositions::kAlibi, AttentionPositions::kT5})
+      for (int mask = 0; mask < 5; ++mask)  // causal, bidirectional, padding, sliding window, chunked
+        for (DType dtype : {DType::kF32, DType::kBF16}) {
+          SCOPED_TRACE("S " + std::to_string(S) + " T " + std::to_string(T) + " positions " + std::to_string(static_cast<int>(positions)) +
+                       " mask " + std::to_string(mask) + " " + to_string(dtype));
+          BiasInputs setup;
+          AttentionParams p = params_for(positions, setup, Hq, B, T, rng);
+          p.rope = rope_apply_params(sched, RopeLayout::kHalfSplit);
+          p.mask.causal = mask != 1;
+          if (mask == 2) {
+            for (int j = 0; j < 20; ++j) setup.padding[j] = 0;          // batch row 0: left padding
+            for (int j = 0; j < T; ++j) setup.padding[T + j] = j % 3 != 1;  // row 1: holes
+            p.mask.key_padding = setup.padding.data();
+          }
+          if (mask == 3) p.mask.sliding_window = 17;
+          if (mask == 4) p.mask.chunk = 40;
+          p.q_positions.offset = 7 + T - S;
+          p.k_positions.offset = 7;
+          Tensor4 q = make(dtype, B, S, Hq, D, cases % 2, &rng), k = make(dtype, B, T, Hk, D, false, &rng),
+                  v = make(dtype, B, T, Hk, D, true, &rng);
+          Tensor4 ref = make(DType::kF32, B, S, Hq, D, false, nullptr), fast = make(DType::kF32, B, S, Hq, D, true, nullptr);
+          attention_reference(q.view, k.view, v.view, ref.view, p);
+          AttentionOptions options;
+          options.threads = 2;
+          attention(q.view, k.view, v.view, fast.view, p, options);
+          std::vector<double> expected(static_cast<std::size_t>(B) * S * Hq * D);
+          for (int b = 0; b < B; ++b)
+            for (int i = 0; i < S; ++i)
+              for (int h = 0; h < Hq; ++h)
+                for (int c = 0; c < D; ++c)
+                  expected[((static_cast<std::size_t>(b) * S + i) * Hq + h) * D + c] = at(ref.view, b, i, h, c);
+          EXPECT_LE(max_abs(expected, fast), 2e-5);
+          ++cases;
+        }
+  EXPECT_EQ(cases, 3 * 4 * 5 * 2);
+}
+
+TEST(Attention, AQueryThatSeesNoKeyGetsZerosNotNaN) {
+  std::mt19937 rng(4);
+  const int S = 3, T = 3, H = 1, D = 4;
+  Tensor4 q = make(DType::kF32, 1, S, H, D, false, &rng), k = make(DType::kF32, 1, T, H, D, false, &rng),
+          v = make(DType::kF32, 1, T, H, D, false, &rng), out = make(DType::kF32, 1, S, H, D, false, nullptr),
+          ref = make(DType::kF32, 1, S, H, D, false, nullptr);
+  std::fill(out.bytes.begin(), out.bytes.end(), 0xFF);  // NaN everywhere: each must be overwritten
+  std::fill(ref.bytes.begin(), ref.bytes.end(), 0xFF);
+  const std::vector<std::uint8_t> none(T, 0);
+  AttentionParams p;
+  p.mask.key_padding = none.data();
+  attention(q.view, k.view, v.view, out.view, p);
+  attention_reference(q.view, k.view, v.view, ref.view, p);
+  for (int i = 0; i < S * D; ++i) {
+    float a, b;
+    std::memcpy(&a, &out.bytes[4 * i], 4);
+    std::memcpy(&b, &ref.bytes[4 * i], 4);
+    EXPECT_EQ(a, 0.0f);
+    EXPECT_EQ(b, 0.0f);
+  }
+}
+
+TEST(Attention, BadInputIsAnErrorNamingIt) {
+  std::mt19937 rng(5);
+  Tensor4 q = make(DType::kF32, 1, 4, 3, 8, false, &rng), k = make(DType::kF32, 1, 4, 2, 8, false, &rng),
+          out = make(DType::kF32, 1, 4, 3, 8, false, nullptr);
+  AttentionParams p;
+  const auto expect_message = [&](const RopeTensor& kk, const AttentionParams& pp, const std::string& fragment) {
+    try {
+      attention(q.view, kk, kk, out.view, pp);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  expect_message(k.view, p, "multiple of kv heads 2");
+  Tensor4 k1 = make(DType::kF32, 1, 4, 1, 8, false, &rng);
+  p.positions = AttentionPositions::kAlibi;
+  expect_message(k1.view, p, "one slope per query head");
+  p.positions = AttentionPositions::kNone;
+  p.mask.sliding_window = -1;
+  expect_message(k1.view, p, "sliding_window");
+  p.mask.sliding_window = 0;
+  Tensor4 short_k = make(DType::kF32, 1, 2, 1, 8, false, &rng);
+  expect_message(short_k.view, p, "must be >= S");
+  AttentionOptions o;
+  o.threads = 100000;
+  EXPECT_THROW(attention(q.view, k1.view, k1.view, out.view, p, o), Error);
+}
+
+}  // namespace
+}  // namespace posenc
