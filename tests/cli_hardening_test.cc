@@ -187,7 +187,7 @@ TEST(CliHardening, PlotBenchAndConfigArgumentsAreBounded) {
                      "2000003999", "67108864");
   EXPECT_CLEAN_ERROR(run_bounded("plot heatmap --scheme learned --positions 30000000:30000010 -o " + out), "30000009");
   EXPECT_CLEAN_ERROR(run_bounded("bench rope --repeats 100000000 --tokens 1"), "repeats 100000000", "use at most");
-  EXPECT_CLEAN_ERROR(run_bounded("bench rope --tokens 1000000 --heads 32 --head-dim 128"), "5120000000", "134217728");
+  EXPECT_CLEAN_ERROR(run_bounded("bench rope --tokens 500000 --heads 32 --head-dim 128"), "2560000000", "134217728");
   // A 1 MB rope_type name is echoed in a few dozen characters.
   const std::string name = write_text(".json", R"({"head_dim": 64, "rope_scaling": {"rope_type": ")" + std::string(1 << 20, 'x') +
                                                    R"("}})");
