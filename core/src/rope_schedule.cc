@@ -178,7 +178,7 @@ void require_finite(const RopeParams& p, const RopeSchedule& s) {
     std::string why = "rope_theta " + format_number(p.theta) +
                       (p.factor ? " and factor " + format_number(*p.factor) : std::string()) +
                       " make a frequency overflow float32";
-    if (std::isnan(s.inv_freq[i]) && p.type == RopeType::kLlama3)
+    if (std::isnan(s.inv_freq[i]) && p.type == RopeType::kLlama3 && p.low_freq_factor == p.high_freq_factor)
       why = "low_freq_factor == high_freq_factor and this wavelength lies exactly on the band edge: the smooth "
             "interpolation divides 0 by 0, as in HF";
     throw Error("inv_freq[" + std::to_string(i) + "] is " + format_number(s.inv_freq[i]) + ", not a finite frequency: " +
