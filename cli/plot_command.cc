@@ -143,9 +143,18 @@ void add_plot_command(CLI::App& app) {
                                      : (model.find('/') == std::string::npos ? std::string(".") : model.substr(0, model.rfind('/'))) + "/vocab.json";
       std::ifstream in(vocab_path);
       if (!in) throw Error("cannot read the vocabulary '" + vocab_path + "' (give --vocab)");
+      // A vocabulary is at most 256 byte values (~1 KB of JSON). Reading a bounded prefix keeps
+      // /dev/zero or a huge file from being read whole, and deep nesting from the parser.
+      constexpr std::size_t kMaxVocabBytes = 64 * 1024;
+      std::string text(kMaxVocabBytes + 1, '\0');
+      in.read(&text[0], static_cast<std::streamsize>(text.size()));
+      text.resize(static_cast<std::size_t>(in.gcount()));
+      if (text.size() > kMaxVocabBytes)
+        throw Error(vocab_path + " is not a vocabulary: more than " + std::to_string(kMaxVocabBytes) +
+                    " bytes (a vocabulary is a JSON array of at most 256 byte values)");
       std::vector<int> vocab;
       try {
-        vocab = nlohmann::json::parse(in).get<std::vector<int>>();
+        vocab = nlohmann::json::parse(text).get<std::vector<int>>();
       } catch (const nlohmann::json::exception& e) {
         throw Error(vocab_path + " is not a vocabulary (a JSON array of byte values): " + e.what());
       }
