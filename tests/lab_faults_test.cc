@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <thread>
 
 #include "checkpoint.h"
 #include "lab_support.h"
@@ -214,6 +216,20 @@ TEST(LabKill, SigkillMidTrainingThenResume) {
   const ExtrapolateResult straight = run_extrapolate(kill_config(straight_dir));
   ASSERT_EQ(resumed.rows.size(), straight.rows.size());
   for (std::size_t i = 0; i < resumed.rows.size(); ++i) EXPECT_EQ(resumed.rows[i].bpc, straight.rows[i].bpc) << i << " (killed at step " << at << ")";
+}
+
+TEST(LabConcurrent, ASecondRunIntoTheSameDirectoryWaitsThenFinishes) {
+  const ExtrapolateConfig c = tiny("lab_concurrent", {"alibi"});
+  fs::create_directories(c.out_dir);
+  std::optional<DirLock> first(std::in_place, c.out_dir);  // a run in progress
+  std::string error = "(not finished)";
+  std::thread second([&] { error = error_of([&] { run_extrapolate(c); }); });
+  usleep(300000);
+  EXPECT_FALSE(fs::exists(c.out_dir + "/alibi.ckpt")) << "wrote while another run held the directory";
+  first.reset();
+  second.join();
+  EXPECT_EQ(error, "(no error)");
+  EXPECT_TRUE(fs::exists(c.out_dir + "/alibi.result.json"));
 }
 
 TEST(LabLimits, SettingsOutOfRangeAreErrorsBeforeAnyTraining) {

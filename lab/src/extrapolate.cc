@@ -242,6 +242,7 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
   // these small models 3x slower with 2 threads than with 1.
   torch::set_num_threads(c.threads > 0 ? c.threads : 1);
   fs::create_directories(c.out_dir);
+  const DirLock lock(c.out_dir);
   ExtrapolateResult result;
   result.unit = corpus.unit();
   {

@@ -1,6 +1,7 @@
 #include "posenc_lab/file_io.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,6 +64,27 @@ std::string read_file(const std::string& path, std::uint64_t max_bytes) {
   if (bad) throw Error("cannot read " + path + ": read error");
   out.resize(n);
   return out;
+}
+
+DirLock::DirLock(const std::string& dir) {
+  const std::string path = dir + "/.lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error("cannot create " + path + ": " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+  int err = errno;
+  if (err == EWOULDBLOCK) {
+    std::fprintf(stderr, "another posenc lab run is writing to %s: waiting for it to finish\n", dir.c_str());
+    while ((err = ::flock(fd_, LOCK_EX) == 0 ? 0 : errno) == EINTR) {
+    }
+    if (err == 0) return;
+  }
+  ::close(fd_);
+  fd_ = -1;
+  throw Error("cannot lock " + path + ": " + std::strerror(err));
+}
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 std::uint64_t fnv1a64(const void* data, std::size_t size) {

@@ -142,6 +142,7 @@ std::vector<SortRow> run_sort(const SortConfig& c) {
   validate(c);
   torch::set_num_threads(c.threads > 0 ? c.threads : 1);
   fs::create_directories(c.out_dir);
+  const DirLock lock(c.out_dir);
   std::vector<SortRow> rows;
   for (const std::string& name : c.schemes) {
     const Scheme scheme = *scheme_from_name(name);

@@ -14,6 +14,20 @@ void write_file_atomic(const std::string& path, const std::string& bytes);
 // The whole file (at most max_bytes; a larger file is an Error naming the limit).
 std::string read_file(const std::string& path, std::uint64_t max_bytes);
 
+// An exclusive lock on a directory for one run (flock on <dir>/.lock, released at exit or kill):
+// a second run into the same directory waits (saying so on stderr), then reuses what the first
+// one finished; never two writers of one file.
+class DirLock {
+ public:
+  explicit DirLock(const std::string& dir);
+  ~DirLock();
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // FNV-1a, 64 bits: the identity of a corpus, the checksum of a checkpoint.
 std::uint64_t fnv1a64(const void* data, std::size_t size);
 std::string hex64(std::uint64_t value);
