@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# posenc's main job on built-in defaults: train short, test long (about 3 minutes on 2 cores),
+# posenc's main job on built-in defaults: train short, test long (its lab run took 6 min on 2 busy cores),
 # then a short look at the RoPE schedules the extensions use.
 set -euo pipefail
 POSENC=${1:-build/cli/posenc}
