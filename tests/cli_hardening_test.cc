@@ -194,6 +194,15 @@ TEST(CliHardening, PlotBenchAndConfigArgumentsAreBounded) {
   const CliRun r = run_bounded("freqs --config " + name);
   EXPECT_CLEAN_ERROR(r, "is not a rope type");
   EXPECT_LT(r.err.size(), 1000u);
+  // The same for a key of a megabyte, inside the rope dict and as a layer type.
+  const std::string key = std::string(1 << 20, 'k');
+  for (const std::string& config :
+       {R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": 2, ")" + key + R"(": 1}})",
+        R"({"head_dim": 64, "rope_parameters": {")" + key + R"(": {"rope_type": "linear", "factor": -1}}})"}) {
+    const CliRun k = run_bounded("freqs --config " + write_text(".json", config));
+    EXPECT_CLEAN_ERROR(k, "kkk...");
+    EXPECT_LT(k.err.size(), 1000u);
+  }
 }
 
 #ifdef POSENC_WITH_TORCH

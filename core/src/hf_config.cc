@@ -373,7 +373,7 @@ struct Parser {
       // v5 layout: {"full_attention": {...}, "sliding_attention": {...}}
       for (auto it = dict->begin(); it != dict->end(); ++it) {
         RopeParams p = base;
-        apply_rope_dict(it.value(), dict_where + "." + it.key(), p);
+        apply_rope_dict(it.value(), jf::path(dict_where, it.key()), p);
         out.layers.push_back({it.key(), it.key() != "linear_attention", p});
       }
     } else {
@@ -389,8 +389,8 @@ struct Parser {
     for (const auto& layer : out.layers) {
       if (!layer.has_rope) continue;
       std::string scope = dict ? dict_where : (w.empty() ? "config" : w);
-      if (per_layer) scope += "." + layer.layer_type;
-      else if (!layer.layer_type.empty()) scope += " (" + layer.layer_type + " layers)";
+      if (per_layer) scope = jf::path(scope, layer.layer_type);
+      else if (!layer.layer_type.empty()) scope += " (" + jf::path("", layer.layer_type) + " layers)";
       try {
         validate(layer.params);
       } catch (const Error& e) {

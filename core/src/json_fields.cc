@@ -84,7 +84,9 @@ std::string describe(const json& v) {
 }
 
 std::string path(const std::string& where, const std::string& key) {
-  return where.empty() ? key : where + "." + key;
+  // Keys come from the file too: an unknown key of a megabyte is named in a few dozen characters.
+  const std::string shown = key.size() > kDescribeChars ? key.substr(0, kDescribeChars - 3) + "..." : key;
+  return where.empty() ? shown : where + "." + shown;
 }
 
 std::optional<double> number(const json& obj, const std::string& key, const std::string& where) {
