@@ -119,7 +119,7 @@ json table_rope(const TableArgs& a) {
   p.angles = a.hf_compatible ? AngleMode::kHfFloat32 : AngleMode::kAccurate;
   const auto positions = positions_or(a, "0:8");
   const std::size_t half = s.inv_freq.size(), width = 2 * half;
-  require_values(positions.size(), width, "rope cos/sin table");
+  require_values(positions.size(), 2 * width, "rope cos/sin table (cos and sin)");  // both tables count
   check_angle_range(s, *std::max_element(positions.begin(), positions.end()));
   std::vector<float> cos(positions.size() * width), sin(positions.size() * width);
   for (std::size_t r = 0; r < positions.size(); ++r)
