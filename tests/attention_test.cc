@@ -3,7 +3,10 @@
 // every position scheme, mask, dtype, memory order, GQA and cache offset.
 #include <gtest/gtest.h>
 
+#include <hwy/targets.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -182,6 +185,10 @@ TEST(Attention, TiledEqualsTheReferenceForEverySchemeMaskAndDtype) {
   rp.head_dim = D;
   const RopeSchedule sched = compute_schedule(rp);
   int cases = 0;
+  const auto targets = hwy::SupportedAndGeneratedTargets();
+  for (const auto target : targets) {
+  hwy::SetSupportedTargetsForTest(target);
+  SCOPED_TRACE(hwy::TargetName(target));
   // S, T: prefill spanning several query and key tiles; decode (S = 1) after a long cache.
   for (const auto& [S, T] : {std::pair{70, 70}, std::pair{1, 150}, std::pair{33, 100}})
     for (auto positions : {AttentionPositions::kNone, AttentionPositions::kRope, AttentionPositions::kAlibi, AttentionPositions::kT5})
@@ -218,7 +225,10 @@ TEST(Attention, TiledEqualsTheReferenceForEverySchemeMaskAndDtype) {
           EXPECT_LE(max_abs(expected, fast), 2e-5);
           ++cases;
         }
-  EXPECT_EQ(cases, 3 * 4 * 5 * 2);
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_EQ(cases, static_cast<int>(targets.size()) * 3 * 4 * 5 * 2);
+  std::printf("attention: %d cases on %zu targets match the reference\n", cases, targets.size());
 }
 
 TEST(Attention, AQueryThatSeesNoKeyGetsZerosNotNaN) {
@@ -269,6 +279,42 @@ TEST(Attention, BadInputIsAnErrorNamingIt) {
   AttentionOptions o;
   o.threads = 100000;
   EXPECT_THROW(attention(q.view, k1.view, k1.view, out.view, p, o), Error);
+}
+
+}  // namespace
+}  // namespace posenc
+
+namespace posenc {
+namespace {
+
+TEST(Attention, ExplicitScatteredPositionIdsForBiases) {
+  // Packed sequences and gaps: T5's per-element bucket path and ALiBi on explicit ids.
+  std::mt19937 rng(6);
+  const int B = 2, S = 40, T = 90, H = 2, D = 16;
+  std::vector<std::int64_t> qids(static_cast<std::size_t>(B) * S), kids(static_cast<std::size_t>(B) * T);
+  std::uniform_int_distribution<std::int64_t> any(0, 100000);
+  for (auto& x : qids) x = any(rng);
+  for (auto& x : kids) x = any(rng);
+  for (auto positions : {AttentionPositions::kAlibi, AttentionPositions::kT5}) {
+    BiasInputs setup;
+    AttentionParams p = params_for(positions, setup, H, B, T, rng);
+    p.mask.causal = false;
+    p.alibi_mode = AlibiMode::kSymmetric;
+    p.t5.bidirectional = true;
+    p.q_positions = {qids.data(), 1, 0};
+    p.k_positions = {kids.data(), 1, 0};
+    Tensor4 q = make(DType::kF32, B, S, H, D, false, &rng), k = make(DType::kF32, B, T, H, D, false, &rng),
+            v = make(DType::kF32, B, T, H, D, false, &rng), ref = make(DType::kF32, B, S, H, D, false, nullptr),
+            fast = make(DType::kF32, B, S, H, D, false, nullptr);
+    attention_reference(q.view, k.view, v.view, ref.view, p);
+    attention(q.view, k.view, v.view, fast.view, p);
+    std::vector<double> expected(static_cast<std::size_t>(B) * S * H * D);
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < S; ++i)
+        for (int h = 0; h < H; ++h)
+          for (int c = 0; c < D; ++c) expected[((static_cast<std::size_t>(b) * S + i) * H + h) * D + c] = at(ref.view, b, i, h, c);
+    EXPECT_LE(max_abs(expected, fast), 2e-5) << static_cast<int>(positions);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,145 @@
+// What one attention() call shares, private to the core: shapes, the masks' geometry and the
+// position terms, as scalar helpers that the reference and every SIMD target use alike.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "posenc/attention.h"
+#include "posenc/half.h"
+#include "posenc/rope_apply.h"
+#include "posenc/t5_bias.h"
+
+namespace posenc::attention_detail {
+
+// Tile sizes: a query tile and a key tile of D <= 256 floats each stay in L1/L2 together with
+// the tile of scores (32 x 64 floats = 8 KiB).
+inline constexpr int kQueryTile = 32, kKeyTile = 64;
+
+inline std::int64_t offset_of(const RopeTensor& x, int b, int t, int h) {
+  return b * x.batch_stride + t * x.token_stride + h * x.head_stride;
+}
+
+inline void load_row(const RopeTensor& x, int b, int t, int h, float* out) {
+  const std::int64_t at = offset_of(x, b, t, h);
+  switch (x.dtype) {
+    case DType::kF32: std::copy_n(static_cast<const float*>(x.data) + at, x.head_dim, out); break;
+    case DType::kBF16:
+      for (int c = 0; c < x.head_dim; ++c) out[c] = bf16_to_float(static_cast<const std::uint16_t*>(x.data)[at + c]);
+      break;
+    case DType::kF16:
+      for (int c = 0; c < x.head_dim; ++c) out[c] = f16_to_float(static_cast<const std::uint16_t*>(x.data)[at + c]);
+      break;
+  }
+}
+
+inline void store_row(const RopeTensor& x, int b, int t, int h, const float* in) {
+  const std::int64_t at = offset_of(x, b, t, h);
+  switch (x.dtype) {
+    case DType::kF32: std::copy_n(in, x.head_dim, static_cast<float*>(x.data) + at); break;
+    case DType::kBF16:
+      for (int c = 0; c < x.head_dim; ++c) static_cast<std::uint16_t*>(x.data)[at + c] = float_to_bf16(in[c]);
+      break;
+    case DType::kF16:
+      for (int c = 0; c < x.head_dim; ++c) static_cast<std::uint16_t*>(x.data)[at + c] = float_to_f16(in[c]);
+      break;
+  }
+}
+
+struct Plan {
+  const RopeTensor *q, *k, *v, *out;
+  const AttentionParams* p;
+  int S, T, Hq, group, D;
+  std::int64_t past;
+  float scale;
+
+  // Row of q or k, rotated when the scheme is RoPE, into out[D] (tmp: D floats).
+  void load_rotated(const RopeTensor& x, const PositionIds& ids, int b, int t, int h, float* out, float* tmp) const {
+    load_row(x, b, t, h, out);
+    if (p->positions != AttentionPositions::kRope) return;
+    const int rotary = 2 * p->rope.num_freqs;
+    std::copy_n(out, rotary, tmp);
+    rope_row_reference(tmp, out, ids, b, t, x.tokens, p->rope);
+  }
+
+  bool visible(int b, std::int64_t query_index, std::int64_t j) const {
+    const AttentionMask& m = p->mask;
+    if (m.causal && j > query_index) return false;
+    if (m.key_padding && !m.key_padding[std::int64_t{b} * T + j]) return false;
+    if (m.sliding_window > 0 && query_index - j >= m.sliding_window) return false;
+    if (m.chunk > 0 && j / m.chunk != query_index / m.chunk) return false;
+    return true;
+  }
+
+  // The additive position term of (query i, key j) for query head h.
+  float bias(int b, int h, int i, int j) const {
+    if (p->positions == AttentionPositions::kAlibi) {
+      const double d = static_cast<double>(p->q_positions.at(0, b, i, S) - p->k_positions.at(0, b, j, T));
+      return static_cast<float>(-p->alibi_slopes[h] * (p->alibi_mode == AlibiMode::kSymmetric ? std::abs(d) : d));
+    }
+    if (p->positions == AttentionPositions::kT5) {
+      const int bucket = t5_bucket(p->k_positions.at(0, b, j, T) - p->q_positions.at(0, b, i, S), p->t5);
+      return p->t5_table[std::int64_t{bucket} * Hq + h];
+    }
+    return 0.0f;
+  }
+
+  // Adds the position term to S[r][c] (row stride ld) for queries i0 .. i0+rows-1 and keys
+  // j0 .. j0+cols-1: ALiBi as a row of key positions per query, T5 through a table of the
+  // tile's distinct distances (rows + cols of them, not rows x cols bucket logs). pos: scratch
+  // of rows + cols int64; lut: scratch, grows as needed.
+  void add_bias_tile(int b, int h, int i0, int rows, std::int64_t j0, int cols, float* S, int ld, std::int64_t* pos,
+                     std::vector<float>& lut) const {
+    std::int64_t* qp = pos;
+    std::int64_t* kp = pos + rows;
+    for (int r = 0; r < rows; ++r) qp[r] = p->q_positions.at(0, b, i0 + r, this->S);
+    for (int c = 0; c < cols; ++c) kp[c] = p->k_positions.at(0, b, static_cast<int>(j0 + c), T);
+    if (p->positions == AttentionPositions::kAlibi) {
+      const float slope = static_cast<float>(p->alibi_slopes[h]);
+      const bool symmetric = p->alibi_mode == AlibiMode::kSymmetric;
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < cols; ++c) {
+          const float d = static_cast<float>(qp[r] - kp[c]);
+          S[r * ld + c] -= slope * (symmetric ? std::abs(d) : d);
+        }
+      return;
+    }
+    if (p->positions != AttentionPositions::kT5) return;
+    const auto [kmin, kmax] = std::minmax_element(kp, kp + cols);
+    const auto [qmin, qmax] = std::minmax_element(qp, qp + rows);
+    const std::int64_t lo = *kmin - *qmax, span = *kmax - *qmin - lo + 1;
+    if (span > 8 * static_cast<std::int64_t>(rows + cols)) {  // scattered explicit ids: per element
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < cols; ++c) S[r * ld + c] += p->t5_table[std::int64_t{t5_bucket(kp[c] - qp[r], p->t5)} * Hq + h];
+      return;
+    }
+    lut.resize(static_cast<std::size_t>(span));
+    for (std::int64_t d = 0; d < span; ++d) lut[static_cast<std::size_t>(d)] = p->t5_table[std::int64_t{t5_bucket(lo + d, p->t5)} * Hq + h];
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) S[r * ld + c] += lut[static_cast<std::size_t>(kp[c] - qp[r] - lo)];
+  }
+
+  // Keys [lo, hi) that any query of [i0, i1) can see, from the masks' geometry alone.
+  void key_range(int i0, int i1, std::int64_t* lo, std::int64_t* hi) const {
+    const AttentionMask& m = p->mask;
+    const std::int64_t first = past + i0, last = past + i1 - 1;
+    *lo = 0;
+    *hi = T;
+    if (m.causal) *hi = std::min<std::int64_t>(*hi, last + 1);
+    if (m.sliding_window > 0) *lo = std::max<std::int64_t>(*lo, first - m.sliding_window + 1);
+    if (m.chunk > 0) {
+      *lo = std::max<std::int64_t>(*lo, first / m.chunk * m.chunk);
+      *hi = std::min<std::int64_t>(*hi, (last / m.chunk + 1) * m.chunk);
+    }
+    *hi = std::max(*hi, *lo);
+  }
+};
+
+
+// Validates and fills the plan (q, k, v, out and params must outlive it).
+Plan make_plan(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
+               const AttentionParams& params);
+
+}  // namespace posenc::attention_detail
