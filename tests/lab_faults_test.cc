@@ -209,6 +209,7 @@ TEST(LabKill, SigkillMidTrainingThenResume) {
   EXPECT_FALSE(fs::exists(dir + "/alibi.result.json"));
   const long at = read_checkpoint_header(ckpt).step;
   EXPECT_LT(at, 400) << "killed mid-training";
+  std::ofstream(dir + "/rope.ckpt.tmp") << "half a checkpoint";  // as a kill mid-write of another run leaves it
   const ExtrapolateResult resumed = run_extrapolate(kill_config(dir));
   expect_no_tmp(dir);
   const std::string straight_dir = ::testing::TempDir() + "lab_kill_straight";
@@ -245,6 +246,7 @@ TEST(LabLimits, SettingsOutOfRangeAreErrorsBeforeAnyTraining) {
   EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.schemes.clear(); }), "--schemes is empty");
   EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.extensions = {"none", "bogus"}; }), "'bogus'");
   EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.eval_lens = {16, 100000}; }), "--eval-lens must be in [2, 4096]");
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.train_len = 200, b.pi_finetune_steps = 5; }), "[2, 128], got 200");
   EXPECT_FALSE(fs::exists(c.out_dir)) << "nothing trained, nothing written";
   const std::string short_corpus = ::testing::TempDir() + "lab_short_corpus.txt";
   std::ofstream(short_corpus) << std::string(300, 'a');

@@ -214,6 +214,7 @@ void validate(const ExtrapolateConfig& c) {
   check_range("eval_chars", c.eval_chars, 1, 1 << 24);
   check_range("incremental_tokens", c.incremental_tokens, 0, 1 << 16);
   check_range("pi_finetune_steps", c.pi_finetune_steps, 0, kMaxSteps);
+  if (c.pi_finetune_steps > 0) check_range("--train-len (the PI fine-tune trains at 4x)", c.train_len, 2, kMaxTrainLen / kPiScale);
   if (!(c.lr > 0 && c.lr < 1)) throw Error("lr must be in (0, 1), got " + format_number(c.lr));
   if (c.eval_lens.empty()) throw Error("--eval-lens is empty: give at least one evaluation length");
   for (int len : c.eval_lens) check_range("--eval-lens", len, 2, kMaxEvalLen);
@@ -243,6 +244,7 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
   torch::set_num_threads(c.threads > 0 ? c.threads : 1);
   fs::create_directories(c.out_dir);
   const DirLock lock(c.out_dir);
+  remove_temp_files(c.out_dir);  // left by a run that was killed mid-write
   ExtrapolateResult result;
   result.unit = corpus.unit();
   {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "posenc/error.h"
 
@@ -85,6 +86,12 @@ DirLock::DirLock(const std::string& dir) {
 
 DirLock::~DirLock() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+void remove_temp_files(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().extension() == ".tmp") std::filesystem::remove(e.path(), ec);
 }
 
 std::uint64_t fnv1a64(const void* data, std::size_t size) {

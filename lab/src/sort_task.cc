@@ -143,6 +143,7 @@ std::vector<SortRow> run_sort(const SortConfig& c) {
   torch::set_num_threads(c.threads > 0 ? c.threads : 1);
   fs::create_directories(c.out_dir);
   const DirLock lock(c.out_dir);
+  remove_temp_files(c.out_dir);  // left by a run that was killed mid-write
   std::vector<SortRow> rows;
   for (const std::string& name : c.schemes) {
     const Scheme scheme = *scheme_from_name(name);

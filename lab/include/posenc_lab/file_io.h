@@ -28,6 +28,9 @@ class DirLock {
   int fd_ = -1;
 };
 
+// Removes <dir>/*.tmp (call it holding the DirLock: they are left by a killed run).
+void remove_temp_files(const std::string& dir);
+
 // FNV-1a, 64 bits: the identity of a corpus, the checksum of a checkpoint.
 std::uint64_t fnv1a64(const void* data, std::size_t size);
 std::string hex64(std::uint64_t value);
