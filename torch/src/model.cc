@@ -3,11 +3,67 @@
 #include <cmath>
 #include <fstream>
 
+#include "posenc/alibi.h"
+#include "posenc/attention.h"
 #include "posenc/error.h"
 
 namespace posenc::torch_layer {
 
 // ---- attention -------------------------------------------------------------------------------
+
+bool fused_attention_covers(const ModelConfig& c) {
+  switch (c.scheme) {
+    case Scheme::kNope:
+    case Scheme::kSinusoidal:
+    case Scheme::kLearned:
+    case Scheme::kRope:
+    case Scheme::kAlibi:
+    case Scheme::kT5: return true;
+    default: return false;  // XL and DeBERTa: content-dependent position terms
+  }
+}
+
+// q [B, H, S, Dh] (a transposed view of [B, S, H, Dh] memory), k, v [B, Hk, T, Dh] -> [B, S, H, Dh]:
+// posenc::attention over the same memory, positions applied inside (RoPE rotates q and k as it
+// loads them; ALiBi and T5 from their slopes and table), no [S, T] matrix.
+torch::Tensor AttentionImpl::fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                             const ForwardContext& ctx) const {
+  const std::int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
+  const torch::Tensor qc = q.transpose(1, 2).contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  torch::Tensor out = torch::empty({B, S, H, D}, q.options());
+  const auto view = [](const torch::Tensor& t, bool head_major) {
+    return head_major ? bhsd(t.data_ptr<float>(), static_cast<int>(t.size(0)), static_cast<int>(t.size(1)),
+                             static_cast<int>(t.size(2)), static_cast<int>(t.size(3)))
+                      : bshd(t.data_ptr<float>(), static_cast<int>(t.size(0)), static_cast<int>(t.size(1)),
+                             static_cast<int>(t.size(2)), static_cast<int>(t.size(3)));
+  };
+  AttentionParams p;
+  p.mask.causal = config_.causal;
+  p.mask.past = ctx.past;
+  const torch::Tensor padding = ctx.key_mask.to(torch::kUInt8).contiguous();
+  p.mask.key_padding = padding.data_ptr<std::uint8_t>();
+  p.q_positions = {ctx.q_positions.data_ptr<std::int64_t>(), 1, 0};
+  p.k_positions = {ctx.k_positions.data_ptr<std::int64_t>(), 1, 0};
+  if (ctx.rope) {
+    p.positions = AttentionPositions::kRope;
+    p.rope.inv_freq = ctx.rope->inv_freq.data();
+    p.rope.num_freqs = static_cast<int>(ctx.rope->inv_freq.size());
+    p.rope.attention_factor = ctx.rope->attention_factor;
+    p.rope.layout = ctx.rope->layout;
+  } else if (ctx.alibi_slopes) {
+    p.positions = AttentionPositions::kAlibi;
+    p.alibi_slopes = ctx.alibi_slopes->data();
+    p.alibi_mode = config_.causal ? AlibiMode::kCausal : AlibiMode::kSymmetric;
+  } else if (ctx.t5_table.defined()) {
+    p.positions = AttentionPositions::kT5;
+    p.t5_table = ctx.t5_table.data_ptr<float>();
+    p.t5 = config_.t5;
+  }
+  AttentionOptions options;
+  options.threads = torch::get_num_threads();
+  attention(view(qc, false), view(kc, true), view(vc, true), view(out, false), p, options);
+  return out;
+}
 
 AttentionImpl::AttentionImpl(const ModelConfig& c) : config_(c) {
   const int dh = c.head_dim();
@@ -39,6 +95,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContex
     *cache_k = k;
     *cache_v = v;
   }
+  if (ctx.fused) return wo->forward(fused_attention(q, k, v, ctx).view({B, S, H * dh}));
   if (ctx.rope) {
     q = rope(q, ctx.q_positions, *ctx.rope);
     if (!ctx.cache_rotated_keys) k = rope(k, ctx.k_positions, *ctx.rope);
@@ -169,8 +226,21 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
     }
   }
   x = dropout->forward(x);
-  if (alibi) ctx.bias = alibi->forward(ctx.q_positions, ctx.k_positions);
-  if (t5) ctx.bias = t5->forward(ctx.q_positions, ctx.k_positions);  // layer 0's table, shared (T5)
+  // Inference (no autograd, no dropout, no recorded weights): the fused kernel, positions inside.
+  bool recording = false;
+  for (const auto& block : blocks) recording = recording || block->attention->record;
+  ctx.fused = use_fused_attention && !is_training() && !torch::GradMode::is_enabled() && !ctx.cache_rotated_keys &&
+              fused_attention_covers(config_) && !recording;
+  std::vector<double> slopes;
+  if (ctx.fused && alibi) {
+    slopes = alibi_slopes(config_.n_heads);
+    ctx.alibi_slopes = &slopes;
+  } else if (ctx.fused && t5) {
+    ctx.t5_table = t5->table.detach().contiguous();  // layer 0's table, shared (T5)
+  } else {
+    if (alibi) ctx.bias = alibi->forward(ctx.q_positions, ctx.k_positions);
+    if (t5) ctx.bias = t5->forward(ctx.q_positions, ctx.k_positions);  // layer 0's table, shared (T5)
+  }
   for (std::size_t i = 0; i < blocks.size(); ++i)
     x = blocks[i]->forward(x, ctx, cache ? &cache->k[i] : nullptr, cache ? &cache->v[i] : nullptr);
   return head->forward(ln_f->forward(x));

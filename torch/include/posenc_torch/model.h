@@ -54,6 +54,10 @@ struct ForwardContext {
   torch::Tensor bias;         // [B or 1, H, S, T] (ALiBi, T5) or undefined
   const RopeSpec* rope = nullptr;
   bool cache_rotated_keys = false;  // KVCache::hf_stale_keys
+  // The fused kernel (core attention.h) instead of scores + bias + mask + softmax: inference only.
+  bool fused = false;
+  const std::vector<double>* alibi_slopes = nullptr;  // fused ALiBi
+  torch::Tensor t5_table;                             // fused T5: [num_buckets, H]
 };
 
 class AttentionImpl : public torch::nn::Module {
@@ -64,11 +68,14 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const ForwardContext& ctx, torch::Tensor* cache_k, torch::Tensor* cache_v,
                         const torch::Tensor& memory = {});
 
-  // The attention probabilities of the last forward ([B, H, S, T]), when recording is on.
+  // The attention probabilities of the last forward ([B, H, S, T]), when recording is on
+  // (which keeps the materialising path: the fused kernel never forms them).
   bool record = false;
   torch::Tensor last_weights;
 
  private:
+  torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const ForwardContext& ctx) const;
   ModelConfig config_;
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
   torch::nn::Dropout dropout{nullptr};
@@ -113,6 +120,9 @@ class TransformerLMImpl : public torch::nn::Module {
   torch::Tensor positions_for(const torch::Tensor& full_mask, std::int64_t new_tokens) const;
 
   const ModelConfig& config() const { return config_; }
+  // Inference (eval mode, no grad) through the fused kernel for NoPE, absolute, RoPE, ALiBi and
+  // T5 models; false: always the materialising libtorch path (for comparisons).
+  bool use_fused_attention = true;
   RotaryEmbedding rotary{nullptr};
   std::vector<Block> blocks;
 
