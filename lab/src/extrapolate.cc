@@ -3,18 +3,16 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "check_range.h"
 #include "checkpoint.h"
 #include "lm_eval.h"
+#include "lm_train.h"
 #include "posenc/error.h"
 #include "posenc_lab/file_io.h"
-#include "posenc_lab/progress.h"
 #include "posenc_lab/result_cache.h"
 #include "posenc_lab/results_io.h"
 #include "posenc_torch/model.h"
@@ -27,7 +25,6 @@ using torch_layer::ModelConfig;
 using torch_layer::TransformerLM;
 namespace fs = std::filesystem;
 
-constexpr double kLn2 = 0.69314718055994530942;
 constexpr int kPiScale = 4;  // PI fine-tune: 4x the training length
 
 std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab) {
@@ -70,26 +67,6 @@ std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab) {
   return plans;
 }
 
-double lr_at(const ExtrapolateConfig& c, long step) {
-  if (step < c.warmup) return c.lr * static_cast<double>(step + 1) / c.warmup;
-  const double progress = static_cast<double>(step - c.warmup) / std::max(1, c.steps - c.warmup);
-  return c.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(3.14159265358979 * progress)));  // cosine to 10%
-}
-
-// The batch of training step `step`: a function of (seed, step) only, so a resumed run sees
-// exactly the batches an uninterrupted one would.
-torch::Tensor batch_at(const Corpus& corpus, int seed, long step, int batch, int len) {
-  std::mt19937_64 rng(static_cast<std::uint64_t>(seed) * 1000003ull + static_cast<std::uint64_t>(step));
-  // validate() made sure train.size() >= len + 2
-  std::uniform_int_distribution<std::size_t> offset(0, corpus.train.size() - static_cast<std::size_t>(len) - 2);
-  torch::Tensor out = torch::empty({batch, len + 1}, torch::kInt64);
-  auto acc = out.accessor<std::int64_t, 2>();
-  for (int b = 0; b < batch; ++b) {
-    const std::size_t o = offset(rng);
-    for (int i = 0; i <= len; ++i) acc[b][i] = corpus.train[o + static_cast<std::size_t>(i)];
-  }
-  return out;
-}
 
 // Everything that determines a model's weights.
 nlohmann::json training_key(const ModelPlan& p, const ExtrapolateConfig& c, const Corpus& corpus) {
@@ -104,6 +81,10 @@ nlohmann::json training_key(const ModelPlan& p, const ExtrapolateConfig& c, cons
           {"corpus_fnv1a64", hex64(corpus.hash)}};
 }
 
+bool scores_incremental(const ExtrapolateConfig& c) {
+  return c.incremental_tokens > 0 && std::find(c.extensions.begin(), c.extensions.end(), "dynamic") != c.extensions.end();
+}
+
 bool fine_tunes(const ModelPlan& p, const ExtrapolateConfig& c) {
   return p.config.scheme == Scheme::kRope && p.config.rope.theta == 10000.0 && c.pi_finetune_steps > 0;
 }
@@ -113,57 +94,12 @@ nlohmann::json evaluation_key(const ModelPlan& p, const ExtrapolateConfig& c) {
   nlohmann::json k = {{"eval_lens", c.eval_lens}, {"eval_chars", c.eval_chars}};
   if (p.config.scheme == Scheme::kRope) {
     k["extensions"] = c.extensions;
-    if (std::find(c.extensions.begin(), c.extensions.end(), "dynamic") != c.extensions.end()) k["incremental_tokens"] = c.incremental_tokens;
+    if (scores_incremental(c)) k["incremental_tokens"] = c.incremental_tokens;
   }
   if (fine_tunes(p, c)) k["pi_finetune_steps"] = c.pi_finetune_steps;
   return k;
 }
 
-// Trains (or resumes) one model; returns false when stop_after_steps cut it short. A checkpoint
-// with another training key is an error, or (restart_on_other_key) is trained over from scratch.
-bool train(TransformerLM& model, const ModelPlan& plan, const ExtrapolateConfig& c, const Corpus& corpus, const nlohmann::json& key,
-           long* budget, bool restart_on_other_key = false) {
-  const std::string ckpt = c.out_dir + "/" + plan.name + ".ckpt";
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(c.lr).weight_decay(0.01));
-  long step = 0;
-  if (fs::exists(ckpt) && !(restart_on_other_key && read_checkpoint_header(ckpt).train_key != key))
-    step = load_checkpoint(ckpt, model, &optimizer, key);
-  Progress progress("train " + plan.name, c.steps, step);
-  if (step >= c.steps) {
-    progress.finish("trained earlier: " + ckpt);
-    return true;
-  }
-  model->train();
-  double loss_value = 0;
-  while (step < c.steps) {
-    if (*budget == 0) {
-      save_checkpoint(ckpt, model, &optimizer, step, key);
-      return false;
-    }
-    for (auto& group : optimizer.param_groups())
-      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_at(c, step));
-    const torch::Tensor batch = batch_at(corpus, plan.seed, step, c.batch, c.train_len);
-    optimizer.zero_grad();
-    const torch::Tensor logits = model->forward(batch.narrow(1, 0, c.train_len));
-    const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                                                    batch.narrow(1, 1, c.train_len).reshape({-1}));
-    loss_value = loss.item<double>();
-    if (!std::isfinite(loss_value))
-      throw Error(plan.name + ": the training loss is " + format_number(loss_value) + " at step " + std::to_string(step) +
-                  " (diverged); nothing was saved past the last checkpoint " + ckpt);
-    loss.backward();
-    torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
-    optimizer.step();
-    ++step;
-    if (*budget > 0) --*budget;
-    progress.update(step, loss_value);
-    if (step % c.checkpoint_every == 0 || step == c.steps) save_checkpoint(ckpt, model, &optimizer, step, key);
-  }
-  char summary[96];
-  std::snprintf(summary, sizeof summary, "trained, loss %.3f (%.2f bits per token)", loss_value, loss_value / kLn2);
-  progress.finish(summary);
-  return true;
-}
 
 // PI with a short fine-tune (Chen et al. 2023 recover a 4x PI model in ~1000 steps; scaled
 // down here): the trained RoPE model, positions divided by 4, trained on at 4x the length,
@@ -262,7 +198,7 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
   }
   result.notes.push_back("evaluation: non-overlapping windows over the first " + std::to_string(c.eval_chars) +
                          " validation tokens, each scored in one pass; 'dynamic' is then NTK at the window's scale" +
-                         (c.incremental_tokens > 0 ? "; 'dynamic' and 'dynamic-incremental' are both scored on the first " +
+                         (scores_incremental(c) ? "; 'dynamic' and 'dynamic-incremental' are both scored on the first " +
                                                          std::to_string(std::min(c.incremental_tokens, c.eval_chars)) +
                                                          " tokens, one pass vs token by token under HF's runtime rule"
                                                    : std::string()));
