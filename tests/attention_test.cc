@@ -287,17 +287,21 @@ TEST(Attention, BadInputIsAnErrorNamingIt) {
 namespace posenc {
 namespace {
 
-TEST(Attention, ExplicitScatteredPositionIdsForBiases) {
-  // Packed sequences and gaps: T5's per-element bucket path and ALiBi on explicit ids.
+TEST(Attention, ExplicitScatteredPositionIds) {
+  // Packed sequences and gaps: T5's per-element bucket path, ALiBi and RoPE on explicit ids.
   std::mt19937 rng(6);
   const int B = 2, S = 40, T = 90, H = 2, D = 16;
   std::vector<std::int64_t> qids(static_cast<std::size_t>(B) * S), kids(static_cast<std::size_t>(B) * T);
   std::uniform_int_distribution<std::int64_t> any(0, 100000);
   for (auto& x : qids) x = any(rng);
   for (auto& x : kids) x = any(rng);
-  for (auto positions : {AttentionPositions::kAlibi, AttentionPositions::kT5}) {
+  RopeParams rp;
+  rp.head_dim = D;
+  const RopeSchedule sched = compute_schedule(rp);
+  for (auto positions : {AttentionPositions::kAlibi, AttentionPositions::kT5, AttentionPositions::kRope}) {
     BiasInputs setup;
     AttentionParams p = params_for(positions, setup, H, B, T, rng);
+    p.rope = rope_apply_params(sched);  // RoPE with per-row ids: rotated row by row
     p.mask.causal = false;
     p.alibi_mode = AlibiMode::kSymmetric;
     p.t5.bidirectional = true;

@@ -19,7 +19,24 @@ Plan make_plan(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
   Plan plan{&q, &k, &v, &out, &p, q.tokens, k.tokens, q.heads, q.heads / k.heads, q.head_dim,
             p.mask.past >= 0 ? p.mask.past : std::int64_t{k.tokens} - q.tokens,
             static_cast<float>(p.scale > 0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(q.head_dim)))};
+  if (p.positions == AttentionPositions::kRope) {
+    plan.q_angles = row_angles(p.q_positions, q.tokens, p.rope);
+    plan.k_angles = row_angles(p.k_positions, k.tokens, p.rope);
+  }
   return plan;
+}
+
+RowAngles row_angles(const PositionIds& ids, int tokens, const RopeApplyParams& rope) {
+  RowAngles a;
+  if (!ids.same_for_every_batch_row()) return a;
+  const std::size_t half = static_cast<std::size_t>(rope.num_freqs);
+  a.cos.resize(static_cast<std::size_t>(tokens) * half);
+  a.sin.resize(a.cos.size());
+  for (int t = 0; t < tokens; ++t)
+    for (std::size_t j = 0; j < half; ++j)
+      rope_cos_sin(rope.inv_freq[j], ids.at(rope.axis_of_freq ? rope.axis_of_freq[j] : 0, 0, t, tokens), rope,
+                   &a.cos[t * half + j], &a.sin[t * half + j]);
+  return a;
 }
 
 }  // namespace attention_detail
@@ -97,12 +114,12 @@ void attention_reference(const RopeTensor& q, const RopeTensor& k, const RopeTen
   for (int b = 0; b < q.batch; ++b)
     for (int h = 0; h < plan.Hq; ++h)
       for (int i = 0; i < plan.S; ++i) {
-        plan.load_rotated(q, params.q_positions, b, i, h, qr.data(), tmp.data());
+        plan.load_query(b, i, h, qr.data(), tmp.data());
         double best = -std::numeric_limits<double>::infinity();
         for (int j = 0; j < plan.T; ++j) {
           scores[j] = -std::numeric_limits<double>::infinity();
           if (!plan.visible(b, plan.past + i, j)) continue;
-          plan.load_rotated(k, params.k_positions, b, j, h / plan.group, kr.data(), tmp.data());
+          plan.load_key(b, j, h / plan.group, kr.data(), tmp.data());
           double dot = 0;
           for (int c = 0; c < D; ++c) dot += static_cast<double>(qr[c]) * kr[c];
           scores[j] = dot * plan.scale + plan.bias(b, h, i, j);

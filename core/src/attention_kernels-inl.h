@@ -36,9 +36,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 using DA = hn::ScalableTag<float>;
 
-// Rows rounded up to 4 (the row block); zero rows cost a little and are never stored.
-constexpr int kRowBlock = 4;
-constexpr int kPaddedRows = (attention_detail::kQueryTile + kRowBlock - 1) / kRowBlock * kRowBlock;
+using attention_detail::kPaddedRows;
+using attention_detail::kRowBlock;
 
 // S[r][c] for r < rows4 (a multiple of 4), c < kKeyTile: Q [rows4][D], Kt [D][kKeyTile].
 void ScoreTile(const float* HWY_RESTRICT Q, const float* HWY_RESTRICT Kt, int rows4, int D, float* HWY_RESTRICT S) {
@@ -201,7 +200,7 @@ void AttentionAll(const attention_detail::Plan& plan, int threads) {
       const int rows4 = (rows + kRowBlock - 1) / kRowBlock * kRowBlock;
       std::fill(Q, Q + kPaddedRows * D, 0.0f);
       for (int r = 0; r < rows; ++r) {
-        plan.load_rotated(*plan.q, p.q_positions, b, i0 + r, h, Q + r * D, tmp);
+        plan.load_query(b, i0 + r, h, Q + r * D, tmp);
         for (int x = 0; x < D; ++x) Q[r * D + x] *= plan.scale;
       }
       std::fill(acc, acc + kPaddedRows * D, 0.0f);
@@ -213,7 +212,7 @@ void AttentionAll(const attention_detail::Plan& plan, int threads) {
         const int cols = static_cast<int>(std::min<std::int64_t>(kKeyTile, hi - j0));
         std::fill(Kt, Kt + kKeyTile * D, 0.0f);
         for (int c = 0; c < cols; ++c) {
-          plan.load_rotated(*plan.k, p.k_positions, b, static_cast<int>(j0 + c), hk, tmp + 0, V + c * D);  // V as scratch
+          plan.load_key(b, static_cast<int>(j0 + c), hk, tmp, V + c * D);  // V's row as scratch
           for (int x = 0; x < D; ++x) Kt[x * kKeyTile + c] = tmp[x];
           attention_detail::load_row(*plan.v, b, static_cast<int>(j0 + c), hk, V + c * D);
         }

@@ -40,12 +40,18 @@ void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
   HWY_DYNAMIC_DISPATCH(AttentionAll)(plan, threads);
 }
 
-std::int64_t attention_workspace_bytes(int head_dim, int threads) {
+std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p, int threads) {
   using attention_detail::kKeyTile;
-  using attention_detail::kQueryTile;
-  const std::int64_t rows = (kQueryTile + 3) / 4 * 4;  // the row block pads the query tile to 4
-  const std::int64_t floats = rows * head_dim * 2 + std::int64_t{kKeyTile} * head_dim * 2 + rows * kKeyTile + 2 * rows + head_dim;
-  return floats * static_cast<std::int64_t>(sizeof(float)) * std::max(threads, 1);
+  using attention_detail::kPaddedRows;
+  const std::int64_t D = q.head_dim;
+  const std::int64_t floats = kPaddedRows * D * 2 + kKeyTile * D * 2 + kPaddedRows * kKeyTile + 2 * kPaddedRows + D;
+  std::int64_t bytes = floats * static_cast<std::int64_t>(sizeof(float)) * std::max(threads, 1);
+  if (p.positions == AttentionPositions::kRope) {
+    const std::int64_t table = 2 * std::int64_t{p.rope.num_freqs} * static_cast<std::int64_t>(sizeof(float));
+    if (p.q_positions.same_for_every_batch_row()) bytes += table * q.tokens;
+    if (p.k_positions.same_for_every_batch_row()) bytes += table * k.tokens;
+  }
+  return bytes;
 }
 
 const char* attention_kernel_target() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(AttentionTarget)()); }

@@ -17,6 +17,10 @@ namespace posenc::attention_detail {
 // Tile sizes: a query tile and a key tile of D <= 256 floats each stay in L1/L2 together with
 // the tile of scores (32 x 64 floats = 8 KiB).
 inline constexpr int kQueryTile = 32, kKeyTile = 64;
+// The SIMD kernels block 4 query rows at a time: the query tile rounded up to that (zero rows
+// cost a little and are never stored).
+inline constexpr int kRowBlock = 4;
+inline constexpr int kPaddedRows = (kQueryTile + kRowBlock - 1) / kRowBlock * kRowBlock;
 
 inline std::int64_t offset_of(const RopeTensor& x, int b, int t, int h) {
   return b * x.batch_stride + t * x.token_stride + h * x.head_stride;
@@ -48,21 +52,37 @@ inline void store_row(const RopeTensor& x, int b, int t, int h, const float* in)
   }
 }
 
+// RoPE's cos/sin per token index, [tokens][num_freqs] each, when every batch row has the same
+// positions (rope_cos_sin's bits): each key is rotated once per query tile that reads it, and a
+// table turns its num_freqs sincos into loads. Empty: computed per row (per-row position ids).
+struct RowAngles {
+  std::vector<float> cos, sin;
+};
+
 struct Plan {
   const RopeTensor *q, *k, *v, *out;
   const AttentionParams* p;
   int S, T, Hq, group, D;
   std::int64_t past;
   float scale;
+  RowAngles q_angles, k_angles;
 
   // Row of q or k, rotated when the scheme is RoPE, into out[D] (tmp: D floats).
-  void load_rotated(const RopeTensor& x, const PositionIds& ids, int b, int t, int h, float* out, float* tmp) const {
+  void load_rotated(const RopeTensor& x, const PositionIds& ids, const RowAngles& angles, int b, int t, int h, float* out,
+                    float* tmp) const {
     load_row(x, b, t, h, out);
     if (p->positions != AttentionPositions::kRope) return;
-    const int rotary = 2 * p->rope.num_freqs;
-    std::copy_n(out, rotary, tmp);
-    rope_row_reference(tmp, out, ids, b, t, x.tokens, p->rope);
+    const int half = p->rope.num_freqs;
+    std::copy_n(out, 2 * half, tmp);
+    if (angles.cos.empty()) {
+      rope_row_reference(tmp, out, ids, b, t, x.tokens, p->rope);
+    } else {
+      const std::size_t at = static_cast<std::size_t>(t) * half;
+      rope_rotate_row(tmp, out, angles.cos.data() + at, angles.sin.data() + at, half, p->rope.layout, 1);
+    }
   }
+  void load_query(int b, int t, int h, float* out, float* tmp) const { load_rotated(*q, p->q_positions, q_angles, b, t, h, out, tmp); }
+  void load_key(int b, int t, int h, float* out, float* tmp) const { load_rotated(*k, p->k_positions, k_angles, b, t, h, out, tmp); }
 
   bool visible(int b, std::int64_t query_index, std::int64_t j) const {
     const AttentionMask& m = p->mask;
@@ -137,6 +157,9 @@ struct Plan {
   }
 };
 
+
+// RoPE's cos/sin per token index when ids are the same in every batch row; empty otherwise.
+RowAngles row_angles(const PositionIds& ids, int tokens, const RopeApplyParams& rope);
 
 // Validates and fills the plan (q, k, v, out and params must outlive it).
 Plan make_plan(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,

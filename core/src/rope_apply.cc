@@ -112,23 +112,29 @@ void store(void* base, DType t, std::int64_t i, float v) {
 
 }  // namespace
 
-void rope_row_reference(const float* in, float* out, const PositionIds& pos, int b, int t, int tokens,
-                        const RopeApplyParams& p) {
-  const int half = p.num_freqs;
+void rope_rotate_row(const float* in, float* out, const float* cos, const float* sin, int num_freqs, RopeLayout layout,
+                     int direction) {
+  const int half = num_freqs;
   // DeepSeek-V3 reads pairs and writes halves; its transpose (direction -1) reads halves and
   // writes pairs.
-  const bool deepseek_back = p.layout == RopeLayout::kDeepSeekV3 && p.direction < 0;
-  const bool split_in = p.layout == RopeLayout::kHalfSplit || deepseek_back;
-  const bool interleaved_out = p.layout == RopeLayout::kInterleaved || deepseek_back;
+  const bool deepseek_back = layout == RopeLayout::kDeepSeekV3 && direction < 0;
+  const bool split_in = layout == RopeLayout::kHalfSplit || deepseek_back;
+  const bool interleaved_out = layout == RopeLayout::kInterleaved || deepseek_back;
   for (int j = 0; j < half; ++j) {
-    const std::int64_t position = pos.at(p.axis_of_freq ? p.axis_of_freq[j] : 0, b, t, tokens);
-    float c, s;
-    rope_cos_sin(p.inv_freq[j], position, p, &c, &s);
+    const float c = cos[j], s = sin[j];
     const float xa = split_in ? in[j] : in[2 * j];
     const float xb = split_in ? in[j + half] : in[2 * j + 1];
     out[interleaved_out ? 2 * j : j] = xa * c - xb * s;
     out[interleaved_out ? 2 * j + 1 : j + half] = xb * c + xa * s;
   }
+}
+
+void rope_row_reference(const float* in, float* out, const PositionIds& pos, int b, int t, int tokens,
+                        const RopeApplyParams& p) {
+  std::vector<float> cos(static_cast<std::size_t>(p.num_freqs)), sin(static_cast<std::size_t>(p.num_freqs));
+  for (int j = 0; j < p.num_freqs; ++j)
+    rope_cos_sin(p.inv_freq[j], pos.at(p.axis_of_freq ? p.axis_of_freq[j] : 0, b, t, tokens), p, &cos[j], &sin[j]);
+  rope_rotate_row(in, out, cos.data(), sin.data(), p.num_freqs, p.layout, p.direction);
 }
 
 void rope_apply_reference(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams& p) {

@@ -70,12 +70,13 @@ void attention_reference(const RopeTensor& q, const RopeTensor& k, const RopeTen
 // Tiled online softmax (SIMD, Google Highway, dispatched once per call): per (batch, head, tile
 // of queries), key tiles in order, skipping tiles the masks hide entirely. Workspace per thread:
 // a query tile, a key tile, a value tile and the accumulators, O(tile x D) floats, reported by
-// attention_workspace_bytes(). Equal to the reference up to float rounding (FMA, vector exp).
+// attention_extra_bytes(). Equal to the reference up to float rounding (FMA, vector exp).
 void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
                const AttentionParams& params, const AttentionOptions& options = {});
 
-// Bytes of workspace attention() allocates for head dim D with this many threads.
-std::int64_t attention_workspace_bytes(int head_dim, int threads);
+// Bytes attention() allocates beyond q, k, v and out: the per-thread tiles, plus for RoPE with
+// positions shared by every batch row a cos/sin table of (S + T) x rotary_dim floats.
+std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& params, int threads);
 
 // The SIMD target attention() uses on this machine ("AVX3", "AVX2", ...).
 const char* attention_kernel_target();

@@ -125,5 +125,9 @@ void rope_apply_reference(const RopeTensor& x, const PositionIds& positions, con
 // rope_apply_reference does to each head, for callers that rotate copies (fused attention).
 void rope_row_reference(const float* in, float* out, const PositionIds& positions, int b, int t, int tokens,
                         const RopeApplyParams& params);
+// The same with the row's cos/sin given ([num_freqs] each, from rope_cos_sin or a RopeTable):
+// the same bits.
+void rope_rotate_row(const float* in, float* out, const float* cos, const float* sin, int num_freqs, RopeLayout layout,
+                     int direction);
 
 }  // namespace posenc

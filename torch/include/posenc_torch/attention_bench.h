@@ -1,0 +1,35 @@
+// `posenc bench attention`: the fused kernel (core attention.h) against the materialising
+// libtorch path (scores, bias + mask, softmax, weighted sum: model.cc's training path) and
+// against a matrix product of equal FLOPs through the BLAS libtorch uses, all in one run.
+// Plain C++ types: callers need not include <torch/torch.h>.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace posenc::torch_layer {
+
+struct AttentionBenchConfig {
+  int seq = 4096;         // S = T (prefill)
+  int heads = 8, kv_heads = 0, head_dim = 64;  // kv_heads 0: heads
+  std::string scheme = "alibi";                // none, rope, alibi, t5
+  bool causal = true;
+  int threads = 0;  // 0: torch's default (posenc and libtorch alike)
+  int repeats = 3;  // timed runs each (median), after one warm-up
+};
+
+struct AttentionBenchResult {
+  double posenc_seconds = 0, torch_seconds = 0, speedup = 0;
+  double posenc_gflops = 0;      // the FLOPs attention needs (half of S x T when causal) / time
+  double gemm_gflops = 0;        // q k^T and p v as full batched matrix products, same run
+  double fraction_of_gemm = 0;   // posenc_gflops / gemm_gflops
+  std::int64_t extra_bytes = 0;  // posenc's memory beyond q, k, v and out
+  std::int64_t torch_extra_bytes = 0;  // the libtorch path's [H, S, T] scores, bias and weights
+  double max_rel_error = 0;      // against attention_reference, the last 8 queries
+  std::string target;            // the SIMD target
+  int threads = 0;
+};
+
+AttentionBenchResult run_attention_bench(const AttentionBenchConfig& config);
+
+}  // namespace posenc::torch_layer

@@ -1,0 +1,140 @@
+#include "posenc_torch/attention_bench.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <vector>
+
+#include "posenc/alibi.h"
+#include "posenc/attention.h"
+#include "posenc/error.h"
+#include "posenc/rope_schedule.h"
+#include "posenc/t5_bias.h"
+#include "posenc/timing.h"
+
+namespace posenc::torch_layer {
+namespace {
+
+RopeTensor view_of(const torch::Tensor& t) {  // [1, S, H, D] contiguous
+  return bshd(t.data_ptr<float>(), 1, static_cast<int>(t.size(1)), static_cast<int>(t.size(2)), static_cast<int>(t.size(3)));
+}
+
+template <typename F>
+double median_seconds(int repeats, F&& f) {
+  f();  // warm-up
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) times.push_back(seconds_of(f));
+  return median(times);
+}
+
+}  // namespace
+
+AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
+  const int S = c.seq, H = c.heads, Hk = c.kv_heads > 0 ? c.kv_heads : c.heads, D = c.head_dim;
+  if (S < 8 || S > 65536) throw Error("bench attention: --seq must be in [8, 65536], got " + std::to_string(S));
+  if (H < 1 || H > 256 || Hk < 1 || H % Hk != 0)
+    throw Error("bench attention: --heads (1..256) must be a multiple of --kv-heads, got " + std::to_string(H) + " and " +
+                std::to_string(Hk));
+  if (D < 2 || D > 512 || D % 2) throw Error("bench attention: --head-dim must be even, in [2, 512], got " + std::to_string(D));
+  if (c.repeats < 1 || c.repeats > 100) throw Error("bench attention: repeats must be in [1, 100]");
+  // The libtorch path holds [H, S, T] floats three times (scores, bias, weights).
+  const double torch_bytes = 3.0 * H * double(S) * S * 4;
+  if (torch_bytes > 12.0 * (1 << 30))
+    throw Error("bench attention: the libtorch path would need " + std::to_string(static_cast<long>(torch_bytes / (1 << 30))) +
+                " GiB for --seq " + std::to_string(S) + " and --heads " + std::to_string(H) + "; at most 12 GiB");
+  if (c.threads > 0) torch::set_num_threads(c.threads);
+  AttentionBenchResult r;
+  r.threads = torch::get_num_threads();
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  const torch::Tensor q = torch::randn({1, S, H, D}), k = torch::randn({1, S, Hk, D}), v = torch::randn({1, S, Hk, D});
+  torch::Tensor out = torch::empty({1, S, H, D});
+
+  AttentionParams p;
+  p.mask.causal = c.causal;
+  const std::vector<double> slopes = alibi_slopes(H);
+  RopeParams rp;
+  rp.head_dim = D;
+  const RopeSchedule schedule = compute_schedule(rp);
+  const T5BucketParams t5{32, 128, !c.causal};
+  const torch::Tensor t5_table = torch::randn({t5.num_buckets, H});
+  if (c.scheme == "rope") {
+    p.positions = AttentionPositions::kRope;
+    p.rope = rope_apply_params(schedule);
+  } else if (c.scheme == "alibi") {
+    p.positions = AttentionPositions::kAlibi;
+    p.alibi_slopes = slopes.data();
+    p.alibi_mode = c.causal ? AlibiMode::kCausal : AlibiMode::kSymmetric;
+  } else if (c.scheme == "t5") {
+    p.positions = AttentionPositions::kT5;
+    p.t5_table = t5_table.data_ptr<float>();
+    p.t5 = t5;
+  } else if (c.scheme != "none") {
+    throw Error("bench attention: --scheme must be none, rope, alibi or t5, got '" + c.scheme + "'");
+  }
+  AttentionOptions options;
+  options.threads = r.threads;
+  r.posenc_seconds = median_seconds(c.repeats, [&] { attention(view_of(q), view_of(k), view_of(v), view_of(out), p, options); });
+  r.extra_bytes = attention_extra_bytes(view_of(q), view_of(k), p, r.threads);
+  r.target = attention_kernel_target();
+
+  // The materialising path, as model.cc computes it (RoPE through the same kernels first).
+  const torch::Tensor qh = q.permute({0, 2, 1, 3}), kh = k.permute({0, 2, 1, 3}).repeat_interleave(H / Hk, 1),
+                      vh = v.permute({0, 2, 1, 3}).repeat_interleave(H / Hk, 1);
+  const torch::Tensor pos = torch::arange(S, torch::kInt64);
+  const torch::Tensor diff = (pos.view({S, 1}) - pos.view({1, S})).to(torch::kFloat32);
+  const torch::Tensor causal_block = pos.view({1, S}) > pos.view({S, 1});
+  const torch::Tensor slope_t = torch::tensor(std::vector<float>(slopes.begin(), slopes.end())).view({1, H, 1, 1});
+  torch::Tensor torch_out;
+  r.torch_seconds = median_seconds(c.repeats, [&] {
+    torch::Tensor qq = qh, kk = kh;
+    if (c.scheme == "rope") {  // the libtorch formula: x cos + rotate_half(x) sin
+      const torch::Tensor inv = torch::tensor(schedule.inv_freq);
+      const torch::Tensor ang = pos.to(torch::kFloat32).view({S, 1}) * inv.view({1, -1});
+      const torch::Tensor cs = torch::cat({ang.cos(), ang.cos()}, -1), sn = torch::cat({ang.sin(), ang.sin()}, -1);
+      const auto rot = [&](const torch::Tensor& x) {
+        return x * cs + torch::cat({-x.narrow(-1, D / 2, D / 2), x.narrow(-1, 0, D / 2)}, -1) * sn;
+      };
+      qq = rot(qh);
+      kk = rot(kh);
+    }
+    torch::Tensor scores = torch::matmul(qq, kk.transpose(-1, -2)) / std::sqrt(static_cast<double>(D));
+    if (c.scheme == "alibi") scores = scores - slope_t * (c.causal ? diff : diff.abs());
+    if (c.scheme == "t5") {
+      std::vector<std::int64_t> buckets(static_cast<std::size_t>(2 * S - 1));
+      for (int d = -(S - 1); d <= S - 1; ++d) buckets[static_cast<std::size_t>(d + S - 1)] = t5_bucket(d, t5);
+      const torch::Tensor rel = pos.view({1, S}) - pos.view({S, 1}) + (S - 1);
+      scores = scores + t5_table.index({torch::tensor(buckets).index({rel})}).permute({2, 0, 1}).unsqueeze(0);
+    }
+    if (c.causal) scores = scores.masked_fill(causal_block, -1e30f);
+    torch_out = torch::matmul(torch::softmax(scores, -1), vh);
+  });
+  r.torch_extra_bytes = static_cast<std::int64_t>(torch_bytes);
+  r.speedup = r.torch_seconds / r.posenc_seconds;
+
+  // Equal FLOPs through BLAS: q k^T and p v as full products (what a causal kernel skips
+  // counts in neither: the needed FLOPs are halved for both below).
+  const torch::Tensor pm = torch::randn({1, H, S, S});
+  const double gemm_seconds = median_seconds(c.repeats, [&] {
+    torch::matmul(qh, kh.transpose(-1, -2));
+    torch::matmul(pm, vh);
+  });
+  const double full_flops = 4.0 * H * double(S) * S * D;
+  r.gemm_gflops = full_flops / gemm_seconds / 1e9;
+  r.posenc_gflops = full_flops * (c.causal ? 0.5 : 1.0) / r.posenc_seconds / 1e9;
+  r.fraction_of_gemm = r.posenc_gflops / r.gemm_gflops;
+
+  // Accuracy: the last 8 queries against the reference.
+  const int tail = 8;
+  const torch::Tensor q_tail = q.narrow(1, S - tail, tail).contiguous();
+  torch::Tensor ref = torch::empty({1, tail, H, D});
+  AttentionParams pt = p;
+  pt.q_positions.offset = S - tail;
+  attention_reference(view_of(q_tail), view_of(k), view_of(v), view_of(ref), pt);
+  attention(view_of(q), view_of(k), view_of(v), view_of(out), p, options);
+  const torch::Tensor got = out.narrow(1, S - tail, tail);
+  r.max_rel_error = ((got - ref).abs().max() / ref.abs().max()).item<double>();
+  return r;
+}
+
+}  // namespace posenc::torch_layer
