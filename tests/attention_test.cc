@@ -287,6 +287,37 @@ TEST(Attention, BadInputIsAnErrorNamingIt) {
 namespace posenc {
 namespace {
 
+TEST(Attention, DecodeSplitsTheKeysAcrossThreads) {
+  // One query, one head, a long cache and more threads than (batch x heads): the keys are split
+  // and the partial softmaxes merged. Causal, windowed and padded, with ALiBi and RoPE.
+  std::mt19937 rng(7);
+  const int T = 1000, D = 32;
+  RopeParams rp;
+  rp.head_dim = D;
+  const RopeSchedule sched = compute_schedule(rp);
+  for (auto positions : {AttentionPositions::kNone, AttentionPositions::kAlibi, AttentionPositions::kRope})
+    for (int mask = 0; mask < 3; ++mask) {
+      BiasInputs setup;
+      AttentionParams p = params_for(positions, setup, 1, 1, T, rng);
+      p.rope = rope_apply_params(sched);
+      if (mask == 1) p.mask.sliding_window = 300;
+      if (mask == 2) {
+        for (int j = 0; j < 700; ++j) setup.padding[j] = 0;  // only the last 300 keys are real
+        p.mask.key_padding = setup.padding.data();
+      }
+      Tensor4 q = make(DType::kF32, 1, 1, 1, D, false, &rng), k = make(DType::kF32, 1, T, 1, D, false, &rng),
+              v = make(DType::kF32, 1, T, 1, D, false, &rng), ref = make(DType::kF32, 1, 1, 1, D, false, nullptr),
+              fast = make(DType::kF32, 1, 1, 1, D, false, nullptr);
+      attention_reference(q.view, k.view, v.view, ref.view, p);
+      AttentionOptions options;
+      options.threads = 5;  // 5 splits of the keys
+      attention(q.view, k.view, v.view, fast.view, p, options);
+      std::vector<double> expected(D);
+      for (int c = 0; c < D; ++c) expected[c] = at(ref.view, 0, 0, 0, c);
+      EXPECT_LE(max_abs(expected, fast), 2e-5) << static_cast<int>(positions) << " mask " << mask;
+    }
+}
+
 TEST(Attention, ExplicitScatteredPositionIds) {
   // Packed sequences and gaps: T5's per-element bucket path, ALiBi and RoPE on explicit ids.
   std::mt19937 rng(6);

@@ -173,6 +173,13 @@ void AttentionAll(const attention_detail::Plan& plan, int threads) {
   const std::int64_t tasks = std::int64_t{plan.q->batch} * plan.Hq * query_tiles;
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const bool has_bias = p.positions == AttentionPositions::kAlibi || p.positions == AttentionPositions::kT5;
+  // Decode (few queries, long cache): fewer tasks than threads. Split each task's keys into
+  // `splits` runs of whole key tiles, one per work item, and merge the partial softmaxes after
+  // (FlashDecoding): every thread has keys to read.
+  const std::int64_t key_tiles = (plan.T + kKeyTile - 1) / kKeyTile;
+  const int splits = tasks >= threads ? 1 : static_cast<int>(std::min<std::int64_t>((threads + tasks - 1) / tasks, std::max<std::int64_t>(key_tiles, 1)));
+  const std::size_t partial_size = static_cast<std::size_t>(kQueryTile) * (D + 2);  // acc rows, max, sum
+  std::vector<float> partials(splits > 1 ? static_cast<std::size_t>(tasks) * splits * partial_size : 0);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
 #endif
@@ -193,7 +200,9 @@ void AttentionAll(const attention_detail::Plan& plan, int threads) {
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-    for (std::int64_t task = 0; task < tasks; ++task) {
+    for (std::int64_t item = 0; item < tasks * splits; ++item) {
+      const std::int64_t task = item / splits;
+      const int split = static_cast<int>(item % splits);
       const int tile = static_cast<int>(task % query_tiles), h = static_cast<int>(task / query_tiles % plan.Hq);
       const int b = static_cast<int>(task / query_tiles / plan.Hq), hk = h / plan.group;
       const int i0 = tile * kQueryTile, rows = std::min(kQueryTile, S - i0);
@@ -208,6 +217,12 @@ void AttentionAll(const attention_detail::Plan& plan, int threads) {
       std::fill(row_sum, row_sum + kPaddedRows, 0.0f);
       std::int64_t lo, hi;
       plan.key_range(i0, i0 + rows, &lo, &hi);
+      if (splits > 1) {  // this item's run of whole key tiles
+        const std::int64_t tiles = (hi - lo + kKeyTile - 1) / kKeyTile, per = (tiles + splits - 1) / splits;
+        const std::int64_t first = lo + std::min(tiles, per * split) * kKeyTile;
+        hi = std::min(hi, lo + std::min(tiles, per * (split + 1)) * kKeyTile);
+        lo = first;
+      }
       for (std::int64_t j0 = lo; j0 < hi; j0 += kKeyTile) {
         const int cols = static_cast<int>(std::min<std::int64_t>(kKeyTile, hi - j0));
         std::fill(Kt, Kt + kKeyTile * D, 0.0f);
@@ -236,10 +251,46 @@ void AttentionAll(const attention_detail::Plan& plan, int threads) {
         }
         AccumulateTile(Sc, V, rows4, cols, D, acc);
       }
+      if (splits > 1) {  // kept for the merge
+        float* part = partials.data() + static_cast<std::size_t>(item) * partial_size;
+        std::copy(acc, acc + rows * D, part);
+        std::copy(row_max, row_max + rows, part + kQueryTile * D);
+        std::copy(row_sum, row_sum + rows, part + kQueryTile * D + kQueryTile);
+        continue;
+      }
       for (int r = 0; r < rows; ++r) {
         const float inv = row_sum[r] > 0 ? 1.0f / row_sum[r] : 0.0f;  // a row that saw no key: zeros
         for (int x = 0; x < D; ++x) acc[r * D + x] *= inv;
         attention_detail::store_row(*plan.out, b, i0 + r, h, acc + r * D);
+      }
+    }
+    if (splits > 1) {
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+      for (std::int64_t task = 0; task < tasks; ++task) {
+        const int tile = static_cast<int>(task % query_tiles), h = static_cast<int>(task / query_tiles % plan.Hq);
+        const int b = static_cast<int>(task / query_tiles / plan.Hq);
+        const int i0 = tile * kQueryTile, rows = std::min(kQueryTile, S - i0);
+        const float* first = partials.data() + static_cast<std::size_t>(task) * splits * partial_size;
+        for (int r = 0; r < rows; ++r) {
+          // softmax over the union: rescale each part to the largest maximum.
+          float m = neg_inf;
+          for (int sp = 0; sp < splits; ++sp) m = std::max(m, first[sp * partial_size + kQueryTile * D + r]);
+          std::fill(tmp, tmp + D, 0.0f);
+          float sum = 0;
+          for (int sp = 0; m != neg_inf && sp < splits; ++sp) {
+            const float* part = first + sp * partial_size;
+            const float part_max = part[kQueryTile * D + r];
+            if (part_max == neg_inf) continue;
+            const float w = std::exp(part_max - m);
+            sum += w * part[kQueryTile * D + kQueryTile + r];
+            for (int x = 0; x < D; ++x) tmp[x] += w * part[r * D + x];
+          }
+          const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+          for (int x = 0; x < D; ++x) tmp[x] *= inv;
+          attention_detail::store_row(*plan.out, b, i0 + r, h, tmp);
+        }
       }
     }
   }
