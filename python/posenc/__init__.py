@@ -1,0 +1,127 @@
+"""posenc for Python: exact RoPE schedules from a model's config.json, the fast C++ kernels as
+autograd ops, and the positional encodings, over posenc's C++ core (no second implementation).
+
+    import posenc
+    model = posenc.load_hf_config("config.json")
+    s = posenc.schedule(model)                         # inv_freq, attention_factor, ...
+    q, k = posenc.apply_rope(q, k, schedule=s)         # [B, S, H, D], differentiable
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import torch
+
+from . import _posenc
+
+__all__ = [
+    "ConfigError", "Error", "Layer", "Model", "Schedule", "load_hf_config", "schedule", "apply_rope",
+    "sinusoidal", "alibi_slopes", "alibi_bias", "t5_buckets", "kernel_target",
+]
+
+Error = _posenc.Error  # every error the C++ core raises (a ValueError)
+
+
+class ConfigError(Error):
+    """A config.json or RoPE parameters posenc refuses; the message names the key and value."""
+
+
+@dataclass
+class Layer:
+    """One attention-layer type of a model: whether it rotates, and its RopeParams fields."""
+    layer_type: str
+    has_rope: bool
+    params: Dict[str, Any]
+
+
+@dataclass
+class Model:
+    """A parsed config.json: one Layer per distinct layer type, and what posenc noticed."""
+    model_type: str
+    layers: List[Layer]
+    warnings: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+
+    def select(self, layer_type: Optional[str] = None) -> Layer:
+        """The layer type to use: full_attention if present (or the only one), else the first with RoPE."""
+        if layer_type:
+            for layer in self.layers:
+                if layer.layer_type == layer_type:
+                    if not layer.has_rope:
+                        raise ConfigError(f"layer type '{layer_type}' applies no RoPE")
+                    return layer
+            raise ConfigError(f"no layer type '{layer_type}' in this model (it has "
+                              f"{', '.join(l.layer_type or '(uniform)' for l in self.layers)})")
+        for layer in self.layers:
+            if layer.layer_type == "full_attention" and layer.has_rope:
+                return layer
+        for layer in self.layers:
+            if layer.has_rope:
+                return layer
+        raise ConfigError("no layer of this model applies RoPE")
+
+
+def _model(d: Dict[str, Any]) -> Model:
+    layers = [Layer(l["layer_type"], l["has_rope"], json.loads(l["params_json"])) for l in d["layers"]]
+    return Model(d["model_type"], layers, list(d["warnings"]), list(d["notes"]))
+
+
+def load_hf_config(path: str, lenient: bool = False, hf_compatible: bool = False) -> Model:
+    """Reads a Hugging Face config.json the way posenc's CLI does (strict: an unknown key inside
+    the rope dict raises ConfigError; lenient=True makes it a warning). hf_compatible=True reads
+    the keys HF reads and nothing more (DBRX attn_config.rope_theta, MiniMax-M2 rotary_dim)."""
+    try:
+        return _model(_posenc.load_hf_config(str(path), lenient, hf_compatible))
+    except Error as e:
+        raise ConfigError(str(e)) from None
+
+
+@dataclass
+class Schedule:
+    """A RoPE frequency schedule: inv_freq [rotary_dim/2] (float32) and the attention factor
+    that multiplies cos and sin. rotated_dim: channels with a non-zero frequency (less than
+    rotary_dim only for proportional). axis_of_freq: the M-RoPE position axis of each frequency."""
+    inv_freq: torch.Tensor
+    attention_factor: float
+    rope_type: str
+    rotary_dim: int
+    rotated_dim: int
+    correction_range: Optional[Tuple[float, float]]
+    axis_of_freq: List[int]
+    params: Dict[str, Any]
+
+
+def schedule(config: Union[str, Model, None] = None, *, layer_type: Optional[str] = None,
+             seq_len: Optional[int] = None, hf_compatible: bool = False, **params: Any) -> Schedule:
+    """The schedule of a config (a path or a loaded Model; its layer_type) or of RopeParams
+    fields given as keywords (rope_type="yarn", theta=1e6, head_dim=128, factor=4,
+    original_max_position_embeddings=32768, ...). seq_len: the schedule in force at that length
+    (dynamic NTK, LongRoPE). hf_compatible=True replays HF's float32 arithmetic."""
+    if config is not None and params:
+        raise ConfigError("pass a config or RopeParams fields, not both")
+    if config is not None:
+        model = config if isinstance(config, Model) else load_hf_config(config, hf_compatible=hf_compatible)
+        fields = model.select(layer_type).params
+    else:
+        fields = dict(params)
+        if "rope_type" in fields:
+            fields["type"] = fields.pop("rope_type")
+        fields.setdefault("type", "default")
+    try:
+        d = _posenc.schedule(json.dumps(fields), seq_len, hf_compatible)
+    except Error as e:
+        raise ConfigError(str(e)) from None
+    return Schedule(torch.tensor(d["inv_freq"], dtype=torch.float32), d["attention_factor"], d["rope_type"],
+                    d["rotary_dim"], d["rotated_dim"], d["correction_range"], list(d["axis_of_freq"]), fields)
+
+
+from .rope import apply_rope  # noqa: E402  (needs Schedule)
+from .encodings import alibi_bias, alibi_slopes, sinusoidal, t5_buckets  # noqa: E402
+
+
+def kernel_target() -> str:
+    """The SIMD target the kernels use on this machine ("AVX3", "AVX2", ...)."""
+    return _posenc.kernel_target()
+from . import nn  # noqa: E402,F401  (posenc.nn after import posenc)

@@ -1,0 +1,46 @@
+"""Absolute and relative encodings as tensors, computed by posenc's core."""
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import torch
+
+from . import _posenc
+
+
+def _ints(x: Union[torch.Tensor, Sequence[int]]) -> torch.Tensor:
+    t = x if isinstance(x, torch.Tensor) else torch.tensor(list(x), dtype=torch.int64)
+    if t.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"positions must be integers, got {t.dtype}")
+    return t.to(torch.int64)
+
+
+def sinusoidal(positions: Union[torch.Tensor, Sequence[int]], dim: int, layout: str = "interleaved",
+               base: float = 10000.0) -> torch.Tensor:
+    """Vaswani's sinusoids, [*positions.shape, dim] float32: layout "interleaved" (sin, cos pairs)
+    or "halves" ([sin | cos])."""
+    p = _ints(positions)
+    rows = _posenc.sinusoidal_table(p.flatten().tolist(), dim, layout, base)
+    return torch.tensor(rows, dtype=torch.float32).view(*p.shape, dim)
+
+
+def alibi_slopes(heads: int) -> torch.Tensor:
+    """ALiBi's slopes for any head count (the paper's rule; Bloom's for non-powers of two), float64."""
+    return torch.tensor(_posenc.alibi_slopes(heads), dtype=torch.float64)
+
+
+def alibi_bias(heads: int, q_len: int, k_len: int, causal: bool = True, past: int = 0) -> torch.Tensor:
+    """[heads, q_len, k_len] float32: -slope * (q - k) (causal) or -slope * |q - k|; query i sits
+    at position past + i."""
+    d = (torch.arange(q_len, dtype=torch.float64) + past).unsqueeze(1) - torch.arange(k_len, dtype=torch.float64)
+    if not causal:
+        d = d.abs()
+    return (-alibi_slopes(heads).view(-1, 1, 1) * d).to(torch.float32)
+
+
+def t5_buckets(relative: Union[torch.Tensor, Sequence[int]], num_buckets: int = 32, max_distance: int = 128,
+               bidirectional: bool = True) -> torch.Tensor:
+    """T5's bucket of each relative position (key - query), int64, as HF's T5Attention."""
+    r = _ints(relative)
+    return torch.tensor(_posenc.t5_buckets(r.flatten().tolist(), num_buckets, max_distance, bidirectional),
+                        dtype=torch.int64).view(r.shape)

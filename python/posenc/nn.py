@@ -1,0 +1,90 @@
+"""posenc.nn: positional modules for PyTorch over posenc's core. Fixed tables and frequencies are
+buffers (never trained), learned tables are parameters."""
+from __future__ import annotations
+
+from typing import Optional, Tuple, Union
+
+import torch
+
+from . import Model, Schedule, schedule as make_schedule
+from .encodings import alibi_bias, alibi_slopes, sinusoidal, t5_buckets
+from .rope import apply_rope
+
+
+class RotaryEmbedding(torch.nn.Module):
+    """RoPE with a model's exact schedule: from a config (path or Model) or RopeParams fields.
+    Schedules that depend on length (dynamic NTK, LongRoPE) are recomputed from max(positions)+1,
+    as HF's rotary modules do; forward(q, k, positions) returns the rotated pair."""
+
+    def __init__(self, config: Union[str, Model, None] = None, *, layer_type: Optional[str] = None,
+                 layout: str = "half_split", heads_dim: int = 2, **params) -> None:
+        super().__init__()
+        self._config, self._layer_type, self._params = config, layer_type, params
+        self.layout, self.heads_dim = layout, heads_dim
+        self._schedule = make_schedule(config, layer_type=layer_type, **params)
+        self.register_buffer("inv_freq", self._schedule.inv_freq.clone(), persistent=False)
+
+    def schedule_for(self, seq_len: int) -> Schedule:
+        kind = self._schedule.rope_type
+        if kind in ("dynamic", "longrope"):
+            return make_schedule(self._config, layer_type=self._layer_type, seq_len=seq_len, **self._params)
+        return self._schedule
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor,
+                positions: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        tokens = q.shape[1] if self.heads_dim == 2 else q.shape[2]
+        seq_len = int(positions.max()) + 1 if positions is not None and positions.numel() else tokens
+        s = self.schedule_for(seq_len)
+        self.inv_freq.copy_(s.inv_freq)
+        return apply_rope(q, k, schedule=s, positions=positions, layout=self.layout, heads_dim=self.heads_dim)
+
+
+class SinusoidalPositionalEncoding(torch.nn.Module):
+    """Vaswani sinusoids for any positions: [B, S] int -> [B, S, dim] float32 (no length limit)."""
+
+    def __init__(self, dim: int, layout: str = "interleaved", base: float = 10000.0) -> None:
+        super().__init__()
+        self.dim, self.layout, self.base = dim, layout, base
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        return sinusoidal(positions, self.dim, self.layout, self.base)
+
+
+class LearnedPositionalEmbedding(torch.nn.Embedding):
+    """A trainable table [num_positions, dim], N(0, 0.02) (GPT-2); a position past it raises."""
+
+    def __init__(self, num_positions: int, dim: int) -> None:
+        super().__init__(num_positions, dim)
+        torch.nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        if positions.numel() and (int(positions.max()) >= self.num_embeddings or int(positions.min()) < 0):
+            bad = int(positions.max()) if int(positions.max()) >= self.num_embeddings else int(positions.min())
+            raise ValueError(f"position {bad} is outside the learned table (0 .. {self.num_embeddings - 1})")
+        return super().forward(positions)
+
+
+class ALiBi(torch.nn.Module):
+    """ALiBi's bias [heads, q_len, k_len] to add to attention scores; slopes are a buffer."""
+
+    def __init__(self, heads: int, causal: bool = True) -> None:
+        super().__init__()
+        self.heads, self.causal = heads, causal
+        self.register_buffer("slopes", alibi_slopes(heads).to(torch.float32))
+
+    def forward(self, q_len: int, k_len: int, past: int = 0) -> torch.Tensor:
+        return alibi_bias(self.heads, q_len, k_len, self.causal, past)
+
+
+class T5RelativeBias(torch.nn.Module):
+    """T5's learned bias per (bucket of key - query, head): [heads, q_len, k_len]."""
+
+    def __init__(self, heads: int, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True) -> None:
+        super().__init__()
+        self.num_buckets, self.max_distance, self.bidirectional = num_buckets, max_distance, bidirectional
+        self.table = torch.nn.Parameter(torch.randn(num_buckets, heads) * 0.02)
+
+    def forward(self, q_len: int, k_len: int, past: int = 0) -> torch.Tensor:
+        rel = torch.arange(k_len).unsqueeze(0) - (torch.arange(q_len) + past).unsqueeze(1)
+        buckets = t5_buckets(rel, self.num_buckets, self.max_distance, self.bidirectional)
+        return self.table[buckets].permute(2, 0, 1)

@@ -1,0 +1,147 @@
+"""apply_rope: the C++ kernels as a torch.autograd.Function (backward = the transposed rotation)."""
+from __future__ import annotations
+
+from typing import Optional, Tuple, Union
+
+import torch
+
+from . import _posenc
+
+_LAYOUTS = ("half_split", "interleaved", "deepseek_v3")
+_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+def _positions(positions: Optional[torch.Tensor], batch: int, tokens: int):
+    """(tensor kept alive, pointer, int32?, axes, axis_stride, shared) for the kernels."""
+    if positions is None:
+        return None, 0, False, 1, 0, True
+    if not isinstance(positions, torch.Tensor) or positions.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"positions must be an int32 or int64 tensor, got {getattr(positions, 'dtype', type(positions))}")
+    if positions.device.type != "cpu":
+        raise ValueError(f"positions must be on the CPU, got {positions.device}")
+    p = positions.contiguous()
+    if p.dim() == 1 and p.shape[0] == tokens:  # [S]: the same for every batch row
+        return p, p.data_ptr(), p.dtype == torch.int32, 1, 0, True
+    if p.dim() == 2 and tuple(p.shape) == (batch, tokens):
+        return p, p.data_ptr(), p.dtype == torch.int32, 1, batch * tokens, False
+    if p.dim() == 3 and p.shape[1:] == (batch, tokens) and 1 <= p.shape[0] <= 3:
+        return p, p.data_ptr(), p.dtype == torch.int32, p.shape[0], batch * tokens, False
+    raise ValueError(f"positions must be [S], [B, S] or [axes, B, S] with B={batch}, S={tokens}; got {list(p.shape)}")
+
+
+def _rotate(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, offset: int, heads_dim: int,
+            direction: int) -> None:
+    """Rotates x in place through the SIMD kernels."""
+    if x.dim() != 4:
+        raise ValueError(f"q and k must be 4-D ([B, S, H, D] or [B, H, S, D]), got {x.dim()}-D")
+    if x.device.type != "cpu":
+        raise ValueError(f"posenc's kernels run on the CPU, got a tensor on {x.device}")
+    if x.dtype not in _DTYPES:
+        raise ValueError(f"RoPE kernels take float32, bfloat16 or float16 tensors, got {x.dtype}")
+    if x.stride(-1) != 1:
+        raise ValueError("the last dimension (head_dim) must be contiguous")
+    if heads_dim == 2:
+        batch, tokens, heads, dim = x.shape
+        bs, ts, hs = x.stride(0), x.stride(1), x.stride(2)
+    else:
+        batch, heads, tokens, dim = x.shape
+        bs, hs, ts = x.stride(0), x.stride(1), x.stride(2)
+    keep, ptr, is32, axes, axis_stride, shared = _positions(positions, batch, tokens)
+    _posenc.rope_rotate(x.data_ptr(), _DTYPES[x.dtype], batch, tokens, heads, dim, bs, ts, hs, ptr, is32, axes,
+                        axis_stride, shared, offset, s.inv_freq.tolist(), s.axis_of_freq, s.attention_factor, layout,
+                        direction, torch.get_num_threads())
+    del keep
+
+
+def _formula(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, offset: int, heads_dim: int,
+             sign: float) -> torch.Tensor:
+    """The eager formula in x's dtype (double): angles in double, sign -1 is the transpose."""
+    batch, tokens = x.shape[0], x.shape[1] if heads_dim == 2 else x.shape[2]
+    half = s.inv_freq.numel()
+    inv = s.inv_freq.to(torch.float64)
+    if positions is None:
+        pos = (torch.arange(tokens, dtype=torch.float64) + offset).expand(batch, tokens)
+        ang = pos.unsqueeze(-1) * inv
+    elif positions.dim() == 3:
+        axes = torch.tensor(s.axis_of_freq, dtype=torch.int64)
+        ang = (positions.to(torch.float64) + offset).index_select(0, axes).permute(1, 2, 0) * inv
+    else:
+        pos = (positions.to(torch.float64) + offset).expand(batch, tokens)
+        ang = pos.unsqueeze(-1) * inv
+    c, sn = ang.cos() * s.attention_factor, ang.sin() * s.attention_factor * sign  # [B, S, half]
+    c, sn = (c.unsqueeze(2), sn.unsqueeze(2)) if heads_dim == 2 else (c.unsqueeze(1), sn.unsqueeze(1))
+    rot, rest = x[..., : 2 * half], x[..., 2 * half:]
+    if layout == "half_split" or (layout == "deepseek_v3" and sign < 0):
+        a, b = rot[..., :half], rot[..., half:]
+    else:
+        a, b = rot[..., 0::2], rot[..., 1::2]
+    oa, ob = a * c - b * sn, b * c + a * sn
+    if layout == "interleaved" or (layout == "deepseek_v3" and sign < 0):
+        out = torch.stack((oa, ob), dim=-1).flatten(-2)
+    else:
+        out = torch.cat((oa, ob), dim=-1)
+    return torch.cat((out, rest), dim=-1)
+
+
+class _Rope(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, positions, s, layout, offset, heads_dim):  # type: ignore[override]
+        ctx.save_for_backward(positions if positions is not None else torch.empty(0))
+        ctx.has_positions = positions is not None
+        ctx.args = (s, layout, offset, heads_dim)
+        if x.dtype == torch.float64:
+            return _formula(x, positions, s, layout, offset, heads_dim, 1.0)
+        out = x.clone(memory_format=torch.preserve_format)
+        _rotate(out, positions, s, layout, offset, heads_dim, +1)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):  # type: ignore[override]
+        (saved,) = ctx.saved_tensors
+        positions = saved if ctx.has_positions else None
+        s, layout, offset, heads_dim = ctx.args
+        if g.dtype == torch.float64:
+            return _formula(g, positions, s, layout, offset, heads_dim, -1.0), None, None, None, None, None
+        gx = g.clone(memory_format=torch.preserve_format) if g.stride(-1) == 1 else g.contiguous()
+        _rotate(gx, positions, s, layout, offset, heads_dim, -1)
+        return gx, None, None, None, None, None
+
+
+def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, positions: Optional[torch.Tensor] = None,
+               layout: str = "half_split", offset: int = 0, heads_dim: int = 2,
+               inplace: bool = False) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+    """Rotates q (and k) by RoPE at the given positions.
+
+    q, k: [B, S, H, D] (heads_dim=2, the default) or [B, H, S, D] (heads_dim=1), float32,
+    bfloat16 or float16 on the CPU, the last dimension contiguous (any other strides: views
+    work without copies). k may have its own head count (GQA).
+    positions: None (0 .. S-1, plus offset), int32/int64 [S], [B, S], or [3, B, S] for M-RoPE
+    (the schedule's axis_of_freq says which axis each frequency reads). offset is added to
+    every position (a KV-cache length).
+    layout: "half_split" (NeoX / LLaMA / HF rotate_half), "interleaved" (GPT-J / RoFormer),
+    "deepseek_v3" (reads pairs, writes halves). Channels past schedule.rotary_dim pass through.
+    Returns new tensors, differentiable (the backward pass is the transposed rotation in the
+    same kernels; float64 takes the eager formula both ways). inplace=True rotates q and k in
+    their own memory, without autograd, as inference engines do, and returns them.
+    """
+    if layout not in _LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(_LAYOUTS)}, got '{layout}'")
+    if heads_dim not in (1, 2):
+        raise ValueError(f"heads_dim must be 1 ([B, H, S, D]) or 2 ([B, S, H, D]), got {heads_dim}")
+    if not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+    tensors = [q] if k is None else [q, k]
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.dim() == 4 and t.stride(-1) != 1:
+            raise ValueError("the last dimension (head_dim) must be contiguous (stride 1): call .contiguous() first")
+    if inplace:
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            raise ValueError("inplace=True rotates without autograd: use torch.no_grad() or inplace=False")
+        for t in tensors:
+            if t.dtype == torch.float64:
+                t.copy_(_formula(t, positions, schedule, layout, offset, heads_dim, 1.0))
+            else:
+                _rotate(t, positions, schedule, layout, offset, heads_dim, +1)
+        return q if k is None else (q, k)
+    out = [_Rope.apply(t, positions, schedule, layout, offset, heads_dim) for t in tensors]
+    return out[0] if k is None else (out[0], out[1])

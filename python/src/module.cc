@@ -1,0 +1,144 @@
+// _posenc: the Python extension over posenc's core (pybind11). No second implementation and no
+// torch C++ headers: tensors cross as data pointers, shapes and strides, and the Python package
+// (posenc/__init__.py) wraps them in torch.autograd.Function and torch.nn.Module.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "posenc/alibi.h"
+#include "posenc/error.h"
+#include "posenc/hf_config.h"
+#include "posenc/mrope.h"
+#include "posenc/rope_kernels.h"
+#include "posenc/rope_params_json.h"
+#include "posenc/rope_schedule.h"
+#include "posenc/sinusoidal.h"
+#include "posenc/t5_bias.h"
+
+namespace py = pybind11;
+using namespace posenc;
+
+namespace {
+
+DType dtype_named(const std::string& name) {
+  if (name == "float32") return DType::kF32;
+  if (name == "bfloat16") return DType::kBF16;
+  if (name == "float16") return DType::kF16;
+  throw Error("RoPE kernels take float32, bfloat16 or float16 tensors, got " + name);
+}
+
+RopeLayout layout_named(const std::string& name) {
+  if (name == "half_split") return RopeLayout::kHalfSplit;
+  if (name == "interleaved") return RopeLayout::kInterleaved;
+  if (name == "deepseek_v3") return RopeLayout::kDeepSeekV3;
+  throw Error("layout must be half_split, interleaved or deepseek_v3, got '" + name + "'");
+}
+
+py::dict model_dict(const ModelRope& m) {
+  py::list layers;
+  for (const LayerRope& l : m.layers) {
+    py::dict d;
+    d["layer_type"] = l.layer_type;
+    d["has_rope"] = l.has_rope;
+    d["params_json"] = rope_params_to_json(l.params);
+    layers.append(d);
+  }
+  py::dict out;
+  out["model_type"] = m.model_type;
+  out["layers"] = layers;
+  out["warnings"] = m.warnings;
+  out["notes"] = m.notes;
+  return out;
+}
+
+py::dict schedule_dict(const std::string& params_json, std::optional<std::int64_t> seq_len, bool hf_float32) {
+  const RopeParams params = rope_params_from_json(params_json, "params");
+  const RopeSchedule s = compute_schedule(params, seq_len, hf_float32 ? Precision::kHfFloat32 : Precision::kDouble);
+  py::dict d;
+  d["inv_freq"] = s.inv_freq;
+  d["attention_factor"] = s.attention_factor;
+  d["rope_type"] = std::string(to_string(s.type));
+  d["rotary_dim"] = s.rotary_dim;
+  d["rotated_dim"] = s.rotated_dim;
+  d["base"] = s.base;
+  d["correction_range"] = s.correction_range ? py::object(py::make_tuple((*s.correction_range)[0], (*s.correction_range)[1]))
+                                             : py::object(py::none());
+  d["uses_long_factors"] = s.uses_long_factors;
+  d["axis_of_freq"] = params.mrope_section.empty() ? std::vector<std::uint8_t>{}
+                                                   : mrope_axis_map(params.mrope_section, params.mrope_interleaved);
+  return d;
+}
+
+// Rotates one strided view in place. Pointers are integers (torch's data_ptr()); the caller
+// keeps the tensors alive and checks their device. The GIL is released while the kernel runs.
+void rope_rotate_view(std::uintptr_t data, const std::string& dtype, int batch, int tokens, int heads, int head_dim,
+                      std::int64_t batch_stride, std::int64_t token_stride, std::int64_t head_stride,
+                      std::uintptr_t positions, bool positions_int32, int axes, std::int64_t axis_stride, bool shared,
+                      std::int64_t offset, const std::vector<float>& inv_freq, const std::vector<std::uint8_t>& axis_of_freq,
+                      double attention_factor, const std::string& layout, int direction, int threads) {
+  RopeTensor x{reinterpret_cast<void*>(data), dtype_named(dtype), batch, tokens, heads, head_dim, batch_stride, token_stride,
+               head_stride};
+  PositionIds ids;
+  ids.axes = axes;
+  ids.axis_stride = axis_stride;
+  ids.offset = offset;
+  ids.shared_across_batch = shared;
+  if (positions && positions_int32) ids.ids32 = reinterpret_cast<const std::int32_t*>(positions);
+  if (positions && !positions_int32) ids.ids = reinterpret_cast<const std::int64_t*>(positions);
+  RopeApplyParams p;
+  p.inv_freq = inv_freq.data();
+  p.num_freqs = static_cast<int>(inv_freq.size());
+  if (!axis_of_freq.empty()) {
+    if (axis_of_freq.size() != inv_freq.size())
+      throw Error("axis_of_freq has " + std::to_string(axis_of_freq.size()) + " entries for " + std::to_string(inv_freq.size()) +
+                  " frequencies");
+    p.axis_of_freq = axis_of_freq.data();
+  }
+  p.attention_factor = attention_factor;
+  p.layout = layout_named(layout);
+  p.direction = direction;
+  RopeKernelOptions options;
+  options.threads = threads;
+  validate(x, ids, p);  // with the GIL held: errors become exceptions before any write
+  py::gil_scoped_release release;
+  rope_rotate(x, nullptr, ids, p, options);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_posenc, m) {
+  m.doc() = "posenc's C++ core (use the posenc package, not this module)";
+  py::register_exception<Error>(m, "Error", PyExc_ValueError);
+  m.def("load_hf_config", [](const std::string& path, bool lenient, bool hf_compatible) {
+    return model_dict(load_hf_config(path, ConfigOptions{lenient, hf_compatible}));
+  });
+  m.def("parse_hf_config", [](const std::string& text, bool lenient, bool hf_compatible) {
+    return model_dict(parse_hf_config(text, ConfigOptions{lenient, hf_compatible}));
+  });
+  m.def("schedule", &schedule_dict);
+  m.def("rope_rotate", &rope_rotate_view);
+  m.def("kernel_target", [] { return std::string(rope_kernel_target()); });
+  m.def("max_threads", [] { return kMaxThreads; });
+  m.def("sinusoidal_table", [](const std::vector<std::int64_t>& positions, int dim, const std::string& layout, double base) {
+    SinusoidalParams p;
+    p.dim = dim;
+    if (layout == "halves") p.layout = SinusoidalLayout::kHalves;
+    else if (layout != "interleaved") throw Error("layout must be interleaved or halves, got '" + layout + "'");
+    p.base = base;
+    validate(p);
+    return sinusoidal_table(p, positions);
+  });
+  m.def("alibi_slopes", &alibi_slopes);
+  m.def("t5_buckets", [](const std::vector<std::int64_t>& relative, int num_buckets, int max_distance, bool bidirectional) {
+    const T5BucketParams p{num_buckets, max_distance, bidirectional};
+    validate(p);
+    std::vector<std::int64_t> out;
+    out.reserve(relative.size());
+    for (std::int64_t r : relative) out.push_back(t5_bucket(r, p));
+    return out;
+  });
+}
