@@ -44,8 +44,8 @@ void add_lab_command(CLI::App& app) {
   ex->add_option("--eval-lens", a->eval_lens, "evaluation lengths (default 64,128,256,512,1024)");
   ex->add_option("--steps", a->steps, "training steps per model");
   ex->add_option("--seed", a->seed, "seed (--full uses 3 seeds from it)");
-  ex->add_option("--threads", a->threads, "torch threads (default 1: measured faster than 2 for these small models)")
-      ->check(CLI::Range(0, lab::kMaxThreads));
+  ex->add_option("--threads", a->threads, "torch threads (default 1: measured faster than 2 for these small models; at most this machine's hardware threads)")
+      ->check(CLI::Range(0, lab::max_lab_threads()));
   ex->add_option("--out", a->out, "output directory (checkpoints, results.json/.csv, chart.svg)")->capture_default_str();
   ex->add_option("--corpus", a->corpus, "UTF-8 text (default: the King James Bible made by `make corpus`)")->capture_default_str();
   ex->add_flag("--json", a->json, "one JSON object on stdout");
@@ -98,7 +98,7 @@ void add_lab_command(CLI::App& app) {
   sort->add_option("--test-lens", sa->test_lens, "digits per test sequence (default 16,24,32)");
   sort->add_option("--steps", sa->config.steps, "training steps per scheme")->capture_default_str();
   sort->add_option("--seed", sa->config.seed, "seed")->capture_default_str();
-  sort->add_option("--threads", sa->config.threads, "torch threads (default 1)")->capture_default_str()->check(CLI::Range(0, lab::kMaxThreads));
+  sort->add_option("--threads", sa->config.threads, "torch threads (default 1; at most this machine's hardware threads)")->capture_default_str()->check(CLI::Range(0, lab::max_lab_threads()));
   sort->add_option("--out", sa->config.out_dir, "output directory (models for attention maps, results)")->capture_default_str();
   sort->add_flag("--json", sa->json, "one JSON object on stdout");
   sort->callback([sa] {

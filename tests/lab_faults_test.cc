@@ -241,7 +241,9 @@ TEST(LabLimits, SettingsOutOfRangeAreErrorsBeforeAnyTraining) {
     return error_of([&] { run_extrapolate(bad); });
   };
   EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.train_len = 2147483647; }), "--train-len must be in [2, 512], got 2147483647");
-  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.threads = 100000; }), "--threads must be in [0, 256], got 100000");
+  const std::string threads_range = "--threads must be in [0, " + std::to_string(max_lab_threads()) + "], got ";
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.threads = 100000; }), threads_range + "100000");
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.threads = max_lab_threads() + 1; }), threads_range);
   EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.threads = -1; }), "--threads");
   EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.schemes.clear(); }), "--schemes is empty");
   EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.extensions = {"none", "bogus"}; }), "'bogus'");
@@ -262,7 +264,7 @@ TEST(LabLimits, SettingsOutOfRangeAreErrorsBeforeAnyTraining) {
   EXPECT_HAS(error_of([&] { run_sort(s); }), "--train-len must be in [1, 64], got 100000");
   s.train_len = 4;
   s.threads = 100000;
-  EXPECT_HAS(error_of([&] { run_sort(s); }), "--threads must be in [0, 256]");
+  EXPECT_HAS(error_of([&] { run_sort(s); }), threads_range + "100000");
   s.threads = 0;
   s.schemes.clear();
   EXPECT_HAS(error_of([&] { run_sort(s); }), "--schemes is empty");

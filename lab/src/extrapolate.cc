@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "check_range.h"
@@ -143,7 +144,7 @@ std::vector<ResultRow> pi_finetune(const ModelPlan& base, const nlohmann::json& 
 void validate(const ExtrapolateConfig& c) {
   check_range("--train-len", c.train_len, 2, kMaxTrainLen);
   check_range("--steps", c.steps, 1, kMaxSteps);
-  check_range("--threads", c.threads, 0, kMaxThreads);
+  check_range("--threads", c.threads, 0, max_lab_threads());
   check_range("batch", c.batch, 1, 1024);
   check_range("warmup", c.warmup, 1, kMaxSteps);
   check_range("checkpoint_every", c.checkpoint_every, 1, kMaxSteps);
@@ -162,6 +163,8 @@ void validate(const ExtrapolateConfig& c) {
 }
 
 }  // namespace
+
+int max_lab_threads() { return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxThreads); }
 
 ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
   validate(c);

@@ -52,7 +52,7 @@ namespace {
 void validate(const SortConfig& c) {
   check_range("--train-len", c.train_len, 1, kMaxSortTrainLen);
   check_range("--steps", c.steps, 1, kMaxSteps);
-  check_range("--threads", c.threads, 0, kMaxThreads);
+  check_range("--threads", c.threads, 0, max_lab_threads());
   check_range("batch", c.batch, 1, 1024);
   check_range("test_sequences", c.test_sequences, 1, 1024);
   if (!(c.lr > 0 && c.lr < 1)) throw Error("lr must be in (0, 1), got " + format_number(c.lr));

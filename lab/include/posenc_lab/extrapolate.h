@@ -32,6 +32,10 @@ namespace posenc::lab {
 // Limits that keep one run under ~2 GB of memory at the default width and batch.
 inline constexpr int kMaxTrainLen = 512, kMaxEvalLen = 4096, kMaxSteps = 1000000, kMaxThreads = 256;
 
+// The most torch threads a lab run takes: this machine's hardware threads (at least 1, at most
+// kMaxThreads). More only oversubscribe: 256 threads on 2 cores took 55 s for 3 sort steps.
+int max_lab_threads();
+
 struct ExtrapolateConfig {
   std::string corpus = kDefaultCorpus;
   std::vector<std::string> schemes = {"nope", "sinusoidal", "rope", "alibi"};
@@ -44,7 +48,7 @@ struct ExtrapolateConfig {
   int warmup = 50;
   int layers = 3, d_model = 128, heads = 4;
   std::vector<int> seeds = {0};
-  int threads = 0;  // 0: one (faster than two for models this small on a 2-vCPU machine); at most kMaxThreads
+  int threads = 0;  // 0: one (faster than two for models this small on a 2-vCPU machine); at most max_lab_threads()
   std::string out_dir = "out/lab";
   int eval_chars = 8192;         // validation tokens scored per eval length
   int incremental_tokens = 1024;  // validation tokens decoded one by one for incremental dynamic NTK, and the text of the 'dynamic' row then (0: skip)
