@@ -68,7 +68,6 @@ std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab) {
   return plans;
 }
 
-
 // Everything that determines a model's weights.
 nlohmann::json training_key(const ModelPlan& p, const ExtrapolateConfig& c, const Corpus& corpus) {
   return {{"format", 2},
@@ -100,7 +99,6 @@ nlohmann::json evaluation_key(const ModelPlan& p, const ExtrapolateConfig& c) {
   if (fine_tunes(p, c)) k["pi_finetune_steps"] = c.pi_finetune_steps;
   return k;
 }
-
 
 // PI with a short fine-tune (Chen et al. 2023 recover a 4x PI model in ~1000 steps; scaled
 // down here): the trained RoPE model, positions divided by 4, trained on at 4x the length,
