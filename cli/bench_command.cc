@@ -10,6 +10,7 @@
 #include "posenc/rope_bench.h"
 #include "threads_option.h"
 #ifdef POSENC_WITH_TORCH
+#include "bench_attention_command.h"
 #include "posenc_torch/bench.h"
 #endif
 
@@ -120,6 +121,7 @@ void add_bench_command(CLI::App& app) {
       std::printf("  %-20s fused %8.3f ms  eager %8.3f ms  speed-up %.1fx\n", s.shape.c_str(), s.fused_seconds * 1e3,
                   s.eager_seconds * 1e3, s.speedup);
   });
+  add_bench_attention_command(bench);
 #endif  // POSENC_WITH_TORCH
 }
 

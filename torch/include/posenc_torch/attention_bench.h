@@ -19,7 +19,8 @@ struct AttentionBenchConfig {
 };
 
 struct AttentionBenchResult {
-  double posenc_seconds = 0, torch_seconds = 0, speedup = 0;
+  double posenc_seconds = 0, torch_seconds = 0, speedup = 0;  // torch 0: not run (torch_skipped says why)
+  std::string torch_skipped;
   double posenc_gflops = 0;      // the FLOPs attention needs (half of S x T when causal) / time
   double gemm_gflops = 0;        // q k^T and p v as full batched matrix products, same run
   double fraction_of_gemm = 0;   // posenc_gflops / gemm_gflops

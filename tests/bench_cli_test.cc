@@ -1,0 +1,36 @@
+// `posenc bench attention` end to end: one JSON object with the fields the README and tools read,
+// an answer that agrees with the reference, and bad arguments as one-line errors.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_run.h"
+
+namespace posenc::testing {
+namespace {
+
+TEST(BenchCli, AttentionPrintsOneJsonObject) {
+  for (const char* scheme : {"none", "rope", "alibi", "t5"}) {
+    const CliRun r = run(std::string("bench attention --seq 96 --heads 4 --kv-heads 2 --head-dim 32 --repeats 1 --json --scheme ") + scheme);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    for (const char* key : {"posenc_seconds", "torch_seconds", "speedup", "gemm_gflops", "fraction_of_gemm", "extra_bytes",
+                            "max_rel_error", "target", "threads"})
+      EXPECT_TRUE(j.contains(key)) << key;
+    EXPECT_LT(j["max_rel_error"].get<double>(), 1e-4) << scheme;
+    EXPECT_GT(j["extra_bytes"].get<long>(), 0);
+  }
+}
+
+TEST(BenchCli, AttentionBadArgumentsAreErrors) {
+  for (const char* args : {"bench attention --scheme xl", "bench attention --seq 4", "bench attention --heads 6 --kv-heads 4",
+                           "bench attention --head-dim 7", "bench attention --threads 100000"}) {
+    const CliRun r = run(args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_FALSE(r.err.empty()) << args;
+    EXPECT_LE(std::count(r.err.begin(), r.err.end(), '\n'), 3) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace posenc::testing
