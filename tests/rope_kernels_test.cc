@@ -237,6 +237,25 @@ TEST_F(RopeKernels, DirectionMinusOneIsTheTransposeOnEveryTarget) {
   EXPECT_GT(combinations, 0);
 }
 
+TEST_F(RopeKernels, AnglesBeyondTheAccurateRangeAreRefused) {
+  // rope_theta 0.25 makes inv_freq[1] = 2: position 2^30 + 1 is an angle past 2^31 radians.
+  RopeParams rp;
+  rp.head_dim = 4;
+  rp.theta = 0.25;
+  const RopeSchedule s = compute_schedule(rp);
+  const RopeApplyParams p = rope_apply_params(s);
+  std::vector<float> x(4, 1.0f);
+  const std::int64_t ok = 1 << 30, far = (std::int64_t{1} << 30) + 1;
+  EXPECT_NO_THROW(rope_rotate(bshd(x.data(), 1, 1, 1, 4), nullptr, {&ok, 1, 1}, p));
+  try {
+    rope_rotate(bshd(x.data(), 1, 1, 1, 4), nullptr, {&far, 1, 1}, p);
+    ADD_FAILURE() << "no error past 2^31 radians";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("beyond 2^31"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(rope_apply_reference(bshd(x.data(), 1, 1, 1, 4), {&far, 1, 1}, p), Error);
+}
+
 TEST_F(RopeKernels, TableGrowsAndRejectsAMismatch) {
   RopeParams rp;
   rp.head_dim = 8;

@@ -1,5 +1,6 @@
 #include "posenc/rope_apply.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -39,6 +40,7 @@ void validate(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams
       throw Error("frequency " + std::to_string(j) + " reads position axis " + std::to_string(p.axis_of_freq[j]) +
                   " but the ids have " + std::to_string(pos.axes));
   if (!p.inv_freq) throw Error("RoPE needs inv_freq");
+  std::int64_t largest[3] = {0, 0, 0};
   for (int a = 0; a < pos.axes; ++a)
     for (int b = 0; b < x.batch; ++b)
       for (int t = 0; t < x.tokens; ++t) {
@@ -46,7 +48,19 @@ void validate(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams
         if (v < 0 || v > kMaxPosition)
           throw Error("position " + std::to_string(v) + " (axis " + std::to_string(a) + ", batch " + std::to_string(b) +
                       ", token " + std::to_string(t) + ") must be in [0, 2^31-1]");
+        largest[a] = std::max(largest[a], v);
       }
+  // rope_sincos reduces angles exactly only up to 2^31 radians (kMaxRopeAngle): beyond, cos and
+  // sin would be wrong without a word (rope_theta < 1 or factors < 1 get there early).
+  for (int j = 0; j < p.num_freqs; ++j) {
+    const std::int64_t position = largest[p.axis_of_freq ? p.axis_of_freq[j] : 0];
+    const double angle = static_cast<double>(position) * std::fabs(static_cast<double>(p.inv_freq[j]));
+    if (!(angle <= kMaxRopeAngle))
+      throw Error("position " + std::to_string(position) + " x inv_freq[" + std::to_string(j) + "] = " +
+                  format_number(p.inv_freq[j]) + " is an angle of " + format_number(angle) +
+                  " radians, beyond 2^31 where posenc's cos/sin are accurate; use shorter positions or a schedule "
+                  "with smaller frequencies");
+  }
 }
 
 void rope_sincos(double angle, double* sin_out, double* cos_out) {
