@@ -27,22 +27,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// A heatmap: name.png gets the pixels and name.svg the labelled figure (axes, colour bar) that
-// embeds them; name.svg alone gets just the figure.
 void write_heatmap(const plot::HeatmapSpec& spec, const std::string& out) {
-  const int scale = std::max(1, std::min(8, 512 / std::max(spec.rows, spec.cols)));
-  if (ends_with(out, ".png")) {
-    const std::string svg = out.substr(0, out.size() - 4) + ".svg";
-    const std::string figure = plot::heatmap_svg(spec, scale);
-    // Both or neither: a PNG without its labelled figure (or the reverse) is a half result.
-    plot::write_all({{out, plot::heatmap_png(spec, scale)}, {svg, std::vector<std::uint8_t>(figure.begin(), figure.end())}});
-    std::cout << "wrote " << out << " (pixels) and " << svg << " (labelled figure)\n";
-  } else if (ends_with(out, ".svg")) {
-    plot::write_text(out, plot::heatmap_svg(spec, scale));
-    std::cout << "wrote " << out << "\n";
-  } else {
-    throw Error("-o must end in .png or .svg, got '" + out + "'");
-  }
+  for (const std::string& path : plot::write_heatmap_files(spec, out)) std::cout << "wrote " << path << "\n";
 }
 
 void write_chart(const std::string& svg, const std::string& out) {

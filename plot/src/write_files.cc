@@ -2,6 +2,7 @@
 // pair left behind.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -62,6 +63,26 @@ void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes
 
 void write_text(const std::string& path, const std::string& text) {
   write_all({{path, std::vector<std::uint8_t>(text.begin(), text.end())}});
+}
+
+std::vector<std::string> write_heatmap_files(const HeatmapSpec& spec, const std::string& out) {
+  const auto ends_with = [&](const char* suffix) {
+    const std::string sx(suffix);
+    return out.size() >= sx.size() && out.compare(out.size() - sx.size(), sx.size(), sx) == 0;
+  };
+  const int scale = std::max(1, std::min(8, 512 / std::max(spec.rows, spec.cols)));
+  if (ends_with(".png")) {
+    const std::string svg = out.substr(0, out.size() - 4) + ".svg";
+    const std::string figure = heatmap_svg(spec, scale);
+    // Both or neither: a PNG without its labelled figure (or the reverse) is a half result.
+    write_all({{out, heatmap_png(spec, scale)}, {svg, std::vector<std::uint8_t>(figure.begin(), figure.end())}});
+    return {out, svg};
+  }
+  if (ends_with(".svg")) {
+    write_text(out, heatmap_svg(spec, scale));
+    return {out};
+  }
+  throw Error("-o must end in .png or .svg, got '" + out + "'");
 }
 
 }  // namespace posenc::plot

@@ -18,7 +18,7 @@ from . import _posenc
 
 __all__ = [
     "ConfigError", "Error", "Layer", "Model", "Schedule", "load_hf_config", "schedule", "apply_rope",
-    "sinusoidal", "alibi_slopes", "alibi_bias", "t5_buckets", "kernel_target",
+    "sinusoidal", "alibi_slopes", "alibi_bias", "t5_buckets", "kernel_target", "check", "mrope_position_ids", "nn", "plot",
 ]
 
 Error = _posenc.Error  # every error the C++ core raises (a ValueError)
@@ -121,7 +121,24 @@ from .rope import apply_rope  # noqa: E402  (needs Schedule)
 from .encodings import alibi_bias, alibi_slopes, sinusoidal, t5_buckets  # noqa: E402
 
 
+def check(dim: int = 64, positions: int = 100000, seed: int = 1234) -> List[Dict[str, Any]]:
+    """The properties each scheme claims, measured live (what `posenc check` prints): a list of
+    {name, claim, measured, tolerance, passed}."""
+    try:
+        return list(_posenc.check(dim, positions, seed))
+    except Error as e:
+        raise ConfigError(str(e)) from None
+
+
+def mrope_position_ids(runs: List[Tuple[str, int, int, int, int]], merge_size: int = 2) -> Tuple[torch.Tensor, int]:
+    """HF's get_rope_index (Qwen2-VL, v5 rule) for one sequence: runs of ("text", length, 1, 1, 1),
+    ("image" | "video", 0, t, h, w) with the grid in patches before merging. Returns the ids
+    [3, seq] (T, H, W) and rope_delta (a decode step at cache position c uses c + rope_delta)."""
+    ids, seq_len, delta = _posenc.mrope_position_ids(list(runs), merge_size)
+    return torch.tensor(ids, dtype=torch.int64).view(3, seq_len), delta
+
+
 def kernel_target() -> str:
     """The SIMD target the kernels use on this machine ("AVX3", "AVX2", ...)."""
     return _posenc.kernel_target()
-from . import nn  # noqa: E402,F401  (posenc.nn after import posenc)
+from . import nn, plot  # noqa: E402,F401  (posenc.nn, posenc.plot after import posenc)

@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <tuple>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,11 +15,14 @@
 #include "posenc/error.h"
 #include "posenc/hf_config.h"
 #include "posenc/mrope.h"
+#include "posenc/properties.h"
 #include "posenc/rope_kernels.h"
 #include "posenc/rope_params_json.h"
 #include "posenc/rope_schedule.h"
 #include "posenc/sinusoidal.h"
 #include "posenc/t5_bias.h"
+#include "posenc_plot/figures.h"
+#include "posenc_plot/heatmap.h"
 
 namespace py = pybind11;
 using namespace posenc;
@@ -133,6 +138,71 @@ PYBIND11_MODULE(_posenc, m) {
     return sinusoidal_table(p, positions);
   });
   m.def("alibi_slopes", &alibi_slopes);
+  m.def("check", [](int dim, std::int64_t positions, std::uint64_t seed) {
+    CheckOptions o;
+    o.dim = dim;
+    o.positions = positions;
+    o.seed = seed;
+    py::list out;
+    for (const PropertyCheck& c : run_property_checks(o)) {
+      py::dict d;
+      d["name"] = c.name;
+      d["claim"] = c.claim;
+      d["measured"] = c.measured;
+      d["tolerance"] = c.tolerance;
+      d["passed"] = c.pass();
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("plot_heatmap", [](const std::string& scheme, int dim, std::int64_t first, std::int64_t count, int heads, int head,
+                           double base, const std::string& out) {
+    plot::HeatmapRequest r;
+    r.scheme = scheme;
+    r.dim = dim;
+    r.first = first;
+    r.count = count;
+    r.heads = heads;
+    r.head = head;
+    r.base = base;
+    return plot::write_heatmap_files(plot::heatmap_data(r), out);
+  });
+  m.def("plot_chart", [](const std::string& kind, const std::string& scheme_or_params, int dim, int heads,
+                         std::int64_t max_distance, double base, const std::string& out) {
+    std::string svg;
+    if (kind == "decay") {
+      plot::DecayRequest r;
+      r.scheme = scheme_or_params;
+      r.dim = dim;
+      r.heads = heads;
+      r.max_distance = max_distance;
+      r.base = base;
+      svg = plot::decay_svg(r);
+    } else {  // wavelengths of RopeParams given as JSON
+      svg = plot::wavelength_svg(plot::wavelength_data(rope_params_from_json(scheme_or_params, "params"), "wavelengths"));
+    }
+    if (out.size() < 4 || out.compare(out.size() - 4, 4, ".svg") != 0)
+      throw Error("line charts are SVG: out must end in .svg, got '" + out + "'");
+    plot::write_text(out, svg);
+    return out;
+  });
+  m.def("mrope_position_ids", [](const std::vector<std::tuple<std::string, int, int, int, int>>& runs, int merge_size) {
+    std::vector<TokenRun> r;
+    for (const auto& [kind, length, t, h, w] : runs) {
+      TokenRun run;
+      if (kind == "text") run.kind = TokenRun::kText;
+      else if (kind == "image") run.kind = TokenRun::kImage;
+      else if (kind == "video") run.kind = TokenRun::kVideo;
+      else throw Error("run kind must be text, image or video, got '" + kind + "'");
+      run.length = length;
+      run.t = t;
+      run.h = h;
+      run.w = w;
+      r.push_back(run);
+    }
+    const MropeIndex index = mrope_position_ids(r, merge_size);
+    return py::make_tuple(index.ids, index.seq_len, index.rope_delta);
+  });
   m.def("t5_buckets", [](const std::vector<std::int64_t>& relative, int num_buckets, int max_distance, bool bidirectional) {
     const T5BucketParams p{num_buckets, max_distance, bidirectional};
     validate(p);

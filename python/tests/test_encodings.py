@@ -51,3 +51,35 @@ def test_dynamic_rotary_follows_the_length():
     rotary(q, q, torch.arange(40).unsqueeze(0))
     grown = rotary.inv_freq.clone()
     assert (grown[1:] < posenc.schedule(head_dim=32).inv_freq[1:]).all()
+
+
+def test_checks_pass_and_can_fail():
+    results = posenc.check(dim=32, positions=2000)
+    names = {r["name"] for r in results}
+    assert "rope.relative" in names and len(results) >= 5
+    assert all(r["passed"] == (r["measured"] <= r["tolerance"]) for r in results)
+    assert all(r["passed"] for r in results), [r for r in results if not r["passed"]]
+    with pytest.raises(posenc.ConfigError):
+        posenc.check(dim=-4)
+
+
+def test_pictures_are_written(tmp_path):
+    paths = posenc.plot.heatmap("rope", str(tmp_path / "rope.png"), dim=32, count=64)
+    assert [p.rsplit("/", 1)[1] for p in paths] == ["rope.png", "rope.svg"]
+    assert (tmp_path / "rope.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "<svg" in (tmp_path / "rope.svg").read_text()
+    posenc.plot.decay("alibi", str(tmp_path / "decay.svg"))
+    s = posenc.schedule(rope_type="llama3", head_dim=64, theta=500000.0, factor=8.0, low_freq_factor=1.0,
+                        high_freq_factor=4.0, original_max_position_embeddings=8192)
+    posenc.plot.wavelengths(s.params, str(tmp_path / "wave.svg"))
+    assert "<svg" in (tmp_path / "wave.svg").read_text()
+    with pytest.raises(ValueError, match="png or .svg"):
+        posenc.plot.heatmap("rope", str(tmp_path / "x.jpg"))
+
+
+def test_mrope_position_ids_text_image_text():
+    ids, delta = posenc.mrope_position_ids([("text", 3, 1, 1, 1), ("image", 0, 1, 4, 4), ("text", 2, 1, 1, 1)])
+    assert ids.shape == (3, 3 + 4 + 2)  # a 4x4 grid merged 2x2: 4 tokens
+    assert ids[:, :3].tolist() == [[0, 1, 2]] * 3
+    assert ids[0, 3:7].tolist() == [3] * 4 and ids[1, 3:7].tolist() == [3, 3, 4, 4] and ids[2, 3:7].tolist() == [3, 4, 3, 4]
+    assert delta == int(ids.max()) + 1 - ids.shape[1]

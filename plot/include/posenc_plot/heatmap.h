@@ -45,4 +45,9 @@ struct OutputFile {
 };
 void write_all(const std::vector<OutputFile>& files);
 
+// A heatmap to files: name.png gets the pixels and name.svg the labelled figure (axes, colour
+// bar) that embeds them, both or neither; name.svg alone gets just the figure. Returns the
+// paths written; throws posenc::Error for another suffix.
+std::vector<std::string> write_heatmap_files(const HeatmapSpec& spec, const std::string& out);
+
 }  // namespace posenc::plot
