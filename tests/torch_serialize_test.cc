@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+
+#include <unistd.h>
 
 #include "posenc/error.h"
 #include "posenc/rope_params_json.h"
@@ -244,6 +247,37 @@ TEST(TorchSerialize, MropeIsRejectedByTheTextModel) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("(T, H, W)"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace posenc::torch_layer
+
+namespace posenc::torch_layer {
+namespace {
+
+TEST(TorchSerialize, AFailedSaveIsAnErrorAndKeepsThePreviousFile) {
+  TransformerLM model(small(Scheme::kRope));
+  const std::string dir = ::testing::TempDir() + "posenc_readonly_dir";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/model.pt";
+  save_model(model, path);
+  const auto before = std::filesystem::file_size(path);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  const bool root_ignores_permissions = ::access(dir.c_str(), W_OK) == 0;
+  if (!root_ignores_permissions) {
+    try {
+      save_model(model, path);
+      ADD_FAILURE() << "no error writing into a read-only directory";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(std::filesystem::file_size(path), before);
+    EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  }
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+  // A path whose directory does not exist: an Error naming it, never an abort.
+  EXPECT_THROW(save_model(model, dir + "/missing/model.pt"), Error);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

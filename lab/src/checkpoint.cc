@@ -104,17 +104,7 @@ long load_checkpoint(const std::string& path, torch_layer::TransformerLM& model,
   return header.step;
 }
 
-void save_model_file(torch_layer::TransformerLM& model, const std::string& path) {
-  // torch_layer::save_model's archive (its keys, read back by load_model), serialised in memory:
-  // libtorch's file writer throws from a destructor when a write fails (disk full), which
-  // terminates the process; here a failed write is an Error from write_file_atomic.
-  torch::serialize::OutputArchive archive;
-  archive.write("posenc_config", c10::IValue(torch_layer::config_to_json(model->config())));
-  model->save(archive);
-  std::ostringstream bytes;
-  archive.save_to(bytes);
-  write_file_atomic(path, bytes.str());
-}
+void save_model_file(torch_layer::TransformerLM& model, const std::string& path) { torch_layer::save_model(model, path); }
 
 torch_layer::TransformerLM load_model_file(const std::string& path) {
   torch_layer::TransformerLM model{nullptr};

@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <fstream>
+#include <sstream>
 
 #include "posenc/alibi.h"
 #include "posenc/attention.h"
 #include "posenc/error.h"
+#include "posenc/file_io.h"
 
 namespace posenc::torch_layer {
 
@@ -44,6 +46,12 @@ torch::Tensor AttentionImpl::fused_attention(const torch::Tensor& q, const torch
   p.mask.key_padding = padding.data_ptr<std::uint8_t>();
   p.q_positions = {ctx.q_positions.data_ptr<std::int64_t>(), 1, 0};
   p.k_positions = {ctx.k_positions.data_ptr<std::int64_t>(), 1, 0};
+  // Every batch row at the same positions (no padding): RoPE's cos/sin once per token.
+  const auto same_rows = [](const torch::Tensor& pos) {
+    return pos.size(0) == 1 || pos.eq(pos.narrow(0, 0, 1)).all().item<bool>();
+  };
+  p.q_positions.shared_across_batch = same_rows(ctx.q_positions);
+  p.k_positions.shared_across_batch = same_rows(ctx.k_positions);
   if (ctx.rope) {
     p.positions = AttentionPositions::kRope;
     p.rope.inv_freq = ctx.rope->inv_freq.data();
@@ -229,8 +237,10 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   // Inference (no autograd, no dropout, no recorded weights): the fused kernel, positions inside.
   bool recording = false;
   for (const auto& block : blocks) recording = recording || block->attention->record;
-  ctx.fused = use_fused_attention && !is_training() && !torch::GradMode::is_enabled() && !ctx.cache_rotated_keys &&
-              fused_attention_covers(config_) && !recording;
+  // The kernel reads float32 CPU memory; other models keep the libtorch path.
+  const bool float_cpu = embed->weight.is_cpu() && embed->weight.scalar_type() == torch::kFloat;
+  ctx.fused = use_fused_attention && float_cpu && !is_training() && !torch::GradMode::is_enabled() &&
+              !ctx.cache_rotated_keys && fused_attention_covers(config_) && !recording;
   std::vector<double> slopes;
   if (ctx.fused && alibi) {
     slopes = alibi_slopes(config_.n_heads);
@@ -282,7 +292,11 @@ void save_model(TransformerLM& model, const std::string& path) {
   torch::serialize::OutputArchive archive;
   archive.write("posenc_config", c10::IValue(config_to_json(model->config())));
   model->save(archive);
-  archive.save_to(path);
+  // Serialised in memory, then written whole: libtorch's own file writer throws from a
+  // destructor when a write fails (disk full), which terminates the process.
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  write_file_atomic(path, bytes.str());
 }
 
 TransformerLM load_model(const std::string& path) {

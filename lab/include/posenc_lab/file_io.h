@@ -6,13 +6,14 @@
 #include <cstdint>
 #include <string>
 
+#include "posenc/file_io.h"
+
 namespace posenc::lab {
 
-// Writes bytes to path atomically (temp file, fsync, rename).
-void write_file_atomic(const std::string& path, const std::string& bytes);
-
-// The whole file (at most max_bytes; a larger file is an Error naming the limit).
-std::string read_file(const std::string& path, std::uint64_t max_bytes);
+// Whole-file writes and bounded reads live in the core (posenc/file_io.h), shared with the
+// torch layer's save_model.
+using posenc::read_file;
+using posenc::write_file_atomic;
 
 // An exclusive lock on a directory for one run (flock on <dir>/.lock, released at exit or kill):
 // a second run into the same directory waits (saying so on stderr), then reuses what the first

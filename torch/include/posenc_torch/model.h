@@ -120,8 +120,12 @@ class TransformerLMImpl : public torch::nn::Module {
   torch::Tensor positions_for(const torch::Tensor& full_mask, std::int64_t new_tokens) const;
 
   const ModelConfig& config() const { return config_; }
-  // Inference (eval mode, no grad) through the fused kernel for NoPE, absolute, RoPE, ALiBi and
-  // T5 models; false: always the materialising libtorch path (for comparisons).
+  // Inference (eval mode, no grad, float32 on the CPU) through the fused kernel for NoPE,
+  // absolute, RoPE, ALiBi and T5 models; false: always the materialising libtorch path (for
+  // comparisons). The two agree on every query that sees a key; a query that sees none (a
+  // left-pad position) gets zeros from the kernel and an average of every value from libtorch.
+  // Both scale q.k by 1/sqrt(head_dim) before T5's bias (HF's T5 does not scale: a table trained
+  // here is not an HF table).
   bool use_fused_attention = true;
   RotaryEmbedding rotary{nullptr};
   std::vector<Block> blocks;
@@ -139,7 +143,8 @@ class TransformerLMImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TransformerLM);
 
-// The config and the weights in one file (torch serialization); load rebuilds the model.
+// The config and the weights in one file (torch serialization), written whole (posenc/file_io.h:
+// a failed write is an Error naming the file, the previous file intact); load rebuilds the model.
 void save_model(TransformerLM& model, const std::string& path);
 TransformerLM load_model(const std::string& path);
 

@@ -1,0 +1,19 @@
+// Files written whole and read bounded, for every layer that saves something (saved models, the
+// lab's checkpoints and results): a write goes to <path>.tmp, is fsync'ed and renamed over <path>
+// only when complete, so a failure (disk full, a read-only directory, a kill) leaves the previous
+// file intact and no .tmp behind; every failure is a posenc::Error naming the file and the reason
+// (errno).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace posenc {
+
+// Writes bytes to path atomically (temp file, fsync, rename).
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+// The whole file (a regular file of at most max_bytes; more is an Error naming the limit).
+std::string read_file(const std::string& path, std::uint64_t max_bytes);
+
+}  // namespace posenc

@@ -1,0 +1,68 @@
+#include "posenc/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "posenc/error.h"
+
+namespace posenc {
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what, int err) {
+  throw Error("cannot write " + path + ": " + what + (err ? std::string(" (") + std::strerror(err) + ")" : std::string()));
+}
+
+void rename_over(const std::string& tmp, const std::string& path) {
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    fail(path, "rename from " + tmp + " failed", err);
+  }
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(path, "cannot create " + tmp, errno);
+  std::size_t done = 0;
+  int err = 0;
+  while (done < bytes.size() && err == 0) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) err = n < 0 ? errno : EIO;
+    else done += static_cast<std::size_t>(n);
+  }
+  if (err == 0 && ::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    fail(path, "wrote " + std::to_string(done) + " of " + std::to_string(bytes.size()) + " bytes", err);
+  }
+  rename_over(tmp, path);
+}
+
+std::string read_file(const std::string& path, std::uint64_t max_bytes) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw Error("cannot read " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw Error("cannot read " + path + ": not a regular file");
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
+    throw Error(path + " is " + std::to_string(st.st_size) + " bytes, more than the limit of " + std::to_string(max_bytes));
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw Error("cannot read " + path + ": " + std::strerror(errno));
+  std::string out(static_cast<std::size_t>(st.st_size), '\0');
+  const std::size_t n = std::fread(out.data(), 1, out.size(), f);
+  const bool bad = std::ferror(f) != 0;
+  std::fclose(f);
+  if (bad) throw Error("cannot read " + path + ": read error");
+  out.resize(n);
+  return out;
+}
+
+}  // namespace posenc
