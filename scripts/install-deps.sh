@@ -16,7 +16,7 @@ PACKAGES=(
   # libtorch layer, lab, and the PyTorch-eager side of the benchmarks
   libtorch-dev python3-torch python3-numpy
   # the Python package (pybind11 extension over the core) and its tests
-  pybind11-dev python3-pytest
+  pybind11-dev python3-dev python3-pytest
   # Debian's libtorch links the reference BLAS; OpenBLAS takes over the libblas alternative
   # (matrix products ~30x faster on this class of machine).
   libopenblas0-pthread

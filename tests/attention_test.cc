@@ -180,7 +180,7 @@ TEST(Attention, RopeRotatesQueriesAndKeysAsTheyLoad) {
 
 TEST(Attention, TiledEqualsTheReferenceForEverySchemeMaskAndDtype) {
   std::mt19937 rng(3);
-  const int B = 2, Hq = 4, Hk = 2, D = 24;
+  const int B = 2, Hq = 4, Hk = 2, D = 40;  // 40: a whole pair of vectors and a scalar tail on every target
   RopeParams rp;
   rp.head_dim = D;
   const RopeSchedule sched = compute_schedule(rp);
@@ -316,6 +316,34 @@ TEST(Attention, DecodeSplitsTheKeysAcrossThreads) {
       for (int c = 0; c < D; ++c) expected[c] = at(ref.view, 0, 0, 0, c);
       EXPECT_LE(max_abs(expected, fast), 2e-5) << static_cast<int>(positions) << " mask " << mask;
     }
+}
+
+TEST(Attention, SplitKeysWithSeveralQueriesHeadsAndBiases) {
+  // More threads than tasks with S > 1, GQA and every position scheme: the split and the merge.
+  std::mt19937 rng(8);
+  const int B = 1, S = 33, T = 1000, Hq = 4, Hk = 2, D = 40;
+  RopeParams rp;
+  rp.head_dim = D;
+  const RopeSchedule sched = compute_schedule(rp);
+  for (auto positions : {AttentionPositions::kNone, AttentionPositions::kRope, AttentionPositions::kAlibi, AttentionPositions::kT5}) {
+    BiasInputs setup;
+    AttentionParams p = params_for(positions, setup, Hq, B, T, rng);
+    p.rope = rope_apply_params(sched);
+    p.mask.sliding_window = 700;
+    p.q_positions.offset = T - S;
+    Tensor4 q = make(DType::kF32, B, S, Hq, D, false, &rng), k = make(DType::kF32, B, T, Hk, D, false, &rng),
+            v = make(DType::kF32, B, T, Hk, D, false, &rng), ref = make(DType::kF32, B, S, Hq, D, false, nullptr),
+            fast = make(DType::kF32, B, S, Hq, D, false, nullptr);
+    attention_reference(q.view, k.view, v.view, ref.view, p);
+    AttentionOptions options;
+    options.threads = 16;  // 8 tasks: each split in two
+    attention(q.view, k.view, v.view, fast.view, p, options);
+    std::vector<double> expected(static_cast<std::size_t>(B) * S * Hq * D);
+    for (int i = 0; i < S; ++i)
+      for (int h = 0; h < Hq; ++h)
+        for (int c = 0; c < D; ++c) expected[(static_cast<std::size_t>(i) * Hq + h) * D + c] = at(ref.view, 0, i, h, c);
+    EXPECT_LE(max_abs(expected, fast), 2e-5) << static_cast<int>(positions);
+  }
 }
 
 TEST(Attention, ExplicitScatteredPositionIds) {

@@ -20,6 +20,10 @@ def _positions(positions: Optional[torch.Tensor], batch: int, tokens: int):
     if positions.device.type != "cpu":
         raise ValueError(f"positions must be on the CPU, got {positions.device}")
     p = positions.contiguous()
+    if p.numel() and int(p.min()) < 0:
+        raise ValueError(f"position {int(p.min())} is negative; positions must be >= 0")
+    if p.dim() == 2 and p.shape[0] == 1 and batch > 1:  # [1, S] (HF's position_ids): shared
+        p = p[0]
     if p.dim() == 1 and p.shape[0] == tokens:  # [S]: the same for every batch row
         return p, p.data_ptr(), p.dtype == torch.int32, 1, 0, True
     if p.dim() == 2 and tuple(p.shape) == (batch, tokens):
@@ -47,6 +51,8 @@ def _rotate(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, 
         batch, heads, tokens, dim = x.shape
         bs, hs, ts = x.stride(0), x.stride(1), x.stride(2)
     keep, ptr, is32, axes, axis_stride, shared = _positions(positions, batch, tokens)
+    if x.numel() == 0:
+        return
     _posenc.rope_rotate(x.data_ptr(), _DTYPES[x.dtype], batch, tokens, heads, dim, bs, ts, hs, ptr, is32, axes,
                         axis_stride, shared, offset, s.inv_freq.tolist(), s.axis_of_freq, s.attention_factor, layout,
                         direction, torch.get_num_threads())
@@ -132,8 +138,15 @@ def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, p
         raise ValueError(f"offset must be an int >= 0, got {offset!r}")
     tensors = [q] if k is None else [q, k]
     for t in tensors:
-        if isinstance(t, torch.Tensor) and t.dim() == 4 and t.stride(-1) != 1:
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            raise ValueError(f"q and k must be 4-D tensors ([B, S, H, D] or [B, H, S, D]), got {getattr(t, 'shape', type(t))}")
+        if t.stride(-1) != 1:
             raise ValueError("the last dimension (head_dim) must be contiguous (stride 1): call .contiguous() first")
+        batch, tokens = t.shape[0], t.shape[1] if heads_dim == 2 else t.shape[2]
+        _positions(positions, batch, tokens)  # shape, dtype, device and sign, for every path
+        if inplace and any(st == 0 and n > 1 for st, n in zip(t.stride(), t.shape)):
+            raise ValueError("inplace=True on a tensor whose elements share memory (an expanded view) would rotate "
+                             "them more than once: pass a tensor that owns its elements")
     if inplace:
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             raise ValueError("inplace=True rotates without autograd: use torch.no_grad() or inplace=False")

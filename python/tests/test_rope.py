@@ -103,10 +103,17 @@ def test_bad_input_raises_with_a_message():
         posenc.apply_rope(torch.zeros(1, 2, 1, 16, dtype=torch.int32), schedule=s)
     with pytest.raises(ValueError, match="4-D"):
         posenc.apply_rope(torch.zeros(2, 16), schedule=s)
+    with pytest.raises(ValueError, match="negative"):
+        posenc.apply_rope(torch.zeros(1, 2, 1, 16, dtype=torch.float64), schedule=s, positions=torch.tensor([[0, -1]]))
+    with torch.no_grad(), pytest.raises(ValueError, match="share memory"):
+        posenc.apply_rope(torch.zeros(1, 2, 1, 16).expand(3, 2, 4, 16), schedule=s, inplace=True)
+    assert posenc.apply_rope(torch.zeros(0, 2, 1, 16), schedule=s).shape == (0, 2, 1, 16)
     with pytest.raises(ValueError, match="contiguous"):
         posenc.apply_rope(torch.zeros(1, 2, 1, 32)[..., ::2], schedule=s)
-    with pytest.raises(ValueError, match="position -1"):
+    with pytest.raises(ValueError, match="-1"):
         posenc.apply_rope(torch.zeros(1, 2, 1, 16), schedule=s, positions=torch.tensor([[0, -1]]))
+    shared = posenc.apply_rope(torch.ones(3, 2, 1, 16), schedule=s, positions=torch.tensor([[5, 9]]))  # HF's [1, S]
+    assert torch.equal(shared[0], shared[2])
     with pytest.raises(ValueError, match="positions must be"):
         posenc.apply_rope(torch.zeros(1, 2, 1, 16), schedule=s, positions=torch.tensor([[0, 1, 2]]))
     with pytest.raises(ValueError, match="layout"):
