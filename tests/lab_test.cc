@@ -99,6 +99,25 @@ TEST(Lab, TrainsEvaluatesAndReportsLengthsCorrectly) {
   EXPECT_NE(results_json(r, c).find("\"results\""), std::string::npos);
 }
 
+TEST(Lab, TransformerXlTrainsAndReadsWithItsMemory) {
+  // The xl row trains on pairs of segments and is scored segment by segment with memory: its
+  // windows past the training length are read as segments of 16, and the note says its reach.
+  ExtrapolateConfig c = tiny("lab_xl", {"xl"});
+  c.layers = 2;
+  const ExtrapolateResult r = run_extrapolate(c);
+  ASSERT_TRUE(r.complete);
+  ASSERT_EQ(r.rows.size(), 2u);
+  for (const ResultRow& row : r.rows) {
+    EXPECT_TRUE(row.available);
+    EXPECT_LT(row.bpc, 3.5) << row.eval_len;
+    EXPECT_NE(row.note.find("memory 16"), std::string::npos) << row.note;
+    EXPECT_NE(row.note.find("47 tokens back"), std::string::npos) << row.note;  // 2 layers x 16 + 16 - 1
+  }
+  // The saved model keeps its memory length, and reading in segments is what scored it.
+  torch_layer::TransformerLM model = torch_layer::load_model(c.out_dir + "/xl.pt");
+  EXPECT_EQ(model->config().xl_mem_len, 16);
+}
+
 TEST(Lab, InterruptedRunResumesToTheSameNumbers) {
   const ExtrapolateConfig straight = tiny("lab_straight", {"alibi"});
   const ExtrapolateResult a = run_extrapolate(straight);

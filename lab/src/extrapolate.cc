@@ -41,6 +41,9 @@ std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab) {
     m.t5 = {32, 128, false};
     m.deberta_buckets = 32;
     m.deberta_max_relative = 256;
+    // Transformer-XL with its segment recurrence: memory as long as a training segment (the
+    // paper's mem_len = tgt_len), so its reach is n_layers x train_len tokens.
+    if (s == Scheme::kXl) m.xl_mem_len = c.train_len;
     return m;
   };
   for (int seed : c.seeds) {

@@ -38,6 +38,18 @@ Score score_incremental(TransformerLM& model, const Corpus& corpus, int len, int
 
 }  // namespace
 
+bool xl_memory(TransformerLM& model) {
+  return model->config().scheme == Scheme::kXl && model->config().xl_mem_len > 0;
+}
+
+torch::Tensor forward_in_segments(TransformerLM& model, const torch::Tensor& tokens, int segment) {
+  torch_layer::XLMemory memory;
+  std::vector<torch::Tensor> logits;
+  for (std::int64_t s0 = 0; s0 < tokens.size(1); s0 += segment)
+    logits.push_back(model->forward_segment(tokens.narrow(1, s0, std::min<std::int64_t>(segment, tokens.size(1) - s0)), memory));
+  return torch::cat(logits, 1);
+}
+
 // Non-overlapping windows of len tokens over the validation text, each scored in one pass.
 Score score_windows(TransformerLM& model, const Corpus& corpus, int len, int train_len, long max_tokens) {
   const long windows = std::max<long>(1, std::min<long>(max_tokens / len, (static_cast<long>(corpus.valid.size()) - 1) / len));
@@ -49,7 +61,8 @@ Score score_windows(TransformerLM& model, const Corpus& corpus, int len, int tra
     auto acc = ids.accessor<std::int64_t, 2>();
     for (long w = 0; w < n; ++w)
       for (int i = 0; i <= len; ++i) acc[w][i] = corpus.valid[static_cast<std::size_t>((w0 + w) * len + i)];
-    const torch::Tensor logits = model->forward(ids.narrow(1, 0, len));
+    const torch::Tensor logits = xl_memory(model) ? forward_in_segments(model, ids.narrow(1, 0, len), train_len)
+                                                  : model->forward(ids.narrow(1, 0, len));
     const torch::Tensor nll = torch::nn::functional::cross_entropy(
         logits.reshape({-1, logits.size(-1)}), ids.narrow(1, 1, len).reshape({-1}),
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone)).view({n, len});
@@ -116,6 +129,14 @@ std::vector<ResultRow> evaluate(TransformerLM& model, const ModelPlan& plan, con
   for (const std::string& ext : exts) {
     for (int len : c.eval_lens) {
       progress.update(done++, std::nan(""));
+      if (xl_memory(model)) {
+        const int reach = plan.config.n_layers * plan.config.xl_mem_len;
+        char note[128];
+        std::snprintf(note, sizeof note, "segments of %d with memory %d: a token sees at most %d tokens back (layers x memory)",
+                      c.train_len, plan.config.xl_mem_len, reach + c.train_len - 1);
+        rows.push_back(make_row(plan, ext, len, score_windows(model, corpus, len, c.train_len, c.eval_chars), note));
+        continue;
+      }
       if (plan.config.scheme == Scheme::kLearned && len > plan.config.learned_positions) {
         ResultRow r = make_row(plan, ext, len, {}, "n/a (cannot extrapolate)");
         r.available = false;

@@ -26,7 +26,14 @@ struct Score {
   long tokens = 0, tokens_beyond = 0;
 };
 
-// Non-overlapping windows of len tokens over the first max_tokens validation tokens, one pass each.
+// Transformer-XL with segment memory: the model reads text in segments (lab: of the training
+// length), each layer attending to its own states of the previous segment (Dai et al. 2019).
+bool xl_memory(torch_layer::TransformerLM& model);
+// Logits of tokens [B, L] read segment by segment with a fresh memory, [B, L, vocab].
+torch::Tensor forward_in_segments(torch_layer::TransformerLM& model, const torch::Tensor& tokens, int segment);
+
+// Non-overlapping windows of len tokens over the first max_tokens validation tokens, one pass each
+// (Transformer-XL with memory: in segments of train_len).
 Score score_windows(torch_layer::TransformerLM& model, const Corpus& corpus, int len, int train_len, long max_tokens);
 
 ResultRow make_row(const ModelPlan& p, const std::string& ext, int len, const Score& s, const std::string& note = "");

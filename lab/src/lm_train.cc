@@ -55,6 +55,12 @@ bool train(TransformerLM& model, const ModelPlan& plan, const ExtrapolateConfig&
     return true;
   }
   model->train();
+  // Transformer-XL with memory trains on pairs of consecutive segments (twice the text per step).
+  const bool xl = xl_memory(model);
+  if (xl && corpus.train.size() < static_cast<std::size_t>(2 * c.train_len + 2))
+    throw Error(plan.name + ": the training text (" + std::to_string(corpus.train.size()) + " tokens) is shorter than " +
+                std::to_string(2 * c.train_len + 2) + ", two segments of the training length " + std::to_string(c.train_len) +
+                " + 2, which Transformer-XL's memory trains on");
   double loss_value = 0;
   while (step < c.steps) {
     if (*budget == 0) {
@@ -63,11 +69,23 @@ bool train(TransformerLM& model, const ModelPlan& plan, const ExtrapolateConfig&
     }
     for (auto& group : optimizer.param_groups())
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr_at(c, step));
-    const torch::Tensor batch = batch_at(corpus, plan.seed, step, c.batch, c.train_len);
     optimizer.zero_grad();
-    const torch::Tensor logits = model->forward(batch.narrow(1, 0, c.train_len));
-    const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                                                    batch.narrow(1, 1, c.train_len).reshape({-1}));
+    torch::Tensor logits, targets;
+    if (xl) {  // the previous segment builds the memory (no gradient), the next one learns with it
+      const torch::Tensor batch = batch_at(corpus, plan.seed, step, c.batch, 2 * c.train_len);
+      torch_layer::XLMemory memory;
+      {
+        torch::NoGradGuard no_grad;
+        model->forward_segment(batch.narrow(1, 0, c.train_len), memory);
+      }
+      logits = model->forward_segment(batch.narrow(1, c.train_len, c.train_len), memory);
+      targets = batch.narrow(1, c.train_len + 1, c.train_len);
+    } else {
+      const torch::Tensor batch = batch_at(corpus, plan.seed, step, c.batch, c.train_len);
+      logits = model->forward(batch.narrow(1, 0, c.train_len));
+      targets = batch.narrow(1, 1, c.train_len);
+    }
+    const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
     loss_value = loss.item<double>();
     if (!std::isfinite(loss_value))
       throw Error(plan.name + ": the training loss is " + format_number(loss_value) + " at step " + std::to_string(step) +
