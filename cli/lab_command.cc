@@ -41,7 +41,7 @@ void add_lab_command(CLI::App& app) {
   ex->add_option("--schemes", a->schemes, "comma-separated: nope, sinusoidal, learned, rope, alibi, t5, xl, deberta");
   ex->add_option("--extensions", a->extensions, "RoPE extensions: none, pi, ntk, dynamic, yarn");
   ex->add_option("--train-len", a->train_len, "training length (default 64)");
-  ex->add_option("--eval-lens", a->eval_lens, "evaluation lengths (default 64,128,256,512,1024)");
+  ex->add_option("--eval-lens", a->eval_lens, "evaluation lengths (default 64,128,256,512,1024,2048,4096)");
   ex->add_option("--steps", a->steps, "training steps per model");
   ex->add_option("--seed", a->seed, "seed (--full uses 3 seeds from it)");
   ex->add_option("--threads", a->threads, "torch threads (default 1: measured faster than 2 for these small models; at most this machine's hardware threads)")

@@ -204,7 +204,8 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
                          " validation tokens, each scored in one pass; 'dynamic' is then NTK at the window's scale" +
                          (scores_incremental(c) ? "; 'dynamic' and 'dynamic-incremental' are both scored on the first " +
                                                          std::to_string(std::min(c.incremental_tokens, c.eval_chars)) +
-                                                         " tokens, one pass vs token by token under HF's runtime rule"
+                                                         " tokens (one window, where the length is longer), one pass vs "
+                                                         "token by token under HF's runtime rule"
                                                    : std::string()));
   if (!corpus.ascii) result.notes.push_back(c.corpus + " is not ASCII: tokens are bytes, scores are bits per byte");
   long budget = c.stop_after_steps;

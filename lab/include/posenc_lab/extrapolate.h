@@ -41,7 +41,8 @@ struct ExtrapolateConfig {
   std::vector<std::string> schemes = {"nope", "sinusoidal", "rope", "alibi"};
   std::vector<std::string> extensions = {"none", "pi", "ntk", "dynamic", "yarn"};
   int train_len = 64;
-  std::vector<int> eval_lens = {64, 128, 256, 512, 1024};
+  // Up to 64x the training length: attention at inference is the fused kernel (no S x S matrix).
+  std::vector<int> eval_lens = {64, 128, 256, 512, 1024, 2048, 4096};
   int steps = 600;
   int batch = 32;
   double lr = 2e-3;
