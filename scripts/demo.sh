@@ -5,7 +5,7 @@ set -euo pipefail
 POSENC=${1:-build/cli/posenc}
 cd "$(dirname "$0")/.."
 
-echo "=== posenc lab extrapolate --quick   (train at 64 characters, test up to 1024)"
+echo "=== posenc lab extrapolate --quick   (train at 64 characters, test up to 4096)"
 "$POSENC" lab extrapolate --quick --out out/lab-quick
 
 echo
