@@ -18,7 +18,7 @@ from . import _posenc
 
 __all__ = [
     "ConfigError", "Error", "Layer", "Model", "Schedule", "load_hf_config", "schedule", "apply_rope",
-    "sinusoidal", "alibi_slopes", "alibi_bias", "t5_buckets", "kernel_target", "check", "mrope_position_ids", "nn", "plot",
+    "sinusoidal", "alibi_slopes", "alibi_bias", "t5_buckets", "kernel_target", "check", "mrope_position_ids", "nn", "plot", "deberta_relative_positions", "xl_relative_sinusoid",
 ]
 
 Error = _posenc.Error  # every error the C++ core raises (a ValueError)
@@ -118,7 +118,8 @@ def schedule(config: Union[str, Model, None] = None, *, layer_type: Optional[str
 
 
 from .rope import apply_rope  # noqa: E402  (needs Schedule)
-from .encodings import alibi_bias, alibi_slopes, sinusoidal, t5_buckets  # noqa: E402
+from .encodings import (alibi_bias, alibi_slopes, deberta_relative_positions, sinusoidal, t5_buckets,  # noqa: E402
+                        xl_relative_sinusoid)
 
 
 def check(dim: int = 64, positions: int = 100000, seed: int = 1234) -> List[Dict[str, Any]]:

@@ -16,11 +16,11 @@ def _ints(x: Union[torch.Tensor, Sequence[int]]) -> torch.Tensor:
 
 
 def sinusoidal(positions: Union[torch.Tensor, Sequence[int]], dim: int, layout: str = "interleaved",
-               base: float = 10000.0) -> torch.Tensor:
-    """Vaswani's sinusoids, [*positions.shape, dim] float32: layout "interleaved" (sin, cos pairs)
-    or "halves" ([sin | cos])."""
+               freq: str = "vaswani", base: float = 10000.0) -> torch.Tensor:
+    """Sinusoids, [*positions.shape, dim] float32: layout "interleaved" (sin, cos pairs) or
+    "halves" ([sin | cos]); freq "vaswani" (base^(-2i/d)) or "fairseq" (base^(-i/(d/2 - 1)))."""
     p = _ints(positions)
-    rows = _posenc.sinusoidal_table(p.flatten().tolist(), dim, layout, base)
+    rows = _posenc.sinusoidal_table(p.flatten().tolist(), dim, layout, base, freq)
     return torch.tensor(rows, dtype=torch.float32).view(*p.shape, dim)
 
 
@@ -44,3 +44,17 @@ def t5_buckets(relative: Union[torch.Tensor, Sequence[int]], num_buckets: int = 
     r = _ints(relative)
     return torch.tensor(_posenc.t5_buckets(r.flatten().tolist(), num_buckets, max_distance, bidirectional),
                         dtype=torch.int64).view(r.shape)
+
+
+def deberta_relative_positions(q_len: int, k_len: int, position_buckets: int = 256,
+                               max_relative_positions: int = 512) -> torch.Tensor:
+    """DeBERTa's relative position i - j after its log buckets, [q_len, k_len] int64 (as HF's
+    build_relative_position)."""
+    rel = _posenc.deberta_relative_positions(q_len, k_len, position_buckets, max_relative_positions)
+    return torch.tensor(rel, dtype=torch.int64).view(q_len, k_len)
+
+
+def xl_relative_sinusoid(dim: int, klen: int, clamp_len: int = 0) -> torch.Tensor:
+    """Transformer-XL's relative sinusoid for distances klen-1 .. 0 (HF's pos_emb, halves layout
+    [sin | cos]), [klen, dim] float32; distances past clamp_len (> 0) are clamped."""
+    return torch.tensor(_posenc.xl_relative_sinusoid(dim, klen, clamp_len), dtype=torch.float32).view(klen, dim)

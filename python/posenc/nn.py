@@ -47,7 +47,7 @@ class SinusoidalPositionalEncoding(torch.nn.Module):
         self.dim, self.layout, self.base = dim, layout, base
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
-        return sinusoidal(positions, self.dim, self.layout, self.base)
+        return sinusoidal(positions, self.dim, self.layout, base=self.base)
 
 
 class LearnedPositionalEmbedding(torch.nn.Embedding):

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "posenc/alibi.h"
+#include "posenc/deberta.h"
 #include "posenc/error.h"
 #include "posenc/hf_config.h"
 #include "posenc/mrope.h"
@@ -21,6 +22,7 @@
 #include "posenc/rope_schedule.h"
 #include "posenc/sinusoidal.h"
 #include "posenc/t5_bias.h"
+#include "posenc/transformer_xl.h"
 #include "posenc_plot/figures.h"
 #include "posenc_plot/heatmap.h"
 
@@ -128,16 +130,23 @@ PYBIND11_MODULE(_posenc, m) {
   m.def("rope_rotate", &rope_rotate_view);
   m.def("kernel_target", [] { return std::string(rope_kernel_target()); });
   m.def("max_threads", [] { return kMaxThreads; });
-  m.def("sinusoidal_table", [](const std::vector<std::int64_t>& positions, int dim, const std::string& layout, double base) {
+  m.def("sinusoidal_table", [](const std::vector<std::int64_t>& positions, int dim, const std::string& layout, double base,
+                               const std::string& freq) {
     SinusoidalParams p;
     p.dim = dim;
     if (layout == "halves") p.layout = SinusoidalLayout::kHalves;
     else if (layout != "interleaved") throw Error("layout must be interleaved or halves, got '" + layout + "'");
+    if (freq == "fairseq") p.freqs = SinusoidalFreqs::kFairseq;
+    else if (freq != "vaswani") throw Error("freq must be vaswani or fairseq, got '" + freq + "'");
     p.base = base;
     validate(p);
     return sinusoidal_table(p, positions);
   });
   m.def("alibi_slopes", &alibi_slopes);
+  m.def("deberta_relative_positions", [](int q_len, int k_len, int buckets, int max_relative) {
+    return deberta_relative_positions(q_len, k_len, {buckets, max_relative});
+  });
+  m.def("xl_relative_sinusoid", &xl_relative_sinusoid);
   m.def("check", [](int dim, std::int64_t positions, std::uint64_t seed) {
     CheckOptions o;
     o.dim = dim;

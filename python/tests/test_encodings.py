@@ -6,9 +6,23 @@ import posenc.nn
 
 
 def test_sinusoidal_golden(golden):
-    case = next(c for c in golden["sinusoidal"] if c["name"] == "xlm_distilbert_interleaved_d8")
-    got = posenc.sinusoidal(case["positions"], case["d_model"])
-    assert (got - torch.tensor(case["table"])).abs().max() < 1e-6
+    # Whisper evaluates its angles in float32 (up to ~3e-5 off at position 1000); the others in float64.
+    for name, layout, freq, tol in (("xlm_distilbert_interleaved_d8", "interleaved", "vaswani", 1e-6),
+                                    ("marian_halves_d8", "halves", "vaswani", 1e-6),
+                                    ("whisper_d8", "halves", "fairseq", 5e-5)):
+        case = next(c for c in golden["sinusoidal"] if c["name"] == name)
+        got = posenc.sinusoidal(case["positions"], case["d_model"], layout, freq)
+        assert (got - torch.tensor(case["table"])).abs().max() < tol, name
+
+
+def test_deberta_and_xl_helpers():
+    rel = posenc.deberta_relative_positions(3, 20, position_buckets=8, max_relative_positions=32)
+    assert rel.shape == (3, 20) and rel[0, 0] == 0 and rel[2, 0] == 2 and rel[0, 2] == -2
+    assert rel[0, 19] < 0 and abs(int(rel[0, 19])) < 19  # log-bucketed far away
+    r = posenc.xl_relative_sinusoid(8, 5)
+    assert r.shape == (5, 8)
+    assert torch.allclose(r[-1], torch.tensor([0.0] * 4 + [1.0] * 4))  # distance 0: sin 0, cos 1
+    assert torch.allclose(r[0], posenc.sinusoidal([4], 8, "halves")[0])  # distance 4
 
 
 def test_alibi_slopes_golden(golden):
