@@ -18,7 +18,7 @@ Plan make_plan(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
   validate_attention(q, k, v, out, p);
   Plan plan{&q, &k, &v, &out, &p, q.tokens, k.tokens, q.heads, q.heads / k.heads, q.head_dim,
             p.mask.past >= 0 ? p.mask.past : std::int64_t{k.tokens} - q.tokens,
-            static_cast<float>(p.scale > 0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(q.head_dim)))};
+            static_cast<float>(p.scale > 0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(q.head_dim))), {}, {}};
   if (p.positions == AttentionPositions::kRope) {
     plan.q_angles = row_angles(p.q_positions, q.tokens, p.rope);
     plan.k_angles = row_angles(p.k_positions, k.tokens, p.rope);
