@@ -62,8 +62,11 @@ HWY_INLINE void PairV(V a, V b, V c, V s, V& oa, V& ob) {
   }
 }
 
-// half-split in, half-split out (in may equal out)
-template <bool kForward>
+// half-split in; half-split out (in may equal out) or interleaved out (kInterleaveOut: the
+// transpose of the DeepSeek-V3 forward, which reads pairs and writes halves, so its backward reads
+// the gradient in the order the forward wrote it and returns it in the order the forward read;
+// in must differ from out)
+template <bool kForward, bool kInterleaveOut = false>
 void RotateHalf(const float* in, float* out, const float* c, const float* s, int half) {
   const DF df;
   const int n = static_cast<int>(hn::Lanes(df));
@@ -72,10 +75,15 @@ void RotateHalf(const float* in, float* out, const float* c, const float* s, int
     const auto a = hn::LoadU(df, in + j), b = hn::LoadU(df, in + j + half);
     decltype(hn::Zero(df)) oa, ob;
     PairV<kForward>(a, b, hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
-    hn::StoreU(oa, df, out + j);
-    hn::StoreU(ob, df, out + j + half);
+    if (kInterleaveOut) {
+      hn::StoreInterleaved2(oa, ob, df, out + 2 * j);
+    } else {
+      hn::StoreU(oa, df, out + j);
+      hn::StoreU(ob, df, out + j + half);
+    }
   }
-  for (; j < half; ++j) Pair<kForward>(in[j], in[j + half], c[j], s[j], &out[j], &out[j + half]);
+  for (; j < half; ++j)
+    Pair<kForward>(in[j], in[j + half], c[j], s[j], &out[kInterleaveOut ? 2 * j : j], &out[kInterleaveOut ? 2 * j + 1 : j + half]);
 }
 
 // interleaved in; interleaved out (in may equal out) or de-interleaved out (DeepSeek-V3; in
@@ -104,23 +112,6 @@ void RotatePairs(const float* in, float* out, const float* c, const float* s, in
   }
 }
 
-// half-split in, interleaved out (in must differ from out): the transpose of the DeepSeek-V3
-// forward, which reads pairs and writes halves. Its backward reads the gradient in the order the
-// forward wrote it (halves) and returns it in the order the forward read (pairs).
-template <bool kForward>
-void RotateHalfToPairs(const float* in, float* out, const float* c, const float* s, int half) {
-  const DF df;
-  const int n = static_cast<int>(hn::Lanes(df));
-  int j = 0;
-  for (; j + n <= half; j += n) {
-    const auto a = hn::LoadU(df, in + j), b = hn::LoadU(df, in + j + half);
-    decltype(hn::Zero(df)) oa, ob;
-    PairV<kForward>(a, b, hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
-    hn::StoreInterleaved2(oa, ob, df, out + 2 * j);
-  }
-  for (; j < half; ++j) Pair<kForward>(in[j], in[j + half], c[j], s[j], &out[2 * j], &out[2 * j + 1]);
-}
-
 template <bool kForward>
 void RotateLayout(RopeLayout layout, const float* in, float* out, const float* c, const float* s, int half) {
   switch (layout) {
@@ -130,7 +121,7 @@ void RotateLayout(RopeLayout layout, const float* in, float* out, const float* c
       if (kForward)
         RotatePairs<true, true>(in, out, c, s, half);
       else
-        RotateHalfToPairs<false>(in, out, c, s, half);
+        RotateHalf<false, true>(in, out, c, s, half);
       break;
   }
 }
