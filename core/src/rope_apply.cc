@@ -145,7 +145,11 @@ void rope_rotate_row(const float* in, float* out, const float* cos, const float*
 
 void rope_row_reference(const float* in, float* out, const PositionIds& pos, int b, int t, int tokens,
                         const RopeApplyParams& p) {
-  std::vector<float> cos(static_cast<std::size_t>(p.num_freqs)), sin(static_cast<std::size_t>(p.num_freqs));
+  // Per-thread scratch: callers rotate row after row (fused attention with per-row ids), and an
+  // allocation per row would cost more than the row.
+  thread_local std::vector<float> cos, sin;
+  cos.resize(static_cast<std::size_t>(p.num_freqs));
+  sin.resize(static_cast<std::size_t>(p.num_freqs));
   for (int j = 0; j < p.num_freqs; ++j)
     rope_cos_sin(p.inv_freq[j], pos.at(p.axis_of_freq ? p.axis_of_freq[j] : 0, b, t, tokens), p, &cos[j], &sin[j]);
   rope_rotate_row(in, out, cos.data(), sin.data(), p.num_freqs, p.layout, p.direction);
