@@ -6,6 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "options.h"
 #include "posenc/properties.h"
 
 namespace posenc::cli {
@@ -17,10 +18,10 @@ void add_check_command(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("check", "measure the properties each scheme claims (PASS/FAIL, exit 1 on a failure)");
-  cmd->add_option("--dim", args->options.dim, "model / head dimension of the checks")->capture_default_str();
+  add_dim_option(cmd, args->options.dim, "model / head dimension of the checks");
   cmd->add_option("--positions", args->options.positions, "positions for sinusoidal uniqueness and bounds")->capture_default_str();
-  cmd->add_option("--seed", args->options.seed, "seed of the random q, k")->capture_default_str();
-  cmd->add_flag("--json", args->json, "one JSON object on stdout");
+  add_seed_option(cmd, args->options.seed, "seed of the random q, k");
+  add_json_flag(cmd, args->json);
   cmd->callback([args] {
     const auto checks = run_property_checks(args->options);
     bool all = true;

@@ -11,17 +11,15 @@
 #include "posenc/error.h"
 #include "posenc/hf_config.h"
 #include "posenc/rope_schedule.h"
+#include "options.h"
 
 namespace posenc::cli {
 namespace {
 
 struct FreqsArgs {
-  std::string config;
-  std::string layer_type;
+  ConfigArgs source;
   std::optional<std::int64_t> seq_len;
   bool json = false;
-  bool lenient = false;
-  bool hf_compatible = false;
   // Schedule flags (instead of --config). Names follow the config keys they set.
   std::string rope_type = "default";
   std::optional<int> head_dim;
@@ -123,10 +121,10 @@ void print_table(const ModelRope& model, const LayerRope& layer, const RopeSched
   std::printf("\n%5s  %-14s  %-20s  %-12s  %s\n", "i", "inv_freq", "wavelength (tokens)", "scale", "interpolated");
   for (std::size_t i = 0; i < s.inv_freq.size(); ++i) {
     const double inv = s.inv_freq[i], base = s.base_inv_freq[i];
-    const double wavelength = inv > 0 ? 2 * M_PI / inv : INFINITY;
+    const double wl = wavelength(inv);
     const double scale = inv > 0 ? base / inv : 0;  // how much slower than the unscaled schedule
     const bool interpolated = inv > 0 && scale > 1 + 1e-6;
-    std::printf("%5zu  %-14.8g  %-20.6g  %-12.6g  %s\n", i, inv, wavelength, scale,
+    std::printf("%5zu  %-14.8g  %-20.6g  %-12.6g  %s\n", i, inv, wl, scale,
                 inv == 0 ? "(not rotated)" : interpolated ? "yes" : "no");
   }
   for (const auto& n : model.notes) std::printf("note: %s\n", n.c_str());
@@ -135,27 +133,27 @@ void print_table(const ModelRope& model, const LayerRope& layer, const RopeSched
 void run_freqs(const FreqsArgs& a) {
   bool from_flags = false;
   for (const CLI::Option* o : a.schedule_flags) from_flags = from_flags || o->count() > 0;
-  if (a.config.empty() && !from_flags) throw Error("give --config config.json, or the schedule as flags (--head-dim ...)");
-  if (!a.config.empty() && from_flags) throw Error("--config and schedule flags (--rope-type, --head-dim, ...) exclude each other");
+  if (a.source.config.empty() && !from_flags) throw Error("give --config config.json, or the schedule as flags (--head-dim ...)");
+  if (!a.source.config.empty() && from_flags) throw Error("--config and schedule flags (--rope-type, --head-dim, ...) exclude each other");
 
   ModelRope model;
-  if (!a.config.empty()) {
-    model = load_hf_config(a.config, ConfigOptions{a.lenient, a.hf_compatible});
+  if (!a.source.config.empty()) {
+    model = a.source.load();
   } else {
     model.layers.push_back({"", true, params_from_flags(a)});
     validate(model.layers.back().params);
     advise(model.layers.back().params, model.warnings, model.notes);
   }
   for (const auto& w : model.warnings) std::cerr << "posenc: warning: " << w << "\n";
-  const Precision precision = a.hf_compatible ? Precision::kHfFloat32 : Precision::kDouble;
-  if (a.layer_type == "all") {  // every layer type with RoPE: {"layers": [schedule, ...]} or one table each
+  const Numerics numerics = a.source.numerics();
+  if (a.source.layer_type == "all") {  // every layer type with RoPE: {"layers": [schedule, ...]} or one table each
     nlohmann::json all = {{"layers", nlohmann::json::array()}};
     bool first = true;
     for (const LayerRope& layer : model.layers) {
       if (!layer.has_rope) continue;
-      const RopeSchedule s = compute_schedule(layer.params, a.seq_len, precision);
+      const RopeSchedule s = compute_schedule(layer.params, a.seq_len, numerics);
       if (a.json) {
-        all["layers"].push_back(schedule_json(model, layer, s, a.hf_compatible));
+        all["layers"].push_back(schedule_json(model, layer, s, a.source.hf_compatible));
       } else {
         if (!first) std::printf("\n");
         first = false;
@@ -165,10 +163,10 @@ void run_freqs(const FreqsArgs& a) {
     if (a.json) std::cout << all.dump(1) << "\n";
     return;
   }
-  const LayerRope& layer = model.select(a.layer_type);
-  const RopeSchedule s = compute_schedule(layer.params, a.seq_len, precision);
+  const LayerRope& layer = model.select(a.source.layer_type);
+  const RopeSchedule s = compute_schedule(layer.params, a.seq_len, numerics);
   if (a.json)
-    std::cout << schedule_json(model, layer, s, a.hf_compatible).dump(1) << "\n";
+    std::cout << schedule_json(model, layer, s, a.source.hf_compatible).dump(1) << "\n";
   else
     print_table(model, layer, s);
 }
@@ -178,14 +176,9 @@ void run_freqs(const FreqsArgs& a) {
 void add_freqs_command(CLI::App& app) {
   auto args = std::make_shared<FreqsArgs>();
   CLI::App* cmd = app.add_subcommand("freqs", "RoPE frequency schedule (inv_freq, attention factor) of a config.json or of flags");
-  cmd->add_option("--config", args->config, "a model's config.json (Hugging Face layout)");
-  cmd->add_option("--layer-type", args->layer_type, "layer type to show (default: full_attention; all: every one)");
+  add_config_options(cmd, args->source, false, "layer type to show (default: full_attention; all: every one)");
   cmd->add_option("--seq-len", args->seq_len, "the schedule in force at this sequence length (dynamic, longrope)");
-  cmd->add_flag("--json", args->json, "one JSON object on stdout");
-  cmd->add_flag("--lenient", args->lenient, "unknown keys inside the rope dict are warnings, not errors");
-  cmd->add_flag("--hf-compatible", args->hf_compatible,
-                "HF's float32 arithmetic and HF's reading of the config (ignores DBRX attn_config.rope_theta, "
-                "MiniMax rotary_dim)");
+  add_json_flag(cmd, args->json);
   auto& f = args->schedule_flags;
   f.push_back(cmd->add_option("--rope-type", args->rope_type, "rope type: " + rope_type_names()));
   f.push_back(cmd->add_option("--head-dim", args->head_dim, "channels per head"));

@@ -15,6 +15,7 @@
 #endif
 #include "posenc_plot/explain.h"
 #include "posenc_plot/figures.h"
+#include "options.h"
 #include "ranges.h"
 
 namespace posenc::cli {
@@ -51,7 +52,7 @@ void add_plot_command(CLI::App& app) {
   auto h = std::make_shared<HeatmapArgs>();
   CLI::App* heat = plot_cmd->add_subcommand("heatmap", "positions x dimensions, or query x key for biases");
   heat->add_option("--scheme", h->request.scheme, "sinusoidal, learned, rope, alibi, t5 or xl")->required();
-  heat->add_option("--dim", h->request.dim, "dimension")->capture_default_str();
+  add_dim_option(heat, h->request.dim, "dimension");
   heat->add_option("--positions", h->positions, "positions A:B (half-open)")->capture_default_str();
   heat->add_option("--base", h->request.base, "frequency base")->capture_default_str();
   heat->add_option("--heads", h->request.heads, "ALiBi heads")->capture_default_str();
@@ -68,16 +69,16 @@ void add_plot_command(CLI::App& app) {
   });
 
   struct WaveArgs {
-    std::string config, layer_type, out;
+    ConfigArgs source;
+    std::string out;
   };
   auto w = std::make_shared<WaveArgs>();
   CLI::App* wave = plot_cmd->add_subcommand("wavelengths", "per-frequency wavelength before and after scaling, against the training context");
-  wave->add_option("--config", w->config, "a model's config.json")->required();
-  wave->add_option("--layer-type", w->layer_type, "layer type (default: full attention)");
+  add_config_options(wave, w->source, true);
   wave->add_option("-o,--out", w->out, "output .svg")->required();
   wave->callback([w] {
-    const ModelRope model = load_hf_config(w->config);
-    const RopeParams& p = model.select(w->layer_type).params;
+    const ModelRope model = w->source.load();
+    const RopeParams& p = model.select(w->source.layer_type).params;
     const std::string title = (model.model_type.empty() ? std::string("RoPE") : model.model_type) + ": " + to_string(p.type) +
                               " wavelengths (theta " + format_number(p.theta) + ")";
     write_chart(plot::wavelength_svg(plot::wavelength_data(p, title)), w->out);
@@ -90,7 +91,7 @@ void add_plot_command(CLI::App& app) {
   auto d = std::make_shared<DecayArgs>();
   CLI::App* decay = plot_cmd->add_subcommand("decay", "expected attention score against relative distance");
   decay->add_option("--scheme", d->request.scheme, "rope, alibi, t5 or sinusoidal")->required();
-  decay->add_option("--dim", d->request.dim, "head (RoPE) or model (sinusoidal) dimension")->capture_default_str();
+  add_dim_option(decay, d->request.dim, "head (RoPE) or model (sinusoidal) dimension");
   decay->add_option("--heads", d->request.heads, "ALiBi heads")->capture_default_str();
   decay->add_option("--max-distance", d->request.max_distance, "largest distance")->capture_default_str();
   decay->add_option("--base", d->request.base, "frequency base")->capture_default_str();
@@ -176,23 +177,19 @@ void add_plot_command(CLI::App& app) {
 
 void add_explain_command(CLI::App& app) {
   struct Args {
-    std::string config, layer_type;
+    ConfigArgs source;
     std::optional<std::int64_t> context;
-    bool json = false, lenient = false;
+    bool json = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("explain", "what a model's positional encoding does, in words and numbers");
-  cmd->add_option("--config", a->config, "a model's config.json")->required();
+  add_config_options(cmd, a->source, true);
   cmd->add_option("--context", a->context, "a context length to reason about");
-  cmd->add_option("--layer-type", a->layer_type, "layer type (default: full attention)");
-  cmd->add_flag("--lenient", a->lenient, "unknown keys inside the rope dict are warnings, not errors");
-  cmd->add_flag("--json", a->json, "one JSON object on stdout");
+  add_json_flag(cmd, a->json);
   cmd->callback([a] {
-    ConfigOptions o;
-    o.lenient = a->lenient;
-    const ModelRope model = load_hf_config(a->config, o);
+    const ModelRope model = a->source.load();
     for (const auto& w : model.warnings) std::cerr << "posenc: warning: " << w << "\n";
-    const plot::ExplainReport r = plot::explain(model, a->layer_type, a->context);
+    const plot::ExplainReport r = plot::explain(model, a->source.layer_type, a->context);
     std::cout << (a->json ? plot::explain_json(r) + "\n" : plot::explain_text(r));
   });
 }

@@ -21,6 +21,7 @@
 #include "posenc/sinusoidal.h"
 #include "posenc/t5_bias.h"
 #include "posenc/transformer_xl.h"
+#include "options.h"
 #include "ranges.h"
 
 namespace posenc::cli {
@@ -28,26 +29,36 @@ namespace {
 
 using nlohmann::json;
 
+// Each default is written once: here, or in the library struct it lives in.
 struct TableArgs {
   std::string scheme;
   bool json = false;
-  std::optional<int> dim, heads, num_buckets, max_distance, num_positions, offset, klen, clamp_len, position_buckets,
-      max_relative_positions, merge, text_before, text_after;
-  std::optional<std::string> positions, relative, layout, freq, config, mrope_section, grid;
-  std::optional<double> base, std;
-  std::optional<std::uint64_t> seed;
-  bool bidirectional = false, causal = false, symmetric = false, interleaved = false, hf_compatible = false,
-       v4_rule = false;
+  int dim = 64;
+  std::string positions = "0:8";
+  std::string relative = "-8:9";
+  SinusoidalParams sinusoidal;  // layout, freqs, base (also RoPE's base)
+  ConfigArgs source;            // RoPE: the schedule of a config.json
+  int num_positions = 1024, offset = 0;
+  double std = kLearnedInitStd;
+  std::uint64_t seed = 0;
+  std::optional<int> heads;
+  T5BucketParams t5;
+  int klen = 8, clamp_len = 0;
+  DebertaRelativeParams deberta;
+  std::optional<std::string> mrope_section, grid;
+  int merge = 2, text_before = 0, text_after = 0;
+  bool bidirectional = false, causal = false, symmetric = false, interleaved = false, v4_rule = false;
   // flag name -> the option, and the schemes it applies to
   std::map<std::string, std::pair<CLI::Option*, std::set<std::string>>> applies;
+  bool given(const std::string& flag) const { return applies.at(flag).first->count() > 0; }
 };
 
 // What one `posenc table` may print: a readable table, not a dump that exhausts memory.
 constexpr std::size_t kMaxRows = 100000;       // positions, relative positions
 constexpr std::size_t kMaxValues = 1u << 24;   // rows x columns
 
-std::vector<std::int64_t> positions_or(const TableArgs& a, const char* fallback) {
-  return parse_int_list(a.positions.value_or(fallback), "--positions", 0, kMaxPosition, kMaxRows);
+std::vector<std::int64_t> positions_of(const TableArgs& a) {
+  return parse_int_list(a.positions, "--positions", 0, kMaxPosition, kMaxRows);
 }
 
 void require_values(std::size_t rows, std::size_t cols, const char* what) {
@@ -75,16 +86,10 @@ json rows_json(const std::vector<float>& values, std::size_t width) {
 }
 
 json table_sinusoidal(const TableArgs& a) {
-  SinusoidalParams p;
-  p.dim = a.dim.value_or(64);
-  const std::string layout = a.layout.value_or("interleaved"), freq = a.freq.value_or("vaswani");
-  if (layout != "interleaved" && layout != "halves") throw Error("--layout must be interleaved or halves, got '" + layout + "'");
-  if (freq != "vaswani" && freq != "fairseq") throw Error("--freq must be vaswani or fairseq, got '" + freq + "'");
-  p.layout = layout == "halves" ? SinusoidalLayout::kHalves : SinusoidalLayout::kInterleaved;
-  p.freqs = freq == "fairseq" ? SinusoidalFreqs::kFairseq : SinusoidalFreqs::kVaswani;
-  p.base = a.base.value_or(10000.0);
+  SinusoidalParams p = a.sinusoidal;
+  p.dim = a.dim;
   validate(p);
-  const auto positions = positions_or(a, "0:8");
+  const auto positions = positions_of(a);
   require_values(positions.size(), static_cast<std::size_t>(p.dim), "sinusoidal table");
   const auto values = sinusoidal_table(p, positions);
   if (!a.json) print_rows("pos", positions, values, static_cast<std::size_t>(p.dim));
@@ -92,13 +97,12 @@ json table_sinusoidal(const TableArgs& a) {
 }
 
 json table_learned(const TableArgs& a) {
-  const int dim = a.dim.value_or(64);
-  const auto positions = parse_int_list(a.positions.value_or("0:8"), "--positions", -2, kMaxPosition, kMaxRows);
-  require_values(static_cast<std::size_t>(std::max(0, a.num_positions.value_or(1024))) + static_cast<std::size_t>(std::max(0, a.offset.value_or(0))),
+  const int dim = a.dim;
+  const auto positions = parse_int_list(a.positions, "--positions", -2, kMaxPosition, kMaxRows);
+  require_values(static_cast<std::size_t>(std::max(0, a.num_positions)) + static_cast<std::size_t>(std::max(0, a.offset)),
                  static_cast<std::size_t>(std::max(0, dim)), "learned table");
   require_values(positions.size(), static_cast<std::size_t>(std::max(0, dim)), "learned rows");
-  const LearnedTable t = learned_init(a.num_positions.value_or(1024), dim, a.std.value_or(0.02), a.seed.value_or(0),
-                                      a.offset.value_or(0));
+  const LearnedTable t = learned_init(a.num_positions, dim, a.std, a.seed, a.offset);
   std::vector<float> values(positions.size() * static_cast<std::size_t>(dim));
   learned_lookup(t, positions.data(), static_cast<int>(positions.size()), 0, values.data());
   if (!a.json) print_rows("pos", positions, values, static_cast<std::size_t>(dim));
@@ -107,17 +111,17 @@ json table_learned(const TableArgs& a) {
 
 json table_rope(const TableArgs& a) {
   RopeParams params;
-  if (a.config) {
-    params = load_hf_config(*a.config).select().params;
+  if (!a.source.config.empty()) {
+    params = a.source.load().select(a.source.layer_type).params;
   } else {
-    params.head_dim = a.dim.value_or(64);
-    params.theta = a.base.value_or(10000.0);
+    params.head_dim = a.dim;
+    params.theta = a.sinusoidal.base;
   }
   if (params.head_dim % 2 != 0) throw Error("--dim must be even for RoPE (channel pairs), got " + std::to_string(params.head_dim));
-  const RopeSchedule s = compute_schedule(params);
+  const RopeSchedule s = compute_schedule(params, std::nullopt, a.source.numerics());
   RopeApplyParams p = rope_apply_params(s);
-  p.angles = a.hf_compatible ? AngleMode::kHfFloat32 : AngleMode::kAccurate;
-  const auto positions = positions_or(a, "0:8");
+  p.angles = a.source.numerics();
+  const auto positions = positions_of(a);
   const std::size_t half = s.inv_freq.size(), width = 2 * half;
   require_values(positions.size(), 2 * width, "rope cos/sin table (cos and sin)");  // both tables count
   check_angle_range(s, *std::max_element(positions.begin(), positions.end()));
@@ -142,14 +146,14 @@ json table_mrope(const TableArgs& a) {
   if (a.grid) {
     const auto g = parse_int_list(*a.grid, "--grid", 1, 1 << 20, 3);
     if (g.size() != 3) throw Error("--grid takes T,H,W, got '" + *a.grid + "'");
-    const std::int64_t m = std::max(1, a.merge.value_or(2));
-    if (g[0] * (g[1] / m) * (g[2] / m) + a.text_before.value_or(0) + a.text_after.value_or(0) > static_cast<std::int64_t>(kMaxRows) ||
-        a.text_before.value_or(0) < 0 || a.text_after.value_or(0) < 0)
+    const std::int64_t m = std::max(1, a.merge);
+    if (g[0] * (g[1] / m) * (g[2] / m) + a.text_before + a.text_after > static_cast<std::int64_t>(kMaxRows) ||
+        a.text_before < 0 || a.text_after < 0)
       throw Error("--grid and --text-before/--text-after: at most " + std::to_string(kMaxRows) + " tokens, none negative");
-    const std::vector<TokenRun> runs = {{TokenRun::kText, a.text_before.value_or(0)},
+    const std::vector<TokenRun> runs = {{TokenRun::kText, a.text_before},
                                         {TokenRun::kImage, 0, static_cast<int>(g[0]), static_cast<int>(g[1]), static_cast<int>(g[2])},
-                                        {TokenRun::kText, a.text_after.value_or(0)}};
-    const MropeIndex idx = mrope_position_ids(runs, a.merge.value_or(2), a.v4_rule ? MropeIndexRule::kV4_49 : MropeIndexRule::kV5);
+                                        {TokenRun::kText, a.text_after}};
+    const MropeIndex idx = mrope_position_ids(runs, a.merge, a.v4_rule ? MropeIndexRule::kV4_49 : MropeIndexRule::kV5);
     const auto n = static_cast<std::ptrdiff_t>(idx.seq_len);
     json ids = json::array();
     for (int axis = 0; axis < 3; ++axis)
@@ -182,15 +186,15 @@ json table_alibi(const TableArgs& a) {
   const auto slopes = alibi_slopes(*a.heads);
   // Every input is checked before the first line is printed: no half output before an error.
   std::vector<std::int64_t> positions;
-  if (a.positions) {
-    positions = positions_or(a, "");
+  if (a.given("--positions")) {
+    positions = positions_of(a);
     const std::size_t n = positions.size();
     require_values(n * n, slopes.size(), "alibi bias (heads x positions x positions)");
   }
   json out = {{"slopes", slopes}};
   if (!a.json)
     for (std::size_t h = 0; h < slopes.size(); ++h) std::printf("head %-4zu slope %.9g\n", h, slopes[h]);
-  if (a.positions) {
+  if (!positions.empty()) {
     const std::size_t n = positions.size();
     json bias = json::array();
     for (double slope : slopes) {
@@ -210,9 +214,9 @@ json table_alibi(const TableArgs& a) {
 
 json table_t5(const TableArgs& a) {
   if (a.bidirectional == a.causal) throw Error("--scheme t5 needs exactly one of --bidirectional or --causal");
-  const T5BucketParams p{a.num_buckets.value_or(32), a.max_distance.value_or(128), a.bidirectional};
+  const T5BucketParams p{a.t5.num_buckets, a.t5.max_distance, a.bidirectional};
   validate(p);
-  const auto rel = parse_int_list(a.relative.value_or("-8:9"), "--relative", -kMaxPosition, kMaxPosition, kMaxRows);
+  const auto rel = parse_int_list(a.relative, "--relative", -kMaxPosition, kMaxPosition, kMaxRows);
   std::vector<int> buckets;
   for (auto r : rel) buckets.push_back(t5_bucket(r, p));
   if (!a.json)
@@ -221,11 +225,11 @@ json table_t5(const TableArgs& a) {
 }
 
 json table_xl(const TableArgs& a) {
-  const int dim = a.dim.value_or(64), klen = a.klen.value_or(8);
+  const int dim = a.dim, klen = a.klen;
   if (klen < 1 || static_cast<std::size_t>(klen) > kMaxRows) throw Error("--klen must be in [1, " + std::to_string(kMaxRows) + "], got " + std::to_string(klen));
   if (dim < 1) throw Error("--dim must be >= 1, got " + std::to_string(dim));
   require_values(static_cast<std::size_t>(klen), static_cast<std::size_t>(dim), "xl relative sinusoid");
-  const auto r = xl_relative_sinusoid(dim, klen, a.clamp_len.value_or(0));
+  const auto r = xl_relative_sinusoid(dim, klen, a.clamp_len);
   std::vector<std::int64_t> distances;
   for (int m = 0; m < klen; ++m) distances.push_back(klen - 1 - m);
   if (!a.json) print_rows("dist", distances, r, static_cast<std::size_t>(dim));
@@ -233,9 +237,9 @@ json table_xl(const TableArgs& a) {
 }
 
 json table_deberta(const TableArgs& a) {
-  const DebertaRelativeParams p{a.position_buckets.value_or(256), a.max_relative_positions.value_or(512)};
+  const DebertaRelativeParams& p = a.deberta;
   deberta_relative_positions(1, 1, p);  // validates
-  const auto rel = parse_int_list(a.relative.value_or("-8:9"), "--relative", -kMaxPosition, kMaxPosition, kMaxRows);
+  const auto rel = parse_int_list(a.relative, "--relative", -kMaxPosition, kMaxPosition, kMaxRows);
   std::vector<std::int64_t> buckets;
   for (auto r : rel) buckets.push_back(p.position_buckets > 0 ? deberta_log_bucket(r, p.position_buckets, p.max_relative_positions) : r);
   if (!a.json)
@@ -245,14 +249,12 @@ json table_deberta(const TableArgs& a) {
 }
 
 void run_table(const TableArgs& a) {
-  const auto scheme = scheme_from_name(a.scheme);
-  if (!scheme) throw Error("--scheme '" + a.scheme + "' is not known; schemes: " + scheme_names());
+  const Scheme scheme = from_name<Scheme>(a.scheme);
   for (const auto& [flag, entry] : a.applies)
     if (entry.first->count() > 0 && !entry.second.count(a.scheme))
       throw Error(flag + " does not apply to --scheme " + a.scheme);
-  if (a.dim && *a.dim < 1) throw Error("--dim must be >= 1, got " + std::to_string(*a.dim));
   json out;
-  switch (*scheme) {
+  switch (scheme) {
     case Scheme::kNope:
       out = json::object();
       if (!a.json) std::printf("nope: no positional encoding; order reaches the model only through the causal mask\n");
@@ -277,43 +279,44 @@ void run_table(const TableArgs& a) {
 void add_table_command(CLI::App& app) {
   auto a = std::make_shared<TableArgs>();
   CLI::App* cmd = app.add_subcommand("table", "the numbers of a positional scheme (ranges A:B are half-open)");
-  cmd->add_option("--scheme", a->scheme, "scheme: " + scheme_names())->required();
-  cmd->add_flag("--json", a->json, "one JSON object on stdout");
-  auto opt = [&](const std::string& flag, auto& target, const std::string& help, std::set<std::string> schemes) {
-    a->applies[flag] = {cmd->add_option(flag, target, help), std::move(schemes)};
-  };
-  auto flag = [&](const std::string& name, bool& target, const std::string& help, std::set<std::string> schemes) {
-    a->applies[name] = {cmd->add_flag(name, target, help), std::move(schemes)};
-  };
-  opt("--dim", a->dim, "model or head dimension (default 64)", {"sinusoidal", "learned", "rope", "xl"});
-  opt("--positions", a->positions, "positions: 0,1,2,10 or A:B (default 0:8)", {"sinusoidal", "learned", "rope", "alibi"});
-  opt("--layout", a->layout, "interleaved (Vaswani) or halves (Marian, fairseq)", {"sinusoidal"});
-  opt("--freq", a->freq, "vaswani (base^-2k/d) or fairseq (exp(-k ln base/(d/2-1)))", {"sinusoidal"});
-  opt("--base", a->base, "frequency base (default 10000)", {"sinusoidal", "rope"});
-  opt("--config", a->config, "a model's config.json for the RoPE schedule", {"rope"});
-  flag("--hf-compatible", a->hf_compatible, "HF's float32 angles", {"rope"});
-  opt("--num-positions", a->num_positions, "rows of the learned table (default 1024)", {"learned"});
-  opt("--offset", a->offset, "extra leading rows (BART/OPT: 2)", {"learned"});
-  opt("--std", a->std, "init standard deviation (default 0.02)", {"learned"});
-  opt("--seed", a->seed, "init seed (default 0)", {"learned"});
-  opt("--heads", a->heads, "number of heads", {"alibi"});
-  flag("--symmetric", a->symmetric, "encoder bias -slope*|i-j| (with --positions)", {"alibi"});
-  opt("--num-buckets", a->num_buckets, "T5 buckets (default 32)", {"t5"});
-  opt("--max-distance", a->max_distance, "T5 max distance (default 128)", {"t5"});
-  flag("--bidirectional", a->bidirectional, "encoder buckets", {"t5"});
-  flag("--causal", a->causal, "decoder buckets", {"t5"});
-  opt("--relative", a->relative, "relative positions A:B (T5: key - query; DeBERTa: query - key)", {"t5", "deberta"});
-  opt("--klen", a->klen, "Transformer-XL key length (memory + segment, default 8)", {"xl"});
-  opt("--clamp-len", a->clamp_len, "Transformer-XL clamp_len (0: none)", {"xl"});
-  opt("--position-buckets", a->position_buckets, "DeBERTa position_buckets (default 256, 0: none)", {"deberta"});
-  opt("--max-relative-positions", a->max_relative_positions, "DeBERTa max_relative_positions (default 512)", {"deberta"});
-  opt("--mrope-section", a->mrope_section, "M-RoPE sections T,H,W", {"mrope"});
-  flag("--interleaved", a->interleaved, "Qwen3-VL interleaved axis map", {"mrope"});
-  opt("--grid", a->grid, "image grid T,H,W in patches: position ids of text, image, text", {"mrope"});
-  opt("--merge", a->merge, "spatial_merge_size (default 2)", {"mrope"});
-  opt("--text-before", a->text_before, "text tokens before the image", {"mrope"});
-  opt("--text-after", a->text_after, "text tokens after the image", {"mrope"});
-  flag("--v4", a->v4_rule, "HF <= 4.49 rule for the text after a vision run", {"mrope"});
+  cmd->add_option("--scheme", a->scheme, "scheme")->type_name(enum_names_joined<Scheme>())->required();
+  add_json_flag(cmd, a->json);
+  // Options that apply to some schemes only: giving one to another scheme is an error.
+  auto opt = [&](CLI::Option* o, std::set<std::string> schemes) { a->applies[o->get_name()] = {o, std::move(schemes)}; };
+  opt(add_dim_option(cmd, a->dim, "model or head dimension"), {"sinusoidal", "learned", "rope", "xl"});
+  opt(cmd->add_option("--positions", a->positions, "positions: 0,1,2,10 or A:B")->capture_default_str(),
+      {"sinusoidal", "learned", "rope", "alibi"});
+  opt(add_enum_option(cmd, "--layout", a->sinusoidal.layout, "interleaved (Vaswani) or half_split (Marian, fairseq)"), {"sinusoidal"});
+  opt(add_enum_option(cmd, "--freq", a->sinusoidal.freqs, "vaswani (base^-2k/d) or fairseq (exp(-k ln base/(d/2-1)))"), {"sinusoidal"});
+  opt(cmd->add_option("--base", a->sinusoidal.base, "frequency base")->capture_default_str(), {"sinusoidal", "rope"});
+  const ConfigGroup config = add_config_options(cmd, a->source, false, "layer type whose schedule to use (default: full attention)");
+  for (CLI::Option* o : {config.config, config.layer_type, config.lenient, config.hf_compatible}) opt(o, {"rope"});
+  opt(cmd->add_option("--num-positions", a->num_positions, "rows of the learned table")->capture_default_str(), {"learned"});
+  opt(cmd->add_option("--offset", a->offset, "extra leading rows (BART/OPT: 2)")->capture_default_str(), {"learned"});
+  opt(cmd->add_option("--std", a->std, "init standard deviation")->capture_default_str(), {"learned"});
+  opt(add_seed_option(cmd, a->seed, "init seed"), {"learned"});
+  opt(cmd->add_option("--heads", a->heads, "number of heads"), {"alibi"});
+  opt(cmd->add_flag("--symmetric", a->symmetric, "encoder bias -slope*|i-j| (with --positions)"), {"alibi"});
+  opt(cmd->add_option("--num-buckets", a->t5.num_buckets, "T5 buckets")->capture_default_str(), {"t5"});
+  opt(cmd->add_option("--max-distance", a->t5.max_distance, "T5 max distance")->capture_default_str(), {"t5"});
+  opt(cmd->add_flag("--bidirectional", a->bidirectional, "encoder buckets"), {"t5"});
+  opt(cmd->add_flag("--causal", a->causal, "decoder buckets"), {"t5"});
+  opt(cmd->add_option("--relative", a->relative, "relative positions A:B (T5: key - query; DeBERTa: query - key)")->capture_default_str(),
+      {"t5", "deberta"});
+  opt(cmd->add_option("--klen", a->klen, "Transformer-XL key length (memory + segment)")->capture_default_str(), {"xl"});
+  opt(cmd->add_option("--clamp-len", a->clamp_len, "Transformer-XL clamp_len (0: none)")->capture_default_str(), {"xl"});
+  opt(cmd->add_option("--position-buckets", a->deberta.position_buckets, "DeBERTa position_buckets (0: none)")->capture_default_str(),
+      {"deberta"});
+  opt(cmd->add_option("--max-relative-positions", a->deberta.max_relative_positions, "DeBERTa max_relative_positions")
+          ->capture_default_str(),
+      {"deberta"});
+  opt(cmd->add_option("--mrope-section", a->mrope_section, "M-RoPE sections T,H,W"), {"mrope"});
+  opt(cmd->add_flag("--interleaved", a->interleaved, "Qwen3-VL interleaved axis map"), {"mrope"});
+  opt(cmd->add_option("--grid", a->grid, "image grid T,H,W in patches: position ids of text, image, text"), {"mrope"});
+  opt(cmd->add_option("--merge", a->merge, "spatial_merge_size")->capture_default_str(), {"mrope"});
+  opt(cmd->add_option("--text-before", a->text_before, "text tokens before the image")->capture_default_str(), {"mrope"});
+  opt(cmd->add_option("--text-after", a->text_after, "text tokens after the image")->capture_default_str(), {"mrope"});
+  opt(cmd->add_flag("--v4", a->v4_rule, "HF <= 4.49 rule for the text after a vision run"), {"mrope"});
   cmd->callback([a] { run_table(*a); });
 }
 

@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (!layer.has_rope) continue;
       try {
         posenc::compute_schedule(layer.params);
-        posenc::compute_schedule(layer.params, 1 + static_cast<std::int64_t>(size) * 997, posenc::Precision::kHfFloat32);
+        posenc::compute_schedule(layer.params, 1 + static_cast<std::int64_t>(size) * 997, posenc::Numerics::kHfFloat32);
       } catch (const posenc::Error&) {
       }
     }

@@ -32,7 +32,7 @@ struct Tensor4 {
 // [B, tokens, heads, D] values, stored bshd or bhsd.
 Tensor4 make(DType dtype, int B, int tokens, int heads, int D, bool head_major, std::mt19937* rng) {
   Tensor4 t{dtype, std::vector<std::uint8_t>(static_cast<std::size_t>(B) * tokens * heads * D * dtype_size(dtype)), {}};
-  t.view = head_major ? bhsd(t.bytes.data(), dtype, B, heads, tokens, D) : bshd(t.bytes.data(), dtype, B, tokens, heads, D);
+  t.view = head_major ? bhsd(t.bytes.data(), dtype, {B, tokens, heads, D}) : bshd(t.bytes.data(), dtype, {B, tokens, heads, D});
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const std::size_t n = t.bytes.size() / dtype_size(dtype);
   for (std::size_t i = 0; i < n && rng; ++i) {

@@ -126,7 +126,7 @@ TEST(ConfigErrors, Llama3EmptyBandEdgeHitExactlyIsNotFinite) {
   p.factor = 8;
   p.original_max_position_embeddings = 8192;
   // inv_freq[0] = 1, wavelength 2 pi; orig / low_freq_factor is exactly 2 pi in double.
-  p.low_freq_factor = p.high_freq_factor = 8192 / (2 * 3.14159265358979323846);
+  p.low_freq_factor = p.high_freq_factor = 8192 / (2 * kPi);
   expect_error_from([&] { compute_schedule(p); }, {"inv_freq[0]", "band edge"}, "a NaN frequency");
   p.original_max_position_embeddings = 8191;  // off the edge: finite, accepted
   EXPECT_NO_THROW(compute_schedule(p));

@@ -1,6 +1,7 @@
 // The behaviour of each encoding: the claimed properties, posenc's choices, and bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -210,8 +211,8 @@ TEST(RopeApply, PartialPassThroughAndLayoutsOfMemory) {
         bhsd_data[(h * 3 + t) * 8 + c] = v;
       }
   const std::int64_t positions[3] = {5, 900, 70000};
-  rope_apply_reference(bshd(bshd_data.data(), 1, 3, 2, 8), {positions, 1, 0}, rope_apply_params(s));
-  rope_apply_reference(bhsd(bhsd_data.data(), 1, 2, 3, 8), {positions, 1, 0}, rope_apply_params(s));
+  rope_apply_reference(bshd(bshd_data.data(), {1, 3, 2, 8}), {positions, 1, 0}, rope_apply_params(s));
+  rope_apply_reference(bhsd(bhsd_data.data(), {1, 3, 2, 8}), {positions, 1, 0}, rope_apply_params(s));
   for (int t = 0; t < 3; ++t)
     for (int h = 0; h < 2; ++h)
       for (int c = 0; c < 8; ++c) {
@@ -238,9 +239,9 @@ TEST(RopeApply, BackwardIsTheTransposeWithAttentionFactor) {
   auto rx = x, ty = y;
   const std::int64_t pos = 1234;
   RopeApplyParams p = rope_apply_params(s);
-  rope_apply_reference(bshd(rx.data(), 1, 1, 1, 16), {&pos, 1, 0}, p);
+  rope_apply_reference(bshd(rx.data(), {1, 1, 1, 16}), {&pos, 1, 0}, p);
   p.direction = -1;
-  rope_apply_reference(bshd(ty.data(), 1, 1, 1, 16), {&pos, 1, 0}, p);
+  rope_apply_reference(bshd(ty.data(), {1, 1, 1, 16}), {&pos, 1, 0}, p);
   double a = 0, b = 0;
   for (int i = 0; i < 16; ++i) {
     a += static_cast<double>(rx[i]) * y[i];
@@ -255,7 +256,7 @@ TEST(RopeApply, AccurateAnglesStayExactAtLargePositions) {
   rp.theta = 500000;
   const RopeSchedule s = compute_schedule(rp);
   RopeApplyParams accurate = rope_apply_params(s), hf = rope_apply_params(s);
-  hf.angles = AngleMode::kHfFloat32;
+  hf.angles = Numerics::kHfFloat32;
   double worst_accurate = 0, worst_hf = 0;
   for (std::int64_t pos : {131071, 1 << 24}) {
     for (int j = 0; j < 64; ++j) {
@@ -278,13 +279,13 @@ TEST(RopeApply, BadViewsAndPositions) {
   RopeParams rp;
   rp.head_dim = 8;
   const RopeSchedule s = compute_schedule(rp);
-  EXPECT_THROW(rope_apply_reference(bshd(x.data(), 1, 1, 1, 8), {&bad, 1, 0}, rope_apply_params(s)), Error);
+  EXPECT_THROW(rope_apply_reference(bshd(x.data(), {1, 1, 1, 8}), {&bad, 1, 0}, rope_apply_params(s)), Error);
   const std::int64_t ok = 0;
-  EXPECT_THROW(rope_apply_reference(bshd(x.data(), 1, 1, 1, 4), {&ok, 1, 0}, rope_apply_params(s)), Error);
+  EXPECT_THROW(rope_apply_reference(bshd(x.data(), {1, 1, 1, 4}), {&ok, 1, 0}, rope_apply_params(s)), Error);
   auto p = rope_apply_params(s);
   const std::uint8_t axes[4] = {0, 1, 2, 2};
   p.axis_of_freq = axes;
-  EXPECT_THROW(rope_apply_reference(bshd(x.data(), 1, 1, 1, 8), {&ok, 1, 0}, p), Error) << "3 axes needed";
+  EXPECT_THROW(rope_apply_reference(bshd(x.data(), {1, 1, 1, 8}), {&ok, 1, 0}, p), Error) << "3 axes needed";
 }
 
 TEST(Mrope, AxisMapsAndVideoIndexRules) {
@@ -315,12 +316,53 @@ TEST(Mrope, AxisMapsAndVideoIndexRules) {
 
 TEST(Schemes, NamesRoundTripAndNopeIsExplicit) {
   for (const char* name : {"nope", "sinusoidal", "learned", "rope", "mrope", "alibi", "t5", "xl", "deberta"}) {
-    auto s = scheme_from_name(name);
+    auto s = try_from_name<Scheme>(name);
     ASSERT_TRUE(s.has_value()) << name;
-    EXPECT_STREQ(scheme_info(*s).name, name);
+    EXPECT_STREQ(to_string(*s), name);
   }
   EXPECT_EQ(scheme_info(Scheme::kNope).kind, SchemeKind::kNone);
-  EXPECT_FALSE(scheme_from_name("cope").has_value());
+  EXPECT_FALSE(try_from_name<Scheme>("cope").has_value());
+}
+
+// Every value of a named enum has exactly one canonical name, which reads back to it; aliases
+// read to their value but are never printed.
+template <typename E>
+void expect_names_round_trip(std::initializer_list<E> values, std::size_t expected_names) {
+  const auto names = enum_names<E>();
+  EXPECT_EQ(names.size(), expected_names);
+  for (E v : values) {
+    const std::string name = to_string(v);
+    EXPECT_NE(name, "?");
+    EXPECT_EQ(from_name<E>(name), v) << name;
+    EXPECT_EQ(std::count(names.begin(), names.end(), name), 1) << name;
+  }
+}
+
+TEST(Names, EveryNamedEnumRoundTrips) {
+  expect_names_round_trip({DType::kF32, DType::kBF16, DType::kF16}, 3);
+  expect_names_round_trip({RopeLayout::kHalfSplit, RopeLayout::kInterleaved, RopeLayout::kDeepSeekV3}, 3);
+  expect_names_round_trip({SinusoidalLayout::kInterleaved, SinusoidalLayout::kHalves}, 2);
+  expect_names_round_trip({SinusoidalFreqs::kVaswani, SinusoidalFreqs::kFairseq}, 2);
+  expect_names_round_trip({Numerics::kAccurate, Numerics::kHfFloat32}, 2);
+  expect_names_round_trip({Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kRope, Scheme::kMrope, Scheme::kAlibi,
+                           Scheme::kT5, Scheme::kXl, Scheme::kDeberta},
+                          9);
+}
+
+TEST(Names, HalfSplitIsSpelledOneWayAndOlderSpellingsStillRead) {
+  EXPECT_STREQ(to_string(RopeLayout::kHalfSplit), "half_split");
+  EXPECT_STREQ(to_string(SinusoidalLayout::kHalves), "half_split");
+  EXPECT_EQ(from_name<RopeLayout>("half"), RopeLayout::kHalfSplit);
+  EXPECT_EQ(from_name<SinusoidalLayout>("halves"), SinusoidalLayout::kHalves);
+}
+
+TEST(Names, AnUnknownNameIsAnErrorNamingItAndTheChoices) {
+  try {
+    from_name<DType>("f64");
+    FAIL() << "f64 is not a dtype";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "dtype must be one of f32|bf16|f16, got 'f64'");
+  }
 }
 
 }  // namespace

@@ -49,13 +49,13 @@ TEST(Limits, FiniteCosSinAndOutputsAtEveryPositionTypeAndDtype) {
                        " factor " + format_number(factor));
           const RopeSchedule s = compute_schedule(p, (std::int64_t{1} << 31) - 1);
           for (float f : s.inv_freq) ASSERT_TRUE(std::isfinite(f) && f >= 0);
-          for (AngleMode mode : {AngleMode::kAccurate, AngleMode::kHfFloat32}) {
+          for (Numerics mode : {Numerics::kAccurate, Numerics::kHfFloat32}) {
             RopeApplyParams ap = rope_apply_params(s);
             ap.angles = mode;
             for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
               std::vector<std::uint8_t> x(positions.size() * static_cast<std::size_t>(s.rotary_dim) * dtype_size(dtype));
               for (std::size_t i = 0; i + 1 < x.size(); i += 2) x[i + 1] = 0x3c;  // ~1.0 in every dtype
-              rope_rotate(bshd(x.data(), dtype, 1, static_cast<int>(positions.size()), 1, s.rotary_dim), nullptr,
+              rope_rotate(bshd(x.data(), dtype, {1, static_cast<int>(positions.size()), 1, s.rotary_dim}), nullptr,
                           {positions.data(), 1, 0}, ap);
               for (std::size_t i = 0; i < positions.size() * static_cast<std::size_t>(s.rotary_dim); ++i) {
                 float v;
@@ -109,7 +109,7 @@ TEST(ThreadSafety, ConcurrentCallersShareOneGrowingTable) {
     RopeKernelOptions o;
     o.table = &table;
     o.threads = 1;
-    for (int repeat = 0; repeat < 20; ++repeat) rope_rotate(bshd(out->data(), 1, 32, 2, 64), nullptr, {ids.data(), 1, 32}, ap, o);
+    for (int repeat = 0; repeat < 20; ++repeat) rope_rotate(bshd(out->data(), {1, 32, 2, 64}), nullptr, {ids.data(), 1, 32}, ap, o);
   };
   std::vector<std::vector<float>> results(6), expected(6);
   std::vector<std::thread> threads;

@@ -193,7 +193,7 @@ TEST(RealConfigs, Llama4ScoutEqualBandsAsHfComputes) {
   EXPECT_EQ(p.max_position_embeddings, 10485760);
   const RopeSchedule s = compute_schedule(p);
   ASSERT_EQ(s.inv_freq.size(), 64u);
-  const double kPi = 3.14159265358979323846, orig = 8192, factor = 8;
+  const double orig = 8192, factor = 8;
   int divided = 0;
   for (int i = 0; i < 64; ++i) {
     const double base = 1 / std::pow(500000.0, 2.0 * i / 128);

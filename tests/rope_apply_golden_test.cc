@@ -28,7 +28,7 @@ Rotated rotate(const nlohmann::json& c, const RopeApplyParams& p, bool bhsd_layo
   const int b = static_cast<int>(shape.size()), d1 = static_cast<int>(shape[0].size()),
             d2 = static_cast<int>(shape[0][0].size()), d = static_cast<int>(shape[0][0][0].size());
   for (auto* x : {&out.q, &out.k}) {
-    auto view = bhsd_layout ? bhsd(x->data(), b, d1, d2, d) : bshd(x->data(), b, d1, d2, d);
+    auto view = bhsd_layout ? bhsd(x->data(), {b, d2, d1, d}) : bshd(x->data(), {b, d1, d2, d});
     rope_apply_reference(view, pos, p);
   }
   return out;
@@ -40,7 +40,7 @@ TEST(RopeApplyGolden, HalfSplitAndPartial) {
     const auto& c = golden_case("rope_apply", name);
     const RopeSchedule s = compute_schedule(parse_hf_config(c.at("config_input").dump()).select().params);
     const auto positions = c.at("positions").get<std::vector<std::int64_t>>();
-    for (AngleMode mode : {AngleMode::kHfFloat32, AngleMode::kAccurate}) {
+    for (Numerics mode : {Numerics::kHfFloat32, Numerics::kAccurate}) {
       RopeApplyParams p = rope_apply_params(s);
       p.angles = mode;
       const Rotated r = rotate(c, p, true, {positions.data(), 1, 0});
@@ -49,7 +49,7 @@ TEST(RopeApplyGolden, HalfSplitAndPartial) {
     }
     // The cos/sin HF used, from the same function.
     RopeApplyParams p = rope_apply_params(s);
-    p.angles = AngleMode::kHfFloat32;
+    p.angles = Numerics::kHfFloat32;
     const auto cos_hf = flatten(c.at("cos")), sin_hf = flatten(c.at("sin"));
     const std::size_t rot = 2 * s.inv_freq.size();
     for (std::size_t t = 0; t < positions.size(); ++t)
@@ -70,7 +70,7 @@ TEST(RopeApplyGolden, GptjInterleaved) {
   const RopeSchedule s = compute_schedule(params);
   const auto positions = c.at("positions").get<std::vector<std::int64_t>>();
   RopeApplyParams p = rope_apply_params(s, RopeLayout::kInterleaved);
-  p.angles = AngleMode::kHfFloat32;
+  p.angles = Numerics::kHfFloat32;
   const Rotated r = rotate(c, p, false, {positions.data(), 1, 0});  // [batch, seq, heads, dim]
   EXPECT_LE(max_abs_diff(r.q, flatten(c.at("q_embed"))), kTol);
   EXPECT_LE(max_abs_diff(r.k, flatten(c.at("k_embed"))), kTol);
@@ -120,7 +120,7 @@ TEST(MropeGolden, ApplyTinyD16) {
   for (const auto& a : c.at("position_ids_3xS")) for (auto v : a) ids.push_back(v);
   RopeApplyParams p = rope_apply_params(s);
   p.axis_of_freq = axis.data();
-  p.angles = AngleMode::kHfFloat32;
+  p.angles = Numerics::kHfFloat32;
   const std::int64_t seq = static_cast<std::int64_t>(ids.size() / 3);
   const Rotated r = rotate(c, p, true, {ids.data(), 3, seq});
   EXPECT_LE(max_abs_diff(r.q, flatten(c.at("q_embed"))), kTol);
@@ -145,11 +145,11 @@ TEST(MropeGolden, Vision2d) {
   p.inv_freq = v.inv_freq.data();
   p.num_freqs = static_cast<int>(v.inv_freq.size());
   p.axis_of_freq = v.axis_of_freq.data();
-  p.angles = AngleMode::kHfFloat32;
+  p.angles = Numerics::kHfFloat32;
   // q, k are [seq, heads, head_dim]: one batch of seq tokens.
   std::vector<float> q = flatten_f(c.at("q")), k = flatten_f(c.at("k"));
   const int heads = static_cast<int>(c.at("q")[0].size()), d = c.at("head_dim");
-  for (auto* x : {&q, &k}) rope_apply_reference(bshd(x->data(), 1, static_cast<int>(n), heads, d), {ids.data(), 2, static_cast<std::int64_t>(n)}, p);
+  for (auto* x : {&q, &k}) rope_apply_reference(bshd(x->data(), {1, static_cast<int>(n), heads, d}), {ids.data(), 2, static_cast<std::int64_t>(n)}, p);
   EXPECT_LE(max_abs_diff(q, flatten(c.at("q_embed"))), kTol);
   EXPECT_LE(max_abs_diff(k, flatten(c.at("k_embed"))), kTol);
 }

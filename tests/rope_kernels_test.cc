@@ -71,7 +71,7 @@ TEST_F(RopeKernels, EveryTargetEqualsTheReferenceBitForBit) {
           for (int direction : {1, -1})
             for (bool mrope : {false, true})
               for (bool table : {false, true})
-                for (AngleMode angles : {AngleMode::kAccurate, AngleMode::kHfFloat32})
+                for (Numerics angles : {Numerics::kAccurate, Numerics::kHfFloat32})
                 for (bool k_head_major : {false, true}) {  // both views head-major: the head-major path
                   RopeApplyParams p = rope_apply_params(s, layout);
                   p.direction = direction;
@@ -86,9 +86,9 @@ TEST_F(RopeKernels, EveryTargetEqualsTheReferenceBitForBit) {
                   Buffer q = random_buffer(dtype, std::size_t{batch} * tokens * q_heads * head_dim, rng);
                   Buffer k = random_buffer(dtype, std::size_t{batch} * tokens * k_heads * head_dim, rng);
                   Buffer q_ref = q, k_ref = k;
-                  const RopeTensor qv = bhsd(q.data(), dtype, batch, q_heads, tokens, head_dim);
-                  const RopeTensor kv = k_head_major ? bhsd(k.data(), dtype, batch, k_heads, tokens, head_dim)
-                                                     : bshd(k.data(), dtype, batch, tokens, k_heads, head_dim);
+                  const RopeTensor qv = bhsd(q.data(), dtype, {batch, tokens, q_heads, head_dim});
+                  const RopeTensor kv = k_head_major ? bhsd(k.data(), dtype, {batch, tokens, k_heads, head_dim})
+                                                     : bshd(k.data(), dtype, {batch, tokens, k_heads, head_dim});
                   rope_apply_reference(with_data(qv, q_ref.data()), pos, p);
                   rope_apply_reference(with_data(kv, k_ref.data()), pos, p);
                   RopeTable cache(p, 16);
@@ -118,8 +118,8 @@ TEST_F(RopeKernels, LargePositionsOnTheFlyOnEveryTarget) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
       Buffer x = random_buffer(dtype, 5 * 2 * 64, rng), ref = x;
       const RopeApplyParams p = rope_apply_params(s);
-      rope_apply_reference(bshd(ref.data(), dtype, 1, 5, 2, 64), {ids.data(), 1, 5}, p);
-      rope_rotate(bshd(x.data(), dtype, 1, 5, 2, 64), nullptr, {ids.data(), 1, 5}, p);
+      rope_apply_reference(bshd(ref.data(), dtype, {1, 5, 2, 64}), {ids.data(), 1, 5}, p);
+      rope_rotate(bshd(x.data(), dtype, {1, 5, 2, 64}), nullptr, {ids.data(), 1, 5}, p);
       EXPECT_EQ(x.bytes, ref.bytes) << hwy::TargetName(target) << " " << to_string(dtype);
     }
   }
@@ -135,8 +135,8 @@ TEST_F(RopeKernels, ThreadCountDoesNotChangeBits) {
   RopeKernelOptions o1, o2;
   o1.threads = 1;
   o2.threads = 2;
-  rope_rotate(bshd(one.data(), DType::kBF16, 1, 64, 4, 128), nullptr, {}, p, o1);
-  rope_rotate(bshd(two.data(), DType::kBF16, 1, 64, 4, 128), nullptr, {}, p, o2);
+  rope_rotate(bshd(one.data(), DType::kBF16, {1, 64, 4, 128}), nullptr, {}, p, o1);
+  rope_rotate(bshd(two.data(), DType::kBF16, {1, 64, 4, 128}), nullptr, {}, p, o2);
   EXPECT_EQ(one.bytes, two.bytes);
 }
 
@@ -148,8 +148,8 @@ TEST_F(RopeKernels, ForwardThenBackwardReturnsTheInput) {
   Buffer x = random_buffer(DType::kF32, 16 * 8 * 128, rng);
   const Buffer original = x;
   RopeApplyParams p = rope_apply_params(s, RopeLayout::kInterleaved);
-  const RopeTensor view = bshd(x.data(), DType::kF32, 2, 8, 8, 128);
-  const PositionIds pos{nullptr, 1, 0, nullptr, 123456};
+  const RopeTensor view = bshd(x.data(), DType::kF32, {2, 8, 8, 128});
+  const PositionIds pos = PositionIds::implicit(123456);
   rope_rotate(view, nullptr, pos, p);
   p.direction = -1;
   rope_rotate(view, nullptr, pos, p);
@@ -210,9 +210,9 @@ TEST_F(RopeKernels, DirectionMinusOneIsTheTransposeOnEveryTarget) {
               const Buffer x = random_buffer(dtype, n, rng), y = random_buffer(dtype, n, rng);
               Buffer rx = x, rty = y;
               p.direction = +1;
-              rope_rotate(bshd(rx.data(), dtype, batch, tokens, heads, head_dim), nullptr, pos, p);
+              rope_rotate(bshd(rx.data(), dtype, {batch, tokens, heads, head_dim}), nullptr, pos, p);
               p.direction = -1;
-              rope_rotate(bshd(rty.data(), dtype, batch, tokens, heads, head_dim), nullptr, pos, p);
+              rope_rotate(bshd(rty.data(), dtype, {batch, tokens, heads, head_dim}), nullptr, pos, p);
               // Storage rounding (2^-8 for bf16) bounds the gap: each side is a sum of n products
               // of rounded values.
               const double eps = dtype == DType::kF32 ? 1e-6 : dtype == DType::kBF16 ? 8e-3 : 1e-3;
@@ -220,7 +220,7 @@ TEST_F(RopeKernels, DirectionMinusOneIsTheTransposeOnEveryTarget) {
               EXPECT_NEAR(dot(rx, y, n), dot(x, rty, n), eps * scale);
               if (factor == 1.0) {
                 Buffer back = rx;
-                rope_rotate(bshd(back.data(), dtype, batch, tokens, heads, head_dim), nullptr, pos, p);
+                rope_rotate(bshd(back.data(), dtype, {batch, tokens, heads, head_dim}), nullptr, pos, p);
                 double worst = 0;
                 for (std::size_t i = 0; i < n; ++i)
                   worst = std::max(worst, std::abs(value_at(back, i) - value_at(x, i)) / (1 + std::abs(value_at(x, i))));
@@ -228,7 +228,7 @@ TEST_F(RopeKernels, DirectionMinusOneIsTheTransposeOnEveryTarget) {
               }
               // The scalar reference is the transpose too.
               Buffer ref = y;
-              rope_apply_reference(bshd(ref.data(), dtype, batch, tokens, heads, head_dim), pos, p);
+              rope_apply_reference(bshd(ref.data(), dtype, {batch, tokens, heads, head_dim}), pos, p);
               EXPECT_EQ(ref.bytes, rty.bytes);
               ++combinations;
             }
@@ -246,14 +246,14 @@ TEST_F(RopeKernels, AnglesBeyondTheAccurateRangeAreRefused) {
   const RopeApplyParams p = rope_apply_params(s);
   std::vector<float> x(4, 1.0f);
   const std::int64_t ok = 1 << 30, far = (std::int64_t{1} << 30) + 1;
-  EXPECT_NO_THROW(rope_rotate(bshd(x.data(), 1, 1, 1, 4), nullptr, {&ok, 1, 1}, p));
+  EXPECT_NO_THROW(rope_rotate(bshd(x.data(), {1, 1, 1, 4}), nullptr, {&ok, 1, 1}, p));
   try {
-    rope_rotate(bshd(x.data(), 1, 1, 1, 4), nullptr, {&far, 1, 1}, p);
+    rope_rotate(bshd(x.data(), {1, 1, 1, 4}), nullptr, {&far, 1, 1}, p);
     ADD_FAILURE() << "no error past 2^31 radians";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("beyond 2^31"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(rope_apply_reference(bshd(x.data(), 1, 1, 1, 4), {&far, 1, 1}, p), Error);
+  EXPECT_THROW(rope_apply_reference(bshd(x.data(), {1, 1, 1, 4}), {&far, 1, 1}, p), Error);
 }
 
 TEST_F(RopeKernels, TableGrowsAndRejectsAMismatch) {
@@ -269,9 +269,9 @@ TEST_F(RopeKernels, TableGrowsAndRejectsAMismatch) {
   std::vector<float> x(8, 1.0f);
   RopeKernelOptions o;
   o.table = &table;
-  EXPECT_THROW(rope_rotate(bshd(x.data(), 1, 1, 1, 8), nullptr, {}, other, o), Error);
-  const RopeTensor bad_k = bshd(x.data(), 1, 2, 1, 4);
-  EXPECT_THROW(rope_rotate(bshd(x.data(), 1, 1, 1, 8), &bad_k, {}, p), Error);
+  EXPECT_THROW(rope_rotate(bshd(x.data(), {1, 1, 1, 8}), nullptr, {}, other, o), Error);
+  const RopeTensor bad_k = bshd(x.data(), {1, 2, 1, 4});
+  EXPECT_THROW(rope_rotate(bshd(x.data(), {1, 1, 1, 8}), &bad_k, {}, p), Error);
 }
 
 }  // namespace

@@ -99,13 +99,13 @@ TEST(ScheduleGolden, CosSinTablesUseTheseFrequencies) {
 }
 
 TEST(ScheduleGolden, HfFloat32ModeReproducesHfBits) {
-  // Precision::kHfFloat32 replays HF's float32 operations. torch's vectorised powf (SLEEF, 1-ulp
+  // Numerics::kHfFloat32 replays HF's float32 operations. torch's vectorised powf (SLEEF, 1-ulp
   // accurate) and glibc's powf round differently for a few inputs, so the bound is one float32
   // ulp; measured: 572 of the 576 golden values are bit-identical.
   std::size_t total = 0, identical = 0;
   for (const auto& c : golden().at("rope_inv_freq")) {
     SCOPED_TRACE(c.at("name").get<std::string>());
-    const RopeSchedule s = compute_schedule(params_of(c), std::nullopt, Precision::kHfFloat32);
+    const RopeSchedule s = compute_schedule(params_of(c), std::nullopt, Numerics::kHfFloat32);
     const auto hf = c.at("inv_freq").get<std::vector<double>>();
     ASSERT_EQ(s.inv_freq.size(), hf.size());
     for (std::size_t i = 0; i < hf.size(); ++i) {

@@ -192,8 +192,8 @@ TEST(ScheduleProperties, HfFloat32AndDoubleAgreeToFloatPrecision) {
     p.high_freq_factor = 4;
     p.original_max_position_embeddings = 8192;
     p.partial_rotary_factor = t == RopeType::kProportional ? 0.5 : 1.0;
-    const auto a = compute_schedule(p, std::nullopt, Precision::kDouble).inv_freq;
-    const auto b = compute_schedule(p, std::nullopt, Precision::kHfFloat32).inv_freq;
+    const auto a = compute_schedule(p, std::nullopt, Numerics::kAccurate).inv_freq;
+    const auto b = compute_schedule(p, std::nullopt, Numerics::kHfFloat32).inv_freq;
     for (std::size_t i = 0; i < a.size(); ++i)
       EXPECT_NEAR(a[i], b[i], 5e-7 * a[i]) << to_string(t) << " " << i;
   }

@@ -12,6 +12,7 @@
 #include "posenc/error.h"
 #include "posenc/rope_params_json.h"
 #include "posenc_torch/model.h"
+#include "torch_support.h"
 
 namespace posenc::torch_layer {
 namespace {
@@ -70,17 +71,8 @@ void expect_same(const ModelConfig& a, const ModelConfig& b) {
 }
 
 ModelConfig small(Scheme scheme) {
-  ModelConfig c;
-  c.vocab_size = 40;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
+  ModelConfig c = testing::small_model(scheme, 40);
   c.d_ff = 48;
-  c.scheme = scheme;
-  c.learned_positions = 64;
-  c.deberta_buckets = 8;
-  c.deberta_max_relative = 32;
   return c;
 }
 
@@ -153,7 +145,7 @@ std::vector<std::pair<std::string, ModelConfig>> model_cases() {
   }
   for (Scheme s : {Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kAlibi, Scheme::kT5, Scheme::kXl,
                    Scheme::kDeberta})
-    out.push_back({scheme_info(s).name, small(s)});
+    out.push_back({to_string(s), small(s)});
   ModelConfig t5 = small(Scheme::kT5);  // causal, yet bidirectional buckets: kept as set
   t5.t5 = {16, 64, true};
   out.push_back({"t5-causal-bidirectional-buckets", t5});
@@ -217,8 +209,8 @@ void expect_error(const std::string& text, const std::string& fragment) {
 
 TEST(TorchSerialize, UnknownNamesAndKeysAreErrors) {
   const std::string good = config_to_json(small(Scheme::kSinusoidal));
-  expect_error(replaced(good, "\"fusion\":\"add\"", "\"fusion\":\"addd\""), "unknown fusion 'addd'");
-  expect_error(replaced(good, "\"scheme\":\"sinusoidal\"", "\"scheme\":\"sinusoidall\""), "unknown scheme 'sinusoidall'");
+  expect_error(replaced(good, "\"fusion\":\"add\"", "\"fusion\":\"addd\""), "fusion must be one of add|concat|multiply, got 'addd'");
+  expect_error(replaced(good, "\"scheme\":\"sinusoidal\"", "\"scheme\":\"sinusoidall\""), "scheme must be one of nope|sinusoidal|learned|rope|mrope|alibi|t5|xl|deberta, got 'sinusoidall'");
   expect_error(replaced(good, "\"d_ff\"", "\"d_fff\""), "d_ff");
   expect_error(replaced(good, "\"beta_fast\"", "\"beta_fastt\""), "rope.beta_fastt");
   expect_error(replaced(good, "\"type\":\"default\"", "\"type\":\"yarnn\""), "unknown rope type 'yarnn'");
@@ -237,7 +229,7 @@ TEST(TorchSerialize, VersionOneFilesStillLoad) {
   EXPECT_EQ(c.rope.type, RopeType::kLinear);
   EXPECT_EQ(c.rope.factor, 4.0);
   EXPECT_FALSE(c.t5.bidirectional);
-  expect_error(replaced(v1, "\"fusion\":\"add\"", "\"fusion\":\"sum\""), "unknown fusion 'sum'");
+  expect_error(replaced(v1, "\"fusion\":\"add\"", "\"fusion\":\"sum\""), "fusion must be one of add|concat|multiply, got 'sum'");
 }
 
 TEST(TorchSerialize, MropeIsRejectedByTheTextModel) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "posenc/error.h"
+#include "posenc/numerics.h"
 
 namespace posenc {
 namespace {
@@ -35,7 +36,7 @@ LearnedTable learned_init(int num_positions, int dim, double std, std::uint64_t 
   std::uint64_t state = seed;
   for (float& w : t.weight) {  // Box-Muller
     const double u1 = uniform01(state), u2 = uniform01(state);
-    w = static_cast<float>(std * std::sqrt(-2 * std::log(u1)) * std::cos(2 * 3.14159265358979323846 * u2));
+    w = static_cast<float>(std * std::sqrt(-2 * std::log(u1)) * std::cos(2 * kPi * u2));
   }
   return t;
 }

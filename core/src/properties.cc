@@ -39,7 +39,7 @@ std::vector<float> rotated(const std::vector<float>& x, std::int64_t position, c
   std::vector<float> out = x;
   RopeApplyParams p = rope_apply_params(s);
   p.direction = direction;
-  rope_apply_reference(bshd(out.data(), 1, 1, 1, static_cast<int>(out.size())), {&position, 1, 0}, p);
+  rope_apply_reference(bshd(out.data(), {1, 1, 1, static_cast<int>(out.size())}), {&position, 1, 0}, p);
   return out;
 }
 
@@ -168,7 +168,7 @@ PropertyCheck mrope_reduces_to_rope(const CheckOptions& o, std::mt19937_64& rng)
   auto m = x;
   RopeApplyParams p = rope_apply_params(s);
   p.axis_of_freq = axis.data();
-  rope_apply_reference(bshd(m.data(), 1, 1, 1, dim), {ids, 3, 1}, p);
+  rope_apply_reference(bshd(m.data(), {1, 1, 1, dim}), {ids, 3, 1}, p);
   const auto one = rotated(x, 777, s);
   double worst = 0;
   for (int i = 0; i < dim; ++i) worst = std::max(worst, std::fabs(static_cast<double>(m[i]) - one[i]));

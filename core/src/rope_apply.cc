@@ -10,22 +10,35 @@
 namespace posenc {
 
 RopeApplyParams rope_apply_params(const RopeSchedule& s, RopeLayout layout) {
+  return rope_apply_params(s.inv_freq, s.attention_factor, layout);
+}
+
+RopeApplyParams rope_apply_params(const std::vector<float>& inv_freq, double attention_factor, RopeLayout layout,
+                                  const std::vector<std::uint8_t>& axis_of_freq) {
+  if (!axis_of_freq.empty() && axis_of_freq.size() != inv_freq.size())
+    throw Error("axis_of_freq has " + std::to_string(axis_of_freq.size()) + " entries for " + std::to_string(inv_freq.size()) +
+                " frequencies");
   RopeApplyParams p;
-  p.inv_freq = s.inv_freq.data();
-  p.num_freqs = static_cast<int>(s.inv_freq.size());
-  p.attention_factor = s.attention_factor;
+  p.inv_freq = inv_freq.data();
+  p.num_freqs = static_cast<int>(inv_freq.size());
+  p.axis_of_freq = axis_of_freq.empty() ? nullptr : axis_of_freq.data();
+  p.attention_factor = attention_factor;
   p.layout = layout;
   return p;
 }
 
-RopeTensor bshd(void* data, DType dtype, int batch, int tokens, int heads, int head_dim) {
-  return {data, dtype, batch, tokens, heads, head_dim, std::int64_t{tokens} * heads * head_dim,
-          std::int64_t{heads} * head_dim, head_dim};
+RopeTensor strided(void* data, DType dtype, RopeShape s, RopeStrides st) {
+  return {data, dtype, s.batch, s.tokens, s.heads, s.head_dim, st.batch, st.token, st.head};
 }
 
-RopeTensor bhsd(void* data, DType dtype, int batch, int heads, int tokens, int head_dim) {
-  return {data, dtype, batch, tokens, heads, head_dim, std::int64_t{heads} * tokens * head_dim, head_dim,
-          std::int64_t{tokens} * head_dim};
+RopeTensor bshd(void* data, DType dtype, RopeShape s) {
+  const std::int64_t d = s.head_dim;
+  return strided(data, dtype, s, {s.tokens * s.heads * d, s.heads * d, d});
+}
+
+RopeTensor bhsd(void* data, DType dtype, RopeShape s) {
+  const std::int64_t d = s.head_dim;
+  return strided(data, dtype, s, {s.heads * s.tokens * d, d, s.tokens * d});
 }
 
 void validate(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams& p) {
@@ -89,7 +102,7 @@ void rope_sincos(double angle, double* sin_out, double* cos_out) {
 }
 
 void rope_cos_sin(double inv_freq, std::int64_t position, const RopeApplyParams& p, float* c, float* s) {
-  if (p.angles == AngleMode::kHfFloat32) {
+  if (p.angles == Numerics::kHfFloat32) {
     const float angle = static_cast<float>(inv_freq) * static_cast<float>(position);
     const float factor = static_cast<float>(p.attention_factor);
     *c = std::cos(angle) * factor;

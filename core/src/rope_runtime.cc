@@ -7,9 +7,9 @@
 
 namespace posenc {
 
-RopeRuntime::RopeRuntime(RopeParams params, Precision precision)
-    : params_(std::move(params)), precision_(precision) {
-  initial_ = compute_schedule(params_, std::nullopt, precision_);
+RopeRuntime::RopeRuntime(RopeParams params, Numerics numerics)
+    : params_(std::move(params)), numerics_(numerics) {
+  initial_ = compute_schedule(params_, std::nullopt, numerics_);
   current_ = initial_;
   original_max_seq_len_ = params_.max_position_embeddings.value_or(0);
   max_seq_len_cached_ = original_max_seq_len_;
@@ -22,7 +22,7 @@ const RopeSchedule& RopeRuntime::update(std::int64_t max_position_id) {
   if (params_.type == RopeType::kDynamic) {
     const std::int64_t cached_at_entry = max_seq_len_cached_;
     if (len > max_seq_len_cached_) {
-      current_ = compute_schedule(params_, len, precision_);
+      current_ = compute_schedule(params_, len, numerics_);
       max_seq_len_cached_ = len;
     }
     if (len < original_max_seq_len_ && cached_at_entry > original_max_seq_len_) {
@@ -32,7 +32,7 @@ const RopeSchedule& RopeRuntime::update(std::int64_t max_position_id) {
   } else if (params_.type == RopeType::kLongRope) {
     const bool want_long = len > resolved_original_max(params_);
     if (want_long != current_.uses_long_factors)
-      current_ = want_long ? compute_schedule(params_, len, precision_) : initial_;
+      current_ = want_long ? compute_schedule(params_, len, numerics_) : initial_;
     current_.seq_len = len;
   }
   return current_;

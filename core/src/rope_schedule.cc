@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "posenc/error.h"
@@ -9,7 +10,6 @@
 namespace posenc {
 namespace {
 
-constexpr double kPi = 3.14159265358979323846;
 
 // Each schedule is written once, over the arithmetic type T: T = double is posenc's default;
 // T = float replays HF's float32 tensor arithmetic operation by operation (python scalars are
@@ -220,8 +220,10 @@ double deepseek_softmax_scale_multiplier(const RopeParams& p) {
   return m * m;
 }
 
+double wavelength(double inv_freq) { return inv_freq > 0 ? 2 * kPi / inv_freq : std::numeric_limits<double>::infinity(); }
+
 RopeSchedule compute_schedule(const RopeParams& params, std::optional<std::int64_t> seq_len,
-                              Precision precision) {
+                              Numerics numerics) {
   validate(params);
   if (seq_len && (*seq_len < 1 || *seq_len > kMaxPosition))
     throw Error("seq_len must be in [1, 2^31-1], got " + std::to_string(*seq_len));
@@ -230,7 +232,7 @@ RopeSchedule compute_schedule(const RopeParams& params, std::optional<std::int64
   s.head_dim = params.head_dim;
   s.seq_len = seq_len;
   s.rotated_dim = params.type == RopeType::kProportional ? 0 : params.rotated_dim();
-  if (precision == Precision::kHfFloat32)
+  if (numerics == Numerics::kHfFloat32)
     fill_schedule<float>(params, seq_len, s);
   else
     fill_schedule<double>(params, seq_len, s);

@@ -49,10 +49,7 @@ std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab) {
   for (int seed : c.seeds) {
     const std::string suffix = c.seeds.size() > 1 ? "-s" + std::to_string(seed) : "";
     for (const std::string& name : c.schemes) {
-      const auto scheme = scheme_from_name(name);
-      if (!scheme || *scheme == Scheme::kMrope)
-        throw Error("--schemes: '" + name + "' is not a language-model scheme; use: nope, sinusoidal, learned, rope, alibi, t5, xl, deberta");
-      plans.push_back({name + suffix, base(*scheme), seed});
+      plans.push_back({name + suffix, base(torch_layer::language_model_scheme(name, "--schemes")), seed});
     }
     for (double b : c.rope_bases) {
       ModelPlan p{"rope-base" + format_number(b) + suffix, base(Scheme::kRope), seed};

@@ -79,7 +79,7 @@ Score score_windows(TransformerLM& model, const Corpus& corpus, int len, int tra
 ResultRow make_row(const ModelPlan& p, const std::string& ext, int len, const Score& s, const std::string& note) {
   ResultRow r;
   r.model = p.name;
-  r.scheme = scheme_info(p.config.scheme).name;
+  r.scheme = to_string(p.config.scheme);
   r.extension = ext;
   r.seed = p.seed;
   r.eval_len = len;

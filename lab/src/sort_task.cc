@@ -60,9 +60,7 @@ void validate(const SortConfig& c) {
   for (int len : c.test_lens) check_range("--test-lens", len, 1, kMaxSortTestLen);
   if (c.schemes.empty()) throw Error("--schemes is empty: give at least one scheme");
   for (const std::string& name : c.schemes) {
-    const auto scheme = scheme_from_name(name);
-    if (!scheme || *scheme == Scheme::kMrope)
-      throw Error("--schemes: '" + name + "' is not a language-model scheme; use: nope, sinusoidal, learned, rope, alibi, t5, xl, deberta");
+    torch_layer::language_model_scheme(name, "--schemes");
   }
 }
 
@@ -146,7 +144,7 @@ std::vector<SortRow> run_sort(const SortConfig& c) {
   remove_temp_files(c.out_dir);  // left by a run that was killed mid-write
   std::vector<SortRow> rows;
   for (const std::string& name : c.schemes) {
-    const Scheme scheme = *scheme_from_name(name);
+    const Scheme scheme = from_name<Scheme>(name);
     const std::string result_path = c.out_dir + "/sort-" + name + ".result.json";
     const std::string model_path = c.out_dir + "/sort-" + name + ".pt";
     const CacheKey key = sort_key(name, c);

@@ -11,7 +11,6 @@
 namespace posenc::plot {
 namespace {
 
-constexpr double kPi = 3.14159265358979323846;
 
 std::string f(const char* format, double v) {
   char buf[64];
@@ -48,7 +47,7 @@ ExplainReport explain(const ModelRope& model, const std::string& layer_type, std
   int first_never = -1;
   for (std::size_t i = 0; i < s.inv_freq.size(); ++i) {
     if (s.base_inv_freq[i] <= 0) continue;
-    const double wl = 2 * kPi / s.base_inv_freq[i];
+    const double wl = wavelength(s.base_inv_freq[i]);
     if (r.training_context > 0) {
       if (wl <= r.training_context) ++r.full_turn;
       else {

@@ -14,7 +14,6 @@
 namespace posenc::plot {
 namespace {
 
-constexpr double kPi = 3.14159265358979323846;
 constexpr std::int64_t kMaxTableValues = std::int64_t{1} << 26;  // 256 MiB of float32
 
 }  // namespace
@@ -110,8 +109,9 @@ WavelengthData wavelength_data(const RopeParams& params, const std::string& titl
   w.title = title;
   for (std::size_t i = 0; i < s.inv_freq.size(); ++i) {
     w.index.push_back(static_cast<double>(i));
-    w.base.push_back(s.base_inv_freq[i] > 0 ? 2 * kPi / s.base_inv_freq[i] : std::nan(""));
-    w.scaled.push_back(s.inv_freq[i] > 0 ? 2 * kPi / s.inv_freq[i] : std::nan(""));
+    // NaN, not infinity, for a channel that does not rotate: the chart leaves a gap.
+    w.base.push_back(s.base_inv_freq[i] > 0 ? wavelength(s.base_inv_freq[i]) : std::nan(""));
+    w.scaled.push_back(s.inv_freq[i] > 0 ? wavelength(s.inv_freq[i]) : std::nan(""));
   }
   if (params.original_max_position_embeddings) w.original_context = static_cast<double>(*params.original_max_position_embeddings);
   else if (params.max_position_embeddings) w.original_context = static_cast<double>(*params.max_position_embeddings);

@@ -38,12 +38,6 @@ DType dtype_named(const std::string& name) {
   throw Error("RoPE kernels take float32, bfloat16 or float16 tensors, got " + name);
 }
 
-RopeLayout layout_named(const std::string& name) {
-  if (name == "half_split") return RopeLayout::kHalfSplit;
-  if (name == "interleaved") return RopeLayout::kInterleaved;
-  if (name == "deepseek_v3") return RopeLayout::kDeepSeekV3;
-  throw Error("layout must be half_split, interleaved or deepseek_v3, got '" + name + "'");
-}
 
 py::dict model_dict(const ModelRope& m) {
   py::list layers;
@@ -64,7 +58,7 @@ py::dict model_dict(const ModelRope& m) {
 
 py::dict schedule_dict(const std::string& params_json, std::optional<std::int64_t> seq_len, bool hf_float32) {
   const RopeParams params = rope_params_from_json(params_json, "params");
-  const RopeSchedule s = compute_schedule(params, seq_len, hf_float32 ? Precision::kHfFloat32 : Precision::kDouble);
+  const RopeSchedule s = compute_schedule(params, seq_len, hf_float32 ? Numerics::kHfFloat32 : Numerics::kAccurate);
   py::dict d;
   d["inv_freq"] = s.inv_freq;
   d["attention_factor"] = s.attention_factor;
@@ -87,8 +81,8 @@ void rope_rotate_view(std::uintptr_t data, const std::string& dtype, int batch, 
                       std::uintptr_t positions, bool positions_int32, int axes, std::int64_t axis_stride, bool shared,
                       std::int64_t offset, const std::vector<float>& inv_freq, const std::vector<std::uint8_t>& axis_of_freq,
                       double attention_factor, const std::string& layout, int direction, int threads) {
-  RopeTensor x{reinterpret_cast<void*>(data), dtype_named(dtype), batch, tokens, heads, head_dim, batch_stride, token_stride,
-               head_stride};
+  const RopeTensor x = strided(reinterpret_cast<void*>(data), dtype_named(dtype), {batch, tokens, heads, head_dim},
+                               {batch_stride, token_stride, head_stride});
   PositionIds ids;
   ids.axes = axes;
   ids.axis_stride = axis_stride;
@@ -96,17 +90,7 @@ void rope_rotate_view(std::uintptr_t data, const std::string& dtype, int batch, 
   ids.shared_across_batch = shared;
   if (positions && positions_int32) ids.ids32 = reinterpret_cast<const std::int32_t*>(positions);
   if (positions && !positions_int32) ids.ids = reinterpret_cast<const std::int64_t*>(positions);
-  RopeApplyParams p;
-  p.inv_freq = inv_freq.data();
-  p.num_freqs = static_cast<int>(inv_freq.size());
-  if (!axis_of_freq.empty()) {
-    if (axis_of_freq.size() != inv_freq.size())
-      throw Error("axis_of_freq has " + std::to_string(axis_of_freq.size()) + " entries for " + std::to_string(inv_freq.size()) +
-                  " frequencies");
-    p.axis_of_freq = axis_of_freq.data();
-  }
-  p.attention_factor = attention_factor;
-  p.layout = layout_named(layout);
+  RopeApplyParams p = rope_apply_params(inv_freq, attention_factor, from_name<RopeLayout>(layout), axis_of_freq);
   p.direction = direction;
   RopeKernelOptions options;
   options.threads = threads;
@@ -134,10 +118,8 @@ PYBIND11_MODULE(_posenc, m) {
                                const std::string& freq) {
     SinusoidalParams p;
     p.dim = dim;
-    if (layout == "halves") p.layout = SinusoidalLayout::kHalves;
-    else if (layout != "interleaved") throw Error("layout must be interleaved or halves, got '" + layout + "'");
-    if (freq == "fairseq") p.freqs = SinusoidalFreqs::kFairseq;
-    else if (freq != "vaswani") throw Error("freq must be vaswani or fairseq, got '" + freq + "'");
+    p.layout = from_name<SinusoidalLayout>(layout);
+    p.freqs = from_name<SinusoidalFreqs>(freq);
     p.base = base;
     validate(p);
     return sinusoidal_table(p, positions);

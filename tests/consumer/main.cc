@@ -15,7 +15,7 @@ int main() {
   p.original_max_position_embeddings = 8192;
   const posenc::RopeSchedule s = posenc::compute_schedule(p);
   std::vector<float> x(128, 1.0f);
-  posenc::rope_rotate(posenc::bshd(x.data(), 1, 1, 1, 128), nullptr, {}, posenc::rope_apply_params(s));
+  posenc::rope_rotate(posenc::bshd(x.data(), {1, 1, 1, 128}), nullptr, {}, posenc::rope_apply_params(s));
   std::printf("inv_freq[63] %.9g, x[0] %.3f, target %s\n", s.inv_freq[63], x[0], posenc::rope_kernel_target());
   return s.inv_freq.size() == 64 && x[0] == 1.0f ? 0 : 1;
 }

@@ -54,16 +54,13 @@ void only_known(const json& j, const std::set<std::string>& known, const std::st
     if (!known.count(it.key())) throw Error("model config: unknown key " + where + it.key());
 }
 
-Scheme scheme_named(const std::string& name) {
-  const auto s = scheme_from_name(name);
-  if (!s) throw Error("model config: unknown scheme '" + name + "' (known: " + scheme_names() + ")");
-  return *s;
-}
-
-Fusion fusion_named(const std::string& name) {
-  const auto f = fusion_from_name(name);
-  if (!f) throw Error("model config: unknown fusion '" + name + "' (known: add, concat, multiply)");
-  return *f;
+template <typename E>
+E named(const std::string& name) {
+  try {
+    return from_name<E>(name);
+  } catch (const Error& e) {
+    throw Error(std::string("model config: ") + e.what());
+  }
 }
 
 // The fields both versions share, under the same names.
@@ -77,8 +74,8 @@ void read_common(const json& j, ModelConfig& c) {
   c.dropout = get_double(j, "dropout");
   c.causal = get_bool(j, "causal");
   c.embed_scale = get_bool(j, "embed_scale");
-  c.scheme = scheme_named(get_string(j, "scheme"));
-  c.fusion = fusion_named(get_string(j, "fusion"));
+  c.scheme = named<Scheme>(get_string(j, "scheme"));
+  c.fusion = named<Fusion>(get_string(j, "fusion"));
   c.pe_dim = get_int(j, "pe_dim");
   c.learned_positions = get_int(j, "learned_positions");
   c.deberta_buckets = get_int(j, "deberta_buckets");
@@ -108,19 +105,11 @@ ModelConfig read_v1(const json& j) {
 
 }  // namespace
 
-const char* to_string(Fusion f) {
-  switch (f) {
-    case Fusion::kAdd: return "add";
-    case Fusion::kConcat: return "concat";
-    case Fusion::kMultiply: return "multiply";
-  }
-  return "?";
-}
-
-std::optional<Fusion> fusion_from_name(std::string_view name) {
-  for (Fusion f : {Fusion::kAdd, Fusion::kConcat, Fusion::kMultiply})
-    if (name == to_string(f)) return f;
-  return std::nullopt;
+Scheme language_model_scheme(const std::string& name, const std::string& what) {
+  const auto s = try_from_name<Scheme>(name);
+  if (!s || *s == Scheme::kMrope)
+    throw Error(what + ": '" + name + "' is not a language-model scheme; use: nope, sinusoidal, learned, rope, alibi, t5, xl, deberta");
+  return *s;
 }
 
 void ModelConfig::validate() const {
@@ -139,7 +128,7 @@ void ModelConfig::validate() const {
   if (xl_clamp_len < 0 || xl_mem_len < 0) throw Error("xl_clamp_len and xl_mem_len must be >= 0");
   if (xl_mem_len > 0 && scheme != Scheme::kXl)
     throw Error("xl_mem_len " + std::to_string(xl_mem_len) + " is for the xl scheme only, got scheme '" +
-                scheme_info(scheme).name + "'");
+                to_string(scheme) + "'");
 }
 
 std::string config_to_json(const ModelConfig& c) {
@@ -154,7 +143,7 @@ std::string config_to_json(const ModelConfig& c) {
                   {"dropout", c.dropout},
                   {"causal", c.causal},
                   {"embed_scale", c.embed_scale},
-                  {"scheme", scheme_info(c.scheme).name},
+                  {"scheme", to_string(c.scheme)},
                   {"fusion", to_string(c.fusion)},
                   {"pe_dim", c.pe_dim},
                   {"rope", json::parse(rope_params_to_json(c.rope))},

@@ -42,6 +42,9 @@ struct AttentionMask {
 
 enum class AttentionPositions { kNone, kRope, kAlibi, kT5 };
 
+POSENC_ENUM_NAMES(AttentionPositions, "positions", {AttentionPositions::kNone, "none"}, {AttentionPositions::kRope, "rope"},
+                  {AttentionPositions::kAlibi, "alibi"}, {AttentionPositions::kT5, "t5"});
+
 struct AttentionParams {
   double scale = 0;  // 0: 1 / sqrt(D)
   AttentionMask mask;

@@ -6,12 +6,15 @@
 #include <cstdint>
 #include <cstring>
 
+#include "posenc/names.h"
+
 namespace posenc {
 
 enum class DType { kF32, kBF16, kF16 };
 
+POSENC_ENUM_NAMES(DType, "dtype", {DType::kF32, "f32"}, {DType::kBF16, "bf16"}, {DType::kF16, "f16"});
+
 inline std::size_t dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
-const char* to_string(DType t);
 
 inline std::uint32_t float_bits(float f) {
   std::uint32_t u;

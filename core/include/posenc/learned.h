@@ -14,6 +14,10 @@
 
 namespace posenc {
 
+// The standard deviation of a freshly initialised position table, bias table or embedding:
+// GPT-2's initializer_range (HF GPT2Config, T5's and DeBERTa's own defaults are of this order).
+inline constexpr double kLearnedInitStd = 0.02;
+
 struct LearnedTable {
   int num_positions = 0;  // positions the table serves: 0 .. num_positions-1
   int dim = 0;

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "posenc/half.h"
 #include "posenc/rope_schedule.h"
@@ -33,13 +34,9 @@ namespace posenc {
 
 enum class RopeLayout { kHalfSplit, kInterleaved, kDeepSeekV3 };
 
-enum class AngleMode {
-  // angle = p * w in double, reduced and evaluated in double (rope_sincos), then float32.
-  // Measured against long double (tests/limits_test.cc): max error 3e-8 for p <= 2^24 and 8e-8
-  // up to 2^31-1; the bound posenc promises is 1e-6 everywhere.
-  kAccurate,
-  kHfFloat32,  // HF: float32(w * float32(p)); cos/sin of that float (error ~6e-8 * p)
-};
+// "half": the older spelling, still read.
+POSENC_ENUM_NAMES(RopeLayout, "layout", {RopeLayout::kHalfSplit, "half_split"}, {RopeLayout::kInterleaved, "interleaved"},
+                  {RopeLayout::kDeepSeekV3, "deepseek_v3"}, {RopeLayout::kHalfSplit, "half"});
 
 // q or k: element (b, t, h, c) at data + b*batch_stride + t*token_stride + h*head_stride + c,
 // strides in elements of dtype; channels contiguous.
@@ -50,14 +47,21 @@ struct RopeTensor {
   std::int64_t batch_stride = 0, token_stride = 0, head_stride = 0;
 };
 
-RopeTensor bshd(void* data, DType dtype, int batch, int tokens, int heads, int head_dim);
-RopeTensor bhsd(void* data, DType dtype, int batch, int heads, int tokens, int head_dim);
-inline RopeTensor bshd(float* data, int batch, int tokens, int heads, int head_dim) {
-  return bshd(data, DType::kF32, batch, tokens, heads, head_dim);
-}
-inline RopeTensor bhsd(float* data, int batch, int heads, int tokens, int head_dim) {
-  return bhsd(data, DType::kF32, batch, heads, tokens, head_dim);
-}
+// The logical shape of q or k, always in this order whatever the memory order: the factory's
+// name says how the memory is laid out, so no call passes (heads, tokens) where (tokens, heads)
+// was meant.
+struct RopeShape {
+  int batch = 1, tokens = 0, heads = 0, head_dim = 0;
+};
+struct RopeStrides {  // in elements of the dtype
+  std::int64_t batch = 0, token = 0, head = 0;
+};
+
+RopeTensor strided(void* data, DType dtype, RopeShape shape, RopeStrides strides);
+RopeTensor bshd(void* data, DType dtype, RopeShape shape);  // memory [B, S, H, D], contiguous
+RopeTensor bhsd(void* data, DType dtype, RopeShape shape);  // memory [B, H, S, D], contiguous
+inline RopeTensor bshd(float* data, RopeShape shape) { return bshd(data, DType::kF32, shape); }
+inline RopeTensor bhsd(float* data, RopeShape shape) { return bhsd(data, DType::kF32, shape); }
 
 // Position of token t of batch row b on axis a:
 //   (ids ? ids[a * axis_stride + b' * tokens + t] : ids32 ? ids32[...] : t) + offset
@@ -78,6 +82,22 @@ struct PositionIds {
   }
   // Implicit positions (t + offset) are the same in every batch row.
   bool same_for_every_batch_row() const { return shared_across_batch || (!ids && !ids32); }
+
+  // Named constructors: the fields above share types, so spelling them out is the safe way.
+  // Token t at position t + offset (a decode step: offset = the KV-cache length).
+  static PositionIds implicit(std::int64_t offset = 0) {
+    PositionIds p;
+    p.offset = offset;
+    return p;
+  }
+  // ids[axis * axis_stride + b * tokens + t] (axes 1: text; 3: M-RoPE T, H, W; 2: 2-D vision).
+  static PositionIds explicit_ids(const std::int64_t* ids, int axes = 1, std::int64_t axis_stride = 0) {
+    PositionIds p;
+    p.ids = ids;
+    p.axes = axes;
+    p.axis_stride = axis_stride;
+    return p;
+  }
 };
 
 struct RopeApplyParams {
@@ -86,12 +106,17 @@ struct RopeApplyParams {
   const std::uint8_t* axis_of_freq = nullptr;  // [num_freqs] position axis per frequency; null: 0
   double attention_factor = 1.0;
   RopeLayout layout = RopeLayout::kHalfSplit;
-  AngleMode angles = AngleMode::kAccurate;
+  Numerics angles = Numerics::kAccurate;  // how cos/sin are evaluated
   int direction = +1;
 };
 
 // The parameters for a schedule's frequencies and attention factor.
 RopeApplyParams rope_apply_params(const RopeSchedule& schedule, RopeLayout layout = RopeLayout::kHalfSplit);
+// The same over frequencies the caller owns (a saved spec, an array from Python): inv_freq
+// [num_freqs]; axis_of_freq empty (one position axis) or one axis per frequency (an Error
+// otherwise). The vectors must outlive the parameters.
+RopeApplyParams rope_apply_params(const std::vector<float>& inv_freq, double attention_factor, RopeLayout layout,
+                                  const std::vector<std::uint8_t>& axis_of_freq = {});
 
 // Checks shapes, axes and positions (in [0, 2^31-1]); throws posenc::Error.
 void validate(const RopeTensor& x, const PositionIds& positions, const RopeApplyParams& params);

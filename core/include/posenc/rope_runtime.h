@@ -21,7 +21,7 @@ namespace posenc {
 
 class RopeRuntime {
  public:
-  explicit RopeRuntime(RopeParams params, Precision precision = Precision::kDouble);
+  explicit RopeRuntime(RopeParams params, Numerics numerics = Numerics::kAccurate);
 
   // Updates the state for a call whose largest position id is max_position_id and returns the
   // schedule to rotate that call with.
@@ -33,7 +33,7 @@ class RopeRuntime {
 
  private:
   RopeParams params_;
-  Precision precision_;
+  Numerics numerics_;
   RopeSchedule initial_;
   RopeSchedule current_;
   std::int64_t original_max_seq_len_ = 0;

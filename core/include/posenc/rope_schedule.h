@@ -8,9 +8,9 @@
 // a different inv_freq (and attention factor) here. Numbers follow Hugging Face transformers v5
 // (modeling_rope_utils.py), see ../shared/reference/hf-reference.md §3.
 //
-// Precision: posenc computes in double and rounds once to float32 (within ~3e-7 relative of HF,
-// which chains float32 operations). Precision::kHfFloat32 replays HF's float32 operation order
-// for users who need HF's exact bits.
+// Numerics (numerics.h): posenc computes in double and rounds once to float32 (within ~3e-7
+// relative of HF, which chains float32 operations); Numerics::kHfFloat32 replays HF's float32
+// operation order for users who need HF's exact bits.
 #pragma once
 
 #include <array>
@@ -18,14 +18,14 @@
 #include <optional>
 #include <vector>
 
+#include "posenc/numerics.h"
 #include "posenc/rope_params.h"
 
 namespace posenc {
 
-enum class Precision {
-  kDouble,     // compute in double, store float32 (posenc default)
-  kHfFloat32,  // HF's float32 arithmetic, step by step
-};
+// Tokens per full turn of a frequency: 2 pi / inv_freq (infinity for a channel that does not
+// rotate, inv_freq 0).
+double wavelength(double inv_freq);
 
 struct RopeSchedule {
   RopeType type = RopeType::kDefault;
@@ -51,7 +51,7 @@ struct RopeSchedule {
 // factor near 0; llama3's empty-band division): HF would compute inf or NaN there.
 RopeSchedule compute_schedule(const RopeParams& params,
                               std::optional<std::int64_t> seq_len = std::nullopt,
-                              Precision precision = Precision::kDouble);
+                              Numerics numerics = Numerics::kAccurate);
 
 // The largest angle (radians) whose cos/sin posenc computes accurately: rope_sincos's range
 // (rope_apply.h), where the pi/2 reduction is exact. Default RoPE (inv_freq[0] = 1) reaches it

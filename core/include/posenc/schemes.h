@@ -2,9 +2,7 @@
 // --schemes accept. NoPE is a scheme of its own: the baseline every comparison needs.
 #pragma once
 
-#include <optional>
-#include <string>
-#include <string_view>
+#include "posenc/names.h"
 
 namespace posenc {
 
@@ -18,15 +16,16 @@ enum class SchemeKind {
   kBias,      // adds a function of (query, key) positions to the attention scores
 };
 
+POSENC_ENUM_NAMES(Scheme, "scheme", {Scheme::kNope, "nope"}, {Scheme::kSinusoidal, "sinusoidal"}, {Scheme::kLearned, "learned"},
+                  {Scheme::kRope, "rope"}, {Scheme::kMrope, "mrope"}, {Scheme::kAlibi, "alibi"}, {Scheme::kT5, "t5"},
+                  {Scheme::kXl, "xl"}, {Scheme::kDeberta, "deberta"});
+
 struct SchemeInfo {
   Scheme scheme;
-  const char* name;
   SchemeKind kind;
   const char* summary;
 };
 
 const SchemeInfo& scheme_info(Scheme scheme);
-std::optional<Scheme> scheme_from_name(std::string_view name);
-std::string scheme_names();  // "nope, sinusoidal, ..."
 
 }  // namespace posenc

@@ -17,10 +17,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "posenc/names.h"
+
 namespace posenc {
 
 enum class SinusoidalLayout { kInterleaved, kHalves };
 enum class SinusoidalFreqs { kVaswani, kFairseq };
+
+// The same words as RoPE's layouts (rope_apply.h): half_split; "halves", the older spelling, is
+// still read.
+POSENC_ENUM_NAMES(SinusoidalLayout, "layout", {SinusoidalLayout::kInterleaved, "interleaved"},
+                  {SinusoidalLayout::kHalves, "half_split"}, {SinusoidalLayout::kHalves, "halves"});
+POSENC_ENUM_NAMES(SinusoidalFreqs, "freq", {SinusoidalFreqs::kVaswani, "vaswani"}, {SinusoidalFreqs::kFairseq, "fairseq"});
 
 struct SinusoidalParams {
   int dim = 0;  // d_model

@@ -27,8 +27,18 @@ enum class Fusion {
   kConcat,    // [x_tokens (d_model - pe_dim) | PE (pe_dim)]
   kMultiply,  // x * (1 + PE): a position-dependent gain, the identity where PE = 0
 };
-const char* to_string(Fusion f);
-std::optional<Fusion> fusion_from_name(std::string_view name);
+}  // namespace posenc::torch_layer
+
+namespace posenc {
+POSENC_ENUM_NAMES(torch_layer::Fusion, "fusion", {torch_layer::Fusion::kAdd, "add"}, {torch_layer::Fusion::kConcat, "concat"},
+                  {torch_layer::Fusion::kMultiply, "multiply"});
+}  // namespace posenc
+
+namespace posenc::torch_layer {
+
+// A scheme a text-only TransformerLM takes (every scheme but M-RoPE, which needs (T, H, W)
+// position ids); anything else is an Error naming `what` (e.g. "--schemes") and the choices.
+Scheme language_model_scheme(const std::string& name, const std::string& what);
 
 struct ModelConfig {
   int vocab_size = 128;

@@ -1,0 +1,19 @@
+#include "options.h"
+
+namespace posenc::cli {
+
+CLI::Option* add_json_flag(CLI::App* cmd, bool& json) { return cmd->add_flag("--json", json, "one JSON object on stdout"); }
+
+ConfigGroup add_config_options(CLI::App* cmd, ConfigArgs& args, bool required, const std::string& layer_help) {
+  ConfigGroup g;
+  g.config = cmd->add_option("--config", args.config, "a model's config.json (Hugging Face layout)");
+  if (required) g.config->required();
+  g.layer_type = cmd->add_option("--layer-type", args.layer_type, layer_help);
+  g.lenient = cmd->add_flag("--lenient", args.lenient, "unknown keys inside the rope dict are warnings, not errors");
+  g.hf_compatible = cmd->add_flag("--hf-compatible", args.hf_compatible,
+                                  "HF's float32 arithmetic (schedule and angles) and HF's reading of the config "
+                                  "(ignores DBRX attn_config.rope_theta, MiniMax rotary_dim)");
+  return g;
+}
+
+}  // namespace posenc::cli

@@ -1,0 +1,75 @@
+// The options several commands share, each declared here once: its name, its help text, its
+// range. Defaults come from the library's own structs (the target's value when the option is
+// added), and CLI11 shows them in --help.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "posenc/hf_config.h"
+#include "posenc/names.h"
+#include "posenc/numerics.h"
+#include "posenc/rope_kernels.h"
+
+namespace posenc::cli {
+
+// --json: the command prints one JSON object on stdout instead of text.
+CLI::Option* add_json_flag(CLI::App* cmd, bool& json);
+
+// A model's config.json and how to read it: --config, --layer-type, --lenient, --hf-compatible.
+// --hf-compatible means one thing everywhere: HF's reading of the config (hf_config.h) and HF's
+// float32 arithmetic for the schedule and the angles (Numerics::kHfFloat32).
+struct ConfigArgs {
+  std::string config;
+  std::string layer_type;  // "": the full-attention layers
+  bool lenient = false;
+  bool hf_compatible = false;
+
+  Numerics numerics() const { return hf_compatible ? Numerics::kHfFloat32 : Numerics::kAccurate; }
+  ModelRope load() const { return load_hf_config(config, ConfigOptions{lenient, hf_compatible}); }
+};
+
+struct ConfigGroup {
+  CLI::Option *config, *layer_type, *lenient, *hf_compatible;
+};
+// `required`: --config must be given. `layer_help` says what --layer-type selects in this command.
+ConfigGroup add_config_options(CLI::App* cmd, ConfigArgs& args, bool required,
+                               const std::string& layer_help = "layer type (default: full attention)");
+
+// --seed, --dim: the same name and the same check everywhere; `help` says what they seed or size.
+template <typename T>
+CLI::Option* add_seed_option(CLI::App* cmd, T& seed, const std::string& help) {
+  return cmd->add_option("--seed", seed, help)->capture_default_str();
+}
+template <typename T>
+CLI::Option* add_dim_option(CLI::App* cmd, T& dim, const std::string& help) {
+  return cmd->add_option("--dim", dim, help)->capture_default_str()->check(CLI::PositiveNumber);
+}
+
+// --threads, checked to lie in [min_threads, max_threads] when parsed (a value outside is a usage
+// error, exit 2, naming the value and the range). 100 000 threads crashed libgomp and hung
+// libtorch. `help` says what the value means (e.g. "torch threads (0: default)").
+template <typename T>
+CLI::Option* add_threads_option(CLI::App* cmd, T& target, const std::string& help, int min_threads = 0,
+                                int max_threads = kMaxThreads) {
+  return cmd
+      ->add_option("--threads", target, help + "; in [" + std::to_string(min_threads) + ", " + std::to_string(max_threads) + "]")
+      ->capture_default_str()
+      ->check(CLI::Range(min_threads, max_threads));
+}
+
+// An enum option spelled by the enum's name table (names.h): "--dtype f32|bf16|f16". A name
+// not in the table is a posenc::Error naming it and the names allowed (exit 2).
+template <typename E>
+CLI::Option* add_enum_option(CLI::App* cmd, const std::string& flag, E& target, const std::string& help) {
+  auto set = [&target, flag](const std::string& name) {
+    const auto v = try_from_name<E>(name);
+    if (!v) throw Error(flag + " must be one of " + enum_names_joined<E>() + ", got '" + name + "'");
+    target = *v;
+  };
+  return cmd->add_option_function<std::string>(flag, set, help)
+      ->type_name(enum_names_joined<E>())
+      ->default_str(to_string(target));
+}
+
+}  // namespace posenc::cli
