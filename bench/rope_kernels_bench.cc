@@ -26,8 +26,8 @@ void BM_RopeRotate(benchmark::State& state) {
   posenc::RopeTable table(p, tokens);
   posenc::RopeKernelOptions options;
   options.table = table_mode ? &table : nullptr;
-  const posenc::RopeTensor qv = posenc::bshd(q.data(), dtype, 1, tokens, heads, head_dim);
-  const posenc::RopeTensor kv = posenc::bshd(k.data(), dtype, 1, tokens, kv_heads, head_dim);
+  const posenc::RopeTensor qv = posenc::bshd(q.data(), dtype, {1, tokens, heads, head_dim});
+  const posenc::RopeTensor kv = posenc::bshd(k.data(), dtype, {1, tokens, kv_heads, head_dim});
   for (auto _ : state) {
     posenc::rope_rotate(qv, &kv, {}, p, options);
     benchmark::DoNotOptimize(q.data());

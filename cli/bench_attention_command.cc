@@ -6,18 +6,18 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "posenc_torch/attention_bench.h"
-#include "threads_option.h"
+#include "posenc_bench/attention_bench.h"
+#include "options.h"
 
 namespace posenc::cli {
 
 void add_bench_attention_command(CLI::App* bench) {
   struct Args {
-    torch_layer::AttentionBenchConfig config;
+    bench::AttentionBenchConfig config;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
-  torch_layer::AttentionBenchConfig& c = a->config;
+  bench::AttentionBenchConfig& c = a->config;
   CLI::App* cmd = bench->add_subcommand(
       "attention", "fused attention (positions on the fly) vs libtorch's scores + bias + softmax, and vs BLAS of equal FLOPs");
   cmd->add_option("--seq", c.seq, "tokens (S = T, prefill)")->capture_default_str();
@@ -27,11 +27,11 @@ void add_bench_attention_command(CLI::App* bench) {
   cmd->add_option("--scheme", c.scheme, "none, rope, alibi or t5")->capture_default_str();
   cmd->add_option("--causal", c.causal, "causal mask (true/false)")->capture_default_str();
   cmd->add_option("--repeats", c.repeats, "timed runs each (median)")->capture_default_str();
-  add_threads_option(cmd, c.threads, "threads for posenc and libtorch (0: torch's default)")->capture_default_str();
-  cmd->add_flag("--json", a->json, "one JSON object on stdout");
+  add_threads_option(cmd, c.threads, "threads for posenc and libtorch (0: torch's default)");
+  add_json_flag(cmd, a->json);
   cmd->callback([a] {
-    const torch_layer::AttentionBenchConfig& c = a->config;
-    const auto r = torch_layer::run_attention_bench(c);
+    const bench::AttentionBenchConfig& c = a->config;
+    const auto r = bench::run_attention_bench(c);
     if (a->json) {
       const nlohmann::json j = {{"seq", c.seq}, {"heads", c.heads}, {"kv_heads", c.kv_heads > 0 ? c.kv_heads : c.heads},
                                 {"head_dim", c.head_dim}, {"scheme", c.scheme}, {"causal", c.causal}, {"threads", r.threads},

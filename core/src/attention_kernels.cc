@@ -26,17 +26,9 @@ HWY_EXPORT(AttentionTarget);
 
 void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
                const AttentionParams& params, const AttentionOptions& options) {
-  if (options.threads < 0 || options.threads > kMaxThreads)
-    throw Error("attention: threads must be in [0, " + std::to_string(kMaxThreads) + "] (0: all), got " +
-                std::to_string(options.threads));
+  const int threads = kernel_threads(options.threads, "attention");
   const attention_detail::Plan plan = attention_detail::make_plan(q, k, v, out, params);
   if (std::int64_t{q.batch} * q.tokens == 0) return;
-  int threads = options.threads;
-#ifdef _OPENMP
-  if (threads == 0) threads = omp_get_max_threads();
-#else
-  threads = 1;
-#endif
   HWY_DYNAMIC_DISPATCH(AttentionAll)(plan, threads);
 }
 

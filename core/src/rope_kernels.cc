@@ -12,34 +12,13 @@
 
 #if HWY_ONCE
 #include <string>
-#include <thread>
 
 #include "posenc/error.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 namespace posenc {
 
 HWY_EXPORT(RotateAll);
-HWY_EXPORT(RmwPass);
 HWY_EXPORT(CurrentTarget);
-
-namespace {
-
-int resolve_threads(int threads) {
-  if (threads < 0 || threads > kMaxThreads)
-    throw Error("threads must be in [0, " + std::to_string(kMaxThreads) + "] (0: all), got " + std::to_string(threads));
-  if (threads > 0) return threads;
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
-}  // namespace
 
 RopeTable::RopeTable(const RopeApplyParams& params, std::int64_t initial_positions)
     : inv_freq_(params.inv_freq, params.inv_freq + params.num_freqs), params_(params) {
@@ -98,7 +77,7 @@ void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& po
   }
   job.positions = &positions;
   job.params = &params;
-  job.threads = resolve_threads(options.threads);
+  job.threads = kernel_threads(options.threads, "rope");
   std::shared_ptr<const RopeTable::Rows> rows;
   if (options.table) {
     if (!options.table->matches(params))
@@ -115,10 +94,6 @@ void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& po
 }
 
 const char* rope_kernel_target() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(CurrentTarget)()); }
-
-void memory_rmw_pass(float* data, std::size_t n, int threads, float factor) {
-  HWY_DYNAMIC_DISPATCH(RmwPass)(data, n, resolve_threads(threads), factor);
-}
 
 }  // namespace posenc
 #endif  // HWY_ONCE

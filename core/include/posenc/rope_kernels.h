@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "posenc/rope_apply.h"
+#include "posenc/threads.h"
 
 namespace posenc {
 
@@ -67,10 +68,6 @@ class RopeTable {
   mutable std::shared_ptr<const Rows> rows_;
 };
 
-// The most threads any posenc call accepts: far above any machine's cores, far below what makes
-// OpenMP's runtime fail (100 000 threads crash libgomp).
-inline constexpr int kMaxThreads = 1024;
-
 struct RopeKernelOptions {
   int threads = 0;                  // 0: every hardware thread (OpenMP); at most kMaxThreads
   const RopeTable* table = nullptr;  // table mode; nullptr: cos/sin computed on the fly
@@ -82,10 +79,5 @@ void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& po
 
 // The SIMD target rope_rotate uses on this machine ("AVX3", "AVX2", ...).
 const char* rope_kernel_target();
-
-// An in-place read-modify-write pass over n floats (x *= factor; pass factors that do not fold
-// away, e.g. 1 + 2^-20 and its inverse on alternate calls), with the same threads and SIMD
-// target: the memory-bandwidth ceiling a memory-bound kernel can reach.
-void memory_rmw_pass(float* data, std::size_t n, int threads, float factor);
 
 }  // namespace posenc

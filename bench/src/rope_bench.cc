@@ -1,4 +1,4 @@
-#include "posenc/rope_bench.h"
+#include "posenc_bench/rope_bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,14 +9,15 @@
 #include <vector>
 
 #include "posenc/error.h"
-#include "posenc/timing.h"
+#include "posenc_bench/memory_pass.h"
+#include "posenc_bench/timing.h"
 #include "posenc/rope_kernels.h"
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-namespace posenc {
+namespace posenc::bench {
 namespace {
 
 // A zeroed, 64-byte aligned byte buffer.
@@ -73,10 +74,10 @@ RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
   RopeKernelOptions options;
   options.threads = c.threads;
   options.table = c.table ? &table : nullptr;
-  const RopeTensor qv = c.head_major ? bhsd(q.data(), c.dtype, 1, c.heads, c.tokens, c.head_dim)
-                                     : bshd(q.data(), c.dtype, 1, c.tokens, c.heads, c.head_dim);
-  const RopeTensor kv = c.head_major ? bhsd(k.data(), c.dtype, 1, c.kv_heads, c.tokens, c.head_dim)
-                                     : bshd(k.data(), c.dtype, 1, c.tokens, c.kv_heads, c.head_dim);
+  const RopeTensor qv = c.head_major ? bhsd(q.data(), c.dtype, {1, c.tokens, c.heads, c.head_dim})
+                                     : bshd(q.data(), c.dtype, {1, c.tokens, c.heads, c.head_dim});
+  const RopeTensor kv = c.head_major ? bhsd(k.data(), c.dtype, {1, c.tokens, c.kv_heads, c.head_dim})
+                                     : bshd(k.data(), c.dtype, {1, c.tokens, c.kv_heads, c.head_dim});
   const RopeTensor* kp = c.kv_heads > 0 ? &kv : nullptr;
   const std::size_t bytes = q.size() + k.size();
   AlignedBytes ceiling_bytes(bytes);
@@ -111,4 +112,4 @@ RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
   return r;
 }
 
-}  // namespace posenc
+}  // namespace posenc::bench

@@ -7,7 +7,7 @@
 
 #include "posenc/rope_apply.h"
 
-namespace posenc {
+namespace posenc::bench {
 
 struct RopeBenchConfig {
   int tokens = 8192;
@@ -36,4 +36,4 @@ struct RopeBenchResult {
 
 RopeBenchResult run_rope_bench(const RopeBenchConfig& config);
 
-}  // namespace posenc
+}  // namespace posenc::bench

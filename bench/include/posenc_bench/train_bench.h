@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace posenc::torch_layer {
+namespace posenc::bench {
 
 struct TrainBenchConfig {
   std::vector<std::string> schemes = {"nope", "sinusoidal", "learned", "rope", "alibi", "t5", "xl", "deberta"};
@@ -35,4 +35,4 @@ struct TrainBenchResult {
 
 TrainBenchResult run_train_bench(const TrainBenchConfig& config);
 
-}  // namespace posenc::torch_layer
+}  // namespace posenc::bench

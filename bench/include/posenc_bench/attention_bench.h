@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace posenc::torch_layer {
+namespace posenc::bench {
 
 struct AttentionBenchConfig {
   int seq = 4096;         // S = T (prefill)
@@ -33,4 +33,4 @@ struct AttentionBenchResult {
 
 AttentionBenchResult run_attention_bench(const AttentionBenchConfig& config);
 
-}  // namespace posenc::torch_layer
+}  // namespace posenc::bench

@@ -1,4 +1,4 @@
-#include "posenc_torch/attention_bench.h"
+#include "posenc_bench/attention_bench.h"
 
 #include <torch/torch.h>
 
@@ -11,13 +11,15 @@
 #include "posenc/error.h"
 #include "posenc/rope_schedule.h"
 #include "posenc/t5_bias.h"
-#include "posenc/timing.h"
+#include "posenc_bench/timing.h"
+#include "posenc_torch/rope.h"
 
-namespace posenc::torch_layer {
+namespace posenc::bench {
+using namespace posenc::torch_layer;  // kernel_view
 namespace {
 
 RopeTensor view_of(const torch::Tensor& t) {  // [1, S, H, D] contiguous
-  return bshd(t.data_ptr<float>(), 1, static_cast<int>(t.size(1)), static_cast<int>(t.size(2)), static_cast<int>(t.size(3)));
+  return kernel_view(t.transpose(1, 2));
 }
 
 template <typename F>
@@ -145,4 +147,4 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
   return r;
 }
 
-}  // namespace posenc::torch_layer
+}  // namespace posenc::bench

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <vector>
 
-namespace posenc {
+namespace posenc::bench {
 
 template <typename F>
 double seconds_of(F&& f) {
@@ -19,4 +19,4 @@ inline double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-}  // namespace posenc
+}  // namespace posenc::bench

@@ -1,14 +1,15 @@
-#include "posenc_torch/bench.h"
+#include "posenc_bench/train_bench.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "posenc/error.h"
-#include "posenc/timing.h"
+#include "posenc_bench/timing.h"
 #include "posenc_torch/model.h"
 #include "posenc_torch/rope.h"
 
-namespace posenc::torch_layer {
+namespace posenc::bench {
+using namespace posenc::torch_layer;  // TransformerLM, ModelConfig, the RoPE autograd ops
 namespace {
 
 torch::Tensor rotate_half(const torch::Tensor& x) {
@@ -61,14 +62,13 @@ TrainBenchResult run_train_bench(const TrainBenchConfig& c) {
   TrainBenchResult result;
   result.threads = torch::get_num_threads();
   for (const std::string& name : c.schemes) {
-    const auto scheme = scheme_from_name(name);
-    if (!scheme || *scheme == Scheme::kMrope) throw Error("bench train: scheme '" + name + "' is not a language-model scheme");
+    const Scheme scheme = language_model_scheme(name, "bench train");
     ModelConfig mc;
     mc.vocab_size = 64;
     mc.d_model = c.d_model;
     mc.n_layers = c.layers;
     mc.n_heads = c.heads;
-    mc.scheme = *scheme;
+    mc.scheme = scheme;
     mc.learned_positions = c.seq;
     torch::manual_seed(0);
     TransformerLM model(mc);
@@ -98,4 +98,4 @@ TrainBenchResult run_train_bench(const TrainBenchConfig& c) {
   return result;
 }
 
-}  // namespace posenc::torch_layer
+}  // namespace posenc::bench

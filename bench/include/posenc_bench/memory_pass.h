@@ -1,0 +1,17 @@
+// The machine's own memory ceiling, measured beside a kernel: what a memory-bound kernel's GB/s
+// is compared against in the same run.
+#pragma once
+
+#include <cstddef>
+
+namespace posenc::bench {
+
+// An in-place read-modify-write pass over n floats (x *= factor; pass factors that do not fold
+// away, e.g. 1 + 2^-20 and its inverse on alternate calls), with the kernels' threads rule
+// (threads.h) and the SIMD target they dispatch to: the ceiling a memory-bound kernel can reach.
+void memory_rmw_pass(float* data, std::size_t n, int threads, float factor);
+
+// The SIMD target the pass runs on ("AVX3", "AVX2", ...): the same as the kernels'.
+const char* memory_pass_target();
+
+}  // namespace posenc::bench
