@@ -25,9 +25,6 @@
 
 #include "attention_plan.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace posenc {

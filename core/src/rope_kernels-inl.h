@@ -18,9 +18,6 @@
 #include "posenc/rope_apply.h"
 #include "rope_kernel_job.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace posenc {
@@ -62,156 +59,118 @@ HWY_INLINE void PairV(V a, V b, V c, V s, V& oa, V& ob) {
   }
 }
 
-// half-split in; half-split out (in may equal out) or interleaved out (kInterleaveOut: the
-// transpose of the DeepSeek-V3 forward, which reads pairs and writes halves, so its backward reads
-// the gradient in the order the forward wrote it and returns it in the order the forward read;
-// in must differ from out)
-template <bool kForward, bool kInterleaveOut = false>
-void RotateHalf(const float* in, float* out, const float* c, const float* s, int half) {
-  const DF df;
-  const int n = static_cast<int>(hn::Lanes(df));
-  int j = 0;
-  for (; j + n <= half; j += n) {
-    const auto a = hn::LoadU(df, in + j), b = hn::LoadU(df, in + j + half);
-    decltype(hn::Zero(df)) oa, ob;
-    PairV<kForward>(a, b, hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
-    if (kInterleaveOut) {
-      hn::StoreInterleaved2(oa, ob, df, out + 2 * j);
-    } else {
-      hn::StoreU(oa, df, out + j);
-      hn::StoreU(ob, df, out + j + half);
-    }
-  }
-  for (; j < half; ++j)
-    Pair<kForward>(in[j], in[j + half], c[j], s[j], &out[kInterleaveOut ? 2 * j : j], &out[kInterleaveOut ? 2 * j + 1 : j + half]);
-}
-
-// interleaved in; interleaved out (in may equal out) or de-interleaved out (DeepSeek-V3; in
-// must differ from out)
-template <bool kForward, bool kDeinterleave>
-void RotatePairs(const float* in, float* out, const float* c, const float* s, int half) {
+// ---- DeepSeek-V3 (HF apply_rotary_pos_emb_interleave), one head of float copies -----------
+// Forward: pairs (2j, 2j+1) in, halves (j, j + half) out. in and out must differ.
+void PairsToHalves(const float* in, float* out, const float* c, const float* s, int half) {
   const DF df;
   const int n = static_cast<int>(hn::Lanes(df));
   int j = 0;
   for (; j + n <= half; j += n) {
     decltype(hn::Zero(df)) a, b, oa, ob;
     hn::LoadInterleaved2(df, in + 2 * j, a, b);
-    PairV<kForward>(a, b, hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
-    if (kDeinterleave) {
-      hn::StoreU(oa, df, out + j);
-      hn::StoreU(ob, df, out + j + half);
-    } else {
-      hn::StoreInterleaved2(oa, ob, df, out + 2 * j);
-    }
+    PairV<true>(a, b, hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
+    hn::StoreU(oa, df, out + j);
+    hn::StoreU(ob, df, out + j + half);
   }
-  for (; j < half; ++j) {
-    float oa, ob;
-    Pair<kForward>(in[2 * j], in[2 * j + 1], c[j], s[j], &oa, &ob);
-    out[kDeinterleave ? j : 2 * j] = oa;
-    out[kDeinterleave ? j + half : 2 * j + 1] = ob;
-  }
+  for (; j < half; ++j) Pair<true>(in[2 * j], in[2 * j + 1], c[j], s[j], &out[j], &out[j + half]);
 }
 
-template <bool kForward>
-void RotateLayout(RopeLayout layout, const float* in, float* out, const float* c, const float* s, int half) {
-  switch (layout) {
-    case RopeLayout::kHalfSplit: RotateHalf<kForward>(in, out, c, s, half); break;
-    case RopeLayout::kInterleaved: RotatePairs<kForward, false>(in, out, c, s, half); break;
-    case RopeLayout::kDeepSeekV3:
-      if (kForward)
-        RotatePairs<true, true>(in, out, c, s, half);
-      else
-        RotateHalf<false, true>(in, out, c, s, half);
-      break;
-  }
-}
-
-// ---- storage conversions (round to nearest even, as posenc/half.h) ------------------------
-void Promote(const std::uint16_t* in, DType t, float* out, int count) {
+// Its transpose (the backward pass): the gradient read in the order the forward wrote it
+// (halves), rotated by R^T, returned in the order the forward read (pairs). in and out must differ.
+void HalvesToPairs(const float* in, float* out, const float* c, const float* s, int half) {
   const DF df;
   const int n = static_cast<int>(hn::Lanes(df));
-  int i = 0;
-  if (t == DType::kBF16) {
-    const hn::Rebind<hwy::bfloat16_t, DF> dbf;
-    for (; i + n <= count; i += n)
-      hn::StoreU(hn::PromoteTo(df, hn::LoadU(dbf, reinterpret_cast<const hwy::bfloat16_t*>(in + i))), df, out + i);
-    for (; i < count; ++i) out[i] = bf16_to_float(in[i]);
-  } else {
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    for (; i + n <= count; i += n)
-      hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(in + i))), df, out + i);
-    for (; i < count; ++i) out[i] = f16_to_float(in[i]);
+  int j = 0;
+  for (; j + n <= half; j += n) {
+    decltype(hn::Zero(df)) oa, ob;
+    PairV<false>(hn::LoadU(df, in + j), hn::LoadU(df, in + j + half), hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
+    hn::StoreInterleaved2(oa, ob, df, out + 2 * j);
   }
+  for (; j < half; ++j) Pair<false>(in[j], in[j + half], c[j], s[j], &out[2 * j], &out[2 * j + 1]);
 }
 
-// bf16 bits of v, rounded to nearest even (NaN stays a quiet NaN), as posenc::float_to_bf16.
+// ---- storage conversions: the one family, rounding to nearest even as posenc/half.h --------
+// float32 -> float16 rounds to nearest even in hardware with F16C, which every x86 target from
+// AVX2 on has (targets newer than Highway 1.0's AVX3_DL take lower bits, so `<=` includes
+// them). Elsewhere Highway 1.0 emulates the conversion by truncation, so those targets narrow
+// lane by lane with posenc::float_to_f16.
+#define POSENC_F16_DEMOTE_ROUNDS (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2)
+
 template <class D>
-HWY_INLINE hn::Vec<hn::Rebind<std::uint16_t, D>> Bf16Bits(D df, hn::Vec<D> v) {
-  (void)df;
-  const hn::RebindToUnsigned<D> du32;
-  const hn::RebindToSigned<D> di32;
-  const hn::Rebind<std::uint16_t, D> du16;
-  const auto u = hn::BitCast(du32, v);
-  const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1u));
-  const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(u, hn::Set(du32, 0x7fffu)), odd));
-  const auto quiet_nan = hn::Or(hn::ShiftRight<16>(u), hn::Set(du32, 0x40u));
-  const auto bits = hn::IfThenElse(hn::RebindMask(du32, hn::Ne(v, v)), quiet_nan, rounded);
-  return hn::DemoteTo(du16, hn::BitCast(di32, bits));
-}
+using BitsOf = hn::Rebind<std::uint16_t, D>;
 
-void Demote(const float* in, DType t, std::uint16_t* out, int count) {
-  const DF df;
-  const int n = static_cast<int>(hn::Lanes(df));
-  int i = 0;
-  if (t == DType::kBF16) {
-    const hn::Rebind<std::uint16_t, DF> du16;
-    for (; i + n <= count; i += n) hn::StoreU(Bf16Bits(df, hn::LoadU(df, in + i)), du16, out + i);
-    for (; i < count; ++i) out[i] = float_to_bf16(in[i]);
+// Float lanes of bf16 or f16 storage bits (exact).
+template <typename T, class D>
+HWY_INLINE hn::Vec<D> FromBits(D df, hn::Vec<BitsOf<D>> bits) {
+  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(hn::RebindToUnsigned<D>(), bits)));
   } else {
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-    // F16C rounds to nearest even. Targets without it emulate the conversion by truncation
-    // (Highway 1.0), so they take the scalar loop below.
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    for (; i + n <= count; i += n)
-      hn::StoreU(hn::DemoteTo(dh, hn::LoadU(df, in + i)), dh, reinterpret_cast<hwy::float16_t*>(out + i));
-#endif
-    for (; i < count; ++i) out[i] = float_to_f16(in[i]);
+    return hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), bits));
   }
 }
 
-// ---- fused loads/stores for the token-level fast paths ------------------------------------
+// bf16 or f16 bits of float lanes, rounded to nearest even; a NaN stays a (quiet) NaN.
+template <typename T, class D>
+HWY_INLINE hn::Vec<BitsOf<D>> ToBits(D df, hn::Vec<D> v) {
+  const BitsOf<D> du16;
+  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    const hn::RebindToUnsigned<D> du32;
+    const auto u = hn::BitCast(du32, v);
+    const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1u));
+    const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(u, hn::Set(du32, 0x7fffu)), odd));
+    const auto quiet_nan = hn::Or(hn::ShiftRight<16>(u), hn::Set(du32, 0x40u));
+    const auto bits = hn::IfThenElse(hn::RebindMask(du32, hn::Ne(v, v)), quiet_nan, rounded);
+    return hn::DemoteTo(du16, hn::BitCast(hn::RebindToSigned<D>(), bits));
+  } else {
+#if POSENC_F16_DEMOTE_ROUNDS
+    return hn::BitCast(du16, hn::DemoteTo(hn::Rebind<hwy::float16_t, D>(), v));
+#else
+    HWY_ALIGN float lanes[hn::MaxLanes(df)];
+    HWY_ALIGN std::uint16_t bits[hn::MaxLanes(df)];
+    hn::Store(v, df, lanes);
+    for (std::size_t i = 0; i < hn::Lanes(df); ++i) bits[i] = float_to_f16(lanes[i]);
+    return hn::Load(du16, bits);
+#endif
+  }
+}
+
 template <class D>
 HWY_INLINE hn::Vec<D> LoadAs(D df, const float* p) { return hn::LoadU(df, p); }
-template <class D>
-HWY_INLINE hn::Vec<D> LoadAs(D df, const hwy::bfloat16_t* p) {
-  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, D>(), p));
-}
-template <class D>
-HWY_INLINE hn::Vec<D> LoadAs(D df, const hwy::float16_t* p) {
-  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, D>(), p));
+template <class D, typename T>
+HWY_INLINE hn::Vec<D> LoadAs(D df, const T* p) {
+  return FromBits<T>(df, hn::LoadU(BitsOf<D>(), reinterpret_cast<const std::uint16_t*>(p)));
 }
 template <class D>
 HWY_INLINE void StoreAs(D df, hn::Vec<D> v, float* p) { hn::StoreU(v, df, p); }
-template <class D>
-HWY_INLINE void StoreAs(D df, hn::Vec<D> v, hwy::bfloat16_t* p) {
-  hn::StoreU(Bf16Bits(df, v), hn::Rebind<std::uint16_t, D>(), reinterpret_cast<std::uint16_t*>(p));
+template <class D, typename T>
+HWY_INLINE void StoreAs(D df, hn::Vec<D> v, T* p) {
+  hn::StoreU(ToBits<T>(df, v), BitsOf<D>(), reinterpret_cast<std::uint16_t*>(p));
 }
-template <class D>
-HWY_INLINE void StoreAs(D df, hn::Vec<D> v, hwy::float16_t* p) {
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  hn::StoreU(hn::DemoteTo(hn::Rebind<hwy::float16_t, D>(), v), hn::Rebind<hwy::float16_t, D>(), p);
-#else
-  HWY_ALIGN float lanes[hn::MaxLanes(df)];
-  hn::Store(v, df, lanes);
-  for (std::size_t i = 0; i < hn::Lanes(df); ++i) reinterpret_cast<std::uint16_t*>(p)[i] = float_to_f16(lanes[i]);
-#endif
-}
+// Scalar tails: the reference's conversions (posenc/half.h).
 HWY_INLINE float LoadScalar(const float* p) { return *p; }
 HWY_INLINE float LoadScalar(const hwy::bfloat16_t* p) { return bf16_to_float(reinterpret_cast<const std::uint16_t*>(p)[0]); }
 HWY_INLINE float LoadScalar(const hwy::float16_t* p) { return f16_to_float(reinterpret_cast<const std::uint16_t*>(p)[0]); }
 HWY_INLINE void StoreScalar(float v, float* p) { *p = v; }
 HWY_INLINE void StoreScalar(float v, hwy::bfloat16_t* p) { reinterpret_cast<std::uint16_t*>(p)[0] = float_to_bf16(v); }
 HWY_INLINE void StoreScalar(float v, hwy::float16_t* p) { reinterpret_cast<std::uint16_t*>(p)[0] = float_to_f16(v); }
+
+// count values of storage type T <-> float32
+template <typename T>
+void ToFloatRow(const T* in, float* out, int count) {
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  int i = 0;
+  for (; i + n <= count; i += n) hn::StoreU(LoadAs(df, in + i), df, out + i);
+  for (; i < count; ++i) out[i] = LoadScalar(in + i);
+}
+template <typename T>
+void FromFloatRow(const float* in, T* out, int count) {
+  const DF df;
+  const int n = static_cast<int>(hn::Lanes(df));
+  int i = 0;
+  for (; i + n <= count; i += n) StoreAs(df, hn::LoadU(df, in + i), out + i);
+  for (; i < count; ++i) StoreScalar(in[i], out + i);
+}
 
 constexpr int kPrefetchTokens = 2;
 
@@ -269,57 +228,31 @@ void RotateTokenPairsF32(const RopeTensor& x, std::int64_t offset, const float* 
   }
 }
 
-// Interleaved half types, every head of one token: the bf16/f16 bits are split into even and
-// odd lanes as 16-bit integers, widened, rotated in float32, narrowed and re-interleaved.
-template <class D>
-HWY_INLINE hn::Vec<D> Widen(D df, hn::Vec<hn::Rebind<std::uint16_t, D>> bits, DType t) {
-  if (t == DType::kBF16) {
-    const hn::RebindToUnsigned<D> du32;
-    return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, bits)));
-  }
-  return hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), bits));
-}
-
-template <class D>
-HWY_INLINE hn::Vec<hn::Rebind<std::uint16_t, D>> Narrow(D df, hn::Vec<D> v, DType t) {
-  if (t == DType::kBF16) return Bf16Bits(df, v);
-  const hn::Rebind<std::uint16_t, D> du16;
-#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  return hn::BitCast(du16, hn::DemoteTo(hn::Rebind<hwy::float16_t, D>(), v));
-#else
-  HWY_ALIGN float lanes[hn::MaxLanes(df)];
-  HWY_ALIGN std::uint16_t bits[hn::MaxLanes(df)];
-  hn::Store(v, df, lanes);
-  for (std::size_t i = 0; i < hn::Lanes(df); ++i) bits[i] = float_to_f16(lanes[i]);
-  return hn::Load(du16, bits);
-#endif
-}
-
-template <bool kForward>
+// Interleaved bf16/f16, every head of one token: the 16-bit values are split into even and odd
+// lanes as integers, widened, rotated in float32, narrowed and re-interleaved.
+template <bool kForward, typename T>
 void RotateTokenPairsHalf(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
   const DW df;
-  const hn::Rebind<std::uint16_t, DW> du16;
+  const BitsOf<DW> du16;
   const int n = static_cast<int>(hn::Lanes(df));
-  std::uint16_t* base = static_cast<std::uint16_t*>(x.data) + offset;
+  T* base = static_cast<T*>(x.data) + offset;
   for (int h = 0; h < x.heads; ++h) {
-    std::uint16_t* row = base + h * x.head_stride;
+    T* row = base + h * x.head_stride;
+    std::uint16_t* bits = reinterpret_cast<std::uint16_t*>(row);
     PrefetchAhead(row, x.token_stride, 2 * half);
     int j = 0;
     for (; j + n <= half; j += n) {
       decltype(hn::Zero(du16)) even, odd;
-      hn::LoadInterleaved2(du16, row + 2 * j, even, odd);
+      hn::LoadInterleaved2(du16, bits + 2 * j, even, odd);
       decltype(hn::Zero(df)) oa, ob;
-      PairV<kForward>(Widen(df, even, x.dtype), Widen(df, odd, x.dtype), hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
-      hn::StoreInterleaved2(Narrow(df, oa, x.dtype), Narrow(df, ob, x.dtype), du16, row + 2 * j);
+      PairV<kForward>(FromBits<T>(df, even), FromBits<T>(df, odd), hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
+      hn::StoreInterleaved2(ToBits<T>(df, oa), ToBits<T>(df, ob), du16, bits + 2 * j);
     }
     for (; j < half; ++j) {
-      const bool bf = x.dtype == DType::kBF16;
-      const float a = bf ? bf16_to_float(row[2 * j]) : f16_to_float(row[2 * j]);
-      const float b = bf ? bf16_to_float(row[2 * j + 1]) : f16_to_float(row[2 * j + 1]);
       float oa, ob;
-      Pair<kForward>(a, b, c[j], s[j], &oa, &ob);
-      row[2 * j] = bf ? float_to_bf16(oa) : float_to_f16(oa);
-      row[2 * j + 1] = bf ? float_to_bf16(ob) : float_to_f16(ob);
+      Pair<kForward>(LoadScalar(row + 2 * j), LoadScalar(row + 2 * j + 1), c[j], s[j], &oa, &ob);
+      StoreScalar(oa, row + 2 * j);
+      StoreScalar(ob, row + 2 * j + 1);
     }
   }
 }
@@ -372,25 +305,36 @@ void CosSinRowAccurate(const float* inv_freq, const double* pos, double factor, 
 }
 
 // ---- the whole call -------------------------------------------------------------------------
-template <bool kForward>
-void RotateHead(const RopeTensor& x, std::int64_t offset, const RopeApplyParams& p, const float* c, const float* s,
-                float* tmp, float* tmp2) {
-  const int half = p.num_freqs;
-  if (x.dtype == DType::kF32) {
-    float* row = static_cast<float*>(x.data) + offset;
-    if (p.layout == RopeLayout::kDeepSeekV3) {
-      std::copy(row, row + 2 * half, tmp);
-      RotateLayout<kForward>(p.layout, tmp, row, c, s, half);
-    } else {
-      RotateLayout<kForward>(p.layout, row, row, c, s, half);
-    }
-    return;
+// DeepSeek-V3, every head of one token, through float copies (in, out: 2 * half floats each).
+template <bool kForward, typename T>
+void RotateTokenDeepSeek(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half, float* in,
+                         float* out) {
+  T* base = static_cast<T*>(x.data) + offset;
+  for (int h = 0; h < x.heads; ++h) {
+    T* row = base + h * x.head_stride;
+    ToFloatRow(row, in, 2 * half);
+    if (kForward)
+      PairsToHalves(in, out, c, s, half);
+    else
+      HalvesToPairs(in, out, c, s, half);
+    FromFloatRow(out, row, 2 * half);
   }
-  std::uint16_t* row = static_cast<std::uint16_t*>(x.data) + offset;
-  Promote(row, x.dtype, tmp, 2 * half);
-  float* out = p.layout == RopeLayout::kDeepSeekV3 ? tmp2 : tmp;
-  RotateLayout<kForward>(p.layout, tmp, out, c, s, half);
-  Demote(out, x.dtype, row, 2 * half);
+}
+
+// One token of one tensor, every head: the layout and the storage type chosen here.
+template <bool kForward, typename T>
+void RotateToken(const RopeTensor& x, std::int64_t offset, RopeLayout layout, const float* c, const float* s, int half,
+                 float* tmp, float* tmp2) {
+  switch (layout) {
+    case RopeLayout::kHalfSplit: RotateTokenHalfSplit<kForward, T>(x, offset, c, s, half); break;
+    case RopeLayout::kInterleaved:
+      if constexpr (std::is_same_v<T, float>)
+        RotateTokenPairsF32<kForward>(x, offset, c, s, half);
+      else
+        RotateTokenPairsHalf<kForward, T>(x, offset, c, s, half);
+      break;
+    case RopeLayout::kDeepSeekV3: RotateTokenDeepSeek<kForward, T>(x, offset, c, s, half, tmp, tmp2); break;
+  }
 }
 
 template <bool kForward>
@@ -423,7 +367,7 @@ void RotateAllT(const RotateJob& job) {
         const std::int64_t at = pos.at(0, b, t, tokens) * half;
         c = job.table->cos.data() + at;
         s = job.table->sin.data() + at;
-      } else if (!job.table && p.angles == AngleMode::kAccurate) {
+      } else if (!job.table && p.angles == Numerics::kAccurate) {
         for (int j = 0; j < half; ++j)
           pos_of_freq[static_cast<std::size_t>(j)] = static_cast<double>(pos.at(p.axis_of_freq ? p.axis_of_freq[j] : 0, b, t, tokens));
         CosSinRowAccurate(p.inv_freq, pos_of_freq.data(), p.attention_factor, half, cbuf.data(), sbuf.data());
@@ -440,25 +384,16 @@ void RotateAllT(const RotateJob& job) {
       }
       const int b_end = shared ? batch : b + 1;
       for (int bb = b; bb < b_end; ++bb) {
-      for (int i = 0; i < job.num_tensors; ++i) {
-        const RopeTensor& x = job.tensors[i];
-        const std::int64_t token = bb * x.batch_stride + t * x.token_stride;
-        if (p.layout == RopeLayout::kHalfSplit) {
+        for (int i = 0; i < job.num_tensors; ++i) {
+          const RopeTensor& x = job.tensors[i];
+          const std::int64_t token = bb * x.batch_stride + t * x.token_stride;
+          float *in = tmp.data(), *out = tmp2.data();
           switch (x.dtype) {
-            case DType::kF32: RotateTokenHalfSplit<kForward, float>(x, token, c, s, half); break;
-            case DType::kBF16: RotateTokenHalfSplit<kForward, hwy::bfloat16_t>(x, token, c, s, half); break;
-            case DType::kF16: RotateTokenHalfSplit<kForward, hwy::float16_t>(x, token, c, s, half); break;
+            case DType::kF32: RotateToken<kForward, float>(x, token, p.layout, c, s, half, in, out); break;
+            case DType::kBF16: RotateToken<kForward, hwy::bfloat16_t>(x, token, p.layout, c, s, half, in, out); break;
+            case DType::kF16: RotateToken<kForward, hwy::float16_t>(x, token, p.layout, c, s, half, in, out); break;
           }
-        } else if (p.layout == RopeLayout::kInterleaved) {
-          if (x.dtype == DType::kF32)
-            RotateTokenPairsF32<kForward>(x, token, c, s, half);
-          else
-            RotateTokenPairsHalf<kForward>(x, token, c, s, half);
-        } else {  // DeepSeek-V3: through a float copy of the row
-          for (int h = 0; h < x.heads; ++h)
-            RotateHead<kForward>(x, token + h * x.head_stride, p, c, s, tmp.data(), tmp2.data());
         }
-      }
       }
     }
   }
@@ -472,21 +407,6 @@ void RotateAll(const RotateJob& job) {
 }
 
 std::int64_t CurrentTarget() { return HWY_TARGET; }
-
-void RmwPass(float* data, std::size_t n, int threads, float factor) {
-  const DF df;
-  const std::size_t lanes = hn::Lanes(df);
-  const std::size_t vectors = n / lanes;
-  const auto f = hn::Set(df, factor);
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(threads)
-#endif
-  for (std::int64_t v = 0; v < static_cast<std::int64_t>(vectors); ++v) {
-    float* p = data + static_cast<std::size_t>(v) * lanes;
-    hn::StoreU(hn::Mul(hn::LoadU(df, p), f), df, p);
-  }
-  for (std::size_t i = vectors * lanes; i < n; ++i) data[i] *= factor;
-}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace posenc
