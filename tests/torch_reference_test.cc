@@ -13,6 +13,7 @@
 #include "posenc/t5_bias.h"
 #include "posenc/transformer_xl.h"
 #include "posenc_torch/model.h"
+#include "torch_support.h"
 
 namespace posenc::torch_layer {
 namespace {
@@ -214,17 +215,10 @@ namespace {
 TEST(TorchFusedAttention, EqualsTheMaterialisingPath) {
   for (Scheme s : {Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kRope, Scheme::kAlibi, Scheme::kT5})
     for (bool causal : {true, false}) {
-      SCOPED_TRACE(std::string(scheme_info(s).name) + (causal ? " causal" : " bidirectional"));
-      ModelConfig c;
-      c.vocab_size = 30;
-      c.d_model = 32;
-      c.n_layers = 2;
-      c.n_heads = 4;
-      c.n_kv_heads = 2;
-      c.scheme = s;
+      SCOPED_TRACE(std::string(to_string(s)) + (causal ? " causal" : " bidirectional"));
+      ModelConfig c = testing::small_model(s, 30);
       c.causal = causal;
       c.t5 = {8, 32, !causal};
-      c.learned_positions = 64;
       torch::manual_seed(8);
       TransformerLM model(c);
       model->eval();

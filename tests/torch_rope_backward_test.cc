@@ -92,5 +92,36 @@ TEST(TorchRopeBackward, DoubleTransposeIsTheAdjointAndMatchesFiniteDifferences) 
   }
 }
 
+
+// q and k at the same positions in one kernel call: the same bits as two calls, forward and
+// backward, for every layout, GQA (4 query heads, 2 key heads), bf16, and a gradient that reaches
+// only one of them.
+TEST(TorchRopeQK, OneCallEqualsTwoForwardAndBackward) {
+  RopeSchedule s;
+  s.inv_freq = {1.0f, 0.25f, 0.0625f};
+  s.attention_factor = 1.1;
+  const torch::Tensor positions = torch::tensor({3, 9, 1, 40, 7, 2, 5, 100, 0, 6}, torch::kInt64).view({2, 5});
+  for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved, RopeLayout::kDeepSeekV3})
+    for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+      SCOPED_TRACE(to_string(layout));
+      const RopeSpec spec = rope_spec(s, layout);
+      torch::manual_seed(3);
+      const torch::Tensor q0 = torch::randn({2, 4, 5, 8}).to(dtype), k0 = torch::randn({2, 2, 5, 8}).to(dtype);
+      const torch::Tensor wq = torch::randn({2, 4, 5, 8}).to(dtype), wk = torch::randn({2, 2, 5, 8}).to(dtype);
+      for (bool use_k : {true, false}) {
+        torch::Tensor q1 = q0.clone().requires_grad_(), k1 = k0.clone().requires_grad_();
+        torch::Tensor q2 = q0.clone().requires_grad_(), k2 = k0.clone().requires_grad_();
+        const auto [qo, ko] = rope_qk(q1, k1, positions, spec);
+        const torch::Tensor qr = rope(q2, positions, spec), kr = rope(k2, positions, spec);
+        EXPECT_TRUE(torch::equal(qo, qr));
+        EXPECT_TRUE(torch::equal(ko, kr));
+        ((qo * wq).sum() + (use_k ? (ko * wk).sum() : torch::zeros({}, dtype))).backward();
+        ((qr * wq).sum() + (use_k ? (kr * wk).sum() : torch::zeros({}, dtype))).backward();
+        EXPECT_TRUE(torch::equal(q1.grad(), q2.grad()));
+        if (use_k) EXPECT_TRUE(torch::equal(k1.grad(), k2.grad()));
+      }
+    }
+}
+
 }  // namespace
 }  // namespace posenc::torch_layer

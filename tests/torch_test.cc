@@ -8,6 +8,7 @@
 #include "posenc/error.h"
 #include "posenc_torch/model.h"
 #include "posenc_torch/rope.h"
+#include "torch_support.h"
 
 namespace posenc::torch_layer {
 namespace {
@@ -76,19 +77,7 @@ TEST(TorchRope, StridedViewsNeedNoCopy) {
   EXPECT_LE(max_abs(rope(view, positions, spec), rope_formula(view.to(torch::kFloat64), positions, spec)), 1e-6);
 }
 
-ModelConfig small(Scheme scheme) {
-  ModelConfig c;
-  c.vocab_size = 50;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.scheme = scheme;
-  c.learned_positions = 64;
-  c.deberta_buckets = 8;
-  c.deberta_max_relative = 32;
-  return c;
-}
+ModelConfig small(Scheme scheme) { return testing::small_model(scheme); }
 
 struct Case {
   const char* name;
@@ -99,7 +88,7 @@ std::vector<Case> cache_cases() {
   std::vector<Case> cases;
   for (Scheme s : {Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kRope, Scheme::kAlibi, Scheme::kT5,
                    Scheme::kXl, Scheme::kDeberta})
-    cases.push_back({scheme_info(s).name, small(s)});
+    cases.push_back({to_string(s), small(s)});
   ModelConfig dynamic = small(Scheme::kRope);
   dynamic.rope.type = RopeType::kDynamic;
   dynamic.rope.factor = 2.0;
@@ -168,7 +157,7 @@ TEST(TorchModel, OnlyNopeIsPermutationEquivariant) {
   const torch::Tensor perm = torch::randperm(12, torch::kInt64);
   for (Scheme s : {Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kRope, Scheme::kAlibi, Scheme::kT5,
                    Scheme::kXl, Scheme::kDeberta}) {
-    SCOPED_TRACE(scheme_info(s).name);
+    SCOPED_TRACE(to_string(s));
     torch::manual_seed(4);
     ModelConfig c = small(s);
     c.causal = false;  // an encoder: no mask to break the symmetry
@@ -185,9 +174,14 @@ TEST(TorchModel, OnlyNopeIsPermutationEquivariant) {
   }
 }
 
+// Fixed positional numbers are never trainable: RoPE's frequencies and ALiBi's slopes are buffers
+// (saved in the state); the sinusoidal table is the core's, computed from the config, with no
+// state at all.
 TEST(TorchPitfalls, FixedTablesAreBuffersAndSavedInTheState) {
-  for (Scheme s : {Scheme::kSinusoidal, Scheme::kRope, Scheme::kAlibi}) {
-    SCOPED_TRACE(scheme_info(s).name);
+  EXPECT_TRUE(SinusoidalPositionalEncoding(16)->parameters().empty());
+  EXPECT_TRUE(SinusoidalPositionalEncoding(16)->buffers().empty());
+  for (Scheme s : {Scheme::kRope, Scheme::kAlibi}) {
+    SCOPED_TRACE(to_string(s));
     TransformerLM model(small(s));
     bool in_parameters = false, in_buffers = false;
     for (const auto& p : model->named_parameters())

@@ -34,10 +34,7 @@ torch::Tensor AttentionImpl::fused_attention(const torch::Tensor& q, const torch
   const torch::Tensor qc = q.transpose(1, 2).contiguous(), kc = k.contiguous(), vc = v.contiguous();
   torch::Tensor out = torch::empty({B, S, H, D}, q.options());
   const auto view = [](const torch::Tensor& t, bool head_major) {
-    return head_major ? bhsd(t.data_ptr<float>(), static_cast<int>(t.size(0)), static_cast<int>(t.size(1)),
-                             static_cast<int>(t.size(2)), static_cast<int>(t.size(3)))
-                      : bshd(t.data_ptr<float>(), static_cast<int>(t.size(0)), static_cast<int>(t.size(1)),
-                             static_cast<int>(t.size(2)), static_cast<int>(t.size(3)));
+    return kernel_view(head_major ? t : t.transpose(1, 2));
   };
   AttentionParams p;
   p.mask.causal = config_.causal;
@@ -105,8 +102,14 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContex
   }
   if (ctx.fused) return wo->forward(fused_attention(q, k, v, ctx).view({B, S, H * dh}));
   if (ctx.rope) {
-    q = rope(q, ctx.q_positions, *ctx.rope);
-    if (!ctx.cache_rotated_keys) k = rope(k, ctx.k_positions, *ctx.rope);
+    if (ctx.cache_rotated_keys) {
+      q = rope(q, ctx.q_positions, *ctx.rope);
+    } else if (q.size(2) == k.size(2) && torch::equal(ctx.q_positions, ctx.k_positions)) {
+      std::tie(q, k) = rope_qk(q, k, ctx.q_positions, *ctx.rope);  // one kernel call for both
+    } else {
+      q = rope(q, ctx.q_positions, *ctx.rope);
+      k = rope(k, ctx.k_positions, *ctx.rope);
+    }
   }
   if (Hk != H) {
     k = k.repeat_interleave(H / Hk, 1);
@@ -259,7 +262,7 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
 torch::Tensor TransformerLMImpl::forward_segment(const torch::Tensor& tokens, XLMemory& memory) {
   if (config_.scheme != Scheme::kXl || config_.xl_mem_len < 1)
     throw Error("forward_segment needs the xl scheme with xl_mem_len >= 1, got scheme '" +
-                std::string(scheme_info(config_.scheme).name) + "', xl_mem_len " + std::to_string(config_.xl_mem_len));
+                std::string(to_string(config_.scheme)) + "', xl_mem_len " + std::to_string(config_.xl_mem_len));
   TORCH_CHECK(tokens.dim() == 2, "tokens must be [B, S]");
   const std::int64_t B = tokens.size(0), S = tokens.size(1), M = memory.length();
   if (M > 0 && (memory.layers.size() != blocks.size() || memory.layers[0].size(0) != B))

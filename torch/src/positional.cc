@@ -5,6 +5,7 @@
 #include "posenc/alibi.h"
 #include "posenc/deberta.h"
 #include "posenc/error.h"
+#include "posenc/learned.h"
 #include "posenc/sinusoidal.h"
 #include "posenc/transformer_xl.h"
 
@@ -28,29 +29,23 @@ torch::Tensor map_range(const torch::Tensor& rel, F&& f) {
 }  // namespace
 
 SinusoidalPositionalEncodingImpl::SinusoidalPositionalEncodingImpl(int dim, SinusoidalLayout layout, double base)
-    : dim_(dim), layout_(layout) {
-  const auto w = sinusoidal_frequencies({dim, layout, SinusoidalFreqs::kVaswani, base});
-  frequencies = register_buffer("frequencies", torch::tensor(w, torch::kFloat64));
+    : params_{dim, layout, SinusoidalFreqs::kVaswani, base} {
+  validate(params_);
 }
 
 torch::Tensor SinusoidalPositionalEncodingImpl::forward(const torch::Tensor& positions) {
-  const torch::Tensor angles = positions.to(torch::kFloat64).unsqueeze(-1) * frequencies;  // [B, S, ceil(d/2)]
-  const std::int64_t n_cos = dim_ / 2;
-  const torch::Tensor s = angles.sin(), c = angles.cos().narrow(-1, 0, n_cos);
-  torch::Tensor out;
-  if (layout_ == SinusoidalLayout::kHalves) {
-    out = torch::cat({s, c}, -1);
-  } else {  // interleaved: even columns sin, odd columns cos
-    const torch::Tensor paired = torch::stack({s.narrow(-1, 0, n_cos), c}, -1).flatten(-2);
-    out = dim_ % 2 ? torch::cat({paired, s.narrow(-1, n_cos, 1)}, -1) : paired;
-  }
-  return out.to(torch::kFloat32);
+  const torch::Tensor pos = positions.to(torch::kInt64).contiguous();
+  const std::int64_t* p = pos.data_ptr<std::int64_t>();
+  const std::vector<float> table = sinusoidal_table(params_, std::vector<std::int64_t>(p, p + pos.numel()));
+  std::vector<std::int64_t> shape(positions.sizes().begin(), positions.sizes().end());
+  shape.push_back(params_.dim);
+  return torch::tensor(table, torch::kFloat32).view(shape);
 }
 
 LearnedPositionalEmbeddingImpl::LearnedPositionalEmbeddingImpl(int num_positions, int dim, int offset)
     : num_positions_(num_positions), offset_(offset) {
   if (num_positions < 1 || dim < 1 || offset < 0) throw Error("learned positions need num_positions, dim >= 1 and offset >= 0");
-  weight = register_parameter("weight", torch::randn({num_positions + offset, dim}) * 0.02);
+  weight = register_parameter("weight", torch::randn({num_positions + offset, dim}) * kLearnedInitStd);
 }
 
 torch::Tensor LearnedPositionalEmbeddingImpl::forward(const torch::Tensor& positions) {
@@ -73,7 +68,7 @@ torch::Tensor ALiBiBiasImpl::forward(const torch::Tensor& q_positions, const tor
 
 T5RelativeBiasImpl::T5RelativeBiasImpl(int num_heads, const T5BucketParams& buckets) : buckets_(buckets) {
   validate(buckets);
-  table = register_parameter("table", torch::randn({buckets.num_buckets, num_heads}) * 0.02);
+  table = register_parameter("table", torch::randn({buckets.num_buckets, num_heads}) * kLearnedInitStd);
 }
 
 torch::Tensor T5RelativeBiasImpl::forward(const torch::Tensor& q_positions, const torch::Tensor& k_positions) {
@@ -117,7 +112,7 @@ DebertaRelativeImpl::DebertaRelativeImpl(int d_model, int num_heads, int head_di
       max_relative_positions_(max_relative_positions),
       span_(position_buckets > 0 ? position_buckets : max_relative_positions) {
   deberta_relative_positions(1, 1, {position_buckets, max_relative_positions});  // validates
-  rel_embeddings = register_parameter("rel_embeddings", torch::randn({2 * span_, d_model}) * 0.02);
+  rel_embeddings = register_parameter("rel_embeddings", torch::randn({2 * span_, d_model}) * kLearnedInitStd);
   pos_key = register_module("pos_key", torch::nn::Linear(d_model, num_heads * head_dim));
   pos_query = register_module("pos_query", torch::nn::Linear(d_model, num_heads * head_dim));
 }

@@ -19,27 +19,28 @@ DType dtype_of(const torch::Tensor& x) {
   }
 }
 
-// Rotates x ([B, H, S, D], last dim contiguous) in place through the SIMD kernels.
-void rotate_in_place(torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec, int direction) {
+// Rotates x and, when given, k (both [B, H, S, D], last dim contiguous, the same B and S) in
+// place through the SIMD kernels, in one call.
+void rotate_in_place(torch::Tensor& x, torch::Tensor* k, const torch::Tensor& positions, const RopeSpec& spec, int direction) {
   TORCH_CHECK(x.dim() == 4 && x.stride(3) == 1, "RoPE needs [B, H, S, D] with a contiguous last dimension");
   const torch::Tensor pos = positions.to(torch::kInt64).contiguous();
-  RopeTensor t{x.data_ptr(), dtype_of(x), static_cast<int>(x.size(0)), static_cast<int>(x.size(2)),
-               static_cast<int>(x.size(1)), static_cast<int>(x.size(3)), x.stride(0), x.stride(2), x.stride(1)};
+  const RopeTensor t = kernel_view(x);
   const int axes = pos.dim() == 3 ? static_cast<int>(pos.size(0)) : 1;
   TORCH_CHECK(pos.numel() == std::int64_t{axes} * t.batch * t.tokens, "positions must be [B, S] or [axes, B, S]");
-  PositionIds ids{pos.data_ptr<std::int64_t>(), axes, std::int64_t{t.batch} * t.tokens};
+  PositionIds ids = PositionIds::explicit_ids(pos.data_ptr<std::int64_t>(), axes, std::int64_t{t.batch} * t.tokens);
   // Every batch row at the same positions (no padding): cos/sin once per token, not per row.
   if (t.batch > 1 && pos.dim() == 2 && pos.eq(pos.narrow(0, 0, 1)).all().item<bool>()) ids.shared_across_batch = true;
-  RopeApplyParams p;
-  p.inv_freq = spec.inv_freq.data();
-  p.num_freqs = static_cast<int>(spec.inv_freq.size());
-  p.axis_of_freq = spec.axis_of_freq.empty() ? nullptr : spec.axis_of_freq.data();
-  p.attention_factor = spec.attention_factor;
-  p.layout = spec.layout;
+  RopeApplyParams p = rope_apply_params(spec.inv_freq, spec.attention_factor, spec.layout, spec.axis_of_freq);
   p.direction = direction;
   RopeKernelOptions options;
   options.threads = torch::get_num_threads();
-  rope_rotate(t, nullptr, ids, p, options);
+  if (k) {
+    TORCH_CHECK(k->dim() == 4 && k->stride(3) == 1, "RoPE needs k [B, H, S, D] with a contiguous last dimension");
+    const RopeTensor kt = kernel_view(*k);
+    rope_rotate(t, &kt, ids, p, options);
+  } else {
+    rope_rotate(t, nullptr, ids, p, options);
+  }
 }
 
 // sign +1: the rotation; -1: its transpose (rotate by -angle; DeepSeek-V3 also reads and writes
@@ -110,7 +111,7 @@ class RopeFunction : public torch::autograd::Function<RopeFunction> {
     save_spec(ctx, spec);
     if (x.scalar_type() == torch::kFloat64) return formula(x, positions, spec, 1.0);
     torch::Tensor out = fresh_copy(x);
-    rotate_in_place(out, positions, spec, +1);
+    rotate_in_place(out, nullptr, positions, spec, +1);
     return out;
   }
 
@@ -123,13 +124,61 @@ class RopeFunction : public torch::autograd::Function<RopeFunction> {
       gx = formula(g, positions, spec, -1.0);  // the transpose of the formula
     } else {
       gx = fresh_copy(g);
-      rotate_in_place(gx, positions, spec, -1);
+      rotate_in_place(gx, nullptr, positions, spec, -1);
     }
     return {gx, torch::Tensor(), torch::Tensor()};
   }
 };
 
+// q and k at the same positions: one kernel call forward, one backward. A gradient that did not
+// reach one of them (undefined) is rotated alone.
+class RopeQKFunction : public torch::autograd::Function<RopeQKFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& positions, const RopeSpec& spec) {
+    ctx->saved_data["positions"] = positions;
+    save_spec(ctx, spec);
+    if (q.scalar_type() == torch::kFloat64 || k.scalar_type() == torch::kFloat64)
+      return {formula(q, positions, spec, 1.0), formula(k, positions, spec, 1.0)};
+    torch::Tensor qo = fresh_copy(q), ko = fresh_copy(k);
+    rotate_in_place(qo, &ko, positions, spec, +1);
+    return {qo, ko};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const torch::Tensor positions = ctx->saved_data["positions"].toTensor();
+    const RopeSpec spec = load_spec(ctx);
+    torch::Tensor gq = grads[0], gk = grads[1];
+    const bool exact = (gq.defined() && gq.scalar_type() == torch::kFloat64) || (gk.defined() && gk.scalar_type() == torch::kFloat64);
+    if (exact) {
+      if (gq.defined()) gq = formula(gq, positions, spec, -1.0);
+      if (gk.defined()) gk = formula(gk, positions, spec, -1.0);
+    } else if (gq.defined() && gk.defined()) {
+      gq = fresh_copy(gq);
+      gk = fresh_copy(gk);
+      rotate_in_place(gq, &gk, positions, spec, -1);
+    } else if (gq.defined() || gk.defined()) {
+      torch::Tensor& g = gq.defined() ? gq : gk;
+      g = fresh_copy(g);
+      rotate_in_place(g, nullptr, positions, spec, -1);
+    }
+    return {gq, gk, torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+RopeTensor kernel_view(const torch::Tensor& x) {
+  TORCH_CHECK(x.dim() == 4 && x.stride(3) == 1, "a kernel view needs [B, H, S, D] with a contiguous last dimension");
+  const auto n = [&](int d) { return static_cast<int>(x.size(d)); };
+  return strided(x.data_ptr(), dtype_of(x), {n(0), n(2), n(1), n(3)}, {x.stride(0), x.stride(2), x.stride(1)});
+}
+
+std::pair<torch::Tensor, torch::Tensor> rope_qk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                                                const RopeSpec& spec) {
+  const variable_list out = RopeQKFunction::apply(q, k, positions, spec);
+  return {out[0], out[1]};
+}
 
 RopeSpec rope_spec(const RopeSchedule& s, RopeLayout layout) {
   RopeSpec spec;
@@ -173,6 +222,8 @@ std::pair<torch::Tensor, torch::Tensor> RotaryEmbeddingImpl::forward(const torch
                                                                      const torch::Tensor& k, const torch::Tensor& k_positions) {
   const std::int64_t max_position = std::max(q_positions.max().item<std::int64_t>(), k_positions.max().item<std::int64_t>());
   const RopeSpec spec = spec_for(max_position);
+  if (q_positions.is_same(k_positions) || (q_positions.sizes() == k_positions.sizes() && torch::equal(q_positions, k_positions)))
+    return rope_qk(q, k, q_positions, spec);
   return {rope(q, q_positions, spec), rope(k, k_positions, spec)};
 }
 

@@ -13,18 +13,17 @@
 
 namespace posenc::torch_layer {
 
-// Vaswani sinusoids for any positions: [B, S, dim], values computed from a frequency buffer.
+// Vaswani sinusoids for any positions: [B, S] int64 -> [B, S, dim] float32, the core's table
+// (sinusoidal.h: computed in double, no max_len). No parameters, no buffers.
 class SinusoidalPositionalEncodingImpl : public torch::nn::Module {
  public:
   explicit SinusoidalPositionalEncodingImpl(int dim, SinusoidalLayout layout = SinusoidalLayout::kInterleaved,
                                             double base = 10000.0);
   torch::Tensor forward(const torch::Tensor& positions);
-  int dim() const { return dim_; }
-  torch::Tensor frequencies;  // buffer [ceil(dim/2)], float64
+  int dim() const { return params_.dim; }
 
  private:
-  int dim_;
-  SinusoidalLayout layout_;
+  SinusoidalParams params_;
 };
 TORCH_MODULE(SinusoidalPositionalEncoding);
 

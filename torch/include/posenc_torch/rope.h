@@ -36,6 +36,15 @@ RopeSpec complete_spec(RopeSpec spec);
 
 // Rotated copy of x, differentiable in x.
 torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec);
+// Rotated copies of q [B, Hq, S, D] and k [B, Hk, S, D] at the same positions, differentiable in
+// both: one kernel call for the two (each token's cos/sin row formed once for q and k), and one
+// for their gradients.
+std::pair<torch::Tensor, torch::Tensor> rope_qk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
+                                                const RopeSpec& spec);
+
+// The core kernels' view of x: logical [B, H, S, D] (any strides, contiguous channels), storage
+// float32, bfloat16 or float16 (an Error otherwise). x must outlive the view.
+RopeTensor kernel_view(const torch::Tensor& x);
 
 // The plain libtorch formula (HF's: x * cos + rotate_half(x) * sin, or rotate_every_two), with
 // angles computed in double: the reference the fused path is tested against. transpose: the
