@@ -11,13 +11,7 @@
 
 namespace {
 
-using posenc::testing::CliRun;
-using posenc::testing::run;
-using posenc::testing::run_json;
-using posenc::testing::temp_path;
-using posenc::testing::write_config;
-using posenc::testing::golden;
-using posenc::testing::max_rel_diff;
+using namespace posenc::testing;
 
 void expect_schedule(const nlohmann::json& got, const nlohmann::json& golden_case, const std::string& inv_key,
                      const std::string& att_key) {

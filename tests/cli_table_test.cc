@@ -9,12 +9,7 @@
 
 namespace {
 
-using posenc::testing::CliRun;
-using posenc::testing::flatten;
-using posenc::testing::golden;
-using posenc::testing::golden_case;
-using posenc::testing::run;
-using posenc::testing::run_json;
+using namespace posenc::testing;
 
 double max_diff(const nlohmann::json& a, const nlohmann::json& b) {
   const auto x = flatten(a), y = flatten(b);

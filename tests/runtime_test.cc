@@ -19,7 +19,7 @@ std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.en
 TEST(RopeRuntime, DynamicSequenceMatchesHfV5) {
   const auto& g = testing::golden_case("rope_runtime", "dynamic_runtime_sequence_v5_main");
   // HF's float32 arithmetic, so the cos/sin of the last position can be compared too.
-  RopeRuntime rt(parse_hf_config(g.at("config_input").dump()).select().params, Precision::kHfFloat32);
+  RopeRuntime rt(parse_hf_config(g.at("config_input").dump()).select().params, Numerics::kHfFloat32);
   const auto& calls = g.at("calls");
   ASSERT_EQ(calls.size(), 6u);
   for (const auto& call : calls) {
