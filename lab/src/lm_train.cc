@@ -43,7 +43,7 @@ torch::Tensor batch_at(const Corpus& corpus, int seed, long step, int batch, int
 // Trains (or resumes) one model; returns false when stop_after_steps cut it short. A checkpoint
 // with another training key is an error, or (restart_on_other_key) is trained over from scratch.
 bool train(TransformerLM& model, const ModelPlan& plan, const ExtrapolateConfig& c, const Corpus& corpus, const nlohmann::json& key,
-           long* budget, bool restart_on_other_key) {
+           long* budget, bool restart_on_other_key, const BatchSource& batches) {
   const std::string ckpt = c.out_dir + "/" + plan.name + ".ckpt";
   torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(c.lr).weight_decay(0.01));
   long step = 0;
@@ -61,6 +61,7 @@ bool train(TransformerLM& model, const ModelPlan& plan, const ExtrapolateConfig&
     throw Error(plan.name + ": the training text (" + std::to_string(corpus.train.size()) + " tokens) is shorter than " +
                 std::to_string(2 * c.train_len + 2) + ", two segments of the training length " + std::to_string(c.train_len) +
                 " + 2, which Transformer-XL's memory trains on");
+  if (xl && batches) throw Error(plan.name + ": a Transformer-XL model with memory trains on its own pairs of text segments, not on a batch source");
   double loss_value = 0;
   while (step < c.steps) {
     if (*budget == 0) {
@@ -81,7 +82,7 @@ bool train(TransformerLM& model, const ModelPlan& plan, const ExtrapolateConfig&
       logits = model->forward_segment(batch.narrow(1, c.train_len, c.train_len), memory);
       targets = batch.narrow(1, c.train_len + 1, c.train_len);
     } else {
-      const torch::Tensor batch = batch_at(corpus, plan.seed, step, c.batch, c.train_len);
+      const torch::Tensor batch = batches ? batches(step) : batch_at(corpus, plan.seed, step, c.batch, c.train_len);
       logits = model->forward(batch.narrow(1, 0, c.train_len));
       targets = batch.narrow(1, 1, c.train_len);
     }

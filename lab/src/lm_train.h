@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include <functional>
+
 #include <nlohmann/json.hpp>
 
 #include "lm_eval.h"
@@ -13,11 +15,18 @@
 
 namespace posenc::lab {
 
+// The token batch of one training step: [batch, train_len + 1] int64 (inputs are columns
+// 0..train_len-1, targets 1..train_len). It must be a pure function of the step (and the caller's
+// seed) so a resumed run sees exactly the batches of an uninterrupted one. Empty: random windows
+// of the training text.
+using BatchSource = std::function<torch::Tensor(long step)>;
+
 // Trains (or resumes from <out>/<plan.name>.ckpt) to c.steps; returns false when *budget (steps
 // left in this run, -1: no limit) ran out first. A checkpoint with another training key is an
 // Error, or (restart_on_other_key) is trained over from the model's current weights. A
-// non-finite loss is an Error naming the model and step.
+// non-finite loss is an Error naming the model and step. A batch source is for models without
+// Transformer-XL memory (those train on pairs of text segments): with memory it is an Error.
 bool train(torch_layer::TransformerLM& model, const ModelPlan& plan, const ExtrapolateConfig& c, const Corpus& corpus,
-           const nlohmann::json& key, long* budget, bool restart_on_other_key = false);
+           const nlohmann::json& key, long* budget, bool restart_on_other_key = false, const BatchSource& batches = {});
 
 }  // namespace posenc::lab
