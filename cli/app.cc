@@ -14,6 +14,7 @@
 #ifdef POSENC_WITH_TORCH
 #include "lab_command.h"
 #endif
+#include "gguf_command.h"
 #include "golden_command.h"
 #include "plot_command.h"
 #include "spec_command.h"
@@ -50,6 +51,7 @@ int posenc::cli::run_cli(int argc, char** argv) {
   posenc::cli::add_explain_command(app);
   posenc::cli::add_spec_command(app);
   posenc::cli::add_golden_command(app);
+  posenc::cli::add_gguf_command(app);
   const auto commands = app.get_subcommands({});
   const bool known = argc > 1 && std::any_of(commands.begin(), commands.end(),
                                               [&](const CLI::App* c) { return c->check_name(argv[1]); });
