@@ -96,6 +96,111 @@ TEST(Gguf, YarnAgreesWithHfAndAWrongFactorIsNamed) {
   EXPECT_FALSE(compare_with_hf(r, real("gpt-oss-20b")).empty());
 }
 
+// What convert_hf_to_gguf.py writes for a YaRN model with mscale_all_dim: deepseek2 stores
+// 0.1 * mscale_all_dim as rope.scaling.yarn_log_multiplier, mistral3 stores mscale_all_dim itself.
+GgufFile yarn_log_mul_gguf(const std::string& arch, int n_rot, double base, double factor, int orig, double log_mul) {
+  GgufFile f;
+  f.metadata = {{"general.architecture", str(arch)},
+                {arch + ".rope.dimension_count", num(4, n_rot)},
+                {arch + ".rope.freq_base", num(6, base)},
+                {arch + ".rope.scaling.type", str("yarn")},
+                {arch + ".rope.scaling.factor", num(6, factor)},
+                {arch + ".rope.scaling.original_context_length", num(4, orig)},
+                {arch + ".rope.scaling.yarn_log_multiplier", num(6, log_mul)}};
+  return f;
+}
+
+TEST(Gguf, YarnLogMultiplierGivesHfMscaleRatio) {
+  // llama_context: get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim) replaces ggml's
+  // 1 + 0.1 ln factor. DeepSeek-V2-Lite (mscale = mscale_all_dim = 0.707) and Devstral Small 2
+  // (both 1) have HF attention factor 1.
+  const GgufRope ds = gguf_rope(parse_gguf(gguf_bytes(yarn_log_mul_gguf("deepseek2", 64, 10000, 40, 4096, 0.0707))));
+  EXPECT_NEAR(ds.attention_factor, 1.0, 1e-12);
+  const auto m1 = compare_with_hf(ds, real("DeepSeek-V2-Lite"));
+  EXPECT_TRUE(m1.empty()) << m1[0].key << ": " << m1[0].message;
+  const GgufRope mi = gguf_rope(parse_gguf(gguf_bytes(yarn_log_mul_gguf("mistral3", 128, 1e8, 48, 8192, 1.0))));
+  EXPECT_NEAR(mi.attention_factor, 1.0, 1e-12);
+  const auto m2 = compare_with_hf(mi, real("Devstral-Small-2-24B-Instruct"));
+  EXPECT_TRUE(m2.empty()) << m2[0].key << ": " << m2[0].message;
+  // Another architecture with a multiplier m: mscale stays 1, the ratio is (1 + 0.1 ln f) / (1 + 0.1 m ln f).
+  const GgufRope other = gguf_rope(parse_gguf(gguf_bytes(yarn_log_mul_gguf("llama", 64, 10000, 16, 4096, 0.5))));
+  EXPECT_NEAR(other.attention_factor, (1 + 0.1 * std::log(16.0)) / (1 + 0.05 * std::log(16.0)), 1e-7);
+  // A wrong multiplier is named by its key.
+  const auto m3 = compare_with_hf(gguf_rope(parse_gguf(gguf_bytes(yarn_log_mul_gguf("mistral3", 128, 1e8, 48, 8192, 0.5)))),
+                                  real("Devstral-Small-2-24B-Instruct"));
+  ASSERT_EQ(m3.size(), 1u);
+  EXPECT_EQ(m3[0].key, "mistral3.rope.scaling.yarn_log_multiplier");
+}
+
+TEST(Gguf, AttentionFactorKeysAsLlamaContextCombinesThem) {
+  // YaRN: llama_context overwrites yarn_attn_factor, then multiplies by rope.scaling.attn_factor.
+  GgufFile yarn = gpt_oss_gguf();
+  yarn.metadata.push_back({"gpt-oss.rope.scaling.yarn_attn_factor", num(6, 0.5)});
+  yarn.metadata.push_back({"gpt-oss.rope.scaling.attn_factor", num(6, 2)});
+  EXPECT_NEAR(gguf_rope(parse_gguf(gguf_bytes(yarn))).attention_factor, 2 * (1 + 0.1 * std::log(32.0)), 1e-6);
+  // Without YaRN both keys multiply (cparams.yarn_attn_factor *= hparams.rope_attn_factor).
+  GgufFile plain = llama31_gguf();
+  plain.metadata.push_back({"llama.rope.scaling.yarn_attn_factor", num(6, 3)});
+  plain.metadata.push_back({"llama.rope.scaling.attn_factor", num(6, 2)});
+  EXPECT_NEAR(gguf_rope(parse_gguf(gguf_bytes(plain))).attention_factor, 6, 1e-6);
+  // A YaRN factor below 1: get_mscale is 1 and ggml's 1 + 0.1 ln(factor) is divided back out.
+  GgufFile shrink = gpt_oss_gguf();
+  shrink.metadata[7].second.number = 0.5;  // rope.scaling.factor
+  EXPECT_NEAR(gguf_rope(parse_gguf(gguf_bytes(shrink))).attention_factor, 1, 1e-12);
+}
+
+TEST(Gguf, ScalingTypeAsLoadHparamsReadsIt) {
+  // No rope.scaling.type: "linear", so rope.scaling.factor divides every frequency.
+  GgufFile linear = llama31_gguf();
+  linear.positional_tensors.clear();
+  linear.metadata.push_back({"llama.rope.scaling.factor", num(6, 4)});
+  GgufRope r = gguf_rope(parse_gguf(gguf_bytes(linear)));
+  EXPECT_EQ(r.scaling_type, "linear");
+  EXPECT_FLOAT_EQ(r.inv_freq[0], 0.25f);
+  // "none": llama_context forces freq_scale = 1 whatever the factor says.
+  GgufFile none = linear;
+  none.metadata.push_back({"llama.rope.scaling.type", str("none")});
+  r = gguf_rope(parse_gguf(gguf_bytes(none)));
+  EXPECT_EQ(r.factor, 1);
+  EXPECT_FLOAT_EQ(r.inv_freq[0], 1.0f);
+  // A name llama_rope_scaling_type_from_string does not know: llama.cpp aborts; here an error naming it.
+  GgufFile unknown = linear;
+  unknown.metadata.push_back({"llama.rope.scaling.type", str("ntk")});
+  try {
+    gguf_rope(parse_gguf(gguf_bytes(unknown)));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"ntk\""), std::string::npos) << e.what();
+  }
+}
+
+TEST(Gguf, KeysOfAnotherTypeThanLlamaCppReadsAreErrors) {
+  // llama-model-loader.cpp GGUFMeta::GKV::get_kv: "key %s has wrong type %s but expected type %s".
+  auto message = [](GgufFile f) {
+    try {
+      gguf_rope(parse_gguf(gguf_bytes(f)));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  GgufFile f64_base = llama31_gguf();
+  f64_base.metadata[3].second.type = 12;  // llama.rope.freq_base as f64
+  EXPECT_NE(message(f64_base).find("llama.rope.freq_base must be f32"), std::string::npos) << message(f64_base);
+  GgufFile u64_ctx = gpt_oss_gguf();
+  u64_ctx.metadata[8].second.type = 10;  // original_context_length as u64
+  EXPECT_NE(message(u64_ctx).find("gpt-oss.rope.scaling.original_context_length must be u32"), std::string::npos)
+      << message(u64_ctx);
+  GgufFile str_factor = gpt_oss_gguf();
+  str_factor.metadata[7].second = str("32");
+  EXPECT_NE(message(str_factor).find("gpt-oss.rope.scaling.factor must be f32"), std::string::npos) << message(str_factor);
+  // attention.head_count may be one value per layer (get_key_or_arr).
+  GgufFile per_layer = gpt_oss_gguf();
+  per_layer.metadata[3].second.type = 9, per_layer.metadata[3].second.elem_type = 4;
+  per_layer.metadata[3].second.numbers = {64, 64};
+  EXPECT_EQ(message(per_layer), "");
+}
+
 TEST(Gguf, MalformedFilesAreErrors) {
   const std::string good = gguf_bytes(llama31_gguf());
   EXPECT_THROW(parse_gguf(""), Error);

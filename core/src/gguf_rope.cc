@@ -9,6 +9,16 @@
 namespace posenc {
 namespace {
 
+enum : std::uint32_t { kU32 = 4, kI32 = 5, kF32 = 6, kString = 8, kArray = 9 };
+
+const char* type_name(std::uint32_t t) {
+  static const char* names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
+  return t < 13 ? names[t] : "unknown";
+}
+
+// llama.cpp reads every key with one exact type (llama-model-loader.cpp, GGUFMeta::GKV::get_kv:
+// "key %s has wrong type %s but expected type %s"): a file that stores rope.freq_base as f64 or
+// context_length as u64 does not load there, so it is an error here too, not a silent conversion.
 struct Keys {
   const GgufFile& f;
   std::string arch;
@@ -20,17 +30,32 @@ struct Keys {
     if (v) out.keys.emplace_back(key, v->to_string());
     return v;
   }
-  std::optional<double> number(const std::string& suffix) {
+  std::optional<double> typed(const std::string& suffix, std::uint32_t type) {
     const GgufValue* v = find(suffix);
     if (!v) return std::nullopt;
-    if (v->type == 8 || v->type == 9)
-      throw Error("GGUF: " + arch + "." + suffix + " must be a number, got " + v->to_string());
+    if (v->type != type)
+      throw Error("GGUF: " + arch + "." + suffix + " must be " + type_name(type) + " (as llama.cpp reads it), got " +
+                  type_name(v->type) + " " + v->to_string());
     if (!std::isfinite(v->number)) throw Error("GGUF: " + arch + "." + suffix + " must be finite, got " + v->to_string());
     return v->number;
   }
+  std::optional<double> f32(const std::string& suffix) { return typed(suffix, kF32); }
+  std::optional<double> u32(const std::string& suffix) { return typed(suffix, kU32); }
+  // attention.head_count: llama-model.cpp reads it with get_key_or_arr (one u32, or one per layer).
+  std::optional<double> u32_or_first(const std::string& suffix) {
+    const GgufValue* v = f.find(arch + "." + suffix);
+    if (v && v->type == kArray) {
+      find(suffix);
+      if (v->elem_type != kU32 && v->elem_type != kI32)
+        throw Error("GGUF: " + arch + "." + suffix + " must be u32 or an array of u32, got an array of " + type_name(v->elem_type));
+      if (v->numbers.empty()) throw Error("GGUF: " + arch + "." + suffix + " is an empty array");
+      return v->numbers[0];
+    }
+    return u32(suffix);
+  }
 };
 
-// ggml_rope_yarn_corr_dim: the dimension whose wavelength fits n_rot rotations in n_ctx_orig.
+// ggml_rope_yarn_corr_dim (ggml.c; ggml_rope_yarn_corr_dims floors the start and ceils the end): the dimension whose wavelength fits n_rot rotations in n_ctx_orig.
 double corr_dim(int n_dims, std::int64_t n_ctx_orig, double n_rot, double base) {
   return n_dims * std::log(static_cast<double>(n_ctx_orig) / (n_rot * 2 * M_PI)) / (2 * std::log(base));
 }
@@ -44,34 +69,52 @@ bool close(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(std::
 GgufRope gguf_rope(const GgufFile& f) {
   GgufRope r;
   const GgufValue* arch = f.find("general.architecture");
-  if (!arch || arch->type != 8) throw Error("GGUF: general.architecture (a string) is missing");
+  if (!arch || arch->type != kString) throw Error("GGUF: general.architecture (a string) is missing");
   r.arch = arch->text;
   Keys k{f, r.arch, r};
-  // llama-model.cpp load_hparams: n_rot defaults to the head size.
-  const auto n_embd = k.number("embedding_length");
-  const auto n_head = k.number("attention.head_count");
-  const auto key_length = k.number("attention.key_length");
-  if (auto d = k.number("rope.dimension_count")) r.n_rot = static_cast<int>(*d);
-  else if (key_length) r.n_rot = static_cast<int>(*key_length);
-  else if (n_embd && n_head && *n_head > 0) r.n_rot = static_cast<int>(*n_embd / *n_head);
+  // llama-model.cpp load_hparams: n_rot defaults to the head size (key_length, else n_embd / n_head).
+  const auto n_embd = k.u32("embedding_length");
+  const auto n_head = k.u32_or_first("attention.head_count");
+  const auto key_length = k.u32("attention.key_length");
+  if (auto d = k.u32("rope.dimension_count")) r.n_rot = static_cast<int>(std::min(*d, 1e6));
+  else if (key_length) r.n_rot = static_cast<int>(std::min(*key_length, 1e6));
+  else if (n_embd && n_head && *n_head > 0) r.n_rot = static_cast<int>(std::min(*n_embd / *n_head, 1e6));
   if (r.n_rot < 2 || r.n_rot > 65536 || r.n_rot % 2)
     throw Error("GGUF: " + r.arch + ".rope.dimension_count must be even, in [2, 65536], got " + std::to_string(r.n_rot));
-  r.freq_base = k.number("rope.freq_base").value_or(10000.0);
+  r.freq_base = k.f32("rope.freq_base").value_or(10000.0);
   if (!(r.freq_base > 1)) throw Error("GGUF: " + r.arch + ".rope.freq_base must be > 1, got " + format_number(r.freq_base));
-  if (const GgufValue* t = k.find("rope.scaling.type")) r.scaling_type = t->text;
-  if (auto s = k.number("rope.scaling.factor")) r.factor = *s;
-  else if (auto lin = k.number("rope.scale_linear")) r.factor = *lin, r.scaling_type = "linear";
-  if (r.factor == 0) r.factor = 1;  // llama.cpp: 0 means no scaling
+  // load_hparams: rope.scaling.type defaults to "linear"; llama_rope_scaling_type_from_string knows
+  // four names and llama.cpp asserts (aborts) on any other.
+  r.scaling_type = "linear";
+  if (const GgufValue* t = k.find("rope.scaling.type")) {
+    if (t->type != kString)
+      throw Error("GGUF: " + r.arch + ".rope.scaling.type must be string, got " + type_name(t->type) + " " + t->to_string());
+    r.scaling_type = t->text;
+  }
+  if (r.scaling_type != "none" && r.scaling_type != "linear" && r.scaling_type != "yarn" && r.scaling_type != "longrope")
+    throw Error("GGUF: " + r.arch + ".rope.scaling.type must be one of none, linear, yarn, longrope, got \"" +
+                r.scaling_type + "\"");
+  // load_hparams: rope_freq_scale_train = 1 / rope.scaling.factor (else the old rope.scale_linear),
+  // 0 or absent meaning 1; llama_context then forces freq_scale = 1 when the type is "none".
+  if (auto s = k.f32("rope.scaling.factor")) r.factor = *s;
+  else if (auto lin = k.f32("rope.scale_linear")) r.factor = *lin;
+  if (r.factor == 0) r.factor = 1;
   if (!(r.factor > 0)) throw Error("GGUF: " + r.arch + ".rope.scaling.factor must be > 0, got " + format_number(r.factor));
-  const auto ctx = k.number("context_length");
-  r.n_ctx_orig = static_cast<std::int64_t>(k.number("rope.scaling.original_context_length").value_or(ctx.value_or(0)));
-  r.ext_factor = k.number("rope.scaling.yarn_ext_factor").value_or(r.scaling_type == "yarn" ? 1.0 : 0.0);
-  r.attn_factor = k.number("rope.scaling.yarn_attn_factor").value_or(k.number("rope.scaling.attn_factor").value_or(1.0));
-  r.beta_fast = k.number("rope.scaling.yarn_beta_fast").value_or(32.0);
-  r.beta_slow = k.number("rope.scaling.yarn_beta_slow").value_or(1.0);
+  if (r.scaling_type == "none") r.factor = 1;
+  // llama_context: n_ctx_orig_yarn = rope.scaling.original_context_length, else context_length.
+  const auto ctx = k.u32("context_length");
+  r.n_ctx_orig = static_cast<std::int64_t>(k.u32("rope.scaling.original_context_length").value_or(ctx.value_or(0)));
+  // llama_hparams defaults (llama-hparams.h): ext_factor -1 ("not set": 1 for yarn, else 0 in
+  // llama_context), yarn_attn_factor 1, beta_fast 32, beta_slow 1, rope_attn_factor 1, log_mul 0.
+  r.ext_factor = k.f32("rope.scaling.yarn_ext_factor").value_or(-1.0);
+  if (r.ext_factor < 0) r.ext_factor = r.scaling_type == "yarn" ? 1.0 : 0.0;
+  const double yarn_attn_factor = k.f32("rope.scaling.yarn_attn_factor").value_or(1.0);
+  const double rope_attn_factor = k.f32("rope.scaling.attn_factor").value_or(1.0);
+  const double log_mul = k.f32("rope.scaling.yarn_log_multiplier").value_or(0.0);
+  r.beta_fast = k.f32("rope.scaling.yarn_beta_fast").value_or(32.0);
+  r.beta_slow = k.f32("rope.scaling.yarn_beta_slow").value_or(1.0);
   k.find("rope.dimension_sections");
   k.find("attention.sliding_window");
-  k.find("rope.scaling.yarn_log_multiplier");
 
   // Per-frequency divisors: llama3's rope_freqs, LongRoPE's short factors (the schedule at init).
   const std::vector<float>* ff = nullptr;
@@ -95,9 +138,9 @@ GgufRope gguf_rope(const GgufFile& f) {
   }
   for (int i = 0; i < n; ++i) {
     double extrap = std::pow(r.freq_base, -2.0 * i / r.n_rot);
-    if (ff) extrap /= (*ff)[i];
+    if (ff) extrap /= (*ff)[i];  // ggml_rope_cache_init: rope_yarn(theta / freq_factors[i0 / 2], ...)
     double inv = extrap * freq_scale;
-    if (r.ext_factor != 0) {  // rope_yarn: theta_interp (1 - ramp_mix) + theta_extrap ramp_mix
+    if (r.ext_factor != 0) {  // ggml-cpu ops.cpp rope_yarn / rope_yarn_ramp (y from the pair index i0 / 2): theta_interp (1 - ramp_mix) + theta_extrap ramp_mix
       const double y = (i - low) / std::max(0.001, high - low);
       const double ramp = 1 - std::min(1.0, std::max(0.0, y));
       const double mix = ramp * r.ext_factor;
@@ -105,7 +148,26 @@ GgufRope gguf_rope(const GgufFile& f) {
     }
     r.inv_freq.push_back(static_cast<float>(inv));
   }
-  r.attention_factor = r.attn_factor * (r.ext_factor != 0 ? 1 + 0.1 * std::log(1 / freq_scale) : 1.0);
+  // The multiplier on cos and sin. ggml's rope_yarn multiplies attn_factor by 1 + 0.1 ln(1 / freq_scale)
+  // whenever ext_factor != 0; the llama_context constructor replaces a YaRN model's attn_factor
+  // (the yarn_attn_factor key is then unused) by get_mscale(factor, mscale) / get_mscale(factor,
+  // mscale_all_dim) and divides ggml's term back out, then multiplies by rope.scaling.attn_factor.
+  // mscale_all_dim is rope.scaling.yarn_log_multiplier; mscale is 1, except for deepseek2 with a
+  // multiplier != 1, where it equals the multiplier (the converter writes 0.1 * mscale_all_dim there:
+  // TAG_DEEPSEEK2_YARN_LOG_MUL_FIX). get_mscale(s, m) = s <= 1 ? 1 : 1 + 0.1 m ln s.
+  if (r.ext_factor != 0) {
+    auto get_mscale = [](double s, double m) { return s <= 1 ? 1.0 : 1 + 0.1 * m * std::log(s); };
+    double yarn = get_mscale(r.factor, 1.0);
+    if (log_mul != 0) {
+      const double mscale = r.arch == "deepseek2" && log_mul != 1 ? log_mul : 1.0;
+      yarn = get_mscale(r.factor, mscale) / get_mscale(r.factor, log_mul);
+    }
+    r.attention_factor = yarn * rope_attn_factor;
+  } else {
+    r.attention_factor = yarn_attn_factor * rope_attn_factor;
+  }
+  r.attn_factor = rope_attn_factor;
+  r.log_multiplier = log_mul;
   return r;
 }
 
@@ -147,7 +209,8 @@ std::vector<GgufMismatch> compare_with_hf(const GgufRope& g, const ModelRope& hf
       differ(freq_key, "inv_freq[" + std::to_string(i) + "]: llama.cpp " + format_number(g.inv_freq[i]) + ", HF " +
                            format_number(s.inv_freq[i]) + " (relative " + relative(g.inv_freq[i], s.inv_freq[i]) + ")");
   if (!close(g.attention_factor, s.attention_factor))
-    differ(a + "rope.scaling.attn_factor", "attention factor on cos/sin: llama.cpp " + format_number(g.attention_factor) +
+    differ(a + (g.ext_factor != 0 && g.log_multiplier != 0 ? "rope.scaling.yarn_log_multiplier" : "rope.scaling.attn_factor"),
+           "attention factor on cos/sin: llama.cpp " + format_number(g.attention_factor) +
                                                ", HF " + format_number(s.attention_factor));
   return out;
 }

@@ -56,18 +56,22 @@ GgufFile parse_gguf(const std::string& bytes);
 // tensors; for tests and seed corpora.
 std::string gguf_bytes(const GgufFile& file);
 
-// The schedule llama.cpp computes (llama-model.cpp hparams, ggml rope_yarn / rope_yarn_corr_dims):
+// The schedule llama.cpp computes (llama-model.cpp load_hparams, the llama_context constructor,
+// ggml-cpu ops.cpp rope_yarn / ggml_rope_cache_init, ggml.c ggml_rope_yarn_corr_dims):
 // inv_freq[i] = base^(-2i/n_rot) / freq_factor[i], then for YaRN with ext_factor e and
-// freq_scale = 1 / factor: interp (1 - ramp e) + extrap ramp e, and cos/sin scaled by
-// attn_factor (1 + 0.1 ln factor) when e != 0.
+// freq_scale = 1 / factor: interp (1 - ramp e) + extrap ramp e. The multiplier on cos/sin is
+// get_mscale(factor) (or the yarn_log_multiplier ratio) x rope.scaling.attn_factor when e != 0,
+// else rope.scaling.yarn_attn_factor x rope.scaling.attn_factor.
 struct GgufRope {
   std::string arch;                        // general.architecture
   int n_rot = 0;                           // rope.dimension_count (default: key_length or n_embd / n_head)
   double freq_base = 10000;
-  std::string scaling_type = "none";       // rope.scaling.type
+  std::string scaling_type = "linear";     // rope.scaling.type (llama.cpp's default: linear)
   double factor = 1;                       // rope.scaling.factor (or rope.scale_linear)
   std::int64_t n_ctx_orig = 0;             // rope.scaling.original_context_length (default context_length)
-  double ext_factor = 0, attn_factor = 1, beta_fast = 32, beta_slow = 1;
+  double ext_factor = 0, beta_fast = 32, beta_slow = 1;
+  double attn_factor = 1;                  // rope.scaling.attn_factor
+  double log_multiplier = 0;               // rope.scaling.yarn_log_multiplier (mscale_all_dim)
   std::string freq_factors_tensor;         // which tensor divided the frequencies, "" for none
   std::vector<double> inv_freq;            // [n_rot / 2]
   double attention_factor = 1;             // the multiplier on cos and sin
