@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 
+#include "launch_options.h"
 #include "posenc/error.h"
 #include "posenc_lab/extrapolate.h"
 #include "posenc_lab/sort_task.h"
@@ -31,6 +32,7 @@ void add_lab_command(CLI::App& app) {
     std::optional<std::string> schemes, extensions;
     std::string eval_lens, out = "out/lab", corpus = lab::kDefaultCorpus;
     std::optional<int> train_len, steps, seed, threads;
+    lab::LaunchConfig launch;
   };
   auto a = std::make_shared<Args>();
   CLI::App* lab_cmd = app.add_subcommand("lab", "experiments that train small transformers on this machine");
@@ -49,9 +51,12 @@ void add_lab_command(CLI::App& app) {
   ex->add_option("--out", a->out, "output directory (checkpoints, results.json/.csv, chart.svg)")->capture_default_str();
   ex->add_option("--corpus", a->corpus, "UTF-8 text (default: the King James Bible made by `make corpus`)")->capture_default_str();
   ex->add_flag("--json", a->json, "one JSON object on stdout");
+  add_launch_options(ex, &a->launch);
   ex->callback([a] {
     if (a->quick && a->full) throw Error("--quick and --full exclude each other");
+    if (launched_local_ranks(&a->launch)) return;
     lab::ExtrapolateConfig c;
+    c.launch = a->launch;
     c.out_dir = a->out;
     c.corpus = a->corpus;
     if (a->full) {
@@ -74,6 +79,7 @@ void add_lab_command(CLI::App& app) {
     if (a->steps) c.steps = *a->steps;
     if (a->threads) c.threads = *a->threads;
     const lab::ExtrapolateResult r = lab::run_extrapolate(c);
+    if (!lab::is_primary(c.launch)) return;  // rank 0 writes and prints the results
     lab::write_file_atomic(c.out_dir + "/results.json", lab::results_json(r, c));
     lab::write_file_atomic(c.out_dir + "/results.csv", lab::results_csv(r));
     lab::write_file_atomic(c.out_dir + "/chart.svg", lab::results_svg(r, c));
@@ -101,7 +107,9 @@ void add_lab_command(CLI::App& app) {
   sort->add_option("--threads", sa->config.threads, "torch threads (default 1; at most this machine's hardware threads)")->capture_default_str()->check(CLI::Range(0, lab::max_lab_threads()));
   sort->add_option("--out", sa->config.out_dir, "output directory (models for attention maps, results)")->capture_default_str();
   sort->add_flag("--json", sa->json, "one JSON object on stdout");
+  add_launch_options(sort, &sa->config.launch);
   sort->callback([sa] {
+    if (launched_local_ranks(&sa->config.launch)) return;
     lab::SortConfig c = sa->config;
     if (sa->schemes) c.schemes = split(*sa->schemes);
     if (!sa->test_lens.empty()) {
@@ -109,6 +117,7 @@ void add_lab_command(CLI::App& app) {
       for (auto v : parse_int_list(sa->test_lens, "--test-lens", 1, lab::kMaxSortTestLen)) c.test_lens.push_back(static_cast<int>(v));
     }
     const auto rows = lab::run_sort(c);
+    if (!lab::is_primary(c.launch)) return;  // rank 0 writes and prints the results
     lab::write_file_atomic(c.out_dir + "/results.json", lab::sort_json(rows, c));
     if (sa->json)
       std::cout << lab::sort_json(rows, c) << "\n";
