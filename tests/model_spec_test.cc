@@ -58,6 +58,92 @@ TEST(ModelSpec, EveryRealConfigIsAKnownFamilyWithOneEntryPerLayer) {
   EXPECT_EQ(seen, 39);
 }
 
+std::vector<std::string> types_of(const ModelSpec& s) {
+  std::vector<std::string> out;
+  for (const LayerSpec& l : s.layers) out.push_back(l.layer_type);
+  return out;
+}
+
+TEST(ModelSpec, Exaone4WithoutLayerTypesFollowsExaone4ConfigDefaults) {
+  // Exaone4Config: sliding_window 4096 and sliding_window_pattern 4 when absent; layer i is full
+  // when (i + 1) % pattern == 0, and full layers of a hybrid model are NoPE (Exaone4Attention).
+  json c = llama_like("exaone4", 8);
+  ModelSpec s = built(c);
+  EXPECT_EQ(rope_layers(s), (std::vector<int>{0, 1, 2, 4, 5, 6}));
+  ASSERT_EQ(s.layers.size(), 8u);
+  EXPECT_EQ(s.layers[0].attention, "sliding");
+  EXPECT_EQ(s.layers[0].window, 4096);
+  EXPECT_EQ(s.layers[3].attention, "full");
+  c["sliding_window_pattern"] = 2, c["sliding_window"] = 1024;
+  s = built(c);
+  EXPECT_EQ(rope_layers(s), (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(s.layers[0].window, 1024);
+  // sliding_window null without layer_types: Exaone4Config divides by a pattern of 0, so unknown.
+  c["sliding_window"] = nullptr;
+  s = built(c);
+  EXPECT_TRUE(s.layers.empty());
+  EXPECT_FALSE(s.warnings.empty());
+}
+
+TEST(ModelSpec, Qwen3NextWithoutLayerTypesUsesFullAttentionInterval) {
+  // Qwen3NextConfig: linear_attention unless (i + 1) % full_attention_interval == 0 (default 4).
+  json c = llama_like("qwen3_next", 8);
+  c["head_dim"] = 256, c["partial_rotary_factor"] = 0.25;
+  ModelSpec s = built(c);
+  EXPECT_EQ(rope_layers(s), (std::vector<int>{3, 7}));
+  EXPECT_EQ(s.layers[0].attention, "linear");
+  EXPECT_EQ(s.layers[3].rotary_dim, 64);
+  c["full_attention_interval"] = 2;
+  s = built(c);
+  EXPECT_EQ(rope_layers(s), (std::vector<int>{1, 3, 5, 7}));
+}
+
+TEST(ModelSpec, Lfm2WithoutLayerTypesUsesFullAttnIdxs) {
+  // Lfm2Config: full_attention at full_attn_idxs (every layer when absent), conv otherwise.
+  json c = llama_like("lfm2", 6);
+  c["full_attn_idxs"] = {2, 5};
+  ModelSpec s = built(c);
+  EXPECT_EQ(rope_layers(s), (std::vector<int>{2, 5}));
+  EXPECT_EQ(s.layers[0].attention, "none");
+  EXPECT_EQ(s.layers[0].layer_type, "conv");
+  c.erase("full_attn_idxs");
+  EXPECT_EQ(rope_layers(built(c)).size(), 6u);
+}
+
+json kimi_linear(bool nope) {
+  json c = {{"model_type", "kimi_linear"}, {"hidden_size", 2304}, {"num_attention_heads", 32},
+            {"num_hidden_layers", 4}, {"rope_theta", 10000.0}, {"qk_nope_head_dim", 128},
+            {"qk_rope_head_dim", 64}, {"kv_lora_rank", 512}, {"v_head_dim", 128}, {"mla_use_nope", nope},
+            {"linear_attn_config", {{"full_attn_layers", {4}}, {"kda_layers", {1, 2, 3}}}}};
+  return c;
+}
+
+TEST(ModelSpec, KimiLinearKdaLayersAndMlaUseNope) {
+  // KimiLinearConfig: 1-based full_attn_layers / kda_layers; mla_use_nope leaves MLA without RoPE.
+  ModelSpec s = built(kimi_linear(true));
+  ASSERT_EQ(s.layers.size(), 4u);
+  EXPECT_EQ(types_of(s), (std::vector<std::string>{"linear_attention", "linear_attention", "linear_attention",
+                                                   "full_attention"}));
+  EXPECT_TRUE(rope_layers(s).empty());
+  EXPECT_EQ(s.layers[0].attention, "linear");
+  EXPECT_EQ(s.layers[3].attention, "full");
+  EXPECT_NEAR(s.layers[3].softmax_scale, 1 / std::sqrt(192.0), 1e-12);  // qk_head_dim^-0.5
+  // Without mla_use_nope the MLA layer rotates its qk_rope_head_dim channels after the NoPE part.
+  s = built(kimi_linear(false));
+  EXPECT_EQ(rope_layers(s), (std::vector<int>{3}));
+  EXPECT_EQ(s.layers[3].rotary_offset, 128);
+  EXPECT_EQ(s.layers[3].rotary_dim, 64);
+  // A layer in neither list is an error naming the key.
+  json bad = kimi_linear(true);
+  bad["linear_attn_config"]["kda_layers"] = {1, 2};
+  try {
+    built(bad);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("linear_attn_config"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ModelSpec, Exaone4FullLayersAreNoPEAndSlidingLayersRotate) {
   const ModelSpec s = real("EXAONE-4.0-32B");  // layer_types: LLLG, sliding_window 4096
   ASSERT_EQ(s.layers.size(), 64u);

@@ -13,6 +13,8 @@ struct Row {
   Row& pairing(Pairing p) { return q.pairing = p, *this; }
   Row& rope_layers(RopeLayers r) { return q.rope_layers = r, *this; }
   Row& window(Window w, int full_every = 0) { return q.window = w, q.full_every = full_every, *this; }
+  Row& default_layers(DefaultLayers d) { return q.default_layers = d, *this; }
+  Row& default_sliding_window(int w) { return q.default_sliding_window = w, *this; }
   Row& query_scale(QueryScale s) { return q.query_scale = s, *this; }
   Row& softmax(SoftmaxScale s) { return q.softmax_scale = s, *this; }
   Row& qk_norm(QkNorm n) { return q.qk_norm = n, *this; }
@@ -48,8 +50,10 @@ const std::vector<FamilyQuirks>& table() {
             .qk_norm(QkNorm::kBeforeRope),
         Row("|qwen3_next|qwen3_5|qwen3_5_text|qwen3_5_moe|qwen3_5_moe_text|",
             "modeling_qwen3_next.py: Qwen3NextAttention on full_attention layers (q_norm/k_norm, then partial "
-            "apply_rotary_pos_emb); Qwen3NextGatedDeltaNet on linear_attention layers has no positions")
+            "apply_rotary_pos_emb); Qwen3NextGatedDeltaNet on linear_attention layers has no positions; "
+            "configuration_qwen3_next.py: default layer_types from full_attention_interval (4)")
             .window(Window::kLayerTypes)
+            .default_layers(DefaultLayers::kLinearButEveryNth)
             .qk_norm(QkNorm::kBeforeRope),
         Row("|qwen3_vl|qwen3_vl_text|qwen3_vl_moe|qwen3_vl_moe_text|",
             "modeling_qwen3_vl.py: Qwen3VLTextRotaryEmbedding.apply_interleaved_mrope, q_norm/k_norm before RoPE")
@@ -68,6 +72,16 @@ const std::vector<FamilyQuirks>& table() {
             .mla()
             .rope_interleave_key()
             .softmax(SoftmaxScale::kDeepSeekMla),
+        Row("|kimi_linear|",
+            "modeling_kimi_linear.py: KimiLinearAttention (DeepSeek-V3 MLA, q = [qk_nope_head_dim | "
+            "qk_rope_head_dim]) on full_attention layers, no RoPE when mla_use_nope; KDA (Kimi Delta Attention) "
+            "on linear layers has no positions; configuration_kimi_linear.py: layer_types from linear_attn_config's "
+            "1-based full_attn_layers / kda_layers, mla_use_nope also when qk_rope_head_dim == 0")
+            .mla()
+            .rope_interleave_key()
+            .rope_layers(RopeLayers::kNoneIfMlaUseNope)
+            .window(Window::kLayerTypes)
+            .default_layers(DefaultLayers::kKimiLinear),
         Row("|gpt_oss|", "modeling_gpt_oss.py: GptOssAttention (_apply_rotary_emb on halves; sliding_window on "
                          "sliding_attention layers)")
             .window(Window::kLayerTypes, 2),
@@ -92,9 +106,11 @@ const std::vector<FamilyQuirks>& table() {
             .rope_layers(RopeLayers::kSlidingOnly)
             .window(Window::kLayerTypes, 4),
         Row("|exaone4|", "modeling_exaone4.py: Exaone4Attention (\"global NoPE for hybrid attention\": RoPE when "
-                         "config.sliding_window is None or the layer slides; q_norm/k_norm before RoPE)")
+                         "config.sliding_window is None or the layer slides; q_norm/k_norm before RoPE); "
+                         "configuration_exaone4.py: sliding_window 4096 and sliding_window_pattern 4 by default")
             .rope_layers(RopeLayers::kSlidingOnlyIfHybrid)
-            .window(Window::kLayerTypes)
+            .window(Window::kLayerTypes, 4)
+            .default_sliding_window(4096)
             .qk_norm(QkNorm::kBeforeRope),
         Row("|gemma|", "modeling_gemma.py: GemmaAttention, apply_rotary_pos_emb"),
         Row("|gemma2|", "modeling_gemma2.py: Gemma2Attention (scaling = query_pre_attn_scalar^-0.5; sliding_window on "
@@ -121,8 +137,10 @@ const std::vector<FamilyQuirks>& table() {
                                         "applied to (2j, 2j+1) pairs)")
             .pairing(P::kInterleaved),
         Row("|lfm2|", "modeling_lfm2.py: Lfm2Attention on full_attention layers (q_layernorm/k_layernorm, then RoPE); "
-                      "Lfm2ShortConv layers have no positions")
+                      "Lfm2ShortConv layers have no positions; configuration_lfm2.py: default layer_types from "
+                      "full_attn_idxs (every layer when absent)")
             .window(Window::kLayerTypes)
+            .default_layers(DefaultLayers::kFullAttnIdxs)
             .qk_norm(QkNorm::kBeforeRope),
         Row("|gpt_neox|", "modeling_gpt_neox.py: GPTNeoXAttention, partial apply_rotary_pos_emb (rotary_pct)"),
         Row("|stablelm|", "modeling_stablelm.py: StableLmAttention, partial apply_rotary_pos_emb"),

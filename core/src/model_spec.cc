@@ -58,7 +58,10 @@ struct SpecBuilder {
           slides = flag("use_sliding_window", false) && sliding && i >= integer("max_window_layers").value_or(0);
           break;
         case Window::kLayerTypes: {
+          if (row.default_layers != DefaultLayers::kFullEvery) return default_layer_types(layers);
           if (row.full_every == 0) return std::nullopt;
+          // Exaone4Config divides by sliding_window_pattern = 0 when sliding_window is null: no default.
+          if (row.default_sliding_window && !sliding_window()) return std::nullopt;
           const auto n = integer("sliding_window_pattern").value_or(row.full_every);
           slides = n <= 0 || (i + 1) % n != 0;
           break;
@@ -67,6 +70,51 @@ struct SpecBuilder {
       types.push_back(slides ? "sliding_attention" : "full_attention");
     }
     return types;
+  }
+
+  // The sliding window: the config's, else (key absent, not null) the family's HF default.
+  std::optional<std::int64_t> sliding_window() const {
+    if (!model.contains("sliding_window") && row.default_sliding_window) return row.default_sliding_window;
+    return integer("sliding_window");
+  }
+
+  // Layer types of the hybrid families when layer_types is absent (their config's __post_init__).
+  std::optional<std::vector<std::string>> default_layer_types(std::int64_t layers) const {
+    std::vector<std::string> types(static_cast<std::size_t>(layers));
+    switch (row.default_layers) {
+      case DefaultLayers::kFullEvery: return std::nullopt;
+      case DefaultLayers::kLinearButEveryNth: {  // Qwen3NextConfig: full_attention_interval, default 4
+        const auto n = integer("full_attention_interval").value_or(4);
+        if (n < 1) throw Error(at("full_attention_interval") + " must be >= 1, got " + std::to_string(n));
+        for (std::int64_t i = 0; i < layers; ++i) types[i] = (i + 1) % n ? "linear_attention" : "full_attention";
+        return types;
+      }
+      case DefaultLayers::kFullAttnIdxs: {  // Lfm2Config: full_attn_idxs, default every layer
+        const auto idxs = jf::integer_list(model, "full_attn_idxs", where);
+        for (std::int64_t i = 0; i < layers; ++i)
+          types[i] = !idxs || std::find(idxs->begin(), idxs->end(), i) != idxs->end() ? "full_attention" : "conv";
+        return types;
+      }
+      case DefaultLayers::kKimiLinear: {  // KimiLinearConfig: 1-based lists in linear_attn_config
+        const json* cfg = jf::object(model, "linear_attn_config", where);
+        const std::string sub = at("linear_attn_config");
+        if (!cfg || !cfg->contains("full_attn_layers") || !cfg->contains("kda_layers")) return std::nullopt;
+        for (const char* key : {"full_attn_layers", "kda_layers"}) {
+          for (std::int64_t l : jf::integer_list(*cfg, key, sub).value_or(std::vector<std::int64_t>{})) {
+            if (l < 1 || l > layers)
+              throw Error(jf::path(sub, key) + " entry " + std::to_string(l) + " is not a layer in [1, " +
+                          std::to_string(layers) + "]");
+            types[l - 1] = std::string(key) == "kda_layers" ? "linear_attention" : "full_attention";
+          }
+        }
+        for (std::int64_t i = 0; i < layers; ++i)
+          if (types[i].empty())
+            throw Error(sub + " names neither full_attn_layers nor kda_layers for layer " + std::to_string(i + 1) +
+                        " (1-based); KimiLinearConfig needs every layer");
+        return types;
+      }
+    }
+    return std::nullopt;
   }
 
   std::vector<bool> rope_per_layer(const std::vector<std::string>& types) const {
@@ -88,8 +136,12 @@ struct SpecBuilder {
         for (std::int64_t i = 0; i < n; ++i) rope[i] = types[i] == "sliding_attention";
         break;
       case RopeLayers::kSlidingOnlyIfHybrid:
-        if (integer("sliding_window"))
+        if (sliding_window())
           for (std::int64_t i = 0; i < n; ++i) rope[i] = types[i] == "sliding_attention";
+        break;
+      case RopeLayers::kNoneIfMlaUseNope:  // KimiLinearConfig: qk_rope_head_dim == 0 implies mla_use_nope
+        if (flag("mla_use_nope", false) || integer("qk_rope_head_dim").value_or(64) == 0)
+          std::fill(rope.begin(), rope.end(), false);
         break;
       case RopeLayers::kNotCrossAttention:
         for (std::int64_t c : jf::integer_list(model, "cross_attention_layers", where).value_or(std::vector<std::int64_t>{}))
@@ -158,7 +210,7 @@ struct SpecBuilder {
       return;
     }
     const auto rope = rope_per_layer(*types);
-    const auto sliding = integer("sliding_window");
+    const auto sliding = sliding_window();
     const auto chunk = integer("attention_chunk_size");
     for (std::int64_t i = 0; i < layers; ++i) {
       LayerSpec l;
@@ -166,7 +218,8 @@ struct SpecBuilder {
       l.layer_type = (*types)[i];
       const int s = schedule_for(l.layer_type);
       const LayerRope& lr = out.rope.layers[s];
-      l.rope = rope[i] && lr.has_rope && l.layer_type != "conv";
+      if (l.layer_type == "kda_attention") l.layer_type = "linear_attention";  // Kimi Linear's name for it
+      l.rope = rope[i] && lr.has_rope && l.layer_type != "conv" && l.layer_type != "linear_attention";
       if (l.layer_type == "linear_attention") l.attention = "linear";
       else if (l.layer_type == "conv") l.attention = "none";
       else if (row.rope_layers == RopeLayers::kNotCrossAttention && !rope[i]) l.attention = "cross";

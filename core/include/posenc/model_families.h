@@ -27,6 +27,7 @@ enum class RopeLayers {
   kSlidingOnly,         // Cohere 2: only sliding-window layers rotate
   kSlidingOnlyIfHybrid, // EXAONE 4: with sliding_window set, full layers are NoPE
   kNotCrossAttention,   // Mllama text: cross_attention_layers have no RoPE
+  kNoneIfMlaUseNope,    // Kimi Linear: no layer rotates when mla_use_nope (or qk_rope_head_dim == 0)
 };
 
 // Where the attention kind and window of each layer come from.
@@ -42,6 +43,16 @@ enum class Window {
 // full_attention when (i + 1) % n == 0, sliding_attention otherwise, n = sliding_window_pattern
 // when the config has it, else the row's full_every (Gemma2Config, GptOssConfig: 2;
 // Gemma3TextConfig: 6; Cohere2Config, Olmo3Config: 4). 0: no default pattern.
+
+// Where the default layer_types come from when the config has none.
+enum class DefaultLayers {
+  kFullEvery,            // the pattern above (full_every / sliding_window_pattern)
+  kLinearButEveryNth,    // Qwen3NextConfig: full_attention every full_attention_interval-th (4) layer,
+                         // linear_attention otherwise
+  kFullAttnIdxs,         // Lfm2Config: full_attention at full_attn_idxs (default: every layer), conv otherwise
+  kKimiLinear,           // KimiLinearConfig: linear_attn_config's 1-based full_attn_layers / kda_layers
+                         // (transformers versions disagree on the default without them: unknown)
+};
 
 enum class QueryScale {
   kNone,
@@ -70,6 +81,9 @@ struct FamilyQuirks {
   RopeLayers rope_layers = RopeLayers::kAll;
   Window window = Window::kNone;
   int full_every = 0;
+  DefaultLayers default_layers = DefaultLayers::kFullEvery;
+  // HF's default sliding_window when the key is absent (Exaone4Config: 4096); 0 for none.
+  int default_sliding_window = 0;
   QueryScale query_scale = QueryScale::kNone;
   SoftmaxScale softmax_scale = SoftmaxScale::kHeadDim;
   QkNorm qk_norm = QkNorm::kNone;
