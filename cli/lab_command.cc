@@ -1,4 +1,5 @@
 #include "lab_command.h"
+#include "lab_passkey_command.h"
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -124,6 +125,7 @@ void add_lab_command(CLI::App& app) {
     else
       std::cout << lab::format_sort_table(rows, c) << "models: " << c.out_dir << "/sort-<scheme>.pt\n";
   });
+  add_lab_passkey_command(*lab_cmd);
 }
 
 }  // namespace posenc::cli
