@@ -33,10 +33,10 @@ CheckpointHeader resume(TransformerLM& model, torch::optim::Optimizer& optimizer
   const bool primary = !L.world || L.world->rank() == 0;
   if (primary && !L.checkpoint.empty() && std::filesystem::exists(L.checkpoint) &&
       !(L.restart_on_other_key && read_checkpoint_header(L.checkpoint).train_key != L.key))
-    bytes = read_checkpoint_file(L.checkpoint);
+    bytes = "+" + read_checkpoint_file(L.checkpoint);  // "+": a file was there (an empty one is corrupt, not absent)
   if (L.world) bytes = L.world->broadcast(bytes, L.label + ": handing out the checkpoint");
   if (bytes.empty()) return {};
-  return load_checkpoint_bytes(L.checkpoint, bytes, model, &optimizer, L.key);
+  return load_checkpoint_bytes(L.checkpoint, bytes.substr(1), model, &optimizer, L.key);
 }
 
 // The rank's loss and gradients, weighted by its share of the rows, summed over the ranks in one
