@@ -38,12 +38,15 @@ FUZZ_SECONDS ?= 60
 fuzz: deps
 	CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPOSENC_WITH_TORCH=OFF -DPOSENC_BUILD_TESTS=OFF \
 	  -DPOSENC_FUZZ=ON -DPOSENC_SANITIZE=fuzzer-no-link,address,undefined
-	cmake --build $(BUILD)-fuzz -j$(JOBS) --target config_fuzzer cli_fuzzer
+	cmake --build $(BUILD)-fuzz -j$(JOBS) --target config_fuzzer cli_fuzzer gguf_fuzzer
 	mkdir -p $(BUILD)-fuzz/corpus/config $(BUILD)-fuzz/corpus/cli
 	$(BUILD)-fuzz/fuzz/config_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(BUILD)-fuzz/ \
 	  $(BUILD)-fuzz/corpus/config ../shared/reference/real-configs examples/configs
 	$(BUILD)-fuzz/fuzz/cli_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(BUILD)-fuzz/ -close_fd_mask=3 \
 	  $(BUILD)-fuzz/corpus/cli fuzz/corpus/cli
+	mkdir -p $(BUILD)-fuzz/corpus/gguf
+	$(BUILD)-fuzz/fuzz/gguf_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(BUILD)-fuzz/ \
+	  $(BUILD)-fuzz/corpus/gguf fuzz/corpus/gguf
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz

@@ -14,7 +14,10 @@
 #ifdef POSENC_WITH_TORCH
 #include "lab_command.h"
 #endif
+#include "gguf_command.h"
+#include "golden_command.h"
 #include "plot_command.h"
+#include "spec_command.h"
 #include "table_command.h"
 #include "app.h"
 #include "posenc/error.h"
@@ -46,6 +49,9 @@ int posenc::cli::run_cli(int argc, char** argv) {
 #endif
   posenc::cli::add_plot_command(app);
   posenc::cli::add_explain_command(app);
+  posenc::cli::add_spec_command(app);
+  posenc::cli::add_golden_command(app);
+  posenc::cli::add_gguf_command(app);
   const auto commands = app.get_subcommands({});
   const bool known = argc > 1 && std::any_of(commands.begin(), commands.end(),
                                               [&](const CLI::App* c) { return c->check_name(argv[1]); });

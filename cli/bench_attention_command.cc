@@ -21,12 +21,12 @@ void add_bench_attention_command(CLI::App* bench) {
   CLI::App* cmd = bench->add_subcommand(
       "attention", "fused attention (positions on the fly) vs libtorch's scores + bias + softmax, and vs BLAS of equal FLOPs");
   cmd->add_option("--seq", c.seq, "tokens (S = T, prefill)")->capture_default_str();
-  cmd->add_option("--heads", c.heads, "query heads")->capture_default_str();
+  add_heads_option(cmd, c.heads, "query heads")->capture_default_str();
   cmd->add_option("--kv-heads", c.kv_heads, "key/value heads (0: --heads)")->capture_default_str();
-  cmd->add_option("--head-dim", c.head_dim, "head dimension")->capture_default_str();
-  cmd->add_option("--scheme", c.scheme, "none, rope, alibi or t5")->capture_default_str();
+  add_head_dim_option(cmd, c.head_dim, "head dimension")->capture_default_str();
+  add_scheme_option(cmd, c.scheme, "none, rope, alibi or t5")->capture_default_str();
   cmd->add_option("--causal", c.causal, "causal mask (true/false)")->capture_default_str();
-  cmd->add_option("--repeats", c.repeats, "timed runs each (median)")->capture_default_str();
+  add_repeats_option(cmd, c.repeats, "timed runs each (median)")->capture_default_str();
   add_threads_option(cmd, c.threads, "threads for posenc and libtorch (0: torch's default)");
   add_json_flag(cmd, a->json);
   cmd->callback([a] {

@@ -27,15 +27,15 @@ void add_bench_command(CLI::App& app) {
   bench->require_subcommand(1);
   CLI::App* rope = bench->add_subcommand("rope", "rotate q and k in place: GB/s against the memory ceiling");
   bench::RopeBenchConfig& c = a->config;
-  rope->add_option("--tokens", c.tokens, "tokens")->capture_default_str();
-  rope->add_option("--heads", c.heads, "q heads")->capture_default_str();
+  add_tokens_option(rope, c.tokens, "tokens")->capture_default_str();
+  add_heads_option(rope, c.heads, "q heads")->capture_default_str();
   rope->add_option("--kv-heads", c.kv_heads, "k heads")->capture_default_str();
-  rope->add_option("--head-dim", c.head_dim, "head dimension")->capture_default_str();
+  add_head_dim_option(rope, c.head_dim, "head dimension")->capture_default_str();
   add_enum_option(rope, "--dtype", c.dtype, "storage dtype of q and k");
   add_enum_option(rope, "--layout", c.layout, "channel pairing");
   add_threads_option(rope, c.threads, "threads (0: all)");
   rope->add_option("--memory", a->memory, "storage order of q and k: bshd or bhsd")->capture_default_str();
-  rope->add_option("--repeats", c.repeats, "interleaved runs; the median is reported (>= 7)")->capture_default_str();
+  add_repeats_option(rope, c.repeats, "interleaved runs; the median is reported (>= 7)")->capture_default_str();
   rope->add_flag("--table", a->table, "cos/sin from a precomputed table (default)");
   rope->add_flag("--on-the-fly", a->on_the_fly, "cos/sin computed per token (accurate angles)");
   add_json_flag(rope, a->json);
@@ -75,8 +75,8 @@ void add_bench_command(CLI::App& app) {
   };
   auto t = std::make_shared<TrainArgs>();
   CLI::App* train = bench->add_subcommand("train", "training step tokens/s per scheme; fused RoPE forward+backward vs eager");
-  t->schemes_option = train->add_option("--schemes", t->schemes, "comma-separated schemes (default: all language-model schemes)");
-  train->add_option("--steps", t->config.steps, "timed steps per scheme (median)")->capture_default_str();
+  t->schemes_option = add_schemes_option(train, t->schemes, "comma-separated schemes (default: all language-model schemes)");
+  add_steps_option(train, t->config.steps, "timed steps per scheme (median)")->capture_default_str();
   add_threads_option(train, t->config.threads, "torch threads (0: default)");
   add_json_flag(train, t->json);
   train->callback([t] {

@@ -19,7 +19,7 @@ void add_check_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("check", "measure the properties each scheme claims (PASS/FAIL, exit 1 on a failure)");
   add_dim_option(cmd, args->options.dim, "model / head dimension of the checks");
-  cmd->add_option("--positions", args->options.positions, "positions for sinusoidal uniqueness and bounds")->capture_default_str();
+  add_positions_option(cmd, args->options.positions, "positions for sinusoidal uniqueness and bounds")->capture_default_str();
   add_seed_option(cmd, args->options.seed, "seed of the random q, k");
   add_json_flag(cmd, args->json);
   cmd->callback([args] {

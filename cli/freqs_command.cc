@@ -181,7 +181,7 @@ void add_freqs_command(CLI::App& app) {
   add_json_flag(cmd, args->json);
   auto& f = args->schedule_flags;
   f.push_back(cmd->add_option("--rope-type", args->rope_type, "rope type: " + rope_type_names()));
-  f.push_back(cmd->add_option("--head-dim", args->head_dim, "channels per head"));
+  f.push_back(add_head_dim_option(cmd, args->head_dim, "channels per head"));
   f.push_back(cmd->add_option("--rotary-dim", args->rotary_dim, "rotated channels (default: head_dim * partial rotary factor)"));
   f.push_back(cmd->add_option("--partial-rotary-factor", args->partial_rotary_factor, "fraction of head_dim that rotates, in (0, 1]"));
   f.push_back(cmd->add_option("--theta", args->theta, "rope_theta, the base (default 10000)"));

@@ -32,7 +32,8 @@ struct ConfigArgs {
 struct ConfigGroup {
   CLI::Option *config, *layer_type, *lenient, *hf_compatible;
 };
-// `required`: --config must be given. `layer_help` says what --layer-type selects in this command.
+// `required`: --config must be given. `layer_help` says what --layer-type selects in this command
+// ("": the command has no --layer-type, it shows every layer).
 ConfigGroup add_config_options(CLI::App* cmd, ConfigArgs& args, bool required,
                                const std::string& layer_help = "layer type (default: full attention)");
 
@@ -71,5 +72,24 @@ CLI::Option* add_enum_option(CLI::App* cmd, const std::string& flag, E& target, 
       ->type_name(enum_names_joined<E>())
       ->default_str(to_string(target));
 }
+
+// Options whose name recurs across commands, one meaning each (a head count, a scheme name, a
+// list of positions, ...): the name is written here once, `help` says what it is in the command.
+#define POSENC_CLI_OPTION(function, flag)                                          \
+  template <typename T>                                                            \
+  CLI::Option* function(CLI::App* cmd, T& target, const std::string& help) {       \
+    return cmd->add_option(flag, target, help);                                    \
+  }
+POSENC_CLI_OPTION(add_heads_option, "--heads")
+POSENC_CLI_OPTION(add_head_dim_option, "--head-dim")
+POSENC_CLI_OPTION(add_scheme_option, "--scheme")
+POSENC_CLI_OPTION(add_schemes_option, "--schemes")
+POSENC_CLI_OPTION(add_positions_option, "--positions")
+POSENC_CLI_OPTION(add_base_option, "--base")
+POSENC_CLI_OPTION(add_tokens_option, "--tokens")
+POSENC_CLI_OPTION(add_steps_option, "--steps")
+POSENC_CLI_OPTION(add_repeats_option, "--repeats")
+POSENC_CLI_OPTION(add_out_option, "-o,--out")
+#undef POSENC_CLI_OPTION
 
 }  // namespace posenc::cli

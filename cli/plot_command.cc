@@ -51,14 +51,14 @@ void add_plot_command(CLI::App& app) {
   };
   auto h = std::make_shared<HeatmapArgs>();
   CLI::App* heat = plot_cmd->add_subcommand("heatmap", "positions x dimensions, or query x key for biases");
-  heat->add_option("--scheme", h->request.scheme, "sinusoidal, learned, rope, alibi, t5 or xl")->required();
+  add_scheme_option(heat, h->request.scheme, "sinusoidal, learned, rope, alibi, t5 or xl")->required();
   add_dim_option(heat, h->request.dim, "dimension");
-  heat->add_option("--positions", h->positions, "positions A:B (half-open)")->capture_default_str();
-  heat->add_option("--base", h->request.base, "frequency base")->capture_default_str();
-  heat->add_option("--heads", h->request.heads, "ALiBi heads")->capture_default_str();
+  add_positions_option(heat, h->positions, "positions A:B (half-open)")->capture_default_str();
+  add_base_option(heat, h->request.base, "frequency base")->capture_default_str();
+  add_heads_option(heat, h->request.heads, "ALiBi heads")->capture_default_str();
   heat->add_option("--head", h->request.head, "which head")->capture_default_str();
   heat->add_flag("--causal", h->causal, "T5: causal buckets (default bidirectional)");
-  heat->add_option("-o,--out", h->out, "output .png (plus a labelled .svg) or .svg")->required();
+  add_out_option(heat, h->out, "output .png (plus a labelled .svg) or .svg")->required();
   heat->callback([h] {
     const auto p = parse_int_list(h->positions, "--positions", 0, kMaxPosition, kMaxHeatmapPositions);
     plot::HeatmapRequest r = h->request;
@@ -75,7 +75,7 @@ void add_plot_command(CLI::App& app) {
   auto w = std::make_shared<WaveArgs>();
   CLI::App* wave = plot_cmd->add_subcommand("wavelengths", "per-frequency wavelength before and after scaling, against the training context");
   add_config_options(wave, w->source, true);
-  wave->add_option("-o,--out", w->out, "output .svg")->required();
+  add_out_option(wave, w->out, "output .svg")->required();
   wave->callback([w] {
     const ModelRope model = w->source.load();
     const RopeParams& p = model.select(w->source.layer_type).params;
@@ -90,12 +90,12 @@ void add_plot_command(CLI::App& app) {
   };
   auto d = std::make_shared<DecayArgs>();
   CLI::App* decay = plot_cmd->add_subcommand("decay", "expected attention score against relative distance");
-  decay->add_option("--scheme", d->request.scheme, "rope, alibi, t5 or sinusoidal")->required();
+  add_scheme_option(decay, d->request.scheme, "rope, alibi, t5 or sinusoidal")->required();
   add_dim_option(decay, d->request.dim, "head (RoPE) or model (sinusoidal) dimension");
-  decay->add_option("--heads", d->request.heads, "ALiBi heads")->capture_default_str();
+  add_heads_option(decay, d->request.heads, "ALiBi heads")->capture_default_str();
   decay->add_option("--max-distance", d->request.max_distance, "largest distance")->capture_default_str();
-  decay->add_option("--base", d->request.base, "frequency base")->capture_default_str();
-  decay->add_option("-o,--out", d->out, "output .svg")->required();
+  add_base_option(decay, d->request.base, "frequency base")->capture_default_str();
+  add_out_option(decay, d->out, "output .svg")->required();
   decay->callback([d] { write_chart(plot::decay_svg(d->request), d->out); });
 
 #ifdef POSENC_WITH_TORCH
@@ -106,13 +106,13 @@ void add_plot_command(CLI::App& app) {
   auto a = std::make_shared<AttentionArgs>();
   CLI::App* att = plot_cmd->add_subcommand("attention", "attention map of one head of a saved lab model");
   att->add_option("--model", a->request.model_path, "a model saved by the lab (e.g. out/lab-sort/sort-rope.pt)")->required();
-  att->add_option("--tokens", a->tokens, "input token ids, comma-separated");
+  add_tokens_option(att, a->tokens, "input token ids, comma-separated");
   att->add_option("--digits", a->digits, "sort models: digits to sort, e.g. 31415926 (builds digits, separator, sorted)");
   att->add_option("--text", a->text, "character models of `lab extrapolate`: the text to look at");
   att->add_option("--vocab", a->vocab, "the model's vocab.json (default: beside the model)");
   att->add_option("--layer", a->request.layer, "layer")->capture_default_str();
   att->add_option("--head", a->request.head, "head")->capture_default_str();
-  att->add_option("-o,--out", a->out, "output .png (plus a labelled .svg) or .svg")->required();
+  add_out_option(att, a->out, "output .png (plus a labelled .svg) or .svg")->required();
   att->callback([a] {
     lab::HeatmapRequestAttention r = a->request;
     if ((!a->tokens.empty()) + (!a->digits.empty()) + (!a->text.empty()) != 1)

@@ -279,23 +279,23 @@ void run_table(const TableArgs& a) {
 void add_table_command(CLI::App& app) {
   auto a = std::make_shared<TableArgs>();
   CLI::App* cmd = app.add_subcommand("table", "the numbers of a positional scheme (ranges A:B are half-open)");
-  cmd->add_option("--scheme", a->scheme, "scheme")->type_name(enum_names_joined<Scheme>())->required();
+  add_scheme_option(cmd, a->scheme, "scheme")->type_name(enum_names_joined<Scheme>())->required();
   add_json_flag(cmd, a->json);
   // Options that apply to some schemes only: giving one to another scheme is an error.
   auto opt = [&](CLI::Option* o, std::set<std::string> schemes) { a->applies[o->get_name()] = {o, std::move(schemes)}; };
   opt(add_dim_option(cmd, a->dim, "model or head dimension"), {"sinusoidal", "learned", "rope", "xl"});
-  opt(cmd->add_option("--positions", a->positions, "positions: 0,1,2,10 or A:B")->capture_default_str(),
+  opt(add_positions_option(cmd, a->positions, "positions: 0,1,2,10 or A:B")->capture_default_str(),
       {"sinusoidal", "learned", "rope", "alibi"});
   opt(add_enum_option(cmd, "--layout", a->sinusoidal.layout, "interleaved (Vaswani) or half_split (Marian, fairseq)"), {"sinusoidal"});
   opt(add_enum_option(cmd, "--freq", a->sinusoidal.freqs, "vaswani (base^-2k/d) or fairseq (exp(-k ln base/(d/2-1)))"), {"sinusoidal"});
-  opt(cmd->add_option("--base", a->sinusoidal.base, "frequency base")->capture_default_str(), {"sinusoidal", "rope"});
+  opt(add_base_option(cmd, a->sinusoidal.base, "frequency base")->capture_default_str(), {"sinusoidal", "rope"});
   const ConfigGroup config = add_config_options(cmd, a->source, false, "layer type whose schedule to use (default: full attention)");
   for (CLI::Option* o : {config.config, config.layer_type, config.lenient, config.hf_compatible}) opt(o, {"rope"});
   opt(cmd->add_option("--num-positions", a->num_positions, "rows of the learned table")->capture_default_str(), {"learned"});
   opt(cmd->add_option("--offset", a->offset, "extra leading rows (BART/OPT: 2)")->capture_default_str(), {"learned"});
   opt(cmd->add_option("--std", a->std, "init standard deviation")->capture_default_str(), {"learned"});
   opt(add_seed_option(cmd, a->seed, "init seed"), {"learned"});
-  opt(cmd->add_option("--heads", a->heads, "number of heads"), {"alibi"});
+  opt(add_heads_option(cmd, a->heads, "number of heads"), {"alibi"});
   opt(cmd->add_flag("--symmetric", a->symmetric, "encoder bias -slope*|i-j| (with --positions)"), {"alibi"});
   opt(cmd->add_option("--num-buckets", a->t5.num_buckets, "T5 buckets")->capture_default_str(), {"t5"});
   opt(cmd->add_option("--max-distance", a->t5.max_distance, "T5 max distance")->capture_default_str(), {"t5"});

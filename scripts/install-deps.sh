@@ -15,6 +15,8 @@ PACKAGES=(
   libpng-dev librsvg2-bin
   # libtorch layer, lab, and the PyTorch-eager side of the benchmarks
   libtorch-dev python3-torch python3-numpy
+  # the distributed lab: Gloo headers and library for libtorch's c10d (ProcessGroupGloo)
+  libgloo-dev
   # the Python package (pybind11 extension over the core) and its tests
   pybind11-dev python3-dev python3-pytest
   # Debian's libtorch links the reference BLAS; OpenBLAS takes over the libblas alternative

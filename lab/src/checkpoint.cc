@@ -17,9 +17,8 @@ std::string corrupt(const std::string& path, const std::string& why) {
   return path + " is corrupt (" + why.substr(0, why.find('\n')) + "); delete it to retrain from the start";
 }
 
-// The verified archive bytes of a checkpoint file.
-torch::serialize::InputArchive open_archive(const std::string& path) {
-  const std::string bytes = read_file(path, kMaxCheckpointBytes);
+// The verified archive of a checkpoint file's bytes.
+torch::serialize::InputArchive open_archive(const std::string& path, const std::string& bytes) {
   const std::size_t eol = bytes.find('\n');
   char magic[32] = {};
   unsigned long long size = 0;
@@ -45,7 +44,10 @@ CheckpointHeader header_of(const std::string& path, torch::serialize::InputArchi
   try {
     archive.read("train_key", key);
     archive.read("step", step);
-    return {static_cast<long>(step.toInt()), nlohmann::json::parse(key.toStringRef())};
+    CheckpointHeader h{static_cast<long>(step.toInt()), nlohmann::json::parse(key.toStringRef()), {}};
+    c10::IValue losses;
+    if (archive.try_read("losses", losses)) h.losses = losses.toDoubleVector();
+    return h;
   } catch (const std::exception& e) {
     throw Error(corrupt(path, std::string("no training key: ") + e.what()));
   }
@@ -61,10 +63,11 @@ void check_finite_weights(torch_layer::TransformerLM& model, const std::string& 
 }
 
 void save_checkpoint(const std::string& path, torch_layer::TransformerLM& model, torch::optim::Optimizer* optimizer, long step,
-                     const nlohmann::json& train_key) {
+                     const nlohmann::json& train_key, const std::vector<double>& losses) {
   torch::serialize::OutputArchive archive;
   archive.write("train_key", c10::IValue(train_key.dump()));
   archive.write("step", c10::IValue(static_cast<std::int64_t>(step)));
+  archive.write("losses", c10::IValue(losses));
   torch::serialize::OutputArchive model_archive, optimizer_archive;
   model->save(model_archive);
   archive.write("model", model_archive);
@@ -79,14 +82,21 @@ void save_checkpoint(const std::string& path, torch_layer::TransformerLM& model,
   write_file_atomic(path, header + bytes);
 }
 
+std::string read_checkpoint_file(const std::string& path) { return read_file(path, kMaxCheckpointBytes); }
+
 CheckpointHeader read_checkpoint_header(const std::string& path) {
-  torch::serialize::InputArchive archive = open_archive(path);
+  torch::serialize::InputArchive archive = open_archive(path, read_checkpoint_file(path));
   return header_of(path, archive);
 }
 
 long load_checkpoint(const std::string& path, torch_layer::TransformerLM& model, torch::optim::Optimizer* optimizer,
                      const nlohmann::json& train_key) {
-  torch::serialize::InputArchive archive = open_archive(path);
+  return load_checkpoint_bytes(path, read_checkpoint_file(path), model, optimizer, train_key).step;
+}
+
+CheckpointHeader load_checkpoint_bytes(const std::string& path, const std::string& bytes, torch_layer::TransformerLM& model,
+                                       torch::optim::Optimizer* optimizer, const nlohmann::json& train_key) {
+  torch::serialize::InputArchive archive = open_archive(path, bytes);
   const CheckpointHeader header = header_of(path, archive);
   check_training_key(path, header.train_key, train_key);
   try {
@@ -101,7 +111,7 @@ long load_checkpoint(const std::string& path, torch_layer::TransformerLM& model,
     throw Error(corrupt(path, e.what_without_backtrace()));
   }
   check_finite_weights(model, path + " is corrupt; delete it to retrain from the start");
-  return header.step;
+  return header;
 }
 
 void save_model_file(torch_layer::TransformerLM& model, const std::string& path) { torch_layer::save_model(model, path); }

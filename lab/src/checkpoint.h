@@ -11,18 +11,21 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "posenc_torch/model.h"
 
 namespace posenc::lab {
 
+// losses: the mean training loss of every step so far (kept so a resumed run reports the whole curve).
 void save_checkpoint(const std::string& path, torch_layer::TransformerLM& model, torch::optim::Optimizer* optimizer, long step,
-                     const nlohmann::json& train_key);
+                     const nlohmann::json& train_key, const std::vector<double>& losses = {});
 
 // What a checkpoint holds, read without loading weights (throws Error naming path when corrupt).
 struct CheckpointHeader {
   long step = 0;
   nlohmann::json train_key;
+  std::vector<double> losses;  // empty in checkpoints written before the loss curve was kept
 };
 CheckpointHeader read_checkpoint_header(const std::string& path);
 
@@ -31,6 +34,12 @@ CheckpointHeader read_checkpoint_header(const std::string& path);
 // not finite.
 long load_checkpoint(const std::string& path, torch_layer::TransformerLM& model, torch::optim::Optimizer* optimizer,
                      const nlohmann::json& train_key);
+// The same from the bytes of a checkpoint file (read on one rank, handed to all); path names it
+// in errors. Returns the header (step, key and loss curve).
+CheckpointHeader load_checkpoint_bytes(const std::string& path, const std::string& bytes, torch_layer::TransformerLM& model,
+                                       torch::optim::Optimizer* optimizer, const nlohmann::json& train_key);
+// The whole file, bounded (a checkpoint is at most a few GB).
+std::string read_checkpoint_file(const std::string& path);
 
 // The file torch_layer::save_model writes, through write_file_atomic: errors name path and the
 // reason, no .tmp is left (load_model_file reads it back; the lab tests check the round trip).

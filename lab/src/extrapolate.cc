@@ -5,11 +5,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <thread>
 #include <nlohmann/json.hpp>
 
 #include "check_range.h"
 #include "checkpoint.h"
+#include "distributed_queue.h"
+#include "distributed_run.h"
 #include "lm_eval.h"
 #include "lm_train.h"
 #include "posenc/error.h"
@@ -138,6 +142,55 @@ std::vector<ResultRow> pi_finetune(const ModelPlan& base, const nlohmann::json& 
   return rows;
 }
 
+// One model of the plan: its cached rows, or trained (data parallel over world when given: every
+// rank calls this alike) and evaluated on rank 0. nullopt: the step budget ran out first. Rank 0
+// tells the others whether it trains (the files are its own) and when it is done.
+std::optional<std::vector<ResultRow>> model_rows(ModelPlan plan, std::size_t index, const ExtrapolateConfig& c, const Corpus& corpus,
+                                                 long* budget, World* world) {
+  const bool primary = !world || world->rank() == 0;
+  const std::string tag = "posenc/model/" + std::to_string(index) + "/";
+  plan.config.vocab_size = corpus.vocab_size();
+  const std::string result_path = c.out_dir + "/" + plan.name + ".result.json";
+  const CacheKey key{training_key(plan, c, corpus), evaluation_key(plan, c)};
+  std::optional<nlohmann::json> cached;
+  if (primary) cached = cached_rows(result_path, key);
+  if (world && primary) world->set(tag + "cached", cached ? "1" : "0");
+  if (world && !primary && world->wait_for(tag + "cached", 0, "waiting for rank 0 to look up " + plan.name) == "1")
+    return std::vector<ResultRow>{};
+  if (cached) {
+    std::vector<ResultRow> rows;
+    for (const auto& row : *cached) rows.push_back(row_from_json(row, result_path));
+    std::fprintf(stderr, "%s: finished earlier, reusing %s\n", plan.name.c_str(), result_path.c_str());
+    return rows;
+  }
+  torch::manual_seed(static_cast<std::uint64_t>(plan.seed));
+  TransformerLM model(plan.config);
+  if (!train(model, plan, c, corpus, key.train, budget, false, {}, world)) return std::nullopt;
+  if (!primary) {
+    if (world->wait_for(tag + "done", 0, "waiting for rank 0 to evaluate " + plan.name) == "ok") return std::vector<ResultRow>{};
+    return std::nullopt;
+  }
+  // the trained model and the vocabulary (byte values; -1: the unknown id), for `posenc plot attention --text`
+  save_model_file(model, c.out_dir + "/" + plan.name + ".pt");
+  nlohmann::json vocab(corpus.vocab);
+  vocab.push_back(-1);
+  write_file_atomic(c.out_dir + "/vocab.json", vocab.dump());
+  auto rows = evaluate(model, plan, c, corpus);
+  if (fine_tunes(plan, c)) {
+    const auto tuned = pi_finetune(plan, key.train, c, corpus, budget);
+    if (tuned.empty()) {
+      if (world) world->set(tag + "done", "stop");
+      return std::nullopt;
+    }
+    rows.insert(rows.end(), tuned.begin(), tuned.end());
+  }
+  nlohmann::json saved = nlohmann::json::array();
+  for (const auto& r : rows) saved.push_back(row_json(r));
+  write_cached_rows(result_path, key, saved);
+  if (world) world->set(tag + "done", "ok");
+  return rows;
+}
+
 // Every setting checked before anything is trained (and before the corpus is read).
 void validate(const ExtrapolateConfig& c) {
   check_range("--train-len", c.train_len, 2, kMaxTrainLen);
@@ -179,9 +232,10 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
   // Default one thread: measured on the 2-vCPU machines this project runs on, libtorch trained
   // these small models 3x slower with 2 threads than with 1.
   torch::set_num_threads(c.threads > 0 ? c.threads : 1);
-  fs::create_directories(c.out_dir);
-  const DirLock lock(c.out_dir);
-  remove_temp_files(c.out_dir);  // left by a run that was killed mid-write
+  // Ranks meet once the settings and the corpus are known good (distributed_run.h).
+  const RunRanks run = join_run(c.launch, c.out_dir, c.batch);
+  const LaunchConfig& launch = run.launch;
+  World* const world = run.world.get();
   ExtrapolateResult result;
   result.unit = corpus.unit();
   {
@@ -206,39 +260,36 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
                                                    : std::string()));
   if (!corpus.ascii) result.notes.push_back(c.corpus + " is not ASCII: tokens are bytes, scores are bits per byte");
   long budget = c.stop_after_steps;
-  for (ModelPlan plan : plans) {
-    plan.config.vocab_size = corpus.vocab_size();
-    const std::string result_path = c.out_dir + "/" + plan.name + ".result.json";
-    const CacheKey key{training_key(plan, c, corpus), evaluation_key(plan, c)};
-    if (const auto rows = cached_rows(result_path, key)) {
-      for (const auto& row : *rows) result.rows.push_back(row_from_json(row, result_path));
-      std::fprintf(stderr, "%s: finished earlier, reusing %s\n", plan.name.c_str(), result_path.c_str());
-      continue;
+  const int ranks = world ? world->size() : 1;
+  if (ranks > 1)
+    result.notes.push_back(distributes_models(launch)
+                               ? "world size " + std::to_string(ranks) + ": whole models handed out to the ranks"
+                               : "world size " + std::to_string(ranks) + ": each step's batch of " + std::to_string(c.batch) +
+                                     " rows split across the ranks, gradients averaged");
+  if (distributes_models(launch)) {
+    const auto outcomes = share_jobs(*world, plans.size(), [&](std::size_t i) {
+      const auto rows = model_rows(plans[i], i, c, corpus, &budget, nullptr);
+      if (!rows) return std::string("incomplete");
+      nlohmann::json saved = nlohmann::json::array();
+      for (const auto& r : *rows) saved.push_back(row_json(r));
+      return saved.dump();
+    });
+    for (std::size_t i = 0; i < outcomes.size(); ++i) {
+      if (outcomes[i] == "incomplete") {
+        result.complete = false;
+        continue;
+      }
+      for (const auto& row : nlohmann::json::parse(outcomes[i])) result.rows.push_back(row_from_json(row, plans[i].name + " (from its rank)"));
     }
-    torch::manual_seed(static_cast<std::uint64_t>(plan.seed));
-    TransformerLM model(plan.config);
-    if (!train(model, plan, c, corpus, key.train, &budget)) {
+    return result;
+  }
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const auto rows = model_rows(plans[i], i, c, corpus, &budget, world);
+    if (!rows) {
       result.complete = false;
       return result;
     }
-    // the trained model and the vocabulary (byte values; -1: the unknown id), for `posenc plot attention --text`
-    save_model_file(model, c.out_dir + "/" + plan.name + ".pt");
-    nlohmann::json vocab(corpus.vocab);
-    vocab.push_back(-1);
-    write_file_atomic(c.out_dir + "/vocab.json", vocab.dump());
-    auto rows = evaluate(model, plan, c, corpus);
-    if (fine_tunes(plan, c)) {
-      const auto tuned = pi_finetune(plan, key.train, c, corpus, &budget);
-      if (tuned.empty()) {
-        result.complete = false;
-        return result;
-      }
-      rows.insert(rows.end(), tuned.begin(), tuned.end());
-    }
-    nlohmann::json saved = nlohmann::json::array();
-    for (const auto& r : rows) saved.push_back(row_json(r));
-    write_cached_rows(result_path, key, saved);
-    result.rows.insert(result.rows.end(), rows.begin(), rows.end());
+    result.rows.insert(result.rows.end(), rows->begin(), rows->end());
   }
   return result;
 }

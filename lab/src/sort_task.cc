@@ -5,17 +5,21 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
 #include "check_range.h"
 #include "checkpoint.h"
+#include "distributed_queue.h"
+#include "distributed_run.h"
 #include "posenc/error.h"
 #include "posenc_lab/extrapolate.h"
-#include "posenc_lab/progress.h"
 #include "posenc_lab/result_cache.h"
 #include "posenc_torch/model.h"
+#include "train_loop.h"
 
 namespace posenc::lab {
 namespace {
@@ -80,7 +84,9 @@ SortRow sort_row_from_json(const nlohmann::json& r, const std::string& path) {
   }
 }
 
-torch_layer::TransformerLM train_sort(const std::string& name, Scheme scheme, const SortConfig& c) {
+// Trains (or resumes from <out>/sort-<name>.ckpt) one model of the task; null when the budget
+// ran out. world: data parallel, every rank calling this alike.
+torch_layer::TransformerLM train_sort(const std::string& name, Scheme scheme, const SortConfig& c, const nlohmann::json& key, World* world) {
   torch_layer::ModelConfig mc;
   mc.vocab_size = kVocab;
   mc.d_model = c.d_model;
@@ -90,25 +96,25 @@ torch_layer::TransformerLM train_sort(const std::string& name, Scheme scheme, co
   mc.learned_positions = 2 * c.train_len + 1;
   torch::manual_seed(static_cast<std::uint64_t>(c.seed));
   torch_layer::TransformerLM model(mc);
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(c.lr).weight_decay(0.01));
   const int n = c.train_len;
-  Progress progress("sort " + name, c.steps);
-  model->train();
-  for (int step = 0; step < c.steps; ++step) {
-    const torch::Tensor x = batch_of(n, c.batch, static_cast<unsigned long long>(c.seed) * 1000003ull + static_cast<unsigned long long>(step));
-    optimizer.zero_grad();
-    const torch::Tensor logits = model->forward(x.narrow(1, 0, 2 * n));
+  TrainLoop loop;
+  loop.label = "sort " + name;
+  loop.checkpoint = c.out_dir + "/sort-" + name + ".ckpt";
+  loop.key = key;
+  loop.steps = c.steps;
+  loop.lr = c.lr;
+  loop.tokens_per_row = 2 * n;
+  loop.world = world;
+  loop.batch = [&c, n](long step) {
+    return batch_of(n, c.batch, static_cast<unsigned long long>(c.seed) * 1000003ull + static_cast<unsigned long long>(step));
+  };
+  loop.loss = [n](torch_layer::TransformerLM& m, const torch::Tensor& x) {
+    const torch::Tensor logits = m->forward(x.narrow(1, 0, 2 * n));
     // Loss on the sorted half only: targets x[n+1 .. 2n], predicted from positions n .. 2n-1.
-    const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.narrow(1, n, n).reshape({-1, kVocab}),
-                                                                    x.narrow(1, n + 1, n).reshape({-1}));
-    const double value = loss.item<double>();
-    if (!std::isfinite(value)) throw Error("sort " + name + ": the training loss is not finite at step " + std::to_string(step) + " (diverged)");
-    loss.backward();
-    torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
-    optimizer.step();
-    progress.update(step + 1, value);
-  }
-  progress.finish("trained");
+    return torch::nn::functional::cross_entropy(logits.narrow(1, n, n).reshape({-1, kVocab}), x.narrow(1, n + 1, n).reshape({-1}));
+  };
+  long budget = -1;
+  run_train_loop(model, loop, &budget);
   return model;
 }
 
@@ -136,34 +142,65 @@ std::vector<SortRow> test_sort(torch_layer::TransformerLM& model, const std::str
 
 }  // namespace
 
+namespace {
+
+nlohmann::json rows_json(const std::vector<SortRow>& rows) {
+  nlohmann::json saved = nlohmann::json::array();
+  for (const auto& r : rows)
+    saved.push_back({{"scheme", r.scheme}, {"length", r.length}, {"available", r.available},
+                     {"token_accuracy", std::isnan(r.token_accuracy) ? 0.0 : r.token_accuracy},
+                     {"sequence_accuracy", std::isnan(r.sequence_accuracy) ? 0.0 : r.sequence_accuracy}});
+  return saved;
+}
+
+// One scheme's rows: cached, or trained (data parallel over world when given) and tested on rank 0
+// (the other ranks return none).
+std::vector<SortRow> scheme_rows(const std::string& name, std::size_t index, const SortConfig& c, World* world) {
+  const bool primary = !world || world->rank() == 0;
+  const std::string tag = "posenc/sort/" + std::to_string(index) + "/";
+  const Scheme scheme = from_name<Scheme>(name);
+  const std::string result_path = c.out_dir + "/sort-" + name + ".result.json";
+  const std::string model_path = c.out_dir + "/sort-" + name + ".pt";
+  const CacheKey key = sort_key(name, c);
+  std::vector<SortRow> rows;
+  std::optional<nlohmann::json> cached;
+  if (primary) cached = cached_rows(result_path, key);
+  // Same training key, other test settings: test the saved model again; else train.
+  const bool trained = primary && !cached && fs::exists(result_path) && fs::exists(model_path);
+  if (world && primary) world->set(tag + "train", cached || trained ? "0" : "1");
+  if (world && !primary) {
+    if (world->wait_for(tag + "train", 0, "waiting for rank 0 to look up sort " + name) == "1") train_sort(name, scheme, c, key.train, world);
+    return rows;
+  }
+  if (cached) {
+    for (const auto& r : *cached) rows.push_back(sort_row_from_json(r, result_path));
+    std::fprintf(stderr, "sort %s: finished earlier, reusing %s\n", name.c_str(), result_path.c_str());
+    return rows;
+  }
+  torch_layer::TransformerLM model = trained ? load_model_file(model_path) : train_sort(name, scheme, c, key.train, world);
+  if (!trained) save_model_file(model, model_path);
+  rows = test_sort(model, name, scheme, c);
+  write_cached_rows(result_path, key, rows_json(rows));
+  return rows;
+}
+
+}  // namespace
+
 std::vector<SortRow> run_sort(const SortConfig& c) {
   validate(c);
   torch::set_num_threads(c.threads > 0 ? c.threads : 1);
-  fs::create_directories(c.out_dir);
-  const DirLock lock(c.out_dir);
-  remove_temp_files(c.out_dir);  // left by a run that was killed mid-write
+  const RunRanks run = join_run(c.launch, c.out_dir, c.batch);
+  const LaunchConfig& launch = run.launch;
+  World* const world = run.world.get();
   std::vector<SortRow> rows;
-  for (const std::string& name : c.schemes) {
-    const Scheme scheme = from_name<Scheme>(name);
-    const std::string result_path = c.out_dir + "/sort-" + name + ".result.json";
-    const std::string model_path = c.out_dir + "/sort-" + name + ".pt";
-    const CacheKey key = sort_key(name, c);
-    if (const auto cached = cached_rows(result_path, key)) {
-      for (const auto& r : *cached) rows.push_back(sort_row_from_json(r, result_path));
-      std::fprintf(stderr, "sort %s: finished earlier, reusing %s\n", name.c_str(), result_path.c_str());
-      continue;
-    }
-    // Same training key, other test settings: test the saved model again; else train.
-    const bool trained = fs::exists(result_path) && fs::exists(model_path);
-    torch_layer::TransformerLM model = trained ? load_model_file(model_path) : train_sort(name, scheme, c);
-    if (!trained) save_model_file(model, model_path);
-    const std::vector<SortRow> mine = test_sort(model, name, scheme, c);
-    nlohmann::json saved = nlohmann::json::array();
-    for (const auto& r : mine)
-      saved.push_back({{"scheme", r.scheme}, {"length", r.length}, {"available", r.available},
-                       {"token_accuracy", std::isnan(r.token_accuracy) ? 0.0 : r.token_accuracy},
-                       {"sequence_accuracy", std::isnan(r.sequence_accuracy) ? 0.0 : r.sequence_accuracy}});
-    write_cached_rows(result_path, key, saved);
+  if (distributes_models(launch)) {
+    const auto outcomes = share_jobs(*world, c.schemes.size(), [&](std::size_t i) { return rows_json(scheme_rows(c.schemes[i], i, c, nullptr)).dump(); });
+    for (std::size_t i = 0; i < outcomes.size(); ++i)
+      for (const auto& r : nlohmann::json::parse(outcomes[i])) rows.push_back(sort_row_from_json(r, "sort " + c.schemes[i] + " (from its rank)"));
+    return rows;
+  }
+  for (std::size_t i = 0; i < c.schemes.size(); ++i) {
+    const auto mine = scheme_rows(c.schemes[i], i, c, world);
     rows.insert(rows.end(), mine.begin(), mine.end());
   }
   return rows;

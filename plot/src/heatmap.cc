@@ -58,8 +58,11 @@ std::string fmt(double v) {
   return buf;
 }
 
-// [min, max] over the finite values (NaN cells are drawn white).
-std::pair<double, double> finite_range(const std::vector<double>& values) {
+// The colour range: the spec's pinned one, else [min, max] over the finite values (NaN cells
+// are drawn white).
+std::pair<double, double> finite_range(const HeatmapSpec& spec) {
+  if (std::isfinite(spec.value_min) && std::isfinite(spec.value_max)) return {spec.value_min, spec.value_max};
+  const std::vector<double>& values = spec.values;
   double lo = INFINITY, hi = -INFINITY;
   for (double v : values)
     if (std::isfinite(v)) {
@@ -126,7 +129,7 @@ std::vector<std::uint8_t> heatmap_png(const HeatmapSpec& s, int scale) {
     throw Error("heatmap needs rows, cols >= 1 and rows*cols values");
   if (scale < 1 || static_cast<long>(s.rows) * scale * s.cols * scale > 64l * 1024 * 1024)
     throw Error("heatmap too large (over 64 million pixels)");
-  const auto [lo, hi] = finite_range(s.values);
+  const auto [lo, hi] = finite_range(s);
   const double span = hi > lo ? hi - lo : 1.0;
   const int w = s.cols * scale, h = s.rows * scale;
   std::vector<std::uint8_t> rgb(static_cast<std::size_t>(w) * h * 3);
@@ -143,7 +146,7 @@ std::string heatmap_svg(const HeatmapSpec& s, int scale) {
   const std::vector<std::uint8_t> png = heatmap_png(s, scale);
   const double w = s.cols * scale, h = s.rows * scale, left = 80, top = 44, bar = 18;
   const double W = std::max(left + w + 110, 560.0), H = top + h + 60;
-  const auto [lo, hi] = finite_range(s.values);
+  const auto [lo, hi] = finite_range(s);
   std::ostringstream svg;
   svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\" width=\"" << W << "\" height=\"" << H
       << "\" font-family=\"DejaVu Sans, sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";

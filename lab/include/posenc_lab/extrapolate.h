@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "posenc_lab/corpus.h"
+#include "posenc_lab/distributed.h"
 #include "posenc_lab/file_io.h"
 
 namespace posenc::lab {
@@ -58,6 +59,7 @@ struct ExtrapolateConfig {
   std::vector<std::string> fusions;  // extra sinusoidal models with these fusions ("sinusoidal-concat", ...)
   int pi_finetune_steps = 0;         // PI with a short fine-tune at 4x the training length
   long stop_after_steps = -1;        // stop (as if killed) after this many training steps in this run
+  LaunchConfig launch;               // ranks of a distributed run (distributed.h); default: this process alone
 };
 
 struct ResultRow {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "posenc_lab/distributed.h"
+
 namespace posenc::lab {
 
 // Limits that keep one run under ~2 GB of memory (test sequences are scored in one batch).
@@ -23,6 +25,7 @@ struct SortConfig {
   int seed = 0, threads = 0;
   int test_sequences = 256;
   std::string out_dir = "out/lab-sort";
+  LaunchConfig launch;  // ranks of a distributed run (distributed.h); default: this process alone
 };
 
 struct SortRow {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +25,9 @@ struct HeatmapSpec {
   std::string title, row_label, col_label;
   double row_first = 0, col_first = 0;  // the coordinate of row 0 / column 0 (tick labels)
   double row_step = 1, col_step = 1;
+  // The values the colour map spans; NaN (default): the finite values' own min and max. Pin it
+  // when figures must compare (accuracy: [0, 1], so an all-right grid is not drawn as all-wrong).
+  double value_min = std::nan(""), value_max = std::nan("");
 };
 
 // PNG of the cells, scale pixels per cell (nearest), colours spanning [min, max] of the values.

@@ -1,0 +1,59 @@
+#include "gguf_command.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "check_command.h"
+#include "options.h"
+#include "posenc/error.h"
+#include "posenc/file_io.h"
+#include "posenc/gguf.h"
+
+namespace posenc::cli {
+namespace {
+
+constexpr std::uint64_t kMaxGgufBytes = std::uint64_t{1} << 36;  // 64 GiB: real models; read whole
+
+struct GgufArgs {
+  std::string file;
+  ConfigArgs source;  // the config to compare with
+};
+
+void run_gguf(const GgufArgs& a) {
+  // Only the metadata and the small positional tensors matter, but GGUF puts tensor data after
+  // the metadata: files are read whole up to the limit.
+  const GgufFile f = parse_gguf(read_file(a.file, kMaxGgufBytes));
+  const GgufRope r = gguf_rope(f);
+  std::printf("architecture %s (GGUF v%u, %zu keys, %zu tensors)\n", r.arch.c_str(), f.version, f.metadata.size(),
+              f.tensors.size());
+  for (const auto& [key, value] : r.keys) std::printf("  %s = %s\n", key.c_str(), value.c_str());
+  if (!r.freq_factors_tensor.empty()) std::printf("  %s: per-frequency divisors\n", r.freq_factors_tensor.c_str());
+  std::printf("llama.cpp schedule: n_rot %d, base %s, scaling %s, factor %s, ext_factor %s, attention factor %.9g\n",
+              r.n_rot, format_number(r.freq_base).c_str(), r.scaling_type.c_str(), format_number(r.factor).c_str(),
+              format_number(r.ext_factor).c_str(), r.attention_factor);
+  for (std::size_t i = 0; i < r.inv_freq.size(); ++i) std::printf("%5zu  %.9g\n", i, r.inv_freq[i]);
+  if (a.source.config.empty()) return;
+  const auto mismatches = compare_with_hf(r, a.source.load());
+  if (mismatches.empty()) {
+    std::printf("agrees with HF's schedule for %s within float32 rounding\n", a.source.config.c_str());
+    return;
+  }
+  std::printf("DIFFERS from HF's schedule for %s:\n", a.source.config.c_str());
+  for (const auto& m : mismatches) std::printf("  %s: %s\n", m.key.c_str(), m.message.c_str());
+  throw ChecksFailed();
+}
+
+}  // namespace
+
+void add_gguf_command(CLI::App& app) {
+  auto args = std::make_shared<GgufArgs>();
+  CLI::App* cmd = app.add_subcommand("gguf", "a GGUF file's positional keys, the schedule llama.cpp computes from them, "
+                                             "and with --config its agreement with HF's (exit 1 when they differ)");
+  cmd->add_option("file", args->file, "the .gguf file")->required();
+  add_config_options(cmd, args->source, false, "");
+  cmd->callback([args] { run_gguf(*args); });
+}
+
+}  // namespace posenc::cli

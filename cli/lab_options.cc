@@ -1,0 +1,74 @@
+#include "lab_options.h"
+
+#include "options.h"
+#include "posenc_lab/corpus.h"
+#include "posenc_lab/extrapolate.h"
+
+namespace posenc::cli {
+namespace {
+
+// A comma-separated list of names; empty items are dropped, so `--schemes ''` leaves an empty
+// list, which the run refuses by name ("--schemes is empty") before anything is trained.
+CLI::Option* add_name_list(CLI::App* cmd, const std::string& flag, std::vector<std::string>* target, const std::string& help) {
+  std::string shown;
+  for (const auto& n : *target) shown += (shown.empty() ? "" : ",") + n;
+  auto set = [target](const std::vector<std::string>& items) {
+    target->clear();
+    for (const auto& item : items)
+      if (!item.empty()) target->push_back(item);
+  };
+  return cmd->add_option_function<std::vector<std::string>>(flag, set, help)->delimiter(',')->default_str(shown);
+}
+
+}  // namespace
+
+void add_size_flags(CLI::App* cmd, bool* quick, bool* full, const std::string& quick_help, const std::string& full_help) {
+  CLI::Option* q = cmd->add_flag("--quick", *quick, quick_help + " (default)");
+  cmd->add_flag("--full", *full, full_help)->excludes(q);
+}
+
+void add_extensions_option(CLI::App* cmd, std::vector<std::string>* extensions) {
+  add_name_list(cmd, "--extensions", extensions, "RoPE extensions: none, pi, ntk, dynamic, yarn");
+}
+
+void add_lab_run_options(CLI::App* cmd, const LabRunTargets& t, const std::string& unit) {
+  add_name_list(cmd, "--schemes", t.schemes, "comma-separated schemes");
+  cmd->add_option("--train-len", *t.train_len, unit + " per training sequence")->capture_default_str();
+  add_steps_option(cmd, *t.steps, "training steps per model")->capture_default_str();
+  add_seed_option(cmd, *t.seed, "seed of the weights and the batches");
+  add_threads_option(cmd, *t.threads,
+                     "torch threads (0: one, measured faster than two for models this small; at most this machine's "
+                     "hardware threads)",
+                     0, lab::max_lab_threads());
+  add_out_option(cmd, *t.out_dir, "output directory (checkpoints, results, pictures)")->capture_default_str();
+  if (t.corpus) cmd->add_option("--corpus", *t.corpus, "UTF-8 text (default: the King James Bible made by `make corpus`)")->capture_default_str();
+  add_json_flag(cmd, *t.json);
+  if (t.launch) add_launch_options(cmd, t.launch);
+}
+
+void add_launch_options(CLI::App* cmd, lab::LaunchConfig* l) {
+  const std::string group = "Distributed (libtorch c10d over Gloo)";
+  cmd->add_option("--nproc", l->nproc, "start this many local ranks on 127.0.0.1 and wait for them")
+      ->check(CLI::Range(1, lab::kMaxWorldSize))->group(group);
+  cmd->add_option("--rank", l->rank, "this process's rank, one process per host (default: RANK)")
+      ->check(CLI::Range(0, lab::kMaxWorldSize - 1))->group(group);
+  cmd->add_option("--world-size", l->world_size, "ranks in the run (default: WORLD_SIZE, else 1)")
+      ->check(CLI::Range(1, lab::kMaxWorldSize))->group(group);
+  cmd->add_option("--master-addr", l->master_addr, "host of rank 0, where the ranks meet (default: MASTER_ADDR, else 127.0.0.1)")
+      ->group(group);
+  cmd->add_option("--master-port", l->master_port, "port of rank 0's store (default: MASTER_PORT, else 29500)")
+      ->check(CLI::Range(1, 65535))->group(group);
+  cmd->add_option("--dist-timeout", l->timeout_seconds, "seconds after which a silent rank is reported lost")
+      ->capture_default_str()->check(CLI::Range(1, 86400))->group(group);
+  cmd->add_option("--distribute", l->distribute, "data: every model on all ranks, batches split (default); models: whole models per rank")
+      ->check(CLI::IsMember({"data", "models"}))->group(group);
+}
+
+bool launched_local_ranks(lab::LaunchConfig* launch) {
+  *launch = lab::resolve_launch(*launch);
+  if (!lab::starts_local_ranks(*launch)) return false;
+  lab::run_local_ranks(*launch);
+  return true;
+}
+
+}  // namespace posenc::cli

@@ -1,0 +1,45 @@
+// The options every lab command shares (extrapolate, sort, passkey), declared once for all of
+// them: the run's size flags, its training settings, where it writes, and the launcher flags
+// (--nproc, --rank, --world-size, --master-addr, --master-port, --dist-timeout, --distribute).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "posenc_lab/distributed.h"
+
+namespace posenc::cli {
+
+// --quick / --full (excluding each other): what each runs is the command's help text.
+void add_size_flags(CLI::App* cmd, bool* quick, bool* full, const std::string& quick_help, const std::string& full_help);
+
+// The settings a lab run shares; each pointer is the config field the option sets (its value now
+// is the default CLI11 shows). corpus may be null (a task without a text corpus).
+struct LabRunTargets {
+  std::vector<std::string>* schemes;
+  int* train_len;
+  int* steps;
+  int* seed;
+  int* threads;
+  std::string* out_dir;
+  std::string* corpus;
+  bool* json;
+  lab::LaunchConfig* launch;  // null: a command that runs in one process only
+};
+// --schemes, --train-len, --steps, --seed, --threads (at most this machine's hardware threads),
+// --out, --corpus, --json and the launcher flags. `unit` names what train-len counts.
+void add_lab_run_options(CLI::App* cmd, const LabRunTargets& t, const std::string& unit);
+
+// --extensions: RoPE's length extensions to score (none, pi, ntk, dynamic, yarn).
+void add_extensions_option(CLI::App* cmd, std::vector<std::string>* extensions);
+
+// Adds the flags to cmd, parsed into *launch (which must outlive cmd's callback).
+void add_launch_options(CLI::App* cmd, lab::LaunchConfig* launch);
+
+// Call first in the command's callback: *launch completed from the environment and checked (an
+// Error naming a bad value). Returns true when this process started the local ranks of --nproc
+// and they finished: the command's work is then done.
+bool launched_local_ranks(lab::LaunchConfig* launch);
+
+}  // namespace posenc::cli

@@ -1,0 +1,142 @@
+#include "spec_command.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "options.h"
+#include "posenc/error.h"
+#include "posenc/model_spec.h"
+
+namespace posenc::cli {
+namespace {
+
+struct SpecArgs {
+  ConfigArgs source;
+  bool json = false;
+};
+
+using nlohmann::json;
+
+json optional_json(const std::optional<std::int64_t>& v) { return v ? json(*v) : json(nullptr); }
+
+// The keys engines' tests read (index ... softmax_scale_multiplier) are fixed; the rest may grow.
+json layer_json(const LayerSpec& l) {
+  json j = {{"index", l.index},
+            {"layer_type", l.layer_type},
+            {"rope", l.rope},
+            {"pairing", to_string(l.pairing)},
+            {"rotary_dim", l.rotary_dim},
+            {"attention", l.attention},
+            {"window", optional_json(l.window)},
+            {"query_scale", nullptr},
+            {"softmax_scale_multiplier", l.softmax_scale_multiplier},
+            {"softmax_scale", l.softmax_scale},
+            {"head_dim", l.head_dim},
+            {"rotary_offset", l.rotary_offset},
+            {"qk_norm", l.qk_norm.empty() ? json(nullptr) : json(l.qk_norm)},
+            {"schedule", l.schedule < 0 ? json(nullptr) : json(l.schedule)}};
+  if (l.pairing == Pairing::kInterleavedReadHalfWrite) j["output_order"] = "half_split";
+  const QueryScaling& q = l.query_scale;
+  if (q.rule == QueryScale::kLlama4Temperature)
+    j["query_scale"] = {{"rule", q.name()}, {"attn_scale", q.scale}, {"floor_scale", q.floor_scale},
+                        {"formula", "1 + attn_scale * log1p(floor((p + 1) / floor_scale))"}};
+  else if (q.rule == QueryScale::kLlama4ScalingBeta)
+    j["query_scale"] = {{"rule", q.name()}, {"beta", q.scale}, {"original_max_position_embeddings", q.floor_scale},
+                        {"formula", "1 + beta * log(1 + floor(p / original_max_position_embeddings))"}};
+  return j;
+}
+
+json spec_json(const ModelSpec& s) {
+  json j;
+  j["model_type"] = s.rope.model_type;
+  j["family_known"] = s.family != nullptr;
+  j["hf_source"] = s.family ? json(s.family->hf_source) : json(nullptr);
+  j["schedules"] = json::array();
+  for (std::size_t i = 0; i < s.rope.layers.size(); ++i) {
+    const LayerRope& l = s.rope.layers[i];
+    json e = {{"layer_type", l.layer_type}, {"has_rope", l.has_rope}};
+    if (l.has_rope) {
+      const RopeSchedule& r = s.schedules[i];
+      e["rope_type"] = to_string(r.type);
+      e["rotary_dim"] = r.rotary_dim;
+      e["attention_factor"] = r.attention_factor;  // on cos and sin (logits get its square)
+      e["inv_freq"] = std::vector<double>(r.inv_freq.begin(), r.inv_freq.end());
+    }
+    j["schedules"].push_back(e);
+  }
+  j["mrope_section"] = s.mrope_section;
+  j["mrope_style"] = s.mrope_style.empty() ? json(nullptr) : json(s.mrope_style);
+  j["layers"] = json::array();
+  for (const LayerSpec& l : s.layers) j["layers"].push_back(layer_json(l));
+  j["warnings"] = s.warnings;
+  j["notes"] = s.rope.notes;
+  return j;
+}
+
+// One text line per run of consecutive layers with the same facts.
+std::string describe(const ModelSpec& s, const LayerSpec& l) {
+  std::string d = l.layer_type + ": ";
+  if (l.rope) {
+    const RopeSchedule& r = s.schedules[l.schedule];
+    d += "RoPE " + std::string(to_string(r.type)) + ", " + to_string(l.pairing) +
+         (l.pairing == Pairing::kInterleavedReadHalfWrite ? " (output in half-split order)" : "") + " pairs, channels [" +
+         std::to_string(l.rotary_offset) + ", " + std::to_string(l.rotary_offset + l.rotary_dim) + ") of " +
+         std::to_string(l.head_dim) + ", attention factor " + format_number(r.attention_factor);
+  } else {
+    d += "no positional encoding (NoPE)";
+  }
+  d += "; " + l.attention + " attention";
+  if (l.window) d += " (" + std::to_string(*l.window) + ")";
+  if (l.query_scale.rule != QueryScale::kNone) d += "; query scaling " + std::string(l.query_scale.name());
+  d += "; softmax scale " + format_number(l.softmax_scale);
+  if (l.softmax_scale_multiplier != 1) d += " (x" + format_number(l.softmax_scale_multiplier) + " mscale^2)";
+  if (!l.qk_norm.empty()) d += "; q/k norm " + l.qk_norm;
+  return d;
+}
+
+void print_text(const ModelSpec& s) {
+  std::printf("model_type %s\n", s.rope.model_type.c_str());
+  if (s.family) std::printf("follows %s\n", s.family->hf_source);
+  if (!s.mrope_section.empty()) {
+    std::printf("M-RoPE sections");
+    for (int v : s.mrope_section) std::printf(" %d", v);
+    std::printf(" (%s)\n", s.mrope_style.c_str());
+  }
+  // Each distinct description once, in order of first appearance, with every layer that has it.
+  std::vector<std::string> order;
+  std::map<std::string, std::string> indices;
+  for (const LayerSpec& l : s.layers) {
+    const std::string d = describe(s, l);
+    auto [it, fresh] = indices.emplace(d, std::to_string(l.index));
+    if (fresh) order.push_back(d);
+    else it->second += " " + std::to_string(l.index);
+  }
+  for (const auto& d : order) std::printf("layers %s\n  %s\n", indices[d].c_str(), d.c_str());
+  for (const auto& n : s.rope.notes) std::printf("note: %s\n", n.c_str());
+}
+
+void run_spec(const SpecArgs& a) {
+  const ModelSpec s = load_model_spec(a.source.config, ConfigOptions{a.source.lenient, a.source.hf_compatible});
+  for (const auto& w : s.warnings) std::cerr << "posenc: warning: " << w << "\n";
+  if (a.json)
+    std::cout << spec_json(s).dump(1) << "\n";
+  else
+    print_text(s);
+}
+
+}  // namespace
+
+void add_spec_command(CLI::App& app) {
+  auto args = std::make_shared<SpecArgs>();
+  CLI::App* cmd = app.add_subcommand("spec", "per-layer positional semantics of a config.json (RoPE or NoPE, pairing, "
+                                             "rotary channels, schedule, attention kind, query and softmax scaling)");
+  add_config_options(cmd, args->source, true, "");
+  add_json_flag(cmd, args->json);  // its layers array has one entry per layer
+  cmd->callback([args] { run_spec(*args); });
+}
+
+}  // namespace posenc::cli

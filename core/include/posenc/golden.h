@@ -1,0 +1,51 @@
+// Golden test vectors for inference engines: for chosen positions and each layer type of a
+// model, what Hugging Face's modeling code computes, written as safetensors plus a JSON manifest.
+//
+//   DIR/golden.safetensors   F32 tensors, names "<layer_type>.<what>":
+//     cos, sin   [P, rotary_dim]  as HF's rotary module returns them: cat(freqs, freqs) order,
+//                                 attention factor included, angles float32(inv_freq * float32(p))
+//                                 (RoPE layers only)
+//     q, k       [P, head_dim]    one seeded head each, uniform in [-1, 1)
+//     q_out      [P, head_dim]    q after the full positional treatment: rotary slice
+//                                 [rotary_offset, rotary_offset + rotary_dim) rotated with the
+//                                 model's pairing, then the position-dependent query scale
+//     k_out      [P, head_dim]    k rotated
+//     logits     [P, P]           softmax_scale * q_out[i] . k_out[j] (before masking)
+//   DIR/manifest.json         positions (row order), seed, seq_len, and per layer type its
+//                             layers, pairing, dims, attention factor, softmax scale, query scales
+//
+// Dynamic NTK and LongRoPE depend on the sequence: the schedule is the one HF uses for a forward
+// pass whose largest position is max(positions), i.e. seq_len = max(positions) + 1.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "posenc/model_spec.h"
+#include "posenc/safetensors.h"
+
+namespace posenc {
+
+struct GoldenParams {
+  std::vector<std::int64_t> positions;  // empty: default_golden_positions(spec)
+  std::uint64_t seed = 0;
+};
+
+// 0, 1, 127, 4095, the original context C, 4C and 131071, duplicates removed, in that order.
+// C is original_max_position_embeddings, else max_position_embeddings, else 4096.
+std::vector<std::int64_t> default_golden_positions(const ModelSpec& spec);
+
+struct Golden {
+  SafeTensors tensors;
+  std::string manifest_json;
+};
+
+// Throws posenc::Error when the family's per-layer semantics are unknown, for a position
+// outside [0, 2^31-1] or beyond the schedule's accurate range, or more than 4096 positions.
+Golden make_golden(const ModelSpec& spec, const GoldenParams& params);
+
+// Writes DIR/golden.safetensors and DIR/manifest.json (DIR is created if absent).
+void write_golden(const Golden& golden, const std::string& dir);
+
+}  // namespace posenc

@@ -1,0 +1,108 @@
+// What each model family does with positions beyond its rope init function: one row per family,
+// each citing the Hugging Face modeling code it follows (transformers v5; remote-code families
+// cite their hub modeling file). model_spec.h turns a row plus a config into per-layer facts.
+//
+// A family absent from this table is unknown: posenc still computes its schedule, but reports
+// that its per-layer semantics are unknown instead of guessing.
+#pragma once
+
+#include <string_view>
+
+namespace posenc {
+
+// How the rotated channels pair up (rope_apply.h draws both).
+enum class Pairing {
+  kHalfSplit,    // (j, j + r/2): HF rotate_half (Llama, NeoX, Qwen, Gemma, gpt-oss, GLM-4.5)
+  kInterleaved,  // (2j, 2j+1): GPT-J, Cohere, GLM-4, ChatGLM, Llama 4 complex pairs, ERNIE 4.5
+  // DeepSeek-V3 rope_interleave: reads (2j, 2j+1), writes de-interleaved (half-split order);
+  // q.k is that of interleaved pairs (HF apply_rotary_pos_emb_interleave).
+  kInterleavedReadHalfWrite,
+};
+
+// Which layers rotate.
+enum class RopeLayers {
+  kAll,
+  kNoRopeLayersList,    // Llama 4, SmolLM3: no_rope_layers[i] == 1 rotates; default every
+                        // no_rope_layer_interval-th (4) layer is NoPE
+  kSlidingOnly,         // Cohere 2: only sliding-window layers rotate
+  kSlidingOnlyIfHybrid, // EXAONE 4: with sliding_window set, full layers are NoPE
+  kNotCrossAttention,   // Mllama text: cross_attention_layers have no RoPE
+  kNoneIfMlaUseNope,    // Kimi Linear: no layer rotates when mla_use_nope (or qk_rope_head_dim == 0)
+};
+
+// Where the attention kind and window of each layer come from.
+enum class Window {
+  kNone,                 // every layer full attention
+  kEveryLayer,           // sliding_window (when not null) on every layer (Mistral, Phi-3)
+  kQwen2,                // use_sliding_window: layers i >= max_window_layers slide
+  kLayerTypes,           // layer_types (or the family's default pattern) says per layer
+  kChunkedOnRopeLayers,  // Llama 4: attention_chunk_size on RoPE layers, NoPE layers global
+};
+
+// The default layer_types when the config has none (HF's config __init__): layer i is
+// full_attention when (i + 1) % n == 0, sliding_attention otherwise, n = sliding_window_pattern
+// when the config has it, else the row's full_every (Gemma2Config, GptOssConfig: 2;
+// Gemma3TextConfig: 6; Cohere2Config, Olmo3Config: 4). 0: no default pattern.
+
+// Where the default layer_types come from when the config has none.
+enum class DefaultLayers {
+  kFullEvery,            // the pattern above (full_every / sliding_window_pattern)
+  kLinearButEveryNth,    // Qwen3NextConfig: full_attention every full_attention_interval-th (4) layer,
+                         // linear_attention otherwise
+  kFullAttnIdxs,         // Lfm2Config: full_attention at full_attn_idxs (default: every layer), conv otherwise
+  kKimiLinear,           // KimiLinearConfig: linear_attn_config's 1-based full_attn_layers / kda_layers
+                         // (transformers versions disagree on the default without them: unknown)
+};
+
+enum class QueryScale {
+  kNone,
+  kLlama4Temperature,  // NoPE layers: q *= 1 + attn_scale * log1p(floor((p + 1) / floor_scale))
+  kLlama4ScalingBeta,  // every layer: q *= 1 + beta * log(1 + floor(p / original_max))
+};
+
+enum class SoftmaxScale {
+  kHeadDim,             // head_dim^-0.5
+  kQueryPreAttnScalar,  // query_pre_attn_scalar^-0.5 (Gemma 2, Gemma 3)
+  kDeepSeekMla,         // (qk_nope + qk_rope)^-0.5 * mscale(factor, mscale_all_dim)^2
+};
+
+enum class QkNorm {
+  kNone,
+  kBeforeRope,         // RMSNorm per head on q and k, then RoPE (Qwen3, Gemma 3, OLMo, EXAONE 4)
+  kBeforeRopeIfFlag,   // the same when use_qk_norm is true (MiniMax-M2, GLM-4.5)
+  kL2AfterRopeIfFlag,  // Llama 4: L2 norm after RoPE on RoPE layers when use_qk_norm
+};
+
+struct FamilyQuirks {
+  // model_type values of this row, '|'-separated and '|'-bounded: "|qwen2|qwen2_moe|".
+  const char* model_types;
+  const char* hf_source;  // the modeling code each rule below follows
+  Pairing pairing = Pairing::kHalfSplit;
+  RopeLayers rope_layers = RopeLayers::kAll;
+  Window window = Window::kNone;
+  int full_every = 0;
+  DefaultLayers default_layers = DefaultLayers::kFullEvery;
+  // HF's default sliding_window when the key is absent (Exaone4Config: 4096); 0 for none.
+  int default_sliding_window = 0;
+  QueryScale query_scale = QueryScale::kNone;
+  SoftmaxScale softmax_scale = SoftmaxScale::kHeadDim;
+  QkNorm qk_norm = QkNorm::kNone;
+  // The config key holding the layer count (DBRX n_layers, ChatGLM num_layers).
+  const char* layer_count_key = "num_hidden_layers";
+  bool mla = false;          // DeepSeek MLA: only qk_rope_head_dim channels rotate, after the NoPE part
+  bool rope_interleave_key = false;  // DeepSeek-V3: rope_interleave (default true) picks the pairing
+  const char* mrope_style = nullptr;  // "contiguous" (Qwen2-VL), "interleaved" (Qwen3-VL), ...
+};
+
+// The row for a model_type (the top level's or text_config's); nullptr when unknown.
+const FamilyQuirks* find_family(std::string_view model_type);
+
+// '|'-bounded list of the model_types of a config ("|qwen3_vl|qwen3_vl_text|"): the row whose
+// model_types share one of them, text model first; nullptr when none.
+const FamilyQuirks* find_family_of(std::string_view family_list);
+
+// The pairing key of `posenc spec --json`: "half_split" or "interleaved" (DeepSeek-V3's
+// interleaved read is "interleaved"; its half-split output order is reported beside it).
+const char* to_string(Pairing pairing);
+
+}  // namespace posenc

@@ -1,0 +1,218 @@
+// llama.cpp's RoPE schedule from GGUF metadata, and its comparison with HF's.
+#include <algorithm>
+#include <cmath>
+
+#include "posenc/error.h"
+#include "posenc/gguf.h"
+#include "posenc/rope_schedule.h"
+
+namespace posenc {
+namespace {
+
+enum : std::uint32_t { kU32 = 4, kI32 = 5, kF32 = 6, kString = 8, kArray = 9 };
+
+const char* type_name(std::uint32_t t) {
+  static const char* names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
+  return t < 13 ? names[t] : "unknown";
+}
+
+// llama.cpp reads every key with one exact type (llama-model-loader.cpp, GGUFMeta::GKV::get_kv:
+// "key %s has wrong type %s but expected type %s"): a file that stores rope.freq_base as f64 or
+// context_length as u64 does not load there, so it is an error here too, not a silent conversion.
+struct Keys {
+  const GgufFile& f;
+  std::string arch;
+  GgufRope& out;
+
+  const GgufValue* find(const std::string& suffix) {
+    const std::string key = arch + "." + suffix;
+    const GgufValue* v = f.find(key);
+    if (v) out.keys.emplace_back(key, v->to_string());
+    return v;
+  }
+  std::optional<double> typed(const std::string& suffix, std::uint32_t type) {
+    const GgufValue* v = find(suffix);
+    if (!v) return std::nullopt;
+    if (v->type != type)
+      throw Error("GGUF: " + arch + "." + suffix + " must be " + type_name(type) + " (as llama.cpp reads it), got " +
+                  type_name(v->type) + " " + v->to_string());
+    if (!std::isfinite(v->number)) throw Error("GGUF: " + arch + "." + suffix + " must be finite, got " + v->to_string());
+    return v->number;
+  }
+  std::optional<double> f32(const std::string& suffix) { return typed(suffix, kF32); }
+  std::optional<double> u32(const std::string& suffix) { return typed(suffix, kU32); }
+  // attention.head_count: llama-model.cpp reads it with get_key_or_arr (one u32, or one per layer).
+  std::optional<double> u32_or_first(const std::string& suffix) {
+    const GgufValue* v = f.find(arch + "." + suffix);
+    if (v && v->type == kArray) {
+      find(suffix);
+      if (v->elem_type != kU32 && v->elem_type != kI32)
+        throw Error("GGUF: " + arch + "." + suffix + " must be u32 or an array of u32, got an array of " + type_name(v->elem_type));
+      if (v->numbers.empty()) throw Error("GGUF: " + arch + "." + suffix + " is an empty array");
+      return v->numbers[0];
+    }
+    return u32(suffix);
+  }
+};
+
+// ggml_rope_yarn_corr_dim (ggml.c; ggml_rope_yarn_corr_dims floors the start and ceils the end): the dimension whose wavelength fits n_rot rotations in n_ctx_orig.
+double corr_dim(int n_dims, std::int64_t n_ctx_orig, double n_rot, double base) {
+  return n_dims * std::log(static_cast<double>(n_ctx_orig) / (n_rot * 2 * M_PI)) / (2 * std::log(base));
+}
+
+std::string relative(double a, double b) { return format_number(std::abs(a - b) / std::max(std::abs(b), 1e-300)); }
+
+bool close(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(std::abs(a), std::abs(b)); }
+
+}  // namespace
+
+GgufRope gguf_rope(const GgufFile& f) {
+  GgufRope r;
+  const GgufValue* arch = f.find("general.architecture");
+  if (!arch || arch->type != kString) throw Error("GGUF: general.architecture (a string) is missing");
+  r.arch = arch->text;
+  Keys k{f, r.arch, r};
+  // llama-model.cpp load_hparams: n_rot defaults to the head size (key_length, else n_embd / n_head).
+  const auto n_embd = k.u32("embedding_length");
+  const auto n_head = k.u32_or_first("attention.head_count");
+  const auto key_length = k.u32("attention.key_length");
+  if (auto d = k.u32("rope.dimension_count")) r.n_rot = static_cast<int>(std::min(*d, 1e6));
+  else if (key_length) r.n_rot = static_cast<int>(std::min(*key_length, 1e6));
+  else if (n_embd && n_head && *n_head > 0) r.n_rot = static_cast<int>(std::min(*n_embd / *n_head, 1e6));
+  if (r.n_rot < 2 || r.n_rot > 65536 || r.n_rot % 2)
+    throw Error("GGUF: " + r.arch + ".rope.dimension_count must be even, in [2, 65536], got " + std::to_string(r.n_rot));
+  r.freq_base = k.f32("rope.freq_base").value_or(10000.0);
+  if (!(r.freq_base > 1)) throw Error("GGUF: " + r.arch + ".rope.freq_base must be > 1, got " + format_number(r.freq_base));
+  // load_hparams: rope.scaling.type defaults to "linear"; llama_rope_scaling_type_from_string knows
+  // four names and llama.cpp asserts (aborts) on any other.
+  r.scaling_type = "linear";
+  if (const GgufValue* t = k.find("rope.scaling.type")) {
+    if (t->type != kString)
+      throw Error("GGUF: " + r.arch + ".rope.scaling.type must be string, got " + type_name(t->type) + " " + t->to_string());
+    r.scaling_type = t->text;
+  }
+  if (r.scaling_type != "none" && r.scaling_type != "linear" && r.scaling_type != "yarn" && r.scaling_type != "longrope")
+    throw Error("GGUF: " + r.arch + ".rope.scaling.type must be one of none, linear, yarn, longrope, got \"" +
+                r.scaling_type + "\"");
+  // load_hparams: rope_freq_scale_train = 1 / rope.scaling.factor (else the old rope.scale_linear),
+  // 0 or absent meaning 1; llama_context then forces freq_scale = 1 when the type is "none".
+  if (auto s = k.f32("rope.scaling.factor")) r.factor = *s;
+  else if (auto lin = k.f32("rope.scale_linear")) r.factor = *lin;
+  if (r.factor == 0) r.factor = 1;
+  if (!(r.factor > 0)) throw Error("GGUF: " + r.arch + ".rope.scaling.factor must be > 0, got " + format_number(r.factor));
+  if (r.scaling_type == "none") r.factor = 1;
+  // llama_context: n_ctx_orig_yarn = rope.scaling.original_context_length, else context_length.
+  const auto ctx = k.u32("context_length");
+  r.n_ctx_orig = static_cast<std::int64_t>(k.u32("rope.scaling.original_context_length").value_or(ctx.value_or(0)));
+  // llama_hparams defaults (llama-hparams.h): ext_factor -1 ("not set": 1 for yarn, else 0 in
+  // llama_context), yarn_attn_factor 1, beta_fast 32, beta_slow 1, rope_attn_factor 1, log_mul 0.
+  r.ext_factor = k.f32("rope.scaling.yarn_ext_factor").value_or(-1.0);
+  if (r.ext_factor < 0) r.ext_factor = r.scaling_type == "yarn" ? 1.0 : 0.0;
+  const double yarn_attn_factor = k.f32("rope.scaling.yarn_attn_factor").value_or(1.0);
+  const double rope_attn_factor = k.f32("rope.scaling.attn_factor").value_or(1.0);
+  const double log_mul = k.f32("rope.scaling.yarn_log_multiplier").value_or(0.0);
+  r.beta_fast = k.f32("rope.scaling.yarn_beta_fast").value_or(32.0);
+  r.beta_slow = k.f32("rope.scaling.yarn_beta_slow").value_or(1.0);
+  k.find("rope.dimension_sections");
+  k.find("attention.sliding_window");
+
+  // Per-frequency divisors: llama3's rope_freqs, LongRoPE's short factors (the schedule at init).
+  const std::vector<float>* ff = nullptr;
+  for (const char* name : {"rope_freqs.weight", "rope_factors_short.weight"}) {
+    auto it = f.positional_tensors.find(name);
+    if (it == f.positional_tensors.end()) continue;
+    ff = &it->second;
+    r.freq_factors_tensor = name;
+    break;
+  }
+  const int n = r.n_rot / 2;
+  if (ff && static_cast<int>(ff->size()) != n)
+    throw Error("GGUF: tensor " + r.freq_factors_tensor + " has " + std::to_string(ff->size()) + " values; n_rot / 2 = " +
+                std::to_string(n) + " expected");
+  const double freq_scale = 1.0 / r.factor;
+  double low = 0, high = 0;
+  if (r.ext_factor != 0) {
+    if (r.n_ctx_orig <= 0) throw Error("GGUF: YaRN needs " + r.arch + ".rope.scaling.original_context_length or context_length");
+    low = std::max(0.0, std::floor(corr_dim(r.n_rot, r.n_ctx_orig, r.beta_fast, r.freq_base)));
+    high = std::min(r.n_rot - 1.0, std::ceil(corr_dim(r.n_rot, r.n_ctx_orig, r.beta_slow, r.freq_base)));
+  }
+  for (int i = 0; i < n; ++i) {
+    double extrap = std::pow(r.freq_base, -2.0 * i / r.n_rot);
+    if (ff) extrap /= (*ff)[i];  // ggml_rope_cache_init: rope_yarn(theta / freq_factors[i0 / 2], ...)
+    double inv = extrap * freq_scale;
+    if (r.ext_factor != 0) {  // ggml-cpu ops.cpp rope_yarn / rope_yarn_ramp (y from the pair index i0 / 2): theta_interp (1 - ramp_mix) + theta_extrap ramp_mix
+      const double y = (i - low) / std::max(0.001, high - low);
+      const double ramp = 1 - std::min(1.0, std::max(0.0, y));
+      const double mix = ramp * r.ext_factor;
+      inv = inv * (1 - mix) + extrap * mix;
+    }
+    r.inv_freq.push_back(static_cast<float>(inv));
+  }
+  // The multiplier on cos and sin. ggml's rope_yarn multiplies attn_factor by 1 + 0.1 ln(1 / freq_scale)
+  // whenever ext_factor != 0; the llama_context constructor replaces a YaRN model's attn_factor
+  // (the yarn_attn_factor key is then unused) by get_mscale(factor, mscale) / get_mscale(factor,
+  // mscale_all_dim) and divides ggml's term back out, then multiplies by rope.scaling.attn_factor.
+  // mscale_all_dim is rope.scaling.yarn_log_multiplier; mscale is 1, except for deepseek2 with a
+  // multiplier != 1, where it equals the multiplier (the converter writes 0.1 * mscale_all_dim there:
+  // TAG_DEEPSEEK2_YARN_LOG_MUL_FIX). get_mscale(s, m) = s <= 1 ? 1 : 1 + 0.1 m ln s.
+  if (r.ext_factor != 0) {
+    auto get_mscale = [](double s, double m) { return s <= 1 ? 1.0 : 1 + 0.1 * m * std::log(s); };
+    double yarn = get_mscale(r.factor, 1.0);
+    if (log_mul != 0) {
+      const double mscale = r.arch == "deepseek2" && log_mul != 1 ? log_mul : 1.0;
+      yarn = get_mscale(r.factor, mscale) / get_mscale(r.factor, log_mul);
+    }
+    r.attention_factor = yarn * rope_attn_factor;
+  } else {
+    r.attention_factor = yarn_attn_factor * rope_attn_factor;
+  }
+  r.attn_factor = rope_attn_factor;
+  r.log_multiplier = log_mul;
+  return r;
+}
+
+std::vector<GgufMismatch> compare_with_hf(const GgufRope& g, const ModelRope& hf) {
+  const RopeParams& p = hf.select().params;
+  const RopeSchedule s = compute_schedule(p);
+  std::vector<GgufMismatch> out;
+  const std::string a = g.arch + ".";
+  auto differ = [&](const std::string& key, const std::string& msg) { out.push_back({key, msg}); };
+  if (g.n_rot != s.rotary_dim)
+    differ(a + "rope.dimension_count", "GGUF " + std::to_string(g.n_rot) + ", HF rotary_dim " + std::to_string(s.rotary_dim));
+  if (!close(g.freq_base, p.theta))
+    differ(a + "rope.freq_base", "GGUF " + format_number(g.freq_base) + ", HF rope_theta " + format_number(p.theta));
+  const bool hf_scales = p.type == RopeType::kLinear || p.type == RopeType::kYarn;
+  if (hf_scales && !close(g.factor, resolved_factor(p)))
+    differ(a + "rope.scaling.factor", "GGUF " + format_number(g.factor) + ", HF factor " + format_number(resolved_factor(p)));
+  if (!hf_scales && g.factor != 1 && g.freq_factors_tensor.empty())
+    differ(a + "rope.scaling.factor", "GGUF " + format_number(g.factor) + ", HF rope_type '" + to_string(p.type) +
+                                          "' has no such global factor");
+  if (p.type == RopeType::kYarn) {
+    if (g.scaling_type != "yarn") differ(a + "rope.scaling.type", "GGUF \"" + g.scaling_type + "\", HF \"yarn\"");
+    if (g.n_ctx_orig != resolved_original_max(p))
+      differ(a + "rope.scaling.original_context_length", "GGUF " + std::to_string(g.n_ctx_orig) + ", HF " +
+                                                             std::to_string(resolved_original_max(p)));
+    if (g.beta_fast != p.beta_fast) differ(a + "rope.scaling.yarn_beta_fast", "GGUF " + format_number(g.beta_fast) + ", HF " + format_number(p.beta_fast));
+    if (g.beta_slow != p.beta_slow) differ(a + "rope.scaling.yarn_beta_slow", "GGUF " + format_number(g.beta_slow) + ", HF " + format_number(p.beta_slow));
+    if (!p.truncate)
+      differ(a + "rope.scaling.type", "HF truncate: false keeps the correction range fractional; llama.cpp's "
+                                      "ggml_rope_yarn_corr_dims always floors and ceils it");
+  }
+  if (p.type == RopeType::kLlama3 && g.freq_factors_tensor != "rope_freqs.weight")
+    differ("rope_freqs.weight", "HF rope_type llama3 needs the per-frequency factors; the GGUF file has no rope_freqs.weight");
+  if (p.type == RopeType::kLongRope && g.freq_factors_tensor != "rope_factors_short.weight")
+    differ("rope_factors_short.weight", "HF rope_type longrope needs the short factors; the GGUF file has none");
+  const std::size_t n = std::min(g.inv_freq.size(), s.inv_freq.size());
+  const std::string freq_key = g.freq_factors_tensor.empty() ? a + "rope.freq_base" : g.freq_factors_tensor;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!close(g.inv_freq[i], s.inv_freq[i]))
+      differ(freq_key, "inv_freq[" + std::to_string(i) + "]: llama.cpp " + format_number(g.inv_freq[i]) + ", HF " +
+                           format_number(s.inv_freq[i]) + " (relative " + relative(g.inv_freq[i], s.inv_freq[i]) + ")");
+  if (!close(g.attention_factor, s.attention_factor))
+    differ(a + (g.ext_factor != 0 && g.log_multiplier != 0 ? "rope.scaling.yarn_log_multiplier" : "rope.scaling.attn_factor"),
+           "attention factor on cos/sin: llama.cpp " + format_number(g.attention_factor) +
+                                               ", HF " + format_number(s.attention_factor));
+  return out;
+}
+
+}  // namespace posenc

@@ -1,0 +1,169 @@
+#include "posenc/golden.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+
+#include "posenc/error.h"
+#include "posenc/file_io.h"
+#include "posenc/rope_apply.h"
+
+namespace posenc {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::size_t kMaxPositions = 4096;  // logits are [P, P]
+
+// splitmix64 (Steele, Lea, Flood 2014): the same stream on every platform. Each value uses
+// 24 bits, so it is exact in float32: k / 2^23 - 1 in [-1, 1).
+struct SplitMix {
+  std::uint64_t state;
+  float next() {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<float>(z >> 40) / 8388608.0f - 1.0f;
+  }
+};
+
+RopeLayout layout_of(Pairing p) {
+  switch (p) {
+    case Pairing::kHalfSplit: return RopeLayout::kHalfSplit;
+    case Pairing::kInterleaved: return RopeLayout::kInterleaved;
+    case Pairing::kInterleavedReadHalfWrite: return RopeLayout::kDeepSeekV3;
+  }
+  return RopeLayout::kHalfSplit;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> default_golden_positions(const ModelSpec& spec) {
+  std::int64_t context = 4096;
+  for (const LayerRope& l : spec.rope.layers) {
+    if (!l.has_rope) continue;
+    if (l.params.original_max_position_embeddings) context = *l.params.original_max_position_embeddings;
+    else if (l.params.max_position_embeddings) context = *l.params.max_position_embeddings;
+    break;
+  }
+  std::vector<std::int64_t> out;
+  for (std::int64_t p : {std::int64_t{0}, std::int64_t{1}, std::int64_t{127}, std::int64_t{4095}, context,
+                         4 * context, std::int64_t{131071}})
+    if (p <= kMaxPosition && std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  return out;
+}
+
+Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
+  if (!spec.family)
+    throw Error("golden vectors need the per-layer semantics of model_type '" + spec.rope.model_type +
+                "', which posenc does not know (posenc spec shows its schedule)");
+  if (spec.layers.empty()) throw Error("golden vectors need the layer list; this config has none (posenc spec says why)");
+  const std::vector<std::int64_t> positions = params.positions.empty() ? default_golden_positions(spec) : params.positions;
+  if (positions.size() > kMaxPositions)
+    throw Error("--positions has " + std::to_string(positions.size()) + " entries; at most " +
+                std::to_string(kMaxPositions));
+  for (std::int64_t p : positions)
+    if (p < 0 || p > kMaxPosition) throw Error("positions must be in [0, 2^31-1], got " + std::to_string(p));
+  const std::int64_t max_pos = *std::max_element(positions.begin(), positions.end());
+  const std::int64_t P = static_cast<std::int64_t>(positions.size());
+
+  Golden g;
+  json manifest = {{"format", "posenc-golden-1"},
+                   {"model_type", spec.rope.model_type},
+                   {"positions", positions},
+                   {"seed", params.seed},
+                   {"seq_len", max_pos + 1},
+                   {"angles", "float32(inv_freq * float32(position)), inv_freq in HF's float32 arithmetic"},
+                   {"cos_sin_order", "cat(freqs, freqs): column j and j + rotary_dim/2 hold frequency j"},
+                   {"tensors_file", "golden.safetensors"},
+                   {"layer_types", json::array()}};
+  g.tensors.metadata["format"] = "posenc-golden-1";
+
+  std::vector<std::string> done;
+  for (const LayerSpec& l : spec.layers) {
+    if (std::find(done.begin(), done.end(), l.layer_type) != done.end()) continue;
+    done.push_back(l.layer_type);
+    std::vector<int> members;
+    for (const LayerSpec& m : spec.layers)
+      if (m.layer_type == l.layer_type) members.push_back(m.index);
+
+    const int D = l.head_dim, R = l.rotary_dim, F = R / 2;
+    RopeSchedule s;
+    if (l.rope) {
+      // HF's float32 schedule: at p = 131071 one ulp of inv_freq moves the angle by ~4e-3 rad.
+      s = compute_schedule(spec.rope.layers[l.schedule].params, max_pos + 1, Numerics::kHfFloat32);
+      check_angle_range(s, max_pos);
+    }
+    RopeApplyParams ap = rope_apply_params(s, layout_of(l.pairing));
+    ap.angles = Numerics::kHfFloat32;
+    // One seeded stream per layer type, so adding a layer type does not change the others.
+    SplitMix rng{params.seed ^ (0x5851F42D4C957F2Dull * (done.size()))};
+    F32Tensor q{l.layer_type + ".q", {P, D}, {}}, k{l.layer_type + ".k", {P, D}, {}};
+    for (std::int64_t i = 0; i < P * D; ++i) q.data.push_back(rng.next());
+    for (std::int64_t i = 0; i < P * D; ++i) k.data.push_back(rng.next());
+    F32Tensor q_out{l.layer_type + ".q_out", {P, D}, q.data}, k_out{l.layer_type + ".k_out", {P, D}, k.data};
+    F32Tensor cos{l.layer_type + ".cos", {P, R}, std::vector<float>(P * R)};
+    F32Tensor sin{l.layer_type + ".sin", {P, R}, std::vector<float>(P * R)};
+    std::vector<double> query_scales;
+    std::vector<float> c(F), sn(F);
+    for (std::int64_t r = 0; r < P; ++r) {
+      if (l.rope) {
+        for (int j = 0; j < F; ++j) rope_cos_sin(s.inv_freq[j], positions[r], ap, &c[j], &sn[j]);
+        for (int j = 0; j < F; ++j) {
+          cos.data[r * R + j] = cos.data[r * R + j + F] = c[j];
+          sin.data[r * R + j] = sin.data[r * R + j + F] = sn[j];
+        }
+        const std::size_t at = r * D + l.rotary_offset;
+        rope_rotate_row(&q.data[at], &q_out.data[at], c.data(), sn.data(), F, ap.layout, +1);
+        rope_rotate_row(&k.data[at], &k_out.data[at], c.data(), sn.data(), F, ap.layout, +1);
+      }
+      // The query scale multiplies the (rotated) query in float32, as HF's q * attn_scales.
+      const double qs = l.query_scale.at(positions[r]);
+      query_scales.push_back(qs);
+      for (int d = 0; d < D; ++d) q_out.data[r * D + d] *= static_cast<float>(qs);
+    }
+    F32Tensor logits{l.layer_type + ".logits", {P, P}, std::vector<float>(P * P)};
+    for (std::int64_t i = 0; i < P; ++i)
+      for (std::int64_t j = 0; j < P; ++j) {
+        double dot = 0;  // double accumulation: the reference an engine's float32 sum is compared with
+        for (int d = 0; d < D; ++d) dot += static_cast<double>(q_out.data[i * D + d]) * k_out.data[j * D + d];
+        logits.data[i * P + j] = static_cast<float>(dot * l.softmax_scale);
+      }
+
+    json entry = {{"layer_type", l.layer_type},
+                  {"layers", members},
+                  {"rope", l.rope},
+                  {"pairing", to_string(l.pairing)},
+                  {"head_dim", D},
+                  {"rotary_offset", l.rotary_offset},
+                  {"rotary_dim", R},
+                  {"attention_factor", l.rope ? s.attention_factor : 1.0},
+                  {"softmax_scale", l.softmax_scale},
+                  {"query_scale_rule", l.query_scale.name()},
+                  {"query_scales", query_scales},
+                  {"tensors", json::array()}};
+    if (l.pairing == Pairing::kInterleavedReadHalfWrite) entry["output_order"] = "half_split";
+    std::vector<F32Tensor> made;
+    if (l.rope) made.push_back(std::move(cos)), made.push_back(std::move(sin));
+    for (F32Tensor* t : {&q, &k, &q_out, &k_out, &logits}) made.push_back(std::move(*t));
+    for (F32Tensor& t : made) {
+      entry["tensors"].push_back(t.name);
+      g.tensors.tensors.push_back(std::move(t));
+    }
+    manifest["layer_types"].push_back(entry);
+  }
+  g.manifest_json = manifest.dump(1) + "\n";
+  return g;
+}
+
+void write_golden(const Golden& golden, const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
+    throw Error("cannot create directory " + dir + ": " + std::strerror(errno));
+  write_file_atomic(dir + "/golden.safetensors", safetensors_bytes(golden.tensors));
+  write_file_atomic(dir + "/manifest.json", golden.manifest_json);
+}
+
+}  // namespace posenc

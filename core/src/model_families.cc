@@ -1,0 +1,202 @@
+#include "posenc/model_families.h"
+
+#include <string>
+#include <vector>
+
+namespace posenc {
+namespace {
+
+// One row: the families and the modeling code every field of it follows.
+struct Row {
+  FamilyQuirks q;
+  Row(const char* types, const char* source) { q.model_types = types, q.hf_source = source; }
+  Row& pairing(Pairing p) { return q.pairing = p, *this; }
+  Row& rope_layers(RopeLayers r) { return q.rope_layers = r, *this; }
+  Row& window(Window w, int full_every = 0) { return q.window = w, q.full_every = full_every, *this; }
+  Row& default_layers(DefaultLayers d) { return q.default_layers = d, *this; }
+  Row& default_sliding_window(int w) { return q.default_sliding_window = w, *this; }
+  Row& query_scale(QueryScale s) { return q.query_scale = s, *this; }
+  Row& softmax(SoftmaxScale s) { return q.softmax_scale = s, *this; }
+  Row& qk_norm(QkNorm n) { return q.qk_norm = n, *this; }
+  Row& layer_count(const char* key) { return q.layer_count_key = key, *this; }
+  Row& mla() { return q.mla = true, *this; }
+  Row& rope_interleave_key() { return q.rope_interleave_key = true, *this; }
+  Row& mrope(const char* style) { return q.mrope_style = style, *this; }
+};
+
+const std::vector<FamilyQuirks>& table() {
+  using P = Pairing;
+  static const std::vector<FamilyQuirks> rows = [] {
+    std::vector<Row> r = {
+        Row("|llama|", "modeling_llama.py: LlamaAttention, apply_rotary_pos_emb (rotate_half)"),
+        Row("|mllama|mllama_text_model|",
+            "modeling_mllama.py: MllamaTextSelfAttention rotates, MllamaTextCrossAttention (cross_attention_layers) does not")
+            .rope_layers(RopeLayers::kNotCrossAttention),
+        Row("|mistral|mixtral|",
+            "modeling_mistral.py / modeling_mixtral.py: sliding_window=config.sliding_window on every layer")
+            .window(Window::kEveryLayer),
+        Row("|ministral3|",
+            "modeling_ministral3.py: Ministral3Attention, get_llama_4_attn_scale (q *= 1 + beta log(1 + floor(p / "
+            "original_max_position_embeddings)))")
+            .window(Window::kEveryLayer)
+            .query_scale(QueryScale::kLlama4ScalingBeta),
+        Row("|qwen2|qwen2_moe|qwen2_vl|qwen2_vl_text|qwen2_5_vl|qwen2_5_vl_text|",
+            "modeling_qwen2.py: Qwen2Attention (sliding layers: use_sliding_window and i >= max_window_layers); "
+            "modeling_qwen2_vl.py: apply_multimodal_rotary_pos_emb (mrope_section chunks)")
+            .window(Window::kQwen2)
+            .mrope("contiguous"),
+        Row("|qwen3|qwen3_moe|", "modeling_qwen3.py: Qwen3Attention (q_norm/k_norm, then apply_rotary_pos_emb)")
+            .window(Window::kQwen2)
+            .qk_norm(QkNorm::kBeforeRope),
+        Row("|qwen3_next|qwen3_5|qwen3_5_text|qwen3_5_moe|qwen3_5_moe_text|",
+            "modeling_qwen3_next.py: Qwen3NextAttention on full_attention layers (q_norm/k_norm, then partial "
+            "apply_rotary_pos_emb); Qwen3NextGatedDeltaNet on linear_attention layers has no positions; "
+            "configuration_qwen3_next.py: default layer_types from full_attention_interval (4)")
+            .window(Window::kLayerTypes)
+            .default_layers(DefaultLayers::kLinearButEveryNth)
+            .qk_norm(QkNorm::kBeforeRope),
+        Row("|qwen3_vl|qwen3_vl_text|qwen3_vl_moe|qwen3_vl_moe_text|",
+            "modeling_qwen3_vl.py: Qwen3VLTextRotaryEmbedding.apply_interleaved_mrope, q_norm/k_norm before RoPE")
+            .qk_norm(QkNorm::kBeforeRope)
+            .mrope("interleaved"),
+        Row("|deepseek_v2|",
+            "modeling_deepseek_v2.py: DeepseekV2Attention (q = [qk_nope_head_dim | qk_rope_head_dim], apply_rotary_emb "
+            "on complex pairs, self.scaling *= yarn_get_mscale(factor, mscale_all_dim)^2)")
+            .pairing(P::kInterleaved)
+            .mla()
+            .softmax(SoftmaxScale::kDeepSeekMla),
+        Row("|deepseek_v3|kimi_k2|",
+            "modeling_deepseek_v3.py: DeepseekV3Attention (q = [qk_nope_head_dim | qk_rope_head_dim]; "
+            "apply_rotary_pos_emb_interleave when rope_interleave, default true; self.scaling *= "
+            "yarn_get_mscale(factor, mscale_all_dim)^2)")
+            .mla()
+            .rope_interleave_key()
+            .softmax(SoftmaxScale::kDeepSeekMla),
+        Row("|kimi_linear|",
+            "modeling_kimi_linear.py: KimiLinearAttention (DeepSeek-V3 MLA, q = [qk_nope_head_dim | "
+            "qk_rope_head_dim]) on full_attention layers, no RoPE when mla_use_nope; KDA (Kimi Delta Attention) "
+            "on linear layers has no positions; configuration_kimi_linear.py: layer_types from linear_attn_config's "
+            "1-based full_attn_layers / kda_layers, mla_use_nope also when qk_rope_head_dim == 0")
+            .mla()
+            .rope_interleave_key()
+            .rope_layers(RopeLayers::kNoneIfMlaUseNope)
+            .window(Window::kLayerTypes)
+            .default_layers(DefaultLayers::kKimiLinear),
+        Row("|gpt_oss|", "modeling_gpt_oss.py: GptOssAttention (_apply_rotary_emb on halves; sliding_window on "
+                         "sliding_attention layers)")
+            .window(Window::kLayerTypes, 2),
+        Row("|smollm3|", "modeling_smollm3.py: SmolLM3Attention (use_rope = no_rope_layers[layer_idx])")
+            .rope_layers(RopeLayers::kNoRopeLayersList)
+            .window(Window::kQwen2),
+        Row("|llama4|llama4_text|",
+            "modeling_llama4.py: Llama4TextAttention (use_rope from no_rope_layers; apply_rotary_emb on complex pairs; "
+            "chunked attention on RoPE layers; L2 qk_norm after RoPE; attn_temperature_tuning on NoPE layers)")
+            .pairing(P::kInterleaved)
+            .rope_layers(RopeLayers::kNoRopeLayersList)
+            .window(Window::kChunkedOnRopeLayers)
+            .query_scale(QueryScale::kLlama4Temperature)
+            .qk_norm(QkNorm::kL2AfterRopeIfFlag),
+        Row("|cohere|", "modeling_cohere.py: CohereRotaryEmbedding (repeat_interleave), rotate_half on (2j, 2j+1); "
+                        "q/k LayerNorm before RoPE when use_qk_norm")
+            .pairing(P::kInterleaved)
+            .qk_norm(QkNorm::kBeforeRopeIfFlag),
+        Row("|cohere2|", "modeling_cohere2.py: Cohere2Attention (RoPE only when sliding_window is set, i.e. on "
+                         "sliding_attention layers; rotate_half on (2j, 2j+1))")
+            .pairing(P::kInterleaved)
+            .rope_layers(RopeLayers::kSlidingOnly)
+            .window(Window::kLayerTypes, 4),
+        Row("|exaone4|", "modeling_exaone4.py: Exaone4Attention (\"global NoPE for hybrid attention\": RoPE when "
+                         "config.sliding_window is None or the layer slides; q_norm/k_norm before RoPE); "
+                         "configuration_exaone4.py: sliding_window 4096 and sliding_window_pattern 4 by default")
+            .rope_layers(RopeLayers::kSlidingOnlyIfHybrid)
+            .window(Window::kLayerTypes, 4)
+            .default_sliding_window(4096)
+            .qk_norm(QkNorm::kBeforeRope),
+        Row("|gemma|", "modeling_gemma.py: GemmaAttention, apply_rotary_pos_emb"),
+        Row("|gemma2|", "modeling_gemma2.py: Gemma2Attention (scaling = query_pre_attn_scalar^-0.5; sliding_window on "
+                        "sliding_attention layers)")
+            .window(Window::kLayerTypes, 2)
+            .softmax(SoftmaxScale::kQueryPreAttnScalar),
+        Row("|gemma3|gemma3_text|",
+            "modeling_gemma3.py: Gemma3Attention (q_norm/k_norm, then RoPE: rope_local_base_freq on sliding layers; "
+            "scaling = query_pre_attn_scalar^-0.5)")
+            .window(Window::kLayerTypes, 6)
+            .softmax(SoftmaxScale::kQueryPreAttnScalar)
+            .qk_norm(QkNorm::kBeforeRope),
+        Row("|glm|glm4|", "modeling_glm.py / modeling_glm4.py: apply_rotary_pos_emb (cos/sin repeat_interleave'd, "
+                          "rotate_half on x[..., 0::2], x[..., 1::2]) over the partial rotary slice")
+            .pairing(P::kInterleaved),
+        Row("|glm4_moe|", "modular_glm4_moe.py: apply_rotary_pos_emb from modeling_gpt_neox (half-split on the "
+                          "partial rotary slice); q/k norm before RoPE when use_qk_norm")
+            .qk_norm(QkNorm::kBeforeRopeIfFlag),
+        Row("|chatglm|", "THUDM modeling_chatglm.py (hub): apply_rotary_pos_emb over (2j, 2j+1) pairs of the first "
+                         "half of kv_channels")
+            .pairing(P::kInterleaved)
+            .layer_count("num_layers"),
+        Row("|ernie4_5|ernie4_5_moe|", "modeling_ernie4_5.py: apply_rotary_pos_emb (cos/sin built half-split, "
+                                        "applied to (2j, 2j+1) pairs)")
+            .pairing(P::kInterleaved),
+        Row("|lfm2|", "modeling_lfm2.py: Lfm2Attention on full_attention layers (q_layernorm/k_layernorm, then RoPE); "
+                      "Lfm2ShortConv layers have no positions; configuration_lfm2.py: default layer_types from "
+                      "full_attn_idxs (every layer when absent)")
+            .window(Window::kLayerTypes)
+            .default_layers(DefaultLayers::kFullAttnIdxs)
+            .qk_norm(QkNorm::kBeforeRope),
+        Row("|gpt_neox|", "modeling_gpt_neox.py: GPTNeoXAttention, partial apply_rotary_pos_emb (rotary_pct)"),
+        Row("|stablelm|", "modeling_stablelm.py: StableLmAttention, partial apply_rotary_pos_emb"),
+        Row("|phi|", "modeling_phi.py: PhiAttention, partial apply_rotary_pos_emb"),
+        Row("|phi3|", "modeling_phi3.py: Phi3Attention (sliding_window=config.sliding_window on every layer)")
+            .window(Window::kEveryLayer),
+        Row("|olmo3|", "modeling_olmo3.py: Olmo3Attention (q_norm/k_norm, then RoPE; sliding layers plain RoPE)")
+            .window(Window::kLayerTypes, 4)
+            .qk_norm(QkNorm::kBeforeRope),
+        Row("|minimax_m2|", "modeling_minimax_m2.py: MiniMaxM2Attention (q/k norm when use_qk_norm, partial RoPE "
+                            "over rotary_dim)")
+            .qk_norm(QkNorm::kBeforeRopeIfFlag),
+        Row("|dbrx|", "modeling_dbrx.py: DbrxAttention, apply_rotary_pos_emb").layer_count("n_layers"),
+        Row("|qwen|", "Qwen modeling_qwen.py (hub): apply_rotary_pos_emb (rotate_half)"),
+        Row("|internlm2|", "InternLM2 modeling_internlm2.py (hub): apply_rotary_pos_emb (rotate_half)"),
+        Row("|minicpm|", "MiniCPM modeling_minicpm.py (hub): apply_rotary_pos_emb (rotate_half)"),
+    };
+    std::vector<FamilyQuirks> out;
+    for (const Row& row : r) out.push_back(row.q);
+    return out;
+  }();
+  return rows;
+}
+
+}  // namespace
+
+const FamilyQuirks* find_family(std::string_view model_type) {
+  if (model_type.empty()) return nullptr;
+  const std::string bounded = "|" + std::string(model_type) + "|";
+  for (const FamilyQuirks& row : table())
+    if (std::string_view(row.model_types).find(bounded) != std::string_view::npos) return &row;
+  return nullptr;
+}
+
+const FamilyQuirks* find_family_of(std::string_view family_list) {
+  // The list is "|top|text|": the text model's type names the decoder, so it is tried first.
+  std::vector<std::string_view> types;
+  std::size_t start = 0;
+  while (start < family_list.size()) {
+    const std::size_t end = family_list.find('|', start);
+    const std::size_t stop = end == std::string_view::npos ? family_list.size() : end;
+    if (stop > start) types.push_back(family_list.substr(start, stop - start));
+    start = stop + 1;
+  }
+  for (auto it = types.rbegin(); it != types.rend(); ++it)
+    if (const FamilyQuirks* row = find_family(*it)) return row;
+  return nullptr;
+}
+
+const char* to_string(Pairing pairing) {
+  switch (pairing) {
+    case Pairing::kHalfSplit: return "half_split";
+    case Pairing::kInterleaved: return "interleaved";
+    case Pairing::kInterleavedReadHalfWrite: return "interleaved";
+  }
+  return "half_split";
+}
+
+}  // namespace posenc

@@ -1,0 +1,86 @@
+// `posenc lab passkey`: does a model *use* context past its training length? Flat bits per
+// character do not show it (ALiBi keeps its loss flat partly by looking only nearby, Press et
+// al. 2022, App. B.2), so each model is trained at train_len on text mixed with passkey sequences
+// (passkey_task.h) and asked for the key at every grid length x depth; RoPE also with each
+// length extension (PI, Chen et al. 2023; NTK and dynamic NTK; YaRN, Peng et al. 2023)
+// zero-shot and after a short fine-tune at 2x the training length, as the PI paper does
+// (about 1% of the training steps). RULER (Hsieh et al. 2024) shows one needle can be too easy;
+// this grid is the single-needle baseline.
+//
+// Runs survive like `lab extrapolate`: checkpoints every checkpoint_every steps, finished models
+// leave <out>/<model>.passkey.json keyed by everything that determines their rows
+// (result_cache.h). Plain C++ types: callers need not include <torch/torch.h>.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "posenc_lab/corpus.h"
+
+namespace posenc::lab {
+
+struct PasskeyConfig {
+  std::string corpus = kDefaultCorpus;
+  std::vector<std::string> schemes = {"rope", "alibi", "nope"};
+  // RoPE's extensions, each zero-shot and (finetune_steps > 0, not "none") fine-tuned at 2x.
+  std::vector<std::string> extensions = {"none", "pi", "ntk", "dynamic", "yarn"};
+  int train_len = 64;
+  std::vector<int> multiples = {1, 2, 4, 8};  // grid lengths: train_len times these
+  std::vector<double> depths = {0, 0.25, 0.5, 0.75, 1};
+  // Tuned on this 2-core machine: retrieval (an induction head) appeared after ~600 steps at
+  // 2 layers x 64 wide, lr 3e-3; 3 x 128 learned no faster per step and costs 3x the time.
+  int steps = 1000, batch = 32;
+  double lr = 3e-3;
+  int warmup = 50;
+  int layers = 2, d_model = 64, heads = 4;
+  double passkey_fraction = 0.9;  // passkey rows per training batch (the rest: plain text)
+  int finetune_steps = 10;        // per extension, at 2x the training length (0: zero-shot only)
+  int samples = 32;               // sequences per grid cell
+  int curve_chars = 8192;         // validation characters of the per-position loss curve
+  int seed = 0, threads = 0;
+  int checkpoint_every = 100;
+  std::string out_dir = "out/lab-passkey";
+  long stop_after_steps = -1;  // stop (as if killed) after this many training steps in this run
+};
+
+struct PasskeyRow {
+  std::string model, scheme, extension;  // extension "none" for no RoPE extension
+  bool finetune = false;
+  int length = 0;
+  double depth = 0;
+  double accuracy = 0;  // greedy exact match, 0..1
+  double logprob = 0;   // mean natural-log probability of an answer digit
+  int samples = 0;
+};
+
+// Bits per character against position on plain validation text at the longest grid length.
+struct PositionCurve {
+  std::string model, extension;
+  bool finetune = false;
+  std::vector<double> bits;  // one per position
+};
+
+struct PasskeyResult {
+  std::vector<PasskeyRow> rows;
+  std::vector<PositionCurve> curves;
+  std::vector<std::string> notes;
+  bool complete = true;  // false when stop_after_steps cut the run short
+};
+
+PasskeyResult run_passkey(const PasskeyConfig& config);
+// Throws Error naming the first setting out of range (called by run_passkey first).
+void validate_passkey(const PasskeyConfig& config);
+
+// The stdout table: one row per model variant, one column per grid length (accuracy over the
+// depths, and mean log-probability).
+std::string passkey_table(const PasskeyResult& result, const PasskeyConfig& config);
+// {"train_len": ..., "results": [...], "curves": [...], "notes": [...]}.
+std::string passkey_json(const PasskeyResult& result, const PasskeyConfig& config);
+// Writes <out>/heatmap-<variant>.png + .svg (depth x length, accuracy) per model variant and
+// <out>/position-loss.svg; returns the paths written.
+std::vector<std::string> write_passkey_figures(const PasskeyResult& result, const PasskeyConfig& config);
+
+// A variant's name in tables and files: model, "+ext" when extended, "+ft" when fine-tuned.
+std::string variant_name(const std::string& model, const std::string& extension, bool finetune);
+
+}  // namespace posenc::lab

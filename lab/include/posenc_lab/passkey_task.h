@@ -1,0 +1,75 @@
+// The passkey task (Mohtashami & Jaggi 2023; the retrieval test of the PI paper, Chen et al.
+// 2023, and of YaRN, Peng et al. 2023): a key sentence hidden at a depth of filler text, the
+// question at the end, and the answer digits the model must copy from the key:
+//
+//   <filler[0, a)> key 48213. <filler[a, n)> key? 48213
+//   |------------ depth = a / n ---------->|
+//
+// One example of length L is L + 1 tokens: the model reads tokens [0, L) and predicts [1, L];
+// the last kDigits tokens are the answer. The key sentence starts at token round(depth * n) of
+// the filler (n = L + 1 - kOverhead filler characters): depth 0 puts it first, depth 1 right
+// before the question. Filler is a contiguous window of the corpus (the training part for
+// training batches, the validation part for the grid). Plain C++: no <torch/torch.h>.
+//
+// Digits never occur in the King James Bible, so the token ids extend the corpus's vocabulary:
+// corpus ids and its unknown id first (so plain text keeps its ids), then the ten digits, then
+// any character of the key and question sentences that the corpus lacks.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "posenc_lab/corpus.h"
+
+namespace posenc::lab {
+
+inline constexpr int kPasskeyDigits = 5;
+inline constexpr const char* kKeyPrefix = "key ";  // then the digits, then kKeySuffix
+inline constexpr const char* kKeySuffix = ". ";
+inline constexpr const char* kQuestion = " key? ";  // then the answer digits
+// Characters of one example that are not filler: the key sentence, the question and the answer.
+inline constexpr int kPasskeyOverhead = 4 + kPasskeyDigits + 2 + 6 + kPasskeyDigits;
+inline constexpr int kMinPasskeyLen = kPasskeyOverhead + 3;  // at least 4 filler characters
+
+class PasskeyVocab {
+ public:
+  explicit PasskeyVocab(const Corpus& corpus);
+  int size() const { return size_; }
+  std::int64_t id(char c) const;  // throws Error naming c when it has no id
+  std::int64_t digit(int d) const { return id(static_cast<char>('0' + d)); }
+
+ private:
+  std::array<std::int64_t, 256> ids_{};
+  int size_ = 0;
+};
+
+struct PasskeyExample {
+  std::vector<std::int64_t> tokens;  // length + 1 ids
+  std::string key;                   // kPasskeyDigits characters '0'..'9'
+  int key_at = 0;                    // index in tokens of the key's first digit
+  int answer_at = 0;                 // index of the answer's first digit (= length + 1 - kPasskeyDigits)
+};
+
+// One example of `length` (>= kMinPasskeyLen) with the key at `depth` (in [0, 1]): filler from
+// `text` (token ids of the corpus, longer than length), key digits and filler offset drawn from
+// seed. Errors name the value and the range expected.
+PasskeyExample passkey_example(const PasskeyVocab& vocab, const std::vector<std::int64_t>& text, int length, double depth,
+                               std::uint64_t seed);
+
+// Training tokens of one step, [batch][length + 1] row-major: the first round(fraction * batch)
+// rows are passkey examples at uniform random depths, the rest plain windows of text. A pure
+// function of (seed, step), so a resumed run trains on the same batches.
+std::vector<std::int64_t> passkey_mixed_batch(const PasskeyVocab& vocab, const std::vector<std::int64_t>& text, int length,
+                                              int batch, double fraction, int seed, long step);
+
+// The evaluation set of one grid cell: count examples from the validation text, the same for
+// every model (seeded by length and depth only).
+std::vector<PasskeyExample> passkey_cell(const PasskeyVocab& vocab, const std::vector<std::int64_t>& text, int length,
+                                         double depth, int count);
+
+// Throws Error ("--depths: ... must be in [0, 1], got ...") for a depth outside [0, 1] or NaN.
+void check_depth(double depth);
+
+}  // namespace posenc::lab

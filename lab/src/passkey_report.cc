@@ -1,0 +1,167 @@
+// Results of `lab passkey` as the stdout table, JSON and figures (no libtorch here).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "posenc_lab/file_io.h"
+#include "posenc_lab/passkey.h"
+#include "posenc_plot/heatmap.h"
+#include "posenc_plot/svg_chart.h"
+
+namespace posenc::lab {
+namespace {
+
+struct Variant {
+  std::string model, extension;
+  bool finetune;
+  bool operator==(const Variant& o) const { return model == o.model && extension == o.extension && finetune == o.finetune; }
+};
+
+std::vector<Variant> variants(const PasskeyResult& r) {
+  std::vector<Variant> out;
+  for (const PasskeyRow& row : r.rows) {
+    const Variant v{row.model, row.extension, row.finetune};
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  }
+  return out;
+}
+
+// Mean accuracy and log-probability of a variant at one length over the depths (NaN: no row).
+std::pair<double, double> mean_at(const PasskeyResult& r, const Variant& v, int length) {
+  double acc = 0, logp = 0;
+  int n = 0;
+  for (const PasskeyRow& row : r.rows)
+    if (Variant{row.model, row.extension, row.finetune} == v && row.length == length) {
+      acc += row.accuracy;
+      logp += row.logprob;
+      ++n;
+    }
+  return n ? std::make_pair(acc / n, logp / n) : std::make_pair(std::nan(""), std::nan(""));
+}
+
+// Mean of bits[from, to).
+double mean_bits(const std::vector<double>& bits, std::size_t from, std::size_t to) {
+  to = std::min(to, bits.size());
+  if (from >= to) return std::nan("");
+  double s = 0;
+  for (std::size_t i = from; i < to; ++i) s += bits[i];
+  return s / static_cast<double>(to - from);
+}
+
+bool powers_of_two(const std::vector<int>& m) {
+  for (std::size_t i = 0; i < m.size(); ++i)
+    if (m[i] != (1 << (static_cast<int>(std::log2(m.front())) + static_cast<int>(i)))) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string variant_name(const std::string& model, const std::string& extension, bool finetune) {
+  return model + (extension == "none" ? "" : "+" + extension) + (finetune ? "+ft" : "");
+}
+
+std::string passkey_table(const PasskeyResult& r, const PasskeyConfig& c) {
+  std::ostringstream out;
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%-18s", "model");
+  out << buf;
+  for (int m : c.multiples) {
+    const std::string label = std::to_string(m) + "x (" + std::to_string(m * c.train_len) + ")";
+    std::snprintf(buf, sizeof buf, "  %15s", label.c_str());
+    out << buf;
+  }
+  out << "\n" << std::string(18, ' ');
+  for (std::size_t i = 0; i < c.multiples.size(); ++i) out << "     exact  log p";
+  out << "   (mean over depths; " << c.samples << " sequences per depth; trained at " << c.train_len << ")\n";
+  for (const Variant& v : variants(r)) {
+    std::snprintf(buf, sizeof buf, "%-18s", variant_name(v.model, v.extension, v.finetune).c_str());
+    out << buf;
+    for (int m : c.multiples) {
+      const auto [acc, logp] = mean_at(r, v, m * c.train_len);
+      if (std::isnan(acc)) std::snprintf(buf, sizeof buf, "  %15s", "-");
+      else std::snprintf(buf, sizeof buf, "  %7.0f%% %6.2f", 100 * acc, logp);
+      out << buf;
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string passkey_json(const PasskeyResult& r, const PasskeyConfig& c) {
+  std::vector<int> lengths;
+  for (int m : c.multiples) lengths.push_back(m * c.train_len);
+  nlohmann::json j = {{"train_len", c.train_len}, {"lengths", lengths}, {"depths", c.depths}, {"complete", r.complete},
+                      {"results", nlohmann::json::array()}, {"curves", nlohmann::json::array()}, {"notes", r.notes}};
+  for (const PasskeyRow& row : r.rows)
+    j["results"].push_back({{"model", row.model}, {"scheme", row.scheme}, {"extension", row.extension}, {"finetune", row.finetune},
+                            {"length", row.length}, {"depth", row.depth}, {"accuracy", row.accuracy}, {"logprob", row.logprob},
+                            {"samples", row.samples}});
+  const auto train = static_cast<std::size_t>(c.train_len);
+  for (const PositionCurve& cv : r.curves)
+    j["curves"].push_back({{"model", cv.model}, {"extension", cv.extension}, {"finetune", cv.finetune}, {"length", cv.bits.size()},
+                           {"bits_within_train_len", mean_bits(cv.bits, 0, train)},
+                           {"bits_beyond_train_len", mean_bits(cv.bits, train, cv.bits.size())}});
+  return j.dump(1);
+}
+
+std::vector<std::string> write_passkey_figures(const PasskeyResult& r, const PasskeyConfig& c) {
+  std::vector<std::string> written;
+  const bool log_axis = powers_of_two(c.multiples);
+  std::string lengths;
+  for (int m : c.multiples) lengths += (lengths.empty() ? "" : ", ") + std::to_string(m * c.train_len);
+  constexpr int kCell = 48;  // pixels per grid cell: the grid is small, the figure should not be
+  for (const Variant& v : variants(r)) {
+    plot::HeatmapSpec s;
+    s.rows = static_cast<int>(c.depths.size());
+    s.cols = static_cast<int>(c.multiples.size());
+    for (double d : c.depths)
+      for (int m : c.multiples) {
+        double acc = std::nan("");
+        for (const PasskeyRow& row : r.rows)
+          if (Variant{row.model, row.extension, row.finetune} == v && row.length == m * c.train_len && row.depth == d) acc = row.accuracy;
+        s.values.push_back(acc);
+      }
+    s.value_min = 0;
+    s.value_max = 1;
+    const std::string name = variant_name(v.model, v.extension, v.finetune);
+    s.title = "passkey exact match: " + name + " (trained at " + std::to_string(c.train_len) + ")";
+    s.row_label = "depth of the key";
+    s.col_label = (log_axis ? "log2 length; lengths " : "column; lengths ") + lengths;
+    s.row_first = c.depths.front();
+    s.row_step = c.depths.size() > 1 ? (c.depths.back() - c.depths.front()) / static_cast<double>(c.depths.size() - 1) : 1;
+    s.col_first = log_axis ? std::log2(c.multiples.front() * c.train_len) : 0;
+    const std::string base = c.out_dir + "/heatmap-" + name;
+    const std::string figure = plot::heatmap_svg(s, kCell);
+    plot::write_all({{base + ".png", plot::heatmap_png(s, kCell)}, {base + ".svg", std::vector<std::uint8_t>(figure.begin(), figure.end())}});
+    written.push_back(base + ".svg");
+  }
+  // Per-position loss on plain text, in bins (a few hundred points per line), zero-shot variants.
+  std::vector<plot::Series> series;
+  std::ostringstream csv;
+  csv << "model,extension,finetune,position,bits\n";
+  for (const PositionCurve& cv : r.curves) {
+    for (std::size_t i = 0; i < cv.bits.size(); ++i)
+      csv << cv.model << "," << cv.extension << "," << (cv.finetune ? "true" : "false") << "," << i << "," << cv.bits[i] << "\n";
+    if (cv.finetune) continue;
+    const std::size_t bin = std::max<std::size_t>(1, cv.bits.size() / 128);
+    plot::Series line{variant_name(cv.model, cv.extension, false), {}, {}};
+    for (std::size_t i = 0; i < cv.bits.size(); i += bin) {
+      line.x.push_back(static_cast<double>(i) + 0.5 * static_cast<double>(bin - 1));
+      line.y.push_back(mean_bits(cv.bits, i, i + bin));
+    }
+    series.push_back(line);
+  }
+  plot::ChartOptions o;
+  o.title = "Loss by position on plain text (passkey-trained models, zero-shot)";
+  o.x_label = "position in the window (characters)";
+  o.y_label = "bits per character";
+  o.vlines.push_back({static_cast<double>(c.train_len), "training length"});
+  write_file_atomic(c.out_dir + "/position-loss.svg", plot::svg_line_chart(series, o));
+  write_file_atomic(c.out_dir + "/position-loss.csv", csv.str());
+  written.push_back(c.out_dir + "/position-loss.svg");
+  return written;
+}
+
+}  // namespace posenc::lab

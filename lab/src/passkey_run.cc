@@ -1,0 +1,245 @@
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "check_range.h"
+#include "checkpoint.h"
+#include "lm_eval.h"
+#include "lm_train.h"
+#include "passkey_score.h"
+#include "posenc/error.h"
+#include "posenc_lab/extrapolate.h"
+#include "posenc_lab/file_io.h"
+#include "posenc_lab/passkey.h"
+#include "posenc_lab/progress.h"
+#include "posenc_lab/result_cache.h"
+
+namespace posenc::lab {
+namespace {
+
+using torch_layer::ModelConfig;
+using torch_layer::TransformerLM;
+namespace fs = std::filesystem;
+
+constexpr int kFinetuneScale = 2;  // the fine-tune trains at 2x the training length
+
+// What train() reads: the passkey run's schedule in lab extrapolate's settings.
+ExtrapolateConfig train_settings(const PasskeyConfig& c) {
+  ExtrapolateConfig t;
+  t.train_len = c.train_len;
+  t.steps = c.steps;
+  t.batch = c.batch;
+  t.lr = c.lr;
+  t.warmup = c.warmup;
+  t.checkpoint_every = c.checkpoint_every;
+  t.out_dir = c.out_dir;
+  return t;
+}
+
+ModelPlan plan_for(const std::string& name, const PasskeyConfig& c, int vocab) {
+  ModelConfig m;
+  m.vocab_size = vocab;
+  m.d_model = c.d_model;
+  m.n_layers = c.layers;
+  m.n_heads = c.heads;
+  m.scheme = from_name<Scheme>(name);  // validate_passkey checked the name
+  m.learned_positions = c.train_len;
+  return {name, m, c.seed};
+}
+
+// Everything that determines a model's weights.
+nlohmann::json training_key(const ModelPlan& p, const PasskeyConfig& c, const Corpus& corpus) {
+  return {{"format", 1},
+          {"task", "passkey"},
+          {"model", nlohmann::json::parse(torch_layer::config_to_json(p.config))},
+          {"seed", p.seed},
+          {"steps", c.steps},
+          {"batch", c.batch},
+          {"lr", c.lr},
+          {"warmup", c.warmup},
+          {"train_len", c.train_len},
+          {"passkey_fraction", c.passkey_fraction},
+          {"corpus_fnv1a64", hex64(corpus.hash)}};
+}
+
+// Everything that determines the rows from the weights (fine-tunes included).
+nlohmann::json evaluation_key(const ModelPlan& p, const PasskeyConfig& c) {
+  nlohmann::json k = {{"format", 1}, {"multiples", c.multiples}, {"depths", c.depths}, {"samples", c.samples}, {"curve_chars", c.curve_chars}};
+  if (p.config.scheme == Scheme::kRope) {
+    k["extensions"] = c.extensions;
+    k["finetune_steps"] = c.finetune_steps;
+  }
+  return k;
+}
+
+BatchSource mixed_batches(const PasskeyVocab& vocab, const Corpus& corpus, int len, int batch, double fraction, int seed) {
+  return [&vocab, &corpus, len, batch, fraction, seed](long step) {
+    std::vector<std::int64_t> ids = passkey_mixed_batch(vocab, corpus.train, len, batch, fraction, seed, step);
+    return torch::from_blob(ids.data(), {batch, len + 1}, torch::kInt64).clone();
+  };
+}
+
+// The RoPE schedule of a variant at length len. A fine-tuned variant keeps at least the scale it
+// was tuned at (it has learned those positions), and grows past it as the zero-shot one does.
+void set_schedule(TransformerLM& model, const ModelPlan& p, const std::string& ext, bool finetune, int train_len, int len) {
+  if (p.config.scheme != Scheme::kRope) return;
+  const int at = finetune ? std::max(len, kFinetuneScale * train_len) : len;
+  model->rotary = model->replace_module("rotary", torch_layer::RotaryEmbedding(extension_params(p.config, ext, train_len, at)));
+}
+
+nlohmann::json cell_json(const PasskeyRow& r) {
+  return {{"kind", "cell"}, {"extension", r.extension}, {"finetune", r.finetune}, {"length", r.length}, {"depth", r.depth},
+          {"accuracy", r.accuracy}, {"logprob", r.logprob}, {"samples", r.samples}};
+}
+
+// Every grid cell and the position curve of one variant.
+void score_variant(TransformerLM& model, const ModelPlan& p, const std::string& ext, bool finetune, const PasskeyConfig& c,
+                   const PasskeyVocab& vocab, const Corpus& corpus, nlohmann::json* out) {
+  Progress progress("score " + variant_name(p.name, ext, finetune), static_cast<long>(c.multiples.size() * c.depths.size()));
+  long done = 0;
+  for (int m : c.multiples) {
+    const int len = m * c.train_len;
+    set_schedule(model, p, ext, finetune, c.train_len, len);
+    for (double depth : c.depths) {
+      const PasskeyScore s = score_cell(model, passkey_cell(vocab, corpus.valid, len, depth, c.samples));
+      out->push_back(cell_json({p.name, "", ext, finetune, len, depth, s.accuracy, s.logprob, s.samples}));
+      progress.update(++done, std::nan(""));
+    }
+  }
+  const int longest = c.train_len * *std::max_element(c.multiples.begin(), c.multiples.end());
+  set_schedule(model, p, ext, finetune, c.train_len, longest);
+  out->push_back({{"kind", "curve"}, {"extension", ext}, {"finetune", finetune},
+                  {"bits", position_bits(model, corpus.valid, longest, c.curve_chars)}});
+  progress.finish("scored");
+}
+
+// The trained RoPE model with extension ext, trained on at 2x the training length for
+// finetune_steps (PI: Chen et al. 2023 tune ~1000 steps, ~1% of pre-training) on the same mix,
+// at a quarter of the learning rate and half the batch (the same tokens per step). Its
+// checkpoint is keyed by the base model's key: other settings train it over from the base.
+bool finetune(TransformerLM* model, const ModelPlan& base, const nlohmann::json& base_key, const std::string& ext,
+              const PasskeyConfig& c, const PasskeyVocab& vocab, const Corpus& corpus, long* budget) {
+  ModelPlan plan = base;
+  plan.name = base.name + "-" + ext + "-finetune";
+  plan.config.rope = extension_params(base.config, ext, c.train_len, kFinetuneScale * c.train_len);
+  ExtrapolateConfig ft = train_settings(c);
+  ft.train_len = kFinetuneScale * c.train_len;
+  ft.steps = c.finetune_steps;
+  ft.batch = std::max(1, c.batch / kFinetuneScale);
+  ft.lr = c.lr / 4;
+  ft.warmup = std::min(c.warmup, c.finetune_steps / 4 + 1);
+  *model = TransformerLM(plan.config);
+  load_checkpoint(c.out_dir + "/" + base.name + ".ckpt", *model, nullptr, base_key);
+  nlohmann::json key = {{"base", base_key}, {"extension", ext}, {"steps", ft.steps}, {"batch", ft.batch}, {"lr", ft.lr}, {"train_len", ft.train_len}};
+  return train(*model, plan, ft, corpus, key, budget, true,
+               mixed_batches(vocab, corpus, ft.train_len, ft.batch, c.passkey_fraction, c.seed + 1));
+}
+
+PasskeyRow row_from(const nlohmann::json& j, const ModelPlan& p, const std::string& path) {
+  try {
+    return {p.name, to_string(p.config.scheme), j.at("extension"), j.at("finetune"), j.at("length"), j.at("depth"),
+            j.at("accuracy"), j.at("logprob"), j.at("samples")};
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + " is corrupt (a row: " + e.what() + "); delete it to recompute");
+  }
+}
+
+void collect(const nlohmann::json& saved, const ModelPlan& p, const std::string& path, PasskeyResult* result) {
+  for (const auto& j : saved) {
+    if (j.value("kind", "") == "curve")
+      result->curves.push_back({p.name, j.at("extension"), j.at("finetune"), j.at("bits").get<std::vector<double>>()});
+    else
+      result->rows.push_back(row_from(j, p, path));
+  }
+}
+
+}  // namespace
+
+void validate_passkey(const PasskeyConfig& c) {
+  check_range("--train-len", c.train_len, kMinPasskeyLen, kMaxTrainLen / kFinetuneScale);
+  check_range("--steps", c.steps, 1, kMaxSteps);
+  check_range("--threads", c.threads, 0, max_lab_threads());
+  check_range("--samples", c.samples, 1, 4096);
+  check_range("--finetune-steps", c.finetune_steps, 0, kMaxSteps);
+  check_range("--batch", c.batch, 1, 1024);
+  check_range("--layers", c.layers, 1, 64);
+  check_range("--d-model", c.d_model, 2 * c.heads, 4096);
+  if (c.d_model % (2 * c.heads) != 0)
+    throw Error("--d-model must be a multiple of " + std::to_string(2 * c.heads) + " (heads x an even head width), got " + std::to_string(c.d_model));
+  check_range("warmup", c.warmup, 1, kMaxSteps);
+  check_range("checkpoint_every", c.checkpoint_every, 1, kMaxSteps);
+  check_range("curve_chars", c.curve_chars, 1, 1 << 24);
+  if (!(c.lr > 0 && c.lr < 1)) throw Error("lr must be in (0, 1), got " + format_number(c.lr));
+  if (!(c.passkey_fraction >= 0 && c.passkey_fraction <= 1))
+    throw Error("--passkey-fraction must be in [0, 1], got " + format_number(c.passkey_fraction));
+  if (c.multiples.empty()) throw Error("--multiples is empty: give at least one multiple of the training length");
+  for (int m : c.multiples) check_range("--multiples", static_cast<long>(m) * c.train_len, c.train_len, kMaxEvalLen);
+  if (c.depths.empty()) throw Error("--depths is empty: give at least one depth in [0, 1]");
+  for (double d : c.depths) check_depth(d);
+  if (c.schemes.empty()) throw Error("--schemes is empty: give at least one scheme");
+  for (const std::string& name : c.schemes) {
+    const auto scheme = try_from_name<Scheme>(name);
+    if (!scheme || *scheme == Scheme::kMrope || *scheme == Scheme::kXl)
+      throw Error("--schemes: '" + name + "' is not a passkey scheme; use: nope, sinusoidal, learned, rope, alibi, t5, deberta");
+  }
+  if (c.extensions.empty()) throw Error("--extensions is empty: give at least one of none, pi, ntk, dynamic, yarn");
+  for (const std::string& ext : c.extensions) extension_params(ModelConfig{}, ext, 2, 4);  // throws naming a bad one
+}
+
+PasskeyResult run_passkey(const PasskeyConfig& c) {
+  validate_passkey(c);
+  const Corpus corpus = load_corpus(c.corpus);
+  const PasskeyVocab vocab(corpus);
+  const int longest = c.train_len * *std::max_element(c.multiples.begin(), c.multiples.end());
+  if (static_cast<long>(corpus.valid.size()) < longest + 2 || static_cast<long>(corpus.train.size()) < kFinetuneScale * c.train_len + 2)
+    throw Error("the corpus " + c.corpus + " is too short for sequences of " + std::to_string(longest) + " characters");
+  torch::set_num_threads(c.threads > 0 ? c.threads : 1);  // one: faster than two for models this small (lab extrapolate)
+  std::error_code made;
+  fs::create_directories(c.out_dir, made);
+  if (made || !fs::is_directory(c.out_dir))
+    throw Error("--out: cannot use '" + c.out_dir + "' as the output directory (" + (made ? made.message() : "not a directory") +
+                "); expected a writable directory");
+  const DirLock lock(c.out_dir);
+  remove_temp_files(c.out_dir);
+  PasskeyResult result;
+  result.notes.push_back("dynamic: the prompt is read in one pass, so its scale is length / train_len (NTK at that scale), "
+                         "which is also the scale HF's dynamic NTK uses at prefill");
+  long budget = c.stop_after_steps;
+  for (const std::string& name : c.schemes) {
+    const ModelPlan plan = plan_for(name, c, vocab.size());
+    const std::string path = c.out_dir + "/" + name + ".passkey.json";
+    const CacheKey key{training_key(plan, c, corpus), evaluation_key(plan, c)};
+    if (const auto saved = cached_rows(path, key)) {
+      collect(*saved, plan, path, &result);
+      std::fprintf(stderr, "%s: finished earlier, reusing %s\n", name.c_str(), path.c_str());
+      continue;
+    }
+    torch::manual_seed(static_cast<std::uint64_t>(c.seed));
+    TransformerLM model(plan.config);
+    if (!train(model, plan, train_settings(c), corpus, key.train, &budget, false,
+               mixed_batches(vocab, corpus, c.train_len, c.batch, c.passkey_fraction, c.seed))) {
+      result.complete = false;
+      return result;
+    }
+    nlohmann::json saved = nlohmann::json::array();
+    const bool rope = plan.config.scheme == Scheme::kRope;
+    for (const std::string& ext : rope ? c.extensions : std::vector<std::string>{"none"}) score_variant(model, plan, ext, false, c, vocab, corpus, &saved);
+    for (const std::string& ext : rope && c.finetune_steps > 0 ? c.extensions : std::vector<std::string>{}) {
+      if (ext == "none") continue;
+      TransformerLM tuned(nullptr);
+      if (!finetune(&tuned, plan, key.train, ext, c, vocab, corpus, &budget)) {
+        result.complete = false;
+        return result;
+      }
+      score_variant(tuned, plan, ext, true, c, vocab, corpus, &saved);
+    }
+    write_cached_rows(path, key, saved);
+    collect(saved, plan, path, &result);
+  }
+  return result;
+}
+
+}  // namespace posenc::lab

@@ -1,0 +1,52 @@
+// The lab's one training loop (`lab extrapolate`, its PI fine-tune, `lab sort`): AdamW, a
+// learning rate per step, gradient clipping at norm 1, checkpoints that resume to the numbers of
+// an uninterrupted run, progress on stderr, and data parallelism over a World.
+//
+// Data parallel: the batch of step s is a pure function of s ([B, ...] rows, the same on every
+// rank); rank r computes the loss of rows [r*B/W, (r+1)*B/W) only. Its mean loss and gradients are
+// weighted by its share of the rows and summed over the ranks in one flat float32 buffer, which is
+// the gradient of the mean loss over all B rows, as one process computes it (up to the order of
+// float32 sums). Every rank then clips and steps the same gradients: the weights stay equal (a
+// checksum is compared at each checkpoint). Rank 0 alone writes the checkpoint.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "distributed_world.h"
+#include "posenc_torch/model.h"
+
+namespace posenc::lab {
+
+struct TrainLoop {
+  std::string label;       // names the model in progress lines and errors
+  std::string checkpoint;  // file (empty: none; the run then starts over when interrupted)
+  nlohmann::json key;      // everything that determines the weights (checked against the checkpoint)
+  long steps = 0;
+  int checkpoint_every = 100;
+  double lr = 1e-3, weight_decay = 0.01;
+  std::function<double(long step)> lr_at;  // empty: lr at every step
+  // The global batch of a step: [B, ...] int64, a pure function of the step.
+  std::function<torch::Tensor(long step)> batch;
+  // The mean loss of some rows of a batch (a scalar with a graph).
+  std::function<torch::Tensor(torch_layer::TransformerLM& model, const torch::Tensor& rows)> loss;
+  long tokens_per_row = 0;    // for the throughput in the summary line
+  bool restart_on_other_key = false;  // a checkpoint with another key is trained over, not an Error
+  World* world = nullptr;     // null: this process alone
+};
+
+struct TrainOutcome {
+  bool finished = false;  // false: the budget ran out first (a checkpoint holds the last step)
+  double last_loss = 0;
+  std::vector<double> losses;  // the mean loss of every step, from step 0 (kept in the checkpoint)
+};
+
+// Trains model (or resumes it from loop.checkpoint) to loop.steps; *budget counts the steps this
+// run may still take (-1: no limit). A non-finite loss is an Error naming the label and the step.
+TrainOutcome run_train_loop(torch_layer::TransformerLM& model, const TrainLoop& loop, long* budget);
+
+}  // namespace posenc::lab

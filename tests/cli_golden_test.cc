@@ -1,0 +1,36 @@
+// `posenc golden` end to end: files written, bad input refused with exit 2.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_run.h"
+#include "golden.h"
+
+namespace {
+
+using posenc::testing::reference_dir;
+using posenc::testing::run;
+using posenc::testing::temp_path;
+
+TEST(CliGolden, WritesTensorsAndManifestWithThePositionsInRowOrder) {
+  const std::string dir = temp_path("_golden");
+  const auto r = run("golden --config " + reference_dir() + "/real-configs/gemma-3-1b-it.json --out " + dir +
+                     " --positions 9,0,4096 --seed 5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto m = nlohmann::json::parse(posenc::testing::read_file(dir + "/manifest.json"));
+  EXPECT_EQ(m.at("positions"), nlohmann::json({9, 0, 4096}));
+  EXPECT_EQ(m.at("layer_types").size(), 2u);
+  EXPECT_TRUE(std::ifstream(dir + "/golden.safetensors").good());
+}
+
+TEST(CliGolden, BadInputIsExitTwo) {
+  const std::string cfg = reference_dir() + "/real-configs/Qwen3-8B.json";
+  const auto neg = run("golden --config " + cfg + " --out " + temp_path("_g2") + " --positions 1,-4");
+  EXPECT_EQ(neg.code, 2);
+  EXPECT_NE(neg.err.find("got -4"), std::string::npos) << neg.err;
+  EXPECT_EQ(run("golden --config " + cfg + " --out /nonexistent/dir/x").code, 2);
+  EXPECT_EQ(run("golden --config " + cfg).code, 2);  // --out required
+}
+
+}  // namespace

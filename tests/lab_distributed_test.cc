@@ -1,0 +1,177 @@
+// The lab over several ranks on 127.0.0.1: data parallel equals one process, --distribute models
+// gives the same table, a killed rank is named by the survivor within the timeout and a rerun
+// finishes with the numbers of an uninterrupted run, and bad launcher values are usage errors.
+// Every run is bounded (timeout -s KILL), so a hang fails the test instead of stalling it.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "checkpoint.h"
+#include "cli_run.h"
+#include "lab_support.h"
+
+namespace posenc::lab {
+namespace {
+
+namespace fs = std::filesystem;
+using posenc::testing::CliRun;
+using posenc::testing::run_bounded;
+using test::slurp;
+
+#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
+
+std::string out_dir(const std::string& name) {
+  const std::string d = ::testing::TempDir() + "posenc_dist_" + name;
+  fs::remove_all(d);
+  return d;
+}
+
+// A tiny language-model run: 20 steps, two eval lengths.
+std::string extrapolate(const std::string& schemes, const std::string& out) {
+  return "lab extrapolate --corpus " + test::tiny_corpus() + " --schemes " + schemes +
+         " --extensions none,ntk --train-len 16 --eval-lens 16,32 --steps 20 --out " + out + " --dist-timeout 10 --json";
+}
+
+nlohmann::json results_of(const CliRun& r) {
+  EXPECT_EQ(r.code, 0) << r.err;
+  return r.code == 0 ? nlohmann::json::parse(r.out)["results"] : nlohmann::json::array();
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST(LabDistributed, TwoRanksTrainAsOneProcess) {
+  const std::string one = out_dir("dp_one"), two = out_dir("dp_two");
+  const auto single = results_of(run_bounded(extrapolate("rope,alibi", one), 120));
+  const CliRun r = run_bounded(extrapolate("rope,alibi", two) + " --nproc 2", 120);
+  const auto split = results_of(r);
+  EXPECT_HAS(r.err, "x2 ranks");
+  EXPECT_HAS(r.out, "world size 2");
+  ASSERT_EQ(single.size(), split.size());
+  for (std::size_t i = 0; i < single.size(); ++i)
+    EXPECT_NEAR(single[i]["bpc"].get<double>(), split[i]["bpc"].get<double>(), 1e-4) << single[i].dump();
+  for (const std::string model : {"rope", "alibi"}) {
+    const auto a = read_checkpoint_header(one + "/" + model + ".ckpt").losses, b = read_checkpoint_header(two + "/" + model + ".ckpt").losses;
+    ASSERT_EQ(a.size(), 20u);
+    ASSERT_EQ(b.size(), 20u);
+    for (std::size_t s = 0; s < a.size(); ++s) EXPECT_NEAR(a[s], b[s], 1e-5) << model << " step " << s;
+  }
+}
+
+TEST(LabDistributed, WholeModelsOverTwoRanksGiveTheSameTable) {
+  const auto single = results_of(run_bounded(extrapolate("nope,rope,alibi", out_dir("models_one")), 120));
+  const CliRun r = run_bounded(extrapolate("nope,rope,alibi", out_dir("models_two")) + " --nproc 2 --distribute models", 120);
+  EXPECT_EQ(results_of(r), single);
+  EXPECT_HAS(r.out, "whole models handed out");
+}
+
+TEST(LabDistributed, SortOverTwoRanksMatchesOneProcess) {
+  const std::string args = "lab sort --schemes rope,alibi --train-len 4 --test-lens 4,6 --steps 10 --json --dist-timeout 10 --out ";
+  const CliRun one = run_bounded(args + out_dir("sort_one"), 120), two = run_bounded(args + out_dir("sort_two") + " --nproc 2", 120);
+  ASSERT_EQ(one.code, 0) << one.err;
+  ASSERT_EQ(two.code, 0) << two.err;
+  const auto a = nlohmann::json::parse(one.out)["results"], b = nlohmann::json::parse(two.out)["results"];
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i]["token_accuracy"].get<double>(), b[i]["token_accuracy"].get<double>(), 0.02);
+}
+
+// Rank `rank` of 2 as its own process (the launcher contract), stderr to a file.
+pid_t start_rank(int rank, int port, const std::string& args, const std::string& err) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    // posenc itself (no shell in between), so a kill reaches the rank.
+    const std::string cmd = "exec " + std::string(POSENC_CLI) + " " + args + " >/dev/null 2>" + err;
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// The exit status of pid, killing it when it outlives `seconds` (then -1).
+int wait_bounded(pid_t pid, int seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > until) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return status;
+}
+
+TEST(LabDistributed, AKilledRankIsNamedAndARerunFinishesAsAnUninterruptedRun) {
+  const std::string dir = out_dir("killed"), err0 = dir + ".err0", err1 = dir + ".err1";
+  const std::string args = extrapolate("rope,alibi", dir);
+  const int port = free_port();
+  const pid_t r0 = start_rank(0, port, args, err0), r1 = start_rank(1, port, args, err1);
+  // rope finished (its result is on disk): alibi is training now; kill rank 1.
+  const auto start = std::chrono::steady_clock::now();
+  while (!fs::exists(dir + "/rope.result.json") && std::chrono::steady_clock::now() - start < std::chrono::seconds(100))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (!fs::exists(dir + "/rope.result.json")) {
+    kill(r0, SIGKILL);
+    kill(r1, SIGKILL);
+    waitpid(r0, nullptr, 0);
+    waitpid(r1, nullptr, 0);
+    FAIL() << slurp(err0);
+  }
+  kill(r1, SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  wait_bounded(r1, 5);
+  const int status = wait_bounded(r0, 60);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_LT(seconds, 10 + 5) << "the survivor took longer than --dist-timeout";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status << slurp(err0);
+  EXPECT_HAS(slurp(err0), "lost rank 1");
+  EXPECT_TRUE(fs::exists(dir + "/rope.result.json"));  // finished models survive
+  // The rerun reuses rope and trains alibi; the numbers are those of an uninterrupted run.
+  const CliRun again = run_bounded(args + " --nproc 2", 120);
+  EXPECT_HAS(again.err, "rope: finished earlier");
+  EXPECT_EQ(results_of(again), results_of(run_bounded(extrapolate("rope,alibi", out_dir("uninterrupted")) + " --nproc 2", 120)));
+}
+
+TEST(LabDistributed, BadLauncherValuesAreUsageErrorsNamingThem) {
+  const std::string base = "lab sort --schemes rope --steps 1 --out " + out_dir("bad") + " ";
+  struct Case {
+    std::string args, says;
+  } cases[] = {{"--world-size 0", "--world-size"},
+               {"--rank 2 --world-size 2", "--rank (RANK) must be in [0, 1]"},
+               {"--master-port 70000", "--master-port"},
+               {"--nproc 2 --rank 0 --world-size 2", "give one or the other"},
+               {"--distribute rows", "--distribute"},
+               {"--rank 1 --world-size 2 --master-addr 127.0.0.1 --master-port " + std::to_string(free_port()) + " --dist-timeout 2",
+                "cannot reach the master at 127.0.0.1:"}};
+  for (const Case& c : cases) {
+    const CliRun r = run_bounded(base + c.args, 30);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
+    EXPECT_HAS(r.err, c.says);
+  }
+}
+
+}  // namespace
+}  // namespace posenc::lab

@@ -1,0 +1,131 @@
+// `lab passkey` end to end on a tiny corpus and tiny models (seconds): the grid it fills, the
+// JSON it prints, the files it keys and resumes from, and the settings it refuses.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "lab_support.h"
+#include "posenc/error.h"
+#include "posenc_lab/passkey.h"
+
+namespace posenc::lab {
+namespace {
+
+PasskeyConfig tiny_passkey(const std::string& out) {
+  PasskeyConfig c;
+  c.corpus = test::tiny_corpus();
+  c.schemes = {"rope", "alibi"};
+  c.extensions = {"none", "pi"};
+  c.train_len = 32;
+  c.multiples = {1, 2};
+  c.depths = {0, 1};
+  c.steps = 6;
+  c.batch = 4;
+  c.warmup = 2;
+  c.layers = 1;
+  c.d_model = 32;
+  c.heads = 2;
+  c.finetune_steps = 2;
+  c.samples = 3;
+  c.curve_chars = 256;
+  c.checkpoint_every = 2;
+  c.out_dir = ::testing::TempDir() + out;
+  std::filesystem::remove_all(c.out_dir);
+  return c;
+}
+
+std::string error_of(const PasskeyConfig& c) {
+  try {
+    run_passkey(c);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PasskeyRun, FillsEveryCellOfEveryVariant) {
+  const PasskeyConfig c = tiny_passkey("passkey_grid");
+  const PasskeyResult r = run_passkey(c);
+  ASSERT_TRUE(r.complete);
+  // rope: none, pi zero-shot, pi fine-tuned; alibi: none; each 2 lengths x 2 depths
+  ASSERT_EQ(r.rows.size(), 4u * 4u);
+  int finetuned = 0;
+  for (const PasskeyRow& row : r.rows) {
+    EXPECT_TRUE(row.length == 32 || row.length == 64);
+    EXPECT_TRUE(row.depth == 0 || row.depth == 1);
+    EXPECT_GE(row.accuracy, 0);
+    EXPECT_LE(row.accuracy, 1);
+    EXPECT_LT(row.logprob, 0);
+    EXPECT_EQ(row.samples, 3);
+    finetuned += row.finetune;
+    if (row.finetune) {
+      EXPECT_EQ(row.extension, "pi");
+    }
+  }
+  EXPECT_EQ(finetuned, 4);
+  ASSERT_EQ(r.curves.size(), 4u);
+  for (const PositionCurve& cv : r.curves) EXPECT_EQ(cv.bits.size(), 64u) << "the curve spans the longest grid length";
+  const nlohmann::json j = nlohmann::json::parse(passkey_json(r, c));
+  EXPECT_EQ(j.at("train_len"), 32);
+  ASSERT_EQ(j.at("results").size(), 16u);
+  for (const char* field : {"scheme", "extension", "finetune", "length", "depth", "accuracy", "logprob"})
+    EXPECT_TRUE(j["results"][0].contains(field)) << field;
+  const auto files = write_passkey_figures(r, c);
+  EXPECT_EQ(files.size(), 5u);  // four heatmaps and the position chart
+  EXPECT_TRUE(std::filesystem::exists(c.out_dir + "/heatmap-rope+pi+ft.png"));
+  EXPECT_NE(test::slurp(c.out_dir + "/position-loss.svg").find("training length"), std::string::npos);
+}
+
+TEST(PasskeyRun, AnInterruptedRunResumesToTheSameNumbers) {
+  const PasskeyResult whole = run_passkey(tiny_passkey("passkey_whole"));
+  PasskeyConfig c = tiny_passkey("passkey_resumed");
+  c.stop_after_steps = 3;  // mid-way through the rope model
+  EXPECT_FALSE(run_passkey(c).complete);
+  c.stop_after_steps = 5;  // through rope, into its fine-tune
+  EXPECT_FALSE(run_passkey(c).complete);
+  c.stop_after_steps = -1;
+  const PasskeyResult resumed = run_passkey(c);
+  ASSERT_EQ(resumed.rows.size(), whole.rows.size());
+  for (std::size_t i = 0; i < whole.rows.size(); ++i) {
+    EXPECT_DOUBLE_EQ(resumed.rows[i].logprob, whole.rows[i].logprob) << i;
+    EXPECT_DOUBLE_EQ(resumed.rows[i].accuracy, whole.rows[i].accuracy) << i;
+  }
+}
+
+TEST(PasskeyRun, ResultsAreKeyedByEverySetting) {
+  PasskeyConfig c = tiny_passkey("passkey_keyed");
+  const PasskeyResult first = run_passkey(c);
+  // Same settings: reused (the result file is not rewritten).
+  const auto stamp = std::filesystem::last_write_time(c.out_dir + "/rope.passkey.json");
+  const PasskeyResult again = run_passkey(c);
+  EXPECT_EQ(std::filesystem::last_write_time(c.out_dir + "/rope.passkey.json"), stamp);
+  EXPECT_DOUBLE_EQ(again.rows[0].logprob, first.rows[0].logprob);
+  // Other evaluation settings: re-scored from the saved weights.
+  c.depths = {0.5};
+  EXPECT_EQ(run_passkey(c).rows.size(), 4u * 2u);
+  // Another training setting: an error naming it, nothing overwritten.
+  c.passkey_fraction = 0.5;
+  EXPECT_NE(error_of(c).find("passkey_fraction"), std::string::npos) << error_of(c);
+}
+
+TEST(PasskeyRun, BadSettingsNameTheValueAndWhatWasExpected) {
+  PasskeyConfig c = tiny_passkey("passkey_bad");
+  c.depths = {0, 1.5};
+  EXPECT_NE(error_of(c).find("[0, 1], got 1.5"), std::string::npos) << error_of(c);
+  c = tiny_passkey("passkey_bad");
+  c.schemes = {"rope", "bogus"};
+  EXPECT_NE(error_of(c).find("'bogus'"), std::string::npos);
+  c = tiny_passkey("passkey_bad");
+  c.extensions = {"none", "longrope"};
+  EXPECT_NE(error_of(c).find("'longrope'"), std::string::npos);
+  c = tiny_passkey("passkey_bad");
+  c.out_dir = test::tiny_corpus() + "/inside-a-file";
+  EXPECT_NE(error_of(c).find("--out"), std::string::npos) << error_of(c);
+  c = tiny_passkey("passkey_bad");
+  c.multiples = {1, 1000};
+  EXPECT_NE(error_of(c).find("--multiples"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace posenc::lab

@@ -1,0 +1,162 @@
+// The passkey task generator and its scoring: where the key and the answer sit, which tokens are
+// scored, and what counts as an exact match (no training; milliseconds).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "passkey_score.h"
+#include "posenc/error.h"
+#include "posenc_lab/passkey_task.h"
+
+namespace posenc::lab {
+namespace {
+
+// A corpus without digits, like the King James Bible.
+Corpus filler_corpus() {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += (i % 7 == 0) ? "and the lord spake. " : "unto moses saying ";
+  return corpus_from_text(text);
+}
+
+std::string digits_at(const PasskeyVocab& v, const PasskeyExample& ex, int at) {
+  std::string s;
+  for (int i = 0; i < kPasskeyDigits; ++i)
+    for (int d = 0; d < 10; ++d)
+      if (ex.tokens[static_cast<std::size_t>(at + i)] == v.digit(d)) s += static_cast<char>('0' + d);
+  return s;
+}
+
+std::vector<std::int64_t> ids(const PasskeyVocab& v, const std::string& s) {
+  std::vector<std::int64_t> out;
+  for (char c : s) out.push_back(v.id(c));
+  return out;
+}
+
+TEST(PasskeyTask, DigitsExtendTheCorpusVocabulary) {
+  const Corpus c = filler_corpus();
+  const PasskeyVocab v(c);
+  std::set<std::int64_t> digit_ids;
+  for (int d = 0; d < 10; ++d) {
+    EXPECT_GE(v.digit(d), c.vocab_size()) << "a digit must not reuse a corpus id or the unknown id";
+    digit_ids.insert(v.digit(d));
+  }
+  EXPECT_EQ(digit_ids.size(), 10u);
+  for (std::size_t i = 0; i < c.vocab.size(); ++i) EXPECT_EQ(v.id(static_cast<char>(c.vocab[i])), static_cast<std::int64_t>(i));
+  EXPECT_EQ(v.id('k'), v.id('k'));  // the corpus has no 'k' and no '?': the format adds them
+  EXPECT_LT(v.id('?'), v.size());
+  EXPECT_THROW(v.id('#'), Error);
+}
+
+TEST(PasskeyTask, KeyAndAnswerSitWhereTheDepthPutsThem) {
+  const Corpus c = filler_corpus();
+  const PasskeyVocab v(c);
+  const int length = 100, filler = length + 1 - kPasskeyOverhead;
+  for (double depth : {0.0, 0.25, 0.5, 1.0}) {
+    const PasskeyExample ex = passkey_example(v, c.train, length, depth, 42);
+    ASSERT_EQ(ex.tokens.size(), static_cast<std::size_t>(length) + 1);
+    const int split = static_cast<int>(std::lround(depth * filler));
+    EXPECT_EQ(ex.key_at, split + 4) << "the key's digits follow 'key ' at filler position round(depth * filler)";
+    EXPECT_EQ(std::vector<std::int64_t>(ex.tokens.begin() + split, ex.tokens.begin() + split + 4), ids(v, "key "));
+    EXPECT_EQ(ex.answer_at, length + 1 - kPasskeyDigits);
+    EXPECT_EQ(std::vector<std::int64_t>(ex.tokens.begin() + ex.answer_at - 6, ex.tokens.begin() + ex.answer_at), ids(v, " key? "));
+    EXPECT_EQ(digits_at(v, ex, ex.key_at), ex.key);
+    EXPECT_EQ(digits_at(v, ex, ex.answer_at), ex.key) << "the answer repeats the key";
+    // Without the key sentence and the question, the rest is one contiguous window of the text.
+    std::vector<std::int64_t> rest(ex.tokens.begin(), ex.tokens.begin() + split);
+    rest.insert(rest.end(), ex.tokens.begin() + ex.key_at + kPasskeyDigits + 2, ex.tokens.begin() + ex.answer_at - 6);
+    ASSERT_EQ(rest.size(), static_cast<std::size_t>(filler));
+    EXPECT_NE(std::search(c.train.begin(), c.train.end(), rest.begin(), rest.end()), c.train.end());
+  }
+  // depth 1: the key sentence ends right where the question starts
+  const PasskeyExample last = passkey_example(v, c.train, length, 1.0, 7);
+  EXPECT_EQ(last.key_at + kPasskeyDigits + 2, last.answer_at - 6);
+}
+
+TEST(PasskeyTask, BadDepthsAndLengthsNameTheValue) {
+  const Corpus c = filler_corpus();
+  const PasskeyVocab v(c);
+  for (double bad : {-0.1, 1.5, std::nan("")}) {
+    try {
+      passkey_example(v, c.train, 64, bad, 1);
+      ADD_FAILURE() << "depth " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("must be in [0, 1], got"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(passkey_example(v, c.train, kMinPasskeyLen - 1, 0.5, 1), Error);
+  EXPECT_THROW(passkey_example(v, std::vector<std::int64_t>(10, 0), 64, 0.5, 1), Error);
+}
+
+TEST(PasskeyTask, MixedBatchesArePureFunctionsOfTheStep) {
+  const Corpus c = filler_corpus();
+  const PasskeyVocab v(c);
+  const int len = 48, batch = 10;
+  const auto a = passkey_mixed_batch(v, c.train, len, batch, 0.7, 3, 5);
+  EXPECT_EQ(a, passkey_mixed_batch(v, c.train, len, batch, 0.7, 3, 5));
+  EXPECT_NE(a, passkey_mixed_batch(v, c.train, len, batch, 0.7, 3, 6));
+  EXPECT_NE(a, passkey_mixed_batch(v, c.train, len, batch, 0.7, 4, 5));
+  ASSERT_EQ(a.size(), static_cast<std::size_t>(batch) * (len + 1));
+  int with_digits = 0;
+  for (int b = 0; b < batch; ++b)
+    with_digits += std::any_of(a.begin() + b * (len + 1), a.begin() + (b + 1) * (len + 1),
+                               [&](std::int64_t t) { return t >= v.digit(0) && t <= v.digit(9); });
+  EXPECT_EQ(with_digits, 7) << "round(0.7 * 10) rows are passkey sequences, the rest plain text";
+}
+
+TEST(PasskeyTask, CellsAreTheSameForEveryModelAndKeysVary) {
+  const Corpus c = filler_corpus();
+  const PasskeyVocab v(c);
+  const auto a = passkey_cell(v, c.valid, 64, 0.5, 16), b = passkey_cell(v, c.valid, 64, 0.5, 16);
+  std::set<std::string> keys;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].tokens, b[i].tokens);
+    keys.insert(a[i].key);
+  }
+  EXPECT_GT(keys.size(), 12u);
+  EXPECT_NE(passkey_cell(v, c.valid, 64, 0.75, 1)[0].tokens, a[0].tokens);
+}
+
+// Logits [N, L, V] that put `margin` on token `want[i][j]` at position `at[i][j]`.
+torch::Tensor logits_with(const std::vector<PasskeyExample>& exs, int vocab, int shift, double margin) {
+  const auto len = static_cast<std::int64_t>(exs[0].tokens.size()) - 1;
+  torch::Tensor l = torch::zeros({static_cast<std::int64_t>(exs.size()), len, vocab});
+  for (std::size_t i = 0; i < exs.size(); ++i)
+    for (int j = 0; j < kPasskeyDigits; ++j)
+      l[static_cast<std::int64_t>(i)][exs[i].answer_at + j - 1 + shift][exs[i].tokens[static_cast<std::size_t>(exs[i].answer_at + j)]] = margin;
+  return l;
+}
+
+TEST(PasskeyScore, TheAnswerDigitsAreScoredAtTheirOwnPositions) {
+  const Corpus c = filler_corpus();
+  const PasskeyVocab v(c);
+  const auto exs = passkey_cell(v, c.valid, 40, 0.5, 4);
+  const PasskeyScore right = score_answers(logits_with(exs, v.size(), 0, 10.0), exs);
+  EXPECT_DOUBLE_EQ(right.accuracy, 1.0);
+  const double expected = 10.0 - std::log(std::exp(10.0) + v.size() - 1);
+  EXPECT_NEAR(right.logprob, expected, 1e-6);
+  EXPECT_EQ(right.samples, 4);
+  // One position early (each digit put where the one before it is predicted): the last digit's
+  // position holds nothing, so no answer is whole, and the log-probabilities fall.
+  const PasskeyScore early = score_answers(logits_with(exs, v.size(), -1, 10.0), exs);
+  EXPECT_DOUBLE_EQ(early.accuracy, 0.0);
+  EXPECT_LT(early.logprob, expected - 1.0);
+}
+
+TEST(PasskeyScore, ExactMatchNeedsEveryDigit) {
+  const Corpus c = filler_corpus();
+  const PasskeyVocab v(c);
+  const auto exs = passkey_cell(v, c.valid, 40, 0.0, 2);
+  torch::Tensor l = logits_with(exs, v.size(), 0, 10.0);
+  // Example 1's last digit: a wrong digit now wins, the first four stay right.
+  const int pos = exs[1].answer_at + kPasskeyDigits - 2;
+  const std::int64_t wrong = exs[1].tokens.back() == v.digit(0) ? v.digit(1) : v.digit(0);
+  l[1][pos][wrong] = 20.0;
+  const PasskeyScore s = score_answers(l, exs);
+  EXPECT_DOUBLE_EQ(s.accuracy, 0.5);
+  EXPECT_THROW(score_answers(l.narrow(1, 0, 10), exs), Error) << "an answer beyond the logits is an error, not a silent score";
+}
+
+}  // namespace
+}  // namespace posenc::lab
