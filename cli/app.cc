@@ -8,17 +8,7 @@
 #include <cstring>
 #include <iostream>
 
-#include "bench_command.h"
-#include "check_command.h"
-#include "freqs_command.h"
-#ifdef POSENC_WITH_TORCH
-#include "lab_command.h"
-#endif
-#include "gguf_command.h"
-#include "golden_command.h"
-#include "plot_command.h"
-#include "spec_command.h"
-#include "table_command.h"
+#include "commands.h"
 #include "app.h"
 #include "posenc/error.h"
 

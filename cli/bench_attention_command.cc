@@ -1,5 +1,5 @@
 // posenc bench attention: the fused kernel vs the materialising libtorch path vs BLAS, one run.
-#include "bench_attention_command.h"
+#include "commands.h"
 
 #include <cstdio>
 #include <iostream>

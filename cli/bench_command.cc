@@ -1,4 +1,4 @@
-#include "bench_command.h"
+#include "commands.h"
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -10,7 +10,6 @@
 #include "posenc_bench/rope_bench.h"
 #include "options.h"
 #ifdef POSENC_WITH_TORCH
-#include "bench_attention_command.h"
 #include "posenc_bench/train_bench.h"
 #endif
 

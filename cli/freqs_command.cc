@@ -1,4 +1,4 @@
-#include "freqs_command.h"
+#include "commands.h"
 
 #include <CLI/CLI.hpp>
 #include <cmath>

@@ -1,11 +1,10 @@
-#include "gguf_command.h"
+#include "commands.h"
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 
-#include "check_command.h"
 #include "options.h"
 #include "posenc/error.h"
 #include "posenc/file_io.h"

@@ -1,4 +1,4 @@
-#include "golden_command.h"
+#include "commands.h"
 
 #include <CLI/CLI.hpp>
 #include <cstdio>

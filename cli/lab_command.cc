@@ -1,5 +1,4 @@
-#include "lab_command.h"
-#include "lab_passkey_command.h"
+#include "commands.h"
 
 #include <CLI/CLI.hpp>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "lab_passkey_command.h"
+#include "commands.h"
 
 #include <iostream>
 #include <memory>

@@ -1,4 +1,4 @@
-#include "table_command.h"
+#include "commands.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>

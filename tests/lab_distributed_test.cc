@@ -27,7 +27,6 @@ using posenc::testing::CliRun;
 using posenc::testing::run_bounded;
 using test::slurp;
 
-#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
 std::string out_dir(const std::string& name) {
   const std::string d = ::testing::TempDir() + "posenc_dist_" + name;

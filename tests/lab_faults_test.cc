@@ -26,6 +26,7 @@ namespace posenc::lab {
 namespace {
 
 namespace fs = std::filesystem;
+using test::error_of;
 using test::expect_no_tmp;
 using test::slurp;
 using test::tiny;
@@ -43,16 +44,6 @@ struct FileSizeLimit {
   ~FileSizeLimit() { setrlimit(RLIMIT_FSIZE, &saved); }
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
 TEST(LabWrites, AFailedWriteNamesTheFileKeepsThePreviousOneAndLeavesNoTmp) {
   const std::string dir = ::testing::TempDir() + "lab_write_fail";

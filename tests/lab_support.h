@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "posenc/error.h"
 #include "posenc_lab/extrapolate.h"
+#include "posenc_lab/sort_task.h"
 
 namespace posenc::lab::test {
 
@@ -56,6 +59,35 @@ inline ExtrapolateConfig tiny(const std::string& out, std::vector<std::string> s
   std::filesystem::remove_all(c.out_dir);
   return c;
 }
+
+// A tiny sort run (1 layer, 10 steps, 16 test sequences) writing to a fresh TempDir()/out.
+inline SortConfig tiny_sort(const std::string& out) {
+  SortConfig c;
+  c.schemes = {"alibi", "learned"};
+  c.train_len = 4;
+  c.test_lens = {4, 8};
+  c.steps = 10;
+  c.batch = 8;
+  c.layers = 1;
+  c.d_model = 16;
+  c.heads = 2;
+  c.test_sequences = 16;
+  c.out_dir = ::testing::TempDir() + out;
+  std::filesystem::remove_all(c.out_dir);
+  return c;
+}
+
+// The message of the posenc::Error f throws, or "(no error)".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
 inline std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -169,17 +169,12 @@ TEST(LabSort, ExamplesAndATinyRun) {
   std::vector<long> digits(ex.begin(), ex.begin() + 6), sorted(ex.begin() + 7, ex.end());
   std::sort(digits.begin(), digits.end());
   EXPECT_EQ(digits, sorted);
-  SortConfig c;
+  SortConfig c = test::tiny_sort("lab_sort");  // long enough to learn: 200 steps, batch 32, width 32
   c.schemes = {"rope", "learned"};
-  c.train_len = 4;
-  c.test_lens = {4, 8};
   c.steps = 200;
   c.batch = 32;
-  c.layers = 1;
   c.d_model = 32;
-  c.heads = 2;
   c.test_sequences = 128;
-  c.out_dir = ::testing::TempDir() + "lab_sort";
   fs::remove_all(c.out_dir);
   const auto rows = run_sort(c);
   ASSERT_EQ(rows.size(), 4u);
