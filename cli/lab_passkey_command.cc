@@ -30,9 +30,12 @@ void add_lab_passkey_command(CLI::App& lab) {
   cmd->add_option("--finetune-steps", c.finetune_steps, "fine-tune steps per RoPE extension at 2x the training length (0: zero-shot only)")->capture_default_str();
   cmd->add_option("--batch", c.batch, "sequences per training step")->capture_default_str();
   cmd->add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
+  cmd->add_option("--warmup", c.warmup, "learning-rate warm-up steps")->capture_default_str();
   cmd->add_option("--layers", c.layers, "transformer layers")->capture_default_str();
   cmd->add_option("--d-model", c.d_model, "model width (split over 4 heads)")->capture_default_str();
   cmd->add_option("--passkey-fraction", c.passkey_fraction, "passkey sequences per training batch, the rest plain text")->capture_default_str();
+  cmd->add_option("--probe-every", c.probe_every, "score exact match at the training length every N training steps (0: off)")
+      ->capture_default_str();
   cmd->add_option("--samples", c.samples, "sequences per grid cell")->capture_default_str();
   cmd->callback([a] {
     lab::PasskeyConfig c = a->config;

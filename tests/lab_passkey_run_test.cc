@@ -93,6 +93,32 @@ TEST(PasskeyRun, AnInterruptedRunResumesToTheSameNumbers) {
   }
 }
 
+// The probe trains in runs of probe_every steps, each resumed from the last one's checkpoint:
+// the weights (so every grid row) must be those of one uninterrupted run.
+TEST(PasskeyRun, TheProbeScoresEveryFewStepsAndLeavesTheWeightsAsTheyWere) {
+  PasskeyConfig plain = tiny_passkey("passkey_unprobed");
+  plain.probe_every = 0;
+  const PasskeyResult unprobed = run_passkey(plain);
+  EXPECT_TRUE(unprobed.probes.empty());
+  PasskeyConfig c = tiny_passkey("passkey_probed");
+  c.probe_every = 4;  // steps 4 and 6 of 6
+  const PasskeyResult probed = run_passkey(c);
+  ASSERT_EQ(probed.probes.size(), 4u);  // rope and alibi
+  EXPECT_EQ(probed.probes[0].model, "rope");
+  EXPECT_EQ(probed.probes[0].step, 4);
+  EXPECT_EQ(probed.probes[1].step, 6);
+  EXPECT_EQ(probed.probes[3].model, "alibi");
+  for (const ProbePoint& p : probed.probes) {
+    EXPECT_GE(p.accuracy, 0);
+    EXPECT_LT(p.logprob, 0);
+  }
+  ASSERT_EQ(probed.rows.size(), unprobed.rows.size());
+  for (std::size_t i = 0; i < probed.rows.size(); ++i) EXPECT_DOUBLE_EQ(probed.rows[i].logprob, unprobed.rows[i].logprob) << i;
+  // The probe points are kept with the rows: a finished run reports them again.
+  EXPECT_EQ(run_passkey(c).probes.size(), 4u);
+  EXPECT_NE(passkey_table(probed, c).find("exact match at 32 during training, rope: 4:"), std::string::npos) << passkey_table(probed, c);
+}
+
 TEST(PasskeyRun, ResultsAreKeyedByEverySetting) {
   PasskeyConfig c = tiny_passkey("passkey_keyed");
   const PasskeyResult first = run_passkey(c);

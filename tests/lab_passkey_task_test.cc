@@ -44,8 +44,8 @@ TEST(PasskeyTask, DigitsExtendTheCorpusVocabulary) {
   }
   EXPECT_EQ(digit_ids.size(), 10u);
   for (std::size_t i = 0; i < c.vocab.size(); ++i) EXPECT_EQ(v.id(static_cast<char>(c.vocab[i])), static_cast<std::int64_t>(i));
-  EXPECT_EQ(v.id('k'), v.id('k'));  // the corpus has no 'k' and no '?': the format adds them
-  EXPECT_LT(v.id('?'), v.size());
+  EXPECT_GE(v.id('='), c.vocab_size()) << "the corpus has no '=': the format adds it";
+  EXPECT_LT(v.id('='), v.size());
   EXPECT_THROW(v.id('#'), Error);
 }
 
@@ -53,25 +53,40 @@ TEST(PasskeyTask, KeyAndAnswerSitWhereTheDepthPutsThem) {
   const Corpus c = filler_corpus();
   const PasskeyVocab v(c);
   const int length = 100, filler = length + 1 - kPasskeyOverhead;
+  const int prefix = static_cast<int>(kKeyPrefix.size()), suffix = static_cast<int>(kKeySuffix.size());
+  const int question = static_cast<int>(kQuestion.size());
   for (double depth : {0.0, 0.25, 0.5, 1.0}) {
     const PasskeyExample ex = passkey_example(v, c.train, length, depth, 42);
     ASSERT_EQ(ex.tokens.size(), static_cast<std::size_t>(length) + 1);
     const int split = static_cast<int>(std::lround(depth * filler));
-    EXPECT_EQ(ex.key_at, split + 4) << "the key's digits follow 'key ' at filler position round(depth * filler)";
-    EXPECT_EQ(std::vector<std::int64_t>(ex.tokens.begin() + split, ex.tokens.begin() + split + 4), ids(v, "key "));
+    EXPECT_EQ(ex.key_at, split + prefix) << "the key's digits follow 'key=' at filler position round(depth * filler)";
+    EXPECT_EQ(std::vector<std::int64_t>(ex.tokens.begin() + split, ex.tokens.begin() + split + prefix), ids(v, "key="));
     EXPECT_EQ(ex.answer_at, length + 1 - kPasskeyDigits);
-    EXPECT_EQ(std::vector<std::int64_t>(ex.tokens.begin() + ex.answer_at - 6, ex.tokens.begin() + ex.answer_at), ids(v, " key? "));
+    EXPECT_EQ(std::vector<std::int64_t>(ex.tokens.begin() + ex.answer_at - question, ex.tokens.begin() + ex.answer_at), ids(v, " key="));
     EXPECT_EQ(digits_at(v, ex, ex.key_at), ex.key);
     EXPECT_EQ(digits_at(v, ex, ex.answer_at), ex.key) << "the answer repeats the key";
     // Without the key sentence and the question, the rest is one contiguous window of the text.
     std::vector<std::int64_t> rest(ex.tokens.begin(), ex.tokens.begin() + split);
-    rest.insert(rest.end(), ex.tokens.begin() + ex.key_at + kPasskeyDigits + 2, ex.tokens.begin() + ex.answer_at - 6);
+    rest.insert(rest.end(), ex.tokens.begin() + ex.key_at + kPasskeyDigits + suffix, ex.tokens.begin() + ex.answer_at - question);
     ASSERT_EQ(rest.size(), static_cast<std::size_t>(filler));
     EXPECT_NE(std::search(c.train.begin(), c.train.end(), rest.begin(), rest.end()), c.train.end());
   }
   // depth 1: the key sentence ends right where the question starts
   const PasskeyExample last = passkey_example(v, c.train, length, 1.0, 7);
-  EXPECT_EQ(last.key_at + kPasskeyDigits + 2, last.answer_at - 6);
+  EXPECT_EQ(last.key_at + kPasskeyDigits + suffix, last.answer_at - question);
+}
+
+// The question ends with the key sentence's marker, and the marker occurs nowhere else: the
+// token before the key's first digit is unique, so one induction step finds the key.
+TEST(PasskeyTask, TheMarkerBeforeTheKeyOccursOnlyThereAndInTheQuestion) {
+  const Corpus c = filler_corpus();
+  const PasskeyVocab v(c);
+  for (double depth : {0.0, 0.5, 1.0}) {
+    const PasskeyExample ex = passkey_example(v, c.train, 80, depth, 3);
+    const std::int64_t marker = ex.tokens[static_cast<std::size_t>(ex.key_at - 1)];
+    EXPECT_EQ(marker, ex.tokens[static_cast<std::size_t>(ex.answer_at - 1)]);
+    EXPECT_EQ(std::count(ex.tokens.begin(), ex.tokens.end(), marker), 2) << "depth " << depth;
+  }
 }
 
 TEST(PasskeyTask, BadDepthsAndLengthsNameTheValue) {

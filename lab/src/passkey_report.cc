@@ -86,6 +86,15 @@ std::string passkey_table(const PasskeyResult& r, const PasskeyConfig& c) {
     }
     out << "\n";
   }
+  // The probe: exact match at the training length as training went (one line per model).
+  std::string model;
+  for (const ProbePoint& p : r.probes) {
+    if (p.model != model) out << (model.empty() ? "" : "\n") << "exact match at " << c.train_len << " during training, " << p.model << ":";
+    model = p.model;
+    std::snprintf(buf, sizeof buf, " %ld:%.0f%%", p.step, 100 * p.accuracy);
+    out << buf;
+  }
+  if (!model.empty()) out << "\n";
   return out.str();
 }
 
@@ -93,7 +102,10 @@ std::string passkey_json(const PasskeyResult& r, const PasskeyConfig& c) {
   std::vector<int> lengths;
   for (int m : c.multiples) lengths.push_back(m * c.train_len);
   nlohmann::json j = {{"train_len", c.train_len}, {"lengths", lengths}, {"depths", c.depths}, {"complete", r.complete},
-                      {"results", nlohmann::json::array()}, {"curves", nlohmann::json::array()}, {"notes", r.notes}};
+                      {"results", nlohmann::json::array()}, {"curves", nlohmann::json::array()}, {"probes", nlohmann::json::array()},
+                      {"notes", r.notes}};
+  for (const ProbePoint& p : r.probes)
+    j["probes"].push_back({{"model", p.model}, {"step", p.step}, {"accuracy", p.accuracy}, {"logprob", p.logprob}});
   for (const PasskeyRow& row : r.rows)
     j["results"].push_back({{"model", row.model}, {"scheme", row.scheme}, {"extension", row.extension}, {"finetune", row.finetune},
                             {"length", row.length}, {"depth", row.depth}, {"accuracy", row.accuracy}, {"logprob", row.logprob},

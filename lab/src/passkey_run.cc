@@ -50,10 +50,17 @@ ModelPlan plan_for(const std::string& name, const PasskeyConfig& c, int vocab) {
   return {name, m, c.seed};
 }
 
+// The key sentence and the question as the examples spell them (training and grid alike).
+std::string task_format() {
+  const std::string digits(kPasskeyDigits, 'N');
+  return std::string(kKeyPrefix) + digits + std::string(kKeySuffix) + "..." + std::string(kQuestion) + digits;
+}
+
 // Everything that determines a model's weights.
 nlohmann::json training_key(const ModelPlan& p, const PasskeyConfig& c, const Corpus& corpus) {
-  return {{"format", 1},
+  return {{"format", 2},
           {"task", "passkey"},
+          {"example", task_format()},
           {"model", nlohmann::json::parse(torch_layer::config_to_json(p.config))},
           {"seed", p.seed},
           {"steps", c.steps},
@@ -67,7 +74,8 @@ nlohmann::json training_key(const ModelPlan& p, const PasskeyConfig& c, const Co
 
 // Everything that determines the rows from the weights (fine-tunes included).
 nlohmann::json evaluation_key(const ModelPlan& p, const PasskeyConfig& c) {
-  nlohmann::json k = {{"format", 1}, {"multiples", c.multiples}, {"depths", c.depths}, {"samples", c.samples}, {"curve_chars", c.curve_chars}};
+  nlohmann::json k = {{"format", 2}, {"example", task_format()}, {"multiples", c.multiples}, {"depths", c.depths}, {"samples", c.samples}, {"curve_chars", c.curve_chars},
+                      {"probe_every", c.probe_every}};
   if (p.config.scheme == Scheme::kRope) {
     k["extensions"] = c.extensions;
     k["finetune_steps"] = c.finetune_steps;
@@ -117,7 +125,7 @@ void score_variant(TransformerLM& model, const ModelPlan& p, const std::string& 
 }
 
 // The trained RoPE model with extension ext, trained on at 2x the training length for
-// finetune_steps (PI: Chen et al. 2023 tune ~1000 steps, ~1% of pre-training) on the same mix,
+// finetune_steps (PI: Chen et al. 2023 tune 1000 steps, a small fraction of pre-training) on the same mix,
 // at a quarter of the learning rate and half the batch (the same tokens per step). Its
 // checkpoint is keyed by the base model's key: other settings train it over from the base.
 bool finetune(TransformerLM* model, const ModelPlan& base, const nlohmann::json& base_key, const std::string& ext,
@@ -138,6 +146,35 @@ bool finetune(TransformerLM* model, const ModelPlan& base, const nlohmann::json&
                mixed_batches(vocab, corpus, ft.train_len, ft.batch, c.passkey_fraction, c.seed + 1));
 }
 
+// Trains the base model; with probe_every, in runs of probe_every steps (each resumes from the
+// checkpoint the last one left, so the weights are those of one uninterrupted run), scoring
+// exact match on the 1x cells after each into *out.
+bool train_probed(TransformerLM& model, const ModelPlan& p, const nlohmann::json& key, const PasskeyConfig& c, const PasskeyVocab& vocab,
+                  const Corpus& corpus, long* budget, nlohmann::json* out) {
+  const BatchSource batches = mixed_batches(vocab, corpus, c.train_len, c.batch, c.passkey_fraction, c.seed);
+  if (c.probe_every <= 0) return train(model, p, train_settings(c), corpus, key, budget, false, batches);
+  std::vector<PasskeyExample> probe;
+  for (double depth : c.depths) {
+    const std::vector<PasskeyExample> cell = passkey_cell(vocab, corpus.valid, c.train_len, depth, c.samples);
+    probe.insert(probe.end(), cell.begin(), cell.end());
+  }
+  for (;;) {
+    long run = *budget >= 0 ? std::min<long>(c.probe_every, *budget) : c.probe_every;
+    const long asked = run;
+    const bool done = train(model, p, train_settings(c), corpus, key, &run, false, batches);
+    if (*budget >= 0) *budget -= asked - run;
+    const long step = read_checkpoint_header(c.out_dir + "/" + p.name + ".ckpt").step;
+    if (asked > run || done) {  // trained some steps (or finished earlier): one probe point
+      const PasskeyScore s = score_cell(model, probe);
+      out->push_back({{"kind", "probe"}, {"step", step}, {"accuracy", s.accuracy}, {"logprob", s.logprob}});
+      std::fprintf(stderr, "%s: step %ld, exact match at %d: %.0f%%, log p %.2f\n", p.name.c_str(), step, c.train_len, 100 * s.accuracy,
+                   s.logprob);
+    }
+    if (done) return true;
+    if (*budget == 0) return false;
+  }
+}
+
 PasskeyRow row_from(const nlohmann::json& j, const ModelPlan& p, const std::string& path) {
   try {
     return {p.name, to_string(p.config.scheme), j.at("extension"), j.at("finetune"), j.at("length"), j.at("depth"),
@@ -149,8 +186,11 @@ PasskeyRow row_from(const nlohmann::json& j, const ModelPlan& p, const std::stri
 
 void collect(const nlohmann::json& saved, const ModelPlan& p, const std::string& path, PasskeyResult* result) {
   for (const auto& j : saved) {
-    if (j.value("kind", "") == "curve")
+    const std::string kind = j.value("kind", "");
+    if (kind == "curve")
       result->curves.push_back({p.name, j.at("extension"), j.at("finetune"), j.at("bits").get<std::vector<double>>()});
+    else if (kind == "probe")
+      result->probes.push_back({p.name, j.at("step"), j.at("accuracy"), j.at("logprob")});
     else
       result->rows.push_back(row_from(j, p, path));
   }
@@ -171,6 +211,7 @@ void validate_passkey(const PasskeyConfig& c) {
     throw Error("--d-model must be a multiple of " + std::to_string(2 * c.heads) + " (heads x an even head width), got " + std::to_string(c.d_model));
   check_range("warmup", c.warmup, 1, kMaxSteps);
   check_range("checkpoint_every", c.checkpoint_every, 1, kMaxSteps);
+  check_range("--probe-every", c.probe_every, 0, kMaxSteps);
   check_range("curve_chars", c.curve_chars, 1, 1 << 24);
   if (!(c.lr > 0 && c.lr < 1)) throw Error("lr must be in (0, 1), got " + format_number(c.lr));
   if (!(c.passkey_fraction >= 0 && c.passkey_fraction <= 1))
@@ -219,12 +260,11 @@ PasskeyResult run_passkey(const PasskeyConfig& c) {
     }
     torch::manual_seed(static_cast<std::uint64_t>(c.seed));
     TransformerLM model(plan.config);
-    if (!train(model, plan, train_settings(c), corpus, key.train, &budget, false,
-               mixed_batches(vocab, corpus, c.train_len, c.batch, c.passkey_fraction, c.seed))) {
+    nlohmann::json saved = nlohmann::json::array();
+    if (!train_probed(model, plan, key.train, c, vocab, corpus, &budget, &saved)) {
       result.complete = false;
       return result;
     }
-    nlohmann::json saved = nlohmann::json::array();
     const bool rope = plan.config.scheme == Scheme::kRope;
     for (const std::string& ext : rope ? c.extensions : std::vector<std::string>{"none"}) score_variant(model, plan, ext, false, c, vocab, corpus, &saved);
     for (const std::string& ext : rope && c.finetune_steps > 0 ? c.extensions : std::vector<std::string>{}) {

@@ -20,7 +20,7 @@ PasskeyVocab::PasskeyVocab(const Corpus& corpus) {
   for (std::size_t i = 0; i < corpus.vocab.size(); ++i) ids_[corpus.vocab[i]] = static_cast<std::int64_t>(i);
   size_ = corpus.vocab_size();  // the corpus's ids and its unknown id keep their values
   std::string extra = "0123456789";
-  extra += std::string(kKeyPrefix) + kKeySuffix + kQuestion;
+  extra.append(kKeyPrefix).append(kKeySuffix).append(kQuestion);
   for (char c : extra)
     if (ids_[static_cast<unsigned char>(c)] < 0) ids_[static_cast<unsigned char>(c)] = size_++;
 }

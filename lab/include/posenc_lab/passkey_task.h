@@ -2,8 +2,16 @@
 // 2023, and of YaRN, Peng et al. 2023): a key sentence hidden at a depth of filler text, the
 // question at the end, and the answer digits the model must copy from the key:
 //
-//   <filler[0, a)> key 48213. <filler[a, n)> key? 48213
+//   <filler[0, a)> key=48213. <filler[a, n)> key=48213
 //   |------------ depth = a / n ---------->|
+//
+// The question ends as the key sentence begins ("key="), as in the original test, whose question
+// ends "The pass key is". '=' occurs nowhere in the corpus, so the token before the key is
+// unique: an induction head (Olsson et al. 2022: a previous-token head in one layer, a head in a
+// later layer that attends to the token after an earlier copy of the current one) finds the key
+// from the question and copies it digit by digit. That is the mechanism this probe asks for; a
+// blank or common character before the key would need a match over several characters, which
+// models of this size learn far later.
 //
 // One example of length L is L + 1 tokens: the model reads tokens [0, L) and predicts [1, L];
 // the last kDigits tokens are the answer. The key sentence starts at token round(depth * n) of
@@ -19,6 +27,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "posenc_lab/corpus.h"
@@ -26,11 +35,12 @@
 namespace posenc::lab {
 
 inline constexpr int kPasskeyDigits = 5;
-inline constexpr const char* kKeyPrefix = "key ";  // then the digits, then kKeySuffix
-inline constexpr const char* kKeySuffix = ". ";
-inline constexpr const char* kQuestion = " key? ";  // then the answer digits
+inline constexpr std::string_view kKeyPrefix = "key=";  // then the digits, then kKeySuffix
+inline constexpr std::string_view kKeySuffix = ". ";
+inline constexpr std::string_view kQuestion = " key=";  // then the answer digits
 // Characters of one example that are not filler: the key sentence, the question and the answer.
-inline constexpr int kPasskeyOverhead = 4 + kPasskeyDigits + 2 + 6 + kPasskeyDigits;
+inline constexpr int kPasskeyOverhead =
+    static_cast<int>(kKeyPrefix.size() + kKeySuffix.size() + kQuestion.size()) + 2 * kPasskeyDigits;
 inline constexpr int kMinPasskeyLen = kPasskeyOverhead + 3;  // at least 4 filler characters
 
 class PasskeyVocab {
