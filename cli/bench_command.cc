@@ -10,10 +10,42 @@
 #include "posenc_bench/rope_bench.h"
 #include "options.h"
 #ifdef POSENC_WITH_TORCH
+#include "lab_options.h"
 #include "posenc_bench/train_bench.h"
 #endif
 
 namespace posenc::cli {
+#ifdef POSENC_WITH_TORCH
+namespace {
+
+// `bench train --nproc N`: rank 0 prints, the other ranks stay silent.
+void print_data_parallel(const bench::DataParallelResult& r, const bench::TrainBenchConfig& c, const lab::LaunchConfig& launch,
+                         bool json) {
+  if (!lab::is_primary(launch)) return;
+  if (json) {
+    nlohmann::json j = {{"world_size", r.world_size}, {"threads_per_rank", r.threads_per_rank}, {"single_process_threads", r.single_threads},
+                        {"steps", c.steps}, {"model", {{"layers", c.layers}, {"d_model", c.d_model}, {"heads", c.heads}, {"seq", c.seq},
+                                                       {"batch", c.batch}}}};
+    for (const auto& s : r.schemes)
+      j["schemes"].push_back({{"scheme", s.scheme}, {"tokens_per_second", s.tokens_per_second},
+                              {"single_process_tokens_per_second", s.single_tokens_per_second}, {"ratio", s.ratio},
+                              {"step_seconds", s.step_seconds}, {"single_process_step_seconds", s.single_step_seconds},
+                              {"allreduce_seconds_per_step", s.allreduce_seconds_per_step}});
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  std::printf("data parallel training step, %d layers, d_model %d, %d heads, seq %d, global batch %d, %d steps:\n", c.layers,
+              c.d_model, c.heads, c.seq, c.batch, c.steps);
+  std::printf("  %d ranks x %d thread%s vs one process with %d threads\n", r.world_size, r.threads_per_rank,
+              r.threads_per_rank > 1 ? "s" : "", r.single_threads);
+  for (const auto& s : r.schemes)
+    std::printf("  %-11s %9.0f tokens/s on %d ranks  %9.0f tokens/s in one process  ratio %.2f  all-reduce %.2f ms/step\n",
+                s.scheme.c_str(), s.tokens_per_second, r.world_size, s.single_tokens_per_second, s.ratio,
+                s.allreduce_seconds_per_step * 1e3);
+}
+
+}  // namespace
+#endif  // POSENC_WITH_TORCH
 
 void add_bench_command(CLI::App& app) {
   struct Args {
@@ -68,6 +100,7 @@ void add_bench_command(CLI::App& app) {
 #ifdef POSENC_WITH_TORCH
   struct TrainArgs {
     bench::TrainBenchConfig config;
+    lab::LaunchConfig launch;
     std::string schemes;
     CLI::Option* schemes_option = nullptr;
     bool json = false;
@@ -76,9 +109,13 @@ void add_bench_command(CLI::App& app) {
   CLI::App* train = bench->add_subcommand("train", "training step tokens/s per scheme; fused RoPE forward+backward vs eager");
   t->schemes_option = add_schemes_option(train, t->schemes, "comma-separated schemes (default: all language-model schemes)");
   add_steps_option(train, t->config.steps, "timed steps per scheme (median)")->capture_default_str();
-  add_threads_option(train, t->config.threads, "torch threads (0: default)");
+  add_threads_option(train, t->config.threads, "torch threads (0: default; with --nproc, per rank, 0: one)");
   add_json_flag(train, t->json);
+  add_launch_options(train, &t->launch);
   train->callback([t] {
+    if (t->launch.distribute == "models")
+      throw Error("bench train times data parallelism; --distribute models has no training step to time (leave it out)");
+    if (launched_local_ranks(&t->launch)) return;
     bench::TrainBenchConfig c = t->config;
     if (t->schemes_option->count() > 0) {  // given but empty ('' or 'rope,,alibi') is a mistake, not "all"
       c.schemes.clear();
@@ -91,6 +128,11 @@ void add_bench_command(CLI::App& app) {
         if (comma == std::string::npos) break;
         start = comma + 1;
       }
+    }
+    if (lab::world_size_of(t->launch) > 1) {
+      if (t->schemes_option->count() == 0) c.schemes = {"rope"};
+      print_data_parallel(bench::run_data_parallel_bench(c, t->launch), c, t->launch, t->json);
+      return;
     }
     const auto r = bench::run_train_bench(c);
     if (t->json) {

@@ -22,6 +22,30 @@ TEST(BenchCli, AttentionPrintsOneJsonObject) {
   }
 }
 
+// Two local ranks against one process with two threads, in one run; bounded so a hang fails.
+TEST(BenchCli, TrainOverTwoRanksReportsBothThroughputsAndTheAllReduce) {
+  const CliRun r = run_bounded("bench train --nproc 2 --steps 2 --schemes rope --dist-timeout 20 --json", 90);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);  // one object: rank 1 prints nothing
+  EXPECT_EQ(j["world_size"], 2);
+  EXPECT_EQ(j["threads_per_rank"], 1);
+  EXPECT_EQ(j["single_process_threads"], 2);
+  ASSERT_EQ(j["schemes"].size(), 1u);
+  const auto& s = j["schemes"][0];
+  EXPECT_EQ(s["scheme"], "rope");
+  EXPECT_GT(s["tokens_per_second"].get<double>(), 0);
+  EXPECT_GT(s["single_process_tokens_per_second"].get<double>(), 0);
+  EXPECT_NEAR(s["ratio"].get<double>(), s["tokens_per_second"].get<double>() / s["single_process_tokens_per_second"].get<double>(), 1e-9);
+  EXPECT_GT(s["allreduce_seconds_per_step"].get<double>(), 0);
+  EXPECT_LT(s["allreduce_seconds_per_step"].get<double>(), s["step_seconds"].get<double>());
+}
+
+TEST(BenchCli, TrainRefusesWholeModelsPerRank) {
+  const CliRun r = run_bounded("bench train --nproc 2 --steps 1 --schemes rope --distribute models --dist-timeout 10", 60);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--distribute models"), std::string::npos) << r.err;
+}
+
 TEST(BenchCli, AttentionBadArgumentsAreErrors) {
   for (const char* args : {"bench attention --scheme xl", "bench attention --seq 4", "bench attention --heads 6 --kv-heads 4",
                            "bench attention --head-dim 7", "bench attention --threads 100000"}) {

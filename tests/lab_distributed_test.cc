@@ -1,6 +1,7 @@
 // The lab over several ranks on 127.0.0.1: data parallel equals one process, --distribute models
-// gives the same table, a killed rank is named by the survivor within the timeout and a rerun
-// finishes with the numbers of an uninterrupted run, and bad launcher values are usage errors.
+// gives the same table, results and progress lines say how many ranks there were, a killed rank
+// is named by the survivor within the timeout and a rerun finishes with the numbers of an
+// uninterrupted run, and bad launcher values are usage errors.
 // Every run is bounded (timeout -s KILL), so a hang fails the test instead of stalling it.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +20,7 @@
 #include "checkpoint.h"
 #include "cli_run.h"
 #include "lab_support.h"
+#include "posenc_lab/progress.h"
 
 namespace posenc::lab {
 namespace {
@@ -45,6 +48,14 @@ nlohmann::json results_of(const CliRun& r) {
   return r.code == 0 ? nlohmann::json::parse(r.out)["results"] : nlohmann::json::array();
 }
 
+// "<world_size> <distribute>" of a results object ("?" where a field is missing).
+std::string world_of(const std::string& json) {
+  if (json.empty()) return "?";
+  const auto j = nlohmann::json::parse(json);
+  return (j.contains("world_size") ? std::to_string(j["world_size"].get<int>()) : "?") + " " +
+         (j.contains("distribute") ? j["distribute"].get<std::string>() : "?");
+}
+
 int free_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -59,11 +70,18 @@ int free_port() {
 
 TEST(LabDistributed, TwoRanksTrainAsOneProcess) {
   const std::string one = out_dir("dp_one"), two = out_dir("dp_two");
-  const auto single = results_of(run_bounded(extrapolate("rope,alibi", one), 120));
+  const CliRun plain = run_bounded(extrapolate("rope,alibi", one), 120);
+  const auto single = results_of(plain);
   const CliRun r = run_bounded(extrapolate("rope,alibi", two) + " --nproc 2", 120);
   const auto split = results_of(r);
-  EXPECT_HAS(r.err, "x2 ranks");
+  EXPECT_HAS(r.err, "train rope [2 ranks]");
+  EXPECT_HAS(r.err, " tok/s  ETA");  // a progress line, not the summary
   EXPECT_HAS(r.out, "world size 2");
+  // The world size is a field of the results, on stdout and in results.json.
+  EXPECT_EQ(world_of(plain.out), "1 data");
+  EXPECT_EQ(world_of(r.out), "2 data");
+  EXPECT_EQ(world_of(slurp(one + "/results.json")), "1 data");
+  EXPECT_EQ(world_of(slurp(two + "/results.json")), "2 data");
   ASSERT_EQ(single.size(), split.size());
   for (std::size_t i = 0; i < single.size(); ++i)
     EXPECT_NEAR(single[i]["bpc"].get<double>(), split[i]["bpc"].get<double>(), 1e-4) << single[i].dump();
@@ -80,13 +98,18 @@ TEST(LabDistributed, WholeModelsOverTwoRanksGiveTheSameTable) {
   const CliRun r = run_bounded(extrapolate("nope,rope,alibi", out_dir("models_two")) + " --nproc 2 --distribute models", 120);
   EXPECT_EQ(results_of(r), single);
   EXPECT_HAS(r.out, "whole models handed out");
+  EXPECT_EQ(world_of(r.out), "2 models");
 }
 
 TEST(LabDistributed, SortOverTwoRanksMatchesOneProcess) {
   const std::string args = "lab sort --schemes rope,alibi --train-len 4 --test-lens 4,6 --steps 10 --json --dist-timeout 10 --out ";
-  const CliRun one = run_bounded(args + out_dir("sort_one"), 120), two = run_bounded(args + out_dir("sort_two") + " --nproc 2", 120);
+  const std::string two_dir = out_dir("sort_two");
+  const CliRun one = run_bounded(args + out_dir("sort_one"), 120), two = run_bounded(args + two_dir + " --nproc 2", 120);
   ASSERT_EQ(one.code, 0) << one.err;
   ASSERT_EQ(two.code, 0) << two.err;
+  EXPECT_EQ(world_of(one.out), "1 data");
+  EXPECT_EQ(world_of(two.out), "2 data");
+  EXPECT_EQ(world_of(slurp(two_dir + "/results.json")), "2 data");
   const auto a = nlohmann::json::parse(one.out)["results"], b = nlohmann::json::parse(two.out)["results"];
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i]["token_accuracy"].get<double>(), b[i]["token_accuracy"].get<double>(), 0.02);
@@ -152,6 +175,18 @@ TEST(LabDistributed, AKilledRankIsNamedAndARerunFinishesAsAnUninterruptedRun) {
   const CliRun again = run_bounded(args + " --nproc 2", 120);
   EXPECT_HAS(again.err, "rope: finished earlier");
   EXPECT_EQ(results_of(again), results_of(run_bounded(extrapolate("rope,alibi", out_dir("uninterrupted")) + " --nproc 2", 120)));
+}
+
+TEST(LabProgress, ShowsTheRanksAndTheThroughputOfAllOfThem) {
+  ProgressLine line{"train rope", 2, 120, 600, 2.3104, 9300.4, 12.2};
+  EXPECT_EQ(format_progress_line(line), "train rope [2 ranks]: 120/600  loss 2.310  9,300 tok/s  ETA 12s");
+  line.ranks = 1;
+  line.loss = std::nan("");
+  line.tokens_per_second = 0;
+  EXPECT_EQ(format_progress_line(line), "train rope: 120/600  ETA 12s");
+  EXPECT_EQ(group_thousands(999), "999");
+  EXPECT_EQ(group_thousands(1234567.6), "1,234,568");
+  EXPECT_EQ(group_thousands(-1000), "-1,000");
 }
 
 TEST(LabDistributed, BadLauncherValuesAreUsageErrorsNamingThem) {

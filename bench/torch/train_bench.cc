@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "distributed_world.h"
 #include "posenc/error.h"
 #include "posenc_bench/timing.h"
+#include "train_loop.h"
 #include "posenc_torch/model.h"
 #include "posenc_torch/rope.h"
 
@@ -54,24 +56,94 @@ RopeAutogradSpeed rope_speed(std::int64_t b, std::int64_t h, std::int64_t s, std
   return r;
 }
 
+void check_config(const TrainBenchConfig& c) {
+  if (c.steps < 1 || c.seq < 2 || c.batch < 1) throw Error("bench train needs steps >= 1, seq >= 2, batch >= 1");
+}
+
+// The benchmark's model of scheme `name`, its weights from seed 0.
+TransformerLM bench_model(const TrainBenchConfig& c, const std::string& name) {
+  ModelConfig mc;
+  mc.vocab_size = 64;
+  mc.d_model = c.d_model;
+  mc.n_layers = c.layers;
+  mc.n_heads = c.heads;
+  mc.scheme = language_model_scheme(name, "bench train");
+  mc.learned_positions = c.seq;
+  torch::manual_seed(0);
+  return TransformerLM(mc);
+}
+
+// Seconds of `steps` steps of the lab's training loop on one batch of random tokens (after one
+// warm-up step); world null: this process alone, else *allreduce gets the seconds of those steps
+// spent in the gradient all-reduce.
+double loop_seconds(const TrainBenchConfig& c, const std::string& name, lab::World* world, double* allreduce) {
+  TransformerLM model = bench_model(c, name);
+  torch::manual_seed(1);
+  const torch::Tensor tokens = torch::randint(0, 64, {c.batch, c.seq + 1}, torch::kInt64);
+  lab::TrainLoop loop;
+  loop.label = name;
+  loop.key = {{"bench", "train"}, {"scheme", name}};
+  loop.checkpoint_every = c.steps + 1;
+  loop.batch = [&](long) { return tokens; };
+  loop.loss = [&](TransformerLM& m, const torch::Tensor& rows) {
+    const torch::Tensor logits = m->forward(rows.narrow(1, 0, c.seq));
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, 64}), rows.narrow(1, 1, c.seq).reshape({-1}));
+  };
+  loop.tokens_per_row = c.seq;
+  loop.world = world;
+  long budget = -1;
+  loop.steps = 1;
+  lab::run_train_loop(model, loop, &budget);
+  loop.steps = c.steps;
+  const double before = world ? world->sum_seconds() : 0;
+  const double seconds = seconds_of([&] { lab::run_train_loop(model, loop, &budget); });
+  if (world) *allreduce = world->sum_seconds() - before;
+  return seconds;
+}
+
 }  // namespace
 
+DataParallelResult run_data_parallel_bench(const TrainBenchConfig& c, const lab::LaunchConfig& launch) {
+  check_config(c);
+  DataParallelResult result;
+  result.world_size = lab::world_size_of(launch);
+  result.threads_per_rank = c.threads > 0 ? c.threads : 1;
+  result.single_threads = result.world_size * result.threads_per_rank;
+  if (c.batch < result.world_size)
+    throw Error("a batch of " + std::to_string(c.batch) + " rows cannot be split across " + std::to_string(result.world_size) + " ranks");
+  std::vector<DataParallelSpeed> speeds;
+  {
+    lab::World world(launch);
+    torch::set_num_threads(result.threads_per_rank);
+    for (const std::string& name : c.schemes) {
+      DataParallelSpeed s;
+      s.scheme = name;
+      double allreduce = 0;
+      s.step_seconds = loop_seconds(c, name, &world, &allreduce) / c.steps;
+      s.allreduce_seconds_per_step = allreduce / c.steps;
+      speeds.push_back(s);
+    }
+    if (world.rank() != 0) return result;
+  }
+  torch::set_num_threads(result.single_threads);
+  for (DataParallelSpeed& s : speeds) {
+    s.single_step_seconds = loop_seconds(c, s.scheme, nullptr, nullptr) / c.steps;
+    const double tokens = static_cast<double>(c.batch) * c.seq;
+    s.tokens_per_second = tokens / s.step_seconds;
+    s.single_tokens_per_second = tokens / s.single_step_seconds;
+    s.ratio = s.tokens_per_second / s.single_tokens_per_second;
+  }
+  result.schemes = speeds;
+  return result;
+}
+
 TrainBenchResult run_train_bench(const TrainBenchConfig& c) {
-  if (c.steps < 1 || c.seq < 2 || c.batch < 1) throw Error("bench train needs steps >= 1, seq >= 2, batch >= 1");
+  check_config(c);
   if (c.threads > 0) torch::set_num_threads(c.threads);
   TrainBenchResult result;
   result.threads = torch::get_num_threads();
   for (const std::string& name : c.schemes) {
-    const Scheme scheme = language_model_scheme(name, "bench train");
-    ModelConfig mc;
-    mc.vocab_size = 64;
-    mc.d_model = c.d_model;
-    mc.n_layers = c.layers;
-    mc.n_heads = c.heads;
-    mc.scheme = scheme;
-    mc.learned_positions = c.seq;
-    torch::manual_seed(0);
-    TransformerLM model(mc);
+    TransformerLM model = bench_model(c, name);
     torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
     const torch::Tensor tokens = torch::randint(0, 64, {c.batch, c.seq + 1}, torch::kInt64);
     const torch::Tensor input = tokens.narrow(1, 0, c.seq), target = tokens.narrow(1, 1, c.seq);

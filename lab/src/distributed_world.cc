@@ -53,6 +53,7 @@ struct World::State {
   c10::intrusive_ptr<c10d::TCPStore> store, beat_store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   std::atomic<long> step{0};
+  double sum_seconds = 0;
   std::atomic<bool> stop{false};
   std::thread beat;
 
@@ -121,12 +122,16 @@ void World::note_step(long step) { s_->step = step; }
 
 void World::sum(torch::Tensor& flat, const std::string& what) {
   std::vector<at::Tensor> tensors{flat};
+  const auto began = std::chrono::steady_clock::now();
   try {
     s_->group->allreduce(tensors)->wait();
   } catch (const std::exception& e) {
     fail(what, e.what());
   }
+  s_->sum_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
 }
+
+double World::sum_seconds() const { return s_->sum_seconds; }
 
 std::string World::broadcast(const std::string& bytes, const std::string& what) {
   try {

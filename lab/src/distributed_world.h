@@ -37,6 +37,8 @@ class World {
 
   // Sums a contiguous float tensor over the ranks, in place; every rank gets the same bits.
   void sum(torch::Tensor& flat, const std::string& what);
+  // Seconds this rank has spent in sum() so far (waiting for slower ranks included).
+  double sum_seconds() const;
   // rank 0's bytes, on every rank (the others pass anything).
   std::string broadcast(const std::string& bytes, const std::string& what);
   // An Error on every rank when value is not the same on all of them (what names it).

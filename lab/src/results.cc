@@ -42,6 +42,12 @@ ResultRow row_from_json(const nlohmann::json& j, const std::string& path) {
   return r;
 }
 
+void add_world_fields(nlohmann::json* results, const LaunchConfig& launch) {
+  const LaunchConfig l = resolve_launch(launch);
+  (*results)["world_size"] = world_size_of(l);
+  (*results)["distribute"] = distributes_models(l) ? "models" : "data";
+}
+
 std::string format_table(const ExtrapolateResult& r, const ExtrapolateConfig& c) {
   // mean over seeds (and std when there are several) per (model base name, extension, length)
   std::map<std::pair<std::string, std::string>, std::map<int, std::vector<double>>> cells;
@@ -93,6 +99,7 @@ std::string results_json(const ExtrapolateResult& r, const ExtrapolateConfig& c)
                                   {"layers", c.layers}, {"d_model", c.d_model}, {"heads", c.heads}, {"seeds", c.seeds},
                                   {"corpus", c.corpus}, {"eval_chars", c.eval_chars}, {"extensions", c.extensions},
                                   {"incremental_tokens", c.incremental_tokens}, {"pi_finetune_steps", c.pi_finetune_steps}}}};
+  add_world_fields(&j, c.launch);
   for (const auto& row : r.rows) j["results"].push_back(row_json(row));
   return j.dump(1);
 }

@@ -18,6 +18,7 @@
 #include "posenc/error.h"
 #include "posenc_lab/extrapolate.h"
 #include "posenc_lab/result_cache.h"
+#include "posenc_lab/results_io.h"
 #include "posenc_torch/model.h"
 #include "train_loop.h"
 
@@ -236,6 +237,7 @@ std::string format_sort_table(const std::vector<SortRow>& rows, const SortConfig
 
 std::string sort_json(const std::vector<SortRow>& rows, const SortConfig& c) {
   nlohmann::json j = {{"results", nlohmann::json::array()}, {"train_len", c.train_len}, {"test_lens", c.test_lens}};
+  add_world_fields(&j, c.launch);
   for (const auto& r : rows)
     j["results"].push_back({{"scheme", r.scheme}, {"length", r.length}, {"available", r.available},
                             {"token_accuracy", r.available ? nlohmann::json(r.token_accuracy) : nlohmann::json(nullptr)},

@@ -69,7 +69,7 @@ TrainOutcome run_train_loop(TransformerLM& model, const TrainLoop& L, long* budg
   out.losses = start.losses;
   out.losses.resize(static_cast<std::size_t>(step), std::nan(""));  // an older checkpoint without the curve
   std::optional<Progress> progress;
-  if (rank == 0) progress.emplace("train " + L.label + (ranks > 1 ? " x" + std::to_string(ranks) + " ranks" : ""), L.steps, step);
+  if (rank == 0) progress.emplace("train " + L.label, L.steps, step, ranks);
   if (step >= L.steps) {
     if (progress) progress->finish("trained earlier: " + L.checkpoint);
     out.finished = true;
@@ -116,7 +116,7 @@ TrainOutcome run_train_loop(TransformerLM& model, const TrainLoop& L, long* budg
     out.last_loss = value;
     if (*budget > 0) --*budget;
     if (world) world->note_step(step);
-    if (progress) progress->update(step, value);
+    if (progress) progress->update(step, value, static_cast<double>(tokens));
     if (step % L.checkpoint_every == 0 || step == L.steps) {
       if (world) world->check_same(weights_checksum(model), L.label + ": the weights at step " + std::to_string(step));
       if (rank == 0 && !L.checkpoint.empty()) save_checkpoint(L.checkpoint, model, &optimizer, step, L.key, out.losses);

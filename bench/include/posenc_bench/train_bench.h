@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "posenc_lab/distributed.h"
+
 namespace posenc::bench {
 
 struct TrainBenchConfig {
@@ -34,5 +36,24 @@ struct TrainBenchResult {
 };
 
 TrainBenchResult run_train_bench(const TrainBenchConfig& config);
+
+// `bench train --nproc N`: the lab's training loop (its data parallelism over World) on N ranks of
+// `threads` threads each (0: one), against the same loop in one process with N x that many
+// threads, on the same global batch, measured in the same run: the ranks first, then rank 0
+// alone. Each figure is the wall time of `steps` steps after one warm-up step.
+struct DataParallelSpeed {
+  std::string scheme;
+  double tokens_per_second = 0;         // all ranks together
+  double single_tokens_per_second = 0;  // one process
+  double ratio = 0;                     // tokens_per_second / single_tokens_per_second
+  double step_seconds = 0, single_step_seconds = 0;
+  double allreduce_seconds_per_step = 0;  // rank 0's wait in the gradient all-reduce (slower ranks included)
+};
+struct DataParallelResult {
+  int world_size = 0, threads_per_rank = 0, single_threads = 0;
+  std::vector<DataParallelSpeed> schemes;  // filled on rank 0 only
+};
+// Every rank of `launch` (resolved, world size > 1) calls this.
+DataParallelResult run_data_parallel_bench(const TrainBenchConfig& config, const lab::LaunchConfig& launch);
 
 }  // namespace posenc::bench
