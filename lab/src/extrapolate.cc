@@ -12,6 +12,7 @@
 
 #include "check_range.h"
 #include "checkpoint.h"
+#include "extrapolate_plan.h"
 #include "distributed_queue.h"
 #include "distributed_run.h"
 #include "lm_eval.h"
@@ -29,80 +30,6 @@ using torch_layer::Fusion;
 using torch_layer::ModelConfig;
 using torch_layer::TransformerLM;
 namespace fs = std::filesystem;
-
-constexpr int kPiScale = 4;  // PI fine-tune: 4x the training length
-
-std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab) {
-  std::vector<ModelPlan> plans;
-  auto base = [&](Scheme s) {
-    ModelConfig m;
-    m.vocab_size = vocab;
-    m.d_model = c.d_model;
-    m.n_layers = c.layers;
-    m.n_heads = c.heads;
-    m.scheme = s;
-    m.learned_positions = c.train_len;  // a learned table is exactly as long as training
-    m.t5 = {32, 128, false};
-    m.deberta_buckets = 32;
-    m.deberta_max_relative = 256;
-    // Transformer-XL with its segment recurrence: memory as long as a training segment (the
-    // paper's mem_len = tgt_len), so its reach is n_layers x train_len tokens.
-    if (s == Scheme::kXl) m.xl_mem_len = c.train_len;
-    return m;
-  };
-  for (int seed : c.seeds) {
-    const std::string suffix = c.seeds.size() > 1 ? "-s" + std::to_string(seed) : "";
-    for (const std::string& name : c.schemes) {
-      plans.push_back({name + suffix, base(torch_layer::language_model_scheme(name, "--schemes")), seed});
-    }
-    for (double b : c.rope_bases) {
-      ModelPlan p{"rope-base" + format_number(b) + suffix, base(Scheme::kRope), seed};
-      p.config.rope.theta = b;
-      plans.push_back(p);
-    }
-    for (const std::string& f : c.fusions) {
-      ModelPlan p{"sinusoidal-" + f + suffix, base(Scheme::kSinusoidal), seed};
-      if (f == "add") continue;  // the plain sinusoidal model
-      if (f == "concat") p.config.fusion = Fusion::kConcat;
-      else if (f == "multiply") p.config.fusion = Fusion::kMultiply;
-      else throw Error("--fusions: '" + f + "' is not add, concat or multiply");
-      plans.push_back(p);
-    }
-  }
-  return plans;
-}
-
-// Everything that determines a model's weights.
-nlohmann::json training_key(const ModelPlan& p, const ExtrapolateConfig& c, const Corpus& corpus) {
-  return {{"format", 2},
-          {"model", nlohmann::json::parse(torch_layer::config_to_json(p.config))},
-          {"seed", p.seed},
-          {"steps", c.steps},
-          {"batch", c.batch},
-          {"lr", c.lr},
-          {"warmup", c.warmup},
-          {"train_len", c.train_len},
-          {"corpus_fnv1a64", hex64(corpus.hash)}};
-}
-
-bool scores_incremental(const ExtrapolateConfig& c) {
-  return c.incremental_tokens > 0 && std::find(c.extensions.begin(), c.extensions.end(), "dynamic") != c.extensions.end();
-}
-
-bool fine_tunes(const ModelPlan& p, const ExtrapolateConfig& c) {
-  return p.config.scheme == Scheme::kRope && p.config.rope.theta == 10000.0 && c.pi_finetune_steps > 0;
-}
-
-// Everything that determines a model's rows from its weights.
-nlohmann::json evaluation_key(const ModelPlan& p, const ExtrapolateConfig& c) {
-  nlohmann::json k = {{"eval_lens", c.eval_lens}, {"eval_chars", c.eval_chars}};
-  if (p.config.scheme == Scheme::kRope) {
-    k["extensions"] = c.extensions;
-    if (scores_incremental(c)) k["incremental_tokens"] = c.incremental_tokens;
-  }
-  if (fine_tunes(p, c)) k["pi_finetune_steps"] = c.pi_finetune_steps;
-  return k;
-}
 
 // PI with a short fine-tune (Chen et al. 2023 recover a 4x PI model in ~1000 steps; scaled
 // down here): the trained RoPE model, positions divided by 4, trained on at 4x the length,
@@ -189,28 +116,6 @@ std::optional<std::vector<ResultRow>> model_rows(ModelPlan plan, std::size_t ind
   write_cached_rows(result_path, key, saved);
   if (world) world->set(tag + "done", "ok");
   return rows;
-}
-
-// Every setting checked before anything is trained (and before the corpus is read).
-void validate(const ExtrapolateConfig& c) {
-  check_range("--train-len", c.train_len, 2, kMaxTrainLen);
-  check_range("--steps", c.steps, 1, kMaxSteps);
-  check_range("--threads", c.threads, 0, max_lab_threads());
-  check_range("batch", c.batch, 1, 1024);
-  check_range("warmup", c.warmup, 1, kMaxSteps);
-  check_range("checkpoint_every", c.checkpoint_every, 1, kMaxSteps);
-  check_range("eval_chars", c.eval_chars, 1, 1 << 24);
-  check_range("incremental_tokens", c.incremental_tokens, 0, 1 << 16);
-  check_range("pi_finetune_steps", c.pi_finetune_steps, 0, kMaxSteps);
-  if (c.pi_finetune_steps > 0) check_range("--train-len (the PI fine-tune trains at 4x)", c.train_len, 2, kMaxTrainLen / kPiScale);
-  if (!(c.lr > 0 && c.lr < 1)) throw Error("lr must be in (0, 1), got " + format_number(c.lr));
-  if (c.eval_lens.empty()) throw Error("--eval-lens is empty: give at least one evaluation length");
-  for (int len : c.eval_lens) check_range("--eval-lens", len, 2, kMaxEvalLen);
-  if (c.schemes.empty() && c.rope_bases.empty() && c.fusions.empty()) throw Error("--schemes is empty: give at least one scheme");
-  if (c.extensions.empty()) throw Error("--extensions is empty: give at least one of none, pi, ntk, dynamic, yarn");
-  ModelConfig probe;
-  for (const std::string& ext : c.extensions) extension_params(probe, ext, 2, 4);  // throws on a bad name
-  if (c.seeds.empty()) throw Error("give at least one seed");
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ struct ModelPlan {
   std::string name;
   torch_layer::ModelConfig config;
   int seed = 0;
+  bool variant = false;  // a base-sweep or fusion variant, not its scheme's plain model
 };
 
 struct Score {
