@@ -7,6 +7,7 @@
 
 #include "check_range.h"
 #include "checkpoint.h"
+#include "extrapolate_plan.h"
 #include "lm_eval.h"
 #include "lm_train.h"
 #include "passkey_score.h"
@@ -56,20 +57,14 @@ std::string task_format() {
   return std::string(kKeyPrefix) + digits + std::string(kKeySuffix) + "..." + std::string(kQuestion) + digits;
 }
 
-// Everything that determines a model's weights.
+// Everything that determines a model's weights: what determines a language model's (lab
+// extrapolate's key over the same settings), the task and its example format, the mix.
 nlohmann::json training_key(const ModelPlan& p, const PasskeyConfig& c, const Corpus& corpus) {
-  return {{"format", 2},
-          {"task", "passkey"},
-          {"example", task_format()},
-          {"model", nlohmann::json::parse(torch_layer::config_to_json(p.config))},
-          {"seed", p.seed},
-          {"steps", c.steps},
-          {"batch", c.batch},
-          {"lr", c.lr},
-          {"warmup", c.warmup},
-          {"train_len", c.train_len},
-          {"passkey_fraction", c.passkey_fraction},
-          {"corpus_fnv1a64", hex64(corpus.hash)}};
+  nlohmann::json k = lab::training_key(p, train_settings(c), corpus);
+  k["task"] = "passkey";
+  k["example"] = task_format();
+  k["passkey_fraction"] = c.passkey_fraction;
+  return k;
 }
 
 // Everything that determines the rows from the weights (fine-tunes included).
