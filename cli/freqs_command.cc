@@ -21,7 +21,7 @@ struct FreqsArgs {
   std::optional<std::int64_t> seq_len;
   bool json = false;
   // Schedule flags (instead of --config). Names follow the config keys they set.
-  std::string rope_type = "default";
+  RopeType rope_type = RopeType::kDefault;
   std::optional<int> head_dim;
   std::optional<int> rotary_dim;
   std::optional<double> theta, partial_rotary_factor, factor, attention_factor, beta_fast, beta_slow,
@@ -35,9 +35,7 @@ struct FreqsArgs {
 
 RopeParams params_from_flags(const FreqsArgs& a) {
   RopeParams p;
-  auto type = rope_type_from_name(a.rope_type);
-  if (!type) throw Error("--rope-type '" + a.rope_type + "' is not known; allowed: " + rope_type_names());
-  p.type = *type;
+  p.type = a.rope_type;
   if (!a.head_dim) throw Error("--head-dim is required when the schedule comes from flags (or give --config)");
   p.head_dim = *a.head_dim;
   p.rotary_dim = a.rotary_dim;
@@ -180,7 +178,7 @@ void add_freqs_command(CLI::App& app) {
   cmd->add_option("--seq-len", args->seq_len, "the schedule in force at this sequence length (dynamic, longrope)");
   add_json_flag(cmd, args->json);
   auto& f = args->schedule_flags;
-  f.push_back(cmd->add_option("--rope-type", args->rope_type, "rope type: " + rope_type_names()));
+  f.push_back(add_enum_option(cmd, "--rope-type", args->rope_type, "rope type"));
   f.push_back(add_head_dim_option(cmd, args->head_dim, "channels per head"));
   f.push_back(cmd->add_option("--rotary-dim", args->rotary_dim, "rotated channels (default: head_dim * partial rotary factor)"));
   f.push_back(cmd->add_option("--partial-rotary-factor", args->partial_rotary_factor, "fraction of head_dim that rotates, in (0, 1]"));

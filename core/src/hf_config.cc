@@ -27,31 +27,9 @@ const std::set<std::string> kCommonKeys = {"rope_type", "type", "rope_theta", "p
                                            "llama_4_scaling_beta"};
 
 std::set<std::string> keys_used_by(RopeType t) {
-  switch (t) {
-    case RopeType::kDefault: return {};
-    case RopeType::kLinear:
-    case RopeType::kNtk:
-    case RopeType::kDynamic:
-    case RopeType::kProportional: return {"factor"};
-    case RopeType::kYarn:
-      return {"factor", "original_max_position_embeddings", "attention_factor", "beta_fast",
-              "beta_slow", "mscale", "mscale_all_dim", "truncate"};
-    case RopeType::kNtkByParts:
-      return {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "truncate"};
-    case RopeType::kLlama3:
-      return {"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"};
-    case RopeType::kLongRope:
-      return {"factor", "original_max_position_embeddings", "attention_factor", "short_factor",
-              "long_factor"};
-  }
-  return {};
+  const auto& keys = rope_type_traits(t).keys;
+  return {keys.begin(), keys.end()};
 }
-
-bool uses_original_max(RopeType t) {
-  return t == RopeType::kYarn || t == RopeType::kNtkByParts || t == RopeType::kLlama3 ||
-         t == RopeType::kLongRope;
-}
-
 
 std::string joined(const std::vector<std::string>& items) {
   std::string out;
@@ -196,10 +174,10 @@ struct Parser {
       throw Error(jf::path(w, "rope_type") + " " + jf::describe(dict["rope_type"]) + " and " + jf::path(w, "type") + " " +
                   jf::describe(dict["type"]) + " disagree; keep one");
     const std::string name = rope_type ? *rope_type : legacy ? *legacy : "default";
-    auto type = rope_type_from_name(name);
+    auto type = try_from_name<RopeType>(name);
     if (!type)
       throw Error(jf::path(w, rope_type ? "rope_type" : "type") + " " + jf::describe(json(name)) +
-                  " is not a rope type posenc knows; allowed: " + rope_type_names());
+                  " is not a rope type posenc knows; allowed: " + enum_names_joined<RopeType>(", "));
     return *type;
   }
 
@@ -268,7 +246,7 @@ struct Parser {
     p.llama_4_scaling_beta = jf::number(dict, "llama_4_scaling_beta", w);
 
     // Phi-3 style: a top-level original_max_position_embeddings overrides the dict (HF v5).
-    if (uses_original_max(p.type)) {
+    if (rope_type_traits(p.type).needs_original_max) {
       if (auto top = jf::integer(model, "original_max_position_embeddings", where())) {
         if (p.original_max_position_embeddings && *p.original_max_position_embeddings != *top)
           out.warnings.push_back(at("original_max_position_embeddings") + " = " + std::to_string(*top) +

@@ -31,15 +31,6 @@ void require_factor_list(const char* key, const std::vector<double>& list, int e
                   format_number(list[i]));
 }
 
-bool needs_factor(RopeType t) {
-  return t == RopeType::kLinear || t == RopeType::kNtk || t == RopeType::kDynamic ||
-         t == RopeType::kLlama3 || t == RopeType::kNtkByParts;
-}
-
-bool needs_original_max(RopeType t) {
-  return t == RopeType::kYarn || t == RopeType::kNtkByParts || t == RopeType::kLlama3 ||
-         t == RopeType::kLongRope;
-}
 
 }  // namespace
 
@@ -126,13 +117,13 @@ void validate(const RopeParams& p) {
   if ((p.type == RopeType::kYarn || p.type == RopeType::kNtkByParts) && p.theta == 1)
     throw Error(type_name(p) + " needs rope_theta != 1 (the correction range divides by ln theta), got 1");
   if (p.factor) require_positive("factor", *p.factor);
-  if (needs_factor(p.type) && !p.factor) throw Error(type_name(p) + " requires factor");
+  if (rope_type_traits(p.type).needs_factor && !p.factor) throw Error(type_name(p) + " requires factor");
   if (p.max_position_embeddings) require_length("max_position_embeddings", *p.max_position_embeddings);
   if (p.original_max_position_embeddings)
     require_length("original_max_position_embeddings", *p.original_max_position_embeddings);
   if (p.type == RopeType::kDynamic && !p.max_position_embeddings)
     throw Error("rope_type 'dynamic' requires max_position_embeddings (its reference length)");
-  if (needs_original_max(p.type)) resolved_original_max(p);
+  if (rope_type_traits(p.type).needs_original_max) resolved_original_max(p);
   if (p.type == RopeType::kYarn || p.type == RopeType::kLongRope) require_positive("factor", resolved_factor(p));
   if (p.attention_factor) require_positive("attention_factor", *p.attention_factor);
   require_positive("beta_fast", p.beta_fast);

@@ -79,8 +79,9 @@ RopeParams rope_params_from_json(const std::string& text, const std::string& whe
   RopeParams p;
   const auto type = string(j, "type", where);
   if (!type) throw Error(path(where, "type") + " is required");
-  const auto parsed = rope_type_from_name(*type);
-  if (!parsed) throw Error(path(where, "type") + ": unknown rope type '" + *type + "' (known: " + rope_type_names() + ")");
+  const auto parsed = try_from_name<RopeType>(*type);
+  if (!parsed)
+    throw Error(path(where, "type") + ": unknown rope type '" + *type + "' (known: " + enum_names_joined<RopeType>(", ") + ")");
   p.type = *parsed;
   if (const auto v = integer(j, "head_dim", where)) p.head_dim = to_int(*v, path(where, "head_dim"));
   take(number(j, "partial_rotary_factor", where), p.partial_rotary_factor);

@@ -1,44 +1,26 @@
 #include "posenc/rope_type.h"
 
-#include <array>
-#include <utility>
-
 namespace posenc {
-namespace {
 
-constexpr std::array<std::pair<RopeType, const char*>, 9> kNames = {{
-    {RopeType::kDefault, "default"},
-    {RopeType::kLinear, "linear"},
-    {RopeType::kNtk, "ntk"},
-    {RopeType::kDynamic, "dynamic"},
-    {RopeType::kYarn, "yarn"},
-    {RopeType::kNtkByParts, "ntk_by_parts"},
-    {RopeType::kLlama3, "llama3"},
-    {RopeType::kLongRope, "longrope"},
-    {RopeType::kProportional, "proportional"},
-}};
-
-}  // namespace
-
-const char* to_string(RopeType type) {
-  for (const auto& [t, name] : kNames)
-    if (t == type) return name;
-  return "?";
-}
-
-std::optional<RopeType> rope_type_from_name(std::string_view name) {
-  for (const auto& [t, n] : kNames)
-    if (name == n) return t;
-  return std::nullopt;
-}
-
-std::string rope_type_names() {
-  std::string out;
-  for (const auto& entry : kNames) {
-    if (!out.empty()) out += ", ";
-    out += entry.second;
-  }
-  return out;
+const RopeTypeTraits& rope_type_traits(RopeType type) {
+  static const std::vector<RopeTypeTraits> kTraits = {
+      {RopeType::kDefault, false, false, {}},
+      {RopeType::kLinear, true, false, {"factor"}},
+      {RopeType::kNtk, true, false, {"factor"}},
+      {RopeType::kDynamic, true, false, {"factor"}},
+      // HF computes YaRN's factor from the context lengths when it is absent: not required.
+      {RopeType::kYarn, false, true,
+       {"factor", "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale",
+        "mscale_all_dim", "truncate"}},
+      {RopeType::kNtkByParts, true, true, {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "truncate"}},
+      {RopeType::kLlama3, true, true, {"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"}},
+      {RopeType::kLongRope, false, true,
+       {"factor", "original_max_position_embeddings", "attention_factor", "short_factor", "long_factor"}},
+      {RopeType::kProportional, false, false, {"factor"}},
+  };
+  for (const auto& t : kTraits)
+    if (t.type == type) return t;
+  return kTraits.front();
 }
 
 }  // namespace posenc

@@ -1,9 +1,11 @@
-// The RoPE frequency-schedule families posenc knows, with Hugging Face's names.
+// The RoPE frequency-schedule families posenc knows, with Hugging Face's names, and what each
+// reads from a rope dict and requires.
 #pragma once
 
-#include <optional>
-#include <string>
 #include <string_view>
+#include <vector>
+
+#include "posenc/names.h"
 
 namespace posenc {
 
@@ -19,14 +21,20 @@ enum class RopeType {
   kProportional,  // Gemma-4: exponent over head_dim, zero frequencies beyond the rotary part
 };
 
-// "default", "linear", "ntk", "dynamic", "yarn", "ntk_by_parts", "llama3", "longrope",
-// "proportional".
-const char* to_string(RopeType type);
+POSENC_ENUM_NAMES(RopeType, "rope_type", {RopeType::kDefault, "default"}, {RopeType::kLinear, "linear"},
+                  {RopeType::kNtk, "ntk"}, {RopeType::kDynamic, "dynamic"}, {RopeType::kYarn, "yarn"},
+                  {RopeType::kNtkByParts, "ntk_by_parts"}, {RopeType::kLlama3, "llama3"},
+                  {RopeType::kLongRope, "longrope"}, {RopeType::kProportional, "proportional"});
 
-// The inverse of to_string; nullopt for a name posenc does not know.
-std::optional<RopeType> rope_type_from_name(std::string_view name);
-
-// Every name rope_type_from_name accepts, comma-separated, for error messages and --help.
-std::string rope_type_names();
+// What a family reads and requires, after HF's modeling_rope_utils.py (_compute_*_parameters
+// and _validate_*_parameters): one row per RopeType, read by validate(RopeParams) and by the
+// config parser's unknown-key check, so the two cannot disagree.
+struct RopeTypeTraits {
+  RopeType type;
+  bool needs_factor;        // `factor` is required
+  bool needs_original_max;  // original_max_position_embeddings (the config's own when absent)
+  std::vector<std::string_view> keys;  // rope-dict keys it reads, beyond the ones every type takes
+};
+const RopeTypeTraits& rope_type_traits(RopeType type);
 
 }  // namespace posenc
