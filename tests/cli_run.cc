@@ -74,7 +74,9 @@ void expect_usage_errors(const std::vector<UsageError>& cases, bool nothing_on_s
     const CliRun r = run(c.args);
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find(c.mention), std::string::npos) << r.err;
-    if (nothing_on_stdout) EXPECT_TRUE(r.out.empty()) << r.out;
+    if (nothing_on_stdout) {
+      EXPECT_TRUE(r.out.empty()) << r.out;
+    }
   }
 }
 
