@@ -83,36 +83,28 @@ TEST(CliFreqs, ReadableTable) {
 }
 
 TEST(CliFreqs, BadInputExitsWithTwoAndNamesTheProblem) {
-  struct Case {
-    std::string args;
-    std::string mention;
-  };
   const std::string bad_factor = write_config(
       nlohmann::json::parse(R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": -2}})"));
   const std::string unknown_key = write_config(
       nlohmann::json::parse(R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": 2, "fator": 2}})"));
   const std::string not_json = temp_path(".json");
   std::ofstream(not_json) << "{\"head_dim\": 64,";
-  for (const Case& c : std::vector<Case>{
-           {"freqs --config " + bad_factor, "-2"},
-           {"freqs --config " + unknown_key, "fator"},
-           {"freqs --config " + not_json, "not valid JSON"},
-           {"freqs --config /nonexistent/config.json", "/nonexistent/config.json"},
-           {"freqs --config " + bad_factor + " --head-dim 64", "exclude"},
-           {"freqs", "--config"},
-           {"freqs --rope-type yarn", "--head-dim"},
-           {"freqs --rope-type bogus --head-dim 64", "bogus"},
-           {"freqs --head-dim 64 --seq-len 0", "seq_len"},
-           {"freqs --head-dim abc", "abc"},
-           {"freqs --bogus-flag", "bogus-flag"},
-           {"nosuchcommand", "nosuchcommand"},
-       }) {
-    SCOPED_TRACE(c.args);
-    const CliRun r = run(c.args);
-    EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find(c.mention), std::string::npos) << r.err;
-    EXPECT_TRUE(r.out.empty()) << r.out;
-  }
+  expect_usage_errors(
+      {
+          {"freqs --config " + bad_factor, "-2"},
+          {"freqs --config " + unknown_key, "fator"},
+          {"freqs --config " + not_json, "not valid JSON"},
+          {"freqs --config /nonexistent/config.json", "/nonexistent/config.json"},
+          {"freqs --config " + bad_factor + " --head-dim 64", "exclude"},
+          {"freqs", "--config"},
+          {"freqs --rope-type yarn", "--head-dim"},
+          {"freqs --rope-type bogus --head-dim 64", "bogus"},
+          {"freqs --head-dim 64 --seq-len 0", "seq_len"},
+          {"freqs --head-dim abc", "abc"},
+          {"freqs --bogus-flag", "bogus-flag"},
+          {"nosuchcommand", "nosuchcommand"},
+      },
+      /*nothing_on_stdout=*/true);
   // --lenient: the unknown key becomes a warning on stderr; the schedule still prints.
   const CliRun lenient = run("freqs --lenient --json --config " + unknown_key);
   EXPECT_EQ(lenient.code, 0);

@@ -68,4 +68,16 @@ std::string write_config(const nlohmann::json& config) {
   return path;
 }
 
+void expect_usage_errors(const std::vector<UsageError>& cases, bool nothing_on_stdout) {
+  for (const UsageError& c : cases) {
+    SCOPED_TRACE(c.args);
+    const CliRun r = run(c.args);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find(c.mention), std::string::npos) << r.err;
+    if (nothing_on_stdout) {
+      EXPECT_TRUE(r.out.empty()) << r.out;
+    }
+  }
+}
+
 }  // namespace posenc::testing

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace posenc::testing {
 
@@ -20,5 +21,12 @@ CliRun run(const std::string& args);                 // posenc ARGS
 CliRun run_bounded(const std::string& args, int seconds = 20, int megabytes = 2048);
 nlohmann::json run_json(const std::string& args);    // posenc ARGS --json; expects exit 0
 std::string write_config(const nlohmann::json& config);  // a temp file holding config
+
+// posenc ARGS refused as a usage error: exit 2 with `mention` in stderr.
+struct UsageError {
+  std::string args, mention;
+};
+// Runs each case and expects its UsageError; with nothing_on_stdout, also an empty stdout.
+void expect_usage_errors(const std::vector<UsageError>& cases, bool nothing_on_stdout = false);
 
 }  // namespace posenc::testing

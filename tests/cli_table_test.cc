@@ -80,35 +80,27 @@ TEST(CliTable, TransformerXlRopeMropeDeberta) {
 }
 
 TEST(CliTable, BadOptionsExitTwo) {
-  struct Case {
-    std::string args, mention;
-  };
-  for (const Case& c : std::vector<Case>{
-           {"table --scheme rope --dim 7", "even"},
-           {"table --scheme alibi --heads 0", "0"},
-           {"table --scheme alibi", "--heads"},
-           {"table --scheme t5 --num-buckets 1 --causal", "num_buckets"},
-           {"table --scheme t5 --num-buckets 32", "--bidirectional"},
-           {"table --scheme cope", "cope"},
-           {"table --scheme sinusoidal --heads 4", "--heads"},
-           {"table --scheme sinusoidal --layout diagonal", "diagonal"},
-           {"table --scheme sinusoidal --positions 5:2", "5:2"},
-           {"table --scheme sinusoidal --positions 1,x", "'x'"},
-           {"table --scheme sinusoidal --dim 2 --freq fairseq", "dim"},
-           {"table --scheme learned --num-positions 16 --positions 16", "position 16"},
-           {"table --scheme mrope", "--mrope-section"},
-           {"table --scheme mrope --grid 1,3,4", "divisible"},
-           {"check --dim 7", "dim"},
-           {"table --scheme sinusoidal --dim 1048576 --positions 0:100000", "values"},
-           {"table --scheme alibi --heads 64 --positions 0:100000", "values"},
-           {"table --scheme mrope --grid 1048576,1048576,1048576", "tokens"},
-           {"table --scheme t5 --causal --relative 0:2000000", "2000000"},
-       }) {
-    SCOPED_TRACE(c.args);
-    const CliRun r = run(c.args);
-    EXPECT_EQ(r.code, 2);
-    EXPECT_NE(r.err.find(c.mention), std::string::npos) << r.err;
-  }
+  expect_usage_errors({
+      {"table --scheme rope --dim 7", "even"},
+      {"table --scheme alibi --heads 0", "0"},
+      {"table --scheme alibi", "--heads"},
+      {"table --scheme t5 --num-buckets 1 --causal", "num_buckets"},
+      {"table --scheme t5 --num-buckets 32", "--bidirectional"},
+      {"table --scheme cope", "cope"},
+      {"table --scheme sinusoidal --heads 4", "--heads"},
+      {"table --scheme sinusoidal --layout diagonal", "diagonal"},
+      {"table --scheme sinusoidal --positions 5:2", "5:2"},
+      {"table --scheme sinusoidal --positions 1,x", "'x'"},
+      {"table --scheme sinusoidal --dim 2 --freq fairseq", "dim"},
+      {"table --scheme learned --num-positions 16 --positions 16", "position 16"},
+      {"table --scheme mrope", "--mrope-section"},
+      {"table --scheme mrope --grid 1,3,4", "divisible"},
+      {"check --dim 7", "dim"},
+      {"table --scheme sinusoidal --dim 1048576 --positions 0:100000", "values"},
+      {"table --scheme alibi --heads 64 --positions 0:100000", "values"},
+      {"table --scheme mrope --grid 1048576,1048576,1048576", "tokens"},
+      {"table --scheme t5 --causal --relative 0:2000000", "2000000"},
+  });
 }
 
 TEST(CliCheck, PassesAndFailsHonestly) {

@@ -7,6 +7,7 @@
 #include "posenc/error.h"
 #include "posenc/hf_config.h"
 #include "posenc/rope_schedule.h"
+#include "rope_params_fixtures.h"
 
 namespace posenc {
 namespace {
@@ -119,14 +120,11 @@ TEST(ConfigAccepts, Llama3EqualOrInvertedBandsAsHfComputes) {
 
 // A wavelength exactly on the edge of an empty band is HF's 0/0: refused as non-finite.
 TEST(ConfigErrors, Llama3EmptyBandEdgeHitExactlyIsNotFinite) {
-  RopeParams p;
-  p.type = RopeType::kLlama3;
+  // inv_freq[0] = 1, wavelength 2 pi; orig / low_freq_factor is exactly 2 pi in double.
+  const double edge = 8192 / (2 * kPi);
+  RopeParams p = testing::llama3_params(8, edge, edge, 8192);
   p.head_dim = 8;
   p.theta = 10000;
-  p.factor = 8;
-  p.original_max_position_embeddings = 8192;
-  // inv_freq[0] = 1, wavelength 2 pi; orig / low_freq_factor is exactly 2 pi in double.
-  p.low_freq_factor = p.high_freq_factor = 8192 / (2 * kPi);
   expect_error_from([&] { compute_schedule(p); }, {"inv_freq[0]", "band edge"}, "a NaN frequency");
   p.original_max_position_embeddings = 8191;  // off the edge: finite, accepted
   EXPECT_NO_THROW(compute_schedule(p));

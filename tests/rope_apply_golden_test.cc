@@ -22,6 +22,14 @@ struct Rotated {
   std::vector<float> q, k;
 };
 
+// The default schedule of a golden case whose head_dim and theta stand under the keys named.
+RopeSchedule case_schedule(const nlohmann::json& c, const char* head_dim_key, const char* theta_key) {
+  RopeParams params;
+  params.head_dim = c.at(head_dim_key);
+  params.theta = c.at(theta_key);
+  return compute_schedule(params);
+}
+
 Rotated rotate(const nlohmann::json& c, const RopeApplyParams& p, bool bhsd_layout, const PositionIds& pos) {
   Rotated out{flatten_f(c.at("q")), flatten_f(c.at("k"))};
   const auto& shape = c.at("q");
@@ -64,10 +72,7 @@ TEST(RopeApplyGolden, HalfSplitAndPartial) {
 
 TEST(RopeApplyGolden, GptjInterleaved) {
   const auto& c = golden_case("rope_apply", "gptj_interleaved_rotary_dim_8_d8");
-  RopeParams params;
-  params.head_dim = c.at("rotary_dim");
-  params.theta = c.at("theta");
-  const RopeSchedule s = compute_schedule(params);
+  const RopeSchedule s = case_schedule(c, "rotary_dim", "theta");
   const auto positions = c.at("positions").get<std::vector<std::int64_t>>();
   RopeApplyParams p = rope_apply_params(s, RopeLayout::kInterleaved);
   p.angles = Numerics::kHfFloat32;
@@ -108,10 +113,7 @@ TEST(MropeGolden, GetRopeIndexImage) {
 
 TEST(MropeGolden, ApplyTinyD16) {
   const auto& c = golden_case("mrope_and_2d", "qwen2vl_mrope_apply_tiny_d16");
-  RopeParams params;
-  params.head_dim = c.at("head_dim");
-  params.theta = c.at("rope_theta");
-  const RopeSchedule s = compute_schedule(params);
+  const RopeSchedule s = case_schedule(c, "head_dim", "rope_theta");
   const auto axis = mrope_axis_map(c.at("mrope_section").get<std::vector<int>>(), false);
   const auto axis_of_channel = c.at("axis_of_channel").get<std::vector<int>>();
   for (std::size_t ch = 0; ch < axis_of_channel.size(); ++ch)

@@ -38,6 +38,12 @@ RopeTensor with_data(RopeTensor t, void* data) {
   return t;
 }
 
+// The M-RoPE axis of each frequency of s, in sections of 1/2, 1/4 and the rest of them.
+std::vector<std::uint8_t> three_axes(const RopeSchedule& s, bool interleaved) {
+  const int half = static_cast<int>(s.inv_freq.size());
+  return mrope_axis_map({half / 2, half / 4, half - half / 2 - half / 4}, interleaved);
+}
+
 class RopeKernels : public ::testing::Test {
  protected:
   void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
@@ -64,8 +70,7 @@ TEST_F(RopeKernels, EveryTargetEqualsTheReferenceBitForBit) {
     for (double prf : {1.0, 0.5}) {
       rp.partial_rotary_factor = prf;
       const RopeSchedule s = compute_schedule(rp);
-      const int half = static_cast<int>(s.inv_freq.size());
-      const auto mrope_axes = mrope_axis_map({half / 2, half / 4, half - half / 2 - half / 4}, prf < 1);
+      const auto mrope_axes = three_axes(s, prf < 1);
       for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16})
         for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved, RopeLayout::kDeepSeekV3})
           for (int direction : {1, -1})
@@ -195,8 +200,7 @@ TEST_F(RopeKernels, DirectionMinusOneIsTheTransposeOnEveryTarget) {
       rp.head_dim = head_dim;
       rp.partial_rotary_factor = prf;
       const RopeSchedule s = compute_schedule(rp);
-      const int half = static_cast<int>(s.inv_freq.size());
-      const auto mrope_axes = mrope_axis_map({half / 2, half / 4, half - half / 2 - half / 4}, prf < 1);
+      const auto mrope_axes = three_axes(s, prf < 1);
       for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16})
         for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved, RopeLayout::kDeepSeekV3})
           for (bool mrope : {false, true})

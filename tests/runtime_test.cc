@@ -8,6 +8,7 @@
 #include "posenc/error.h"
 #include "posenc/hf_config.h"
 #include "posenc/rope_runtime.h"
+#include "rope_params_fixtures.h"
 
 namespace posenc {
 namespace {
@@ -72,13 +73,8 @@ TEST(RopeRuntime, DynamicDoesNotResetAtExactlyTheOriginalLength) {
 }
 
 TEST(RopeRuntime, LongRopeSwitchesWholeCallPastOriginal) {
-  RopeParams p;
-  p.type = RopeType::kLongRope;
+  RopeParams p = testing::longrope_params(64, 16, {1, 1, 1, 1}, {1, 2, 4, 8});
   p.head_dim = 8;
-  p.max_position_embeddings = 64;
-  p.original_max_position_embeddings = 16;
-  p.short_factor = {1, 1, 1, 1};
-  p.long_factor = {1, 2, 4, 8};
   RopeRuntime rt(p);
   EXPECT_FALSE(rt.update(15).uses_long_factors);  // L = 16 = orig: short
   const RopeSchedule& longer = rt.update(16);     // L = 17 > orig: long, for every position
@@ -90,11 +86,8 @@ TEST(RopeRuntime, LongRopeSwitchesWholeCallPastOriginal) {
 }
 
 TEST(RopeRuntime, FixedTypesNeverChange) {
-  RopeParams p;
-  p.type = RopeType::kYarn;
+  RopeParams p = testing::yarn_params(4, 128);
   p.head_dim = 64;
-  p.factor = 4;
-  p.original_max_position_embeddings = 128;
   RopeRuntime rt(p);
   const auto before = rt.current().inv_freq;
   EXPECT_EQ(rt.update(100000).inv_freq, before);

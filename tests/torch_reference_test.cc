@@ -143,9 +143,7 @@ ModelConfig xl_model(int layers, int mem_len) {
 }
 
 TEST(TorchXlMemory, TwoSegmentsEqualOneFullForward) {
-  torch::manual_seed(5);
-  TransformerLM model(xl_model(2, 8));
-  model->eval();
+  TransformerLM model = testing::eval_model(xl_model(2, 8), 5);
   torch::NoGradGuard no_grad;
   const torch::Tensor tokens = torch::randint(0, 30, {2, 16}, torch::kInt64);
   const torch::Tensor full = model->forward(tokens);
@@ -171,9 +169,7 @@ TEST(TorchXlMemory, MemoryCarriesNoGradient) {
 // Logits of segment `target` after changing token 0 of segment 0 (segments of 8, memory 8):
 // whether the change reaches it.
 bool reaches(int layers, int target) {
-  torch::manual_seed(7);
-  TransformerLM model(xl_model(layers, 8));
-  model->eval();
+  TransformerLM model = testing::eval_model(xl_model(layers, 8), 7);
   torch::NoGradGuard no_grad;
   torch::Tensor tokens = torch::randint(1, 30, {1, 8 * (target + 1)}, torch::kInt64);
   torch::Tensor changed = tokens.clone();
@@ -219,9 +215,7 @@ TEST(TorchFusedAttention, EqualsTheMaterialisingPath) {
       ModelConfig c = testing::small_model(s, 30);
       c.causal = causal;
       c.t5 = {8, 32, !causal};
-      torch::manual_seed(8);
-      TransformerLM model(c);
-      model->eval();
+      TransformerLM model = testing::eval_model(c, 8);
       torch::NoGradGuard no_grad;
       const torch::Tensor tokens = torch::randint(0, 30, {2, 40}, torch::kInt64);
       torch::Tensor mask = torch::ones({2, 40}, torch::kInt64);

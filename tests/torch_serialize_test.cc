@@ -12,6 +12,7 @@
 #include "posenc/error.h"
 #include "posenc/rope_params_json.h"
 #include "posenc_torch/model.h"
+#include "rope_params_fixtures.h"
 #include "torch_support.h"
 
 namespace posenc::torch_layer {
@@ -91,10 +92,7 @@ std::vector<std::pair<std::string, RopeParams>> rope_cases() {
   p.type = RopeType::kDynamic;
   p.max_position_embeddings = 16;
   out.push_back({"dynamic", p});
-  RopeParams yarn;
-  yarn.type = RopeType::kYarn;
-  yarn.factor = 4.0;
-  yarn.original_max_position_embeddings = 16;
+  RopeParams yarn = posenc::testing::yarn_params(4.0, 16);
   yarn.beta_fast = 16.0;
   yarn.beta_slow = 2.0;
   yarn.mscale = 0.707;
@@ -109,20 +107,10 @@ std::vector<std::pair<std::string, RopeParams>> rope_cases() {
   parts.mscale.reset();
   parts.mscale_all_dim.reset();
   out.push_back({"ntk_by_parts", parts});
-  RopeParams llama3;
-  llama3.type = RopeType::kLlama3;
+  RopeParams llama3 = posenc::testing::llama3_params(8.0, 1.0, 4.0, 16);
   llama3.theta = 500000;
-  llama3.factor = 8.0;
-  llama3.low_freq_factor = 1.0;
-  llama3.high_freq_factor = 4.0;
-  llama3.original_max_position_embeddings = 16;
   out.push_back({"llama3", llama3});
-  RopeParams longrope;
-  longrope.type = RopeType::kLongRope;
-  longrope.max_position_embeddings = 64;
-  longrope.original_max_position_embeddings = 16;
-  longrope.short_factor = {1.0, 1.25, 1.5, 1.75};
-  longrope.long_factor = {1.0, 2.0, 4.0, 8.0};
+  RopeParams longrope = posenc::testing::longrope_params(64, 16, {1.0, 1.25, 1.5, 1.75}, {1.0, 2.0, 4.0, 8.0});
   out.push_back({"longrope", longrope});
   RopeParams partial;
   partial.partial_rotary_factor = 0.5;
@@ -169,9 +157,7 @@ std::vector<std::pair<std::string, ModelConfig>> model_cases() {
 TEST(TorchSerialize, EveryRopeTypeAndSchemeRoundTripsWithBitIdenticalLogits) {
   for (const auto& [name, config] : model_cases()) {
     SCOPED_TRACE(name);
-    torch::manual_seed(9);
-    TransformerLM model(config);
-    model->eval();
+    TransformerLM model = testing::eval_model(config, 9);
     const std::string path = ::testing::TempDir() + "posenc_roundtrip_" + name + ".pt";
     save_model(model, path);
     TransformerLM loaded = load_model(path);

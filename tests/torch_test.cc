@@ -110,13 +110,19 @@ std::vector<Case> cache_cases() {
   return cases;
 }
 
-TEST(TorchModel, DecodeEqualsPrefill) {
+// f(case, model) for every cache case: the model seeded with `seed`, in eval mode, without autograd.
+template <class F>
+void for_each_cache_model(std::uint64_t seed, F f) {
   for (const Case& c : cache_cases()) {
     SCOPED_TRACE(c.name);
-    torch::manual_seed(2);
-    TransformerLM model(c.config);
-    model->eval();
+    TransformerLM model = testing::eval_model(c.config, seed);
     torch::NoGradGuard no_grad;
+    f(c, model);
+  }
+}
+
+TEST(TorchModel, DecodeEqualsPrefill) {
+  for_each_cache_model(2, [](const Case& c, TransformerLM& model) {
     const torch::Tensor tokens = torch::randint(0, 50, {2, 20}, torch::kInt64);
     const bool static_schedule = c.config.rope.type == RopeType::kDefault;
     const torch::Tensor full = model->forward(tokens);
@@ -132,23 +138,18 @@ TEST(TorchModel, DecodeEqualsPrefill) {
     // Static schedules never rebuild; LongRoPE once (at the switch); dynamic NTK past max_pos.
     const int expected = std::string(c.name) == "rope-longrope" ? 1 : std::string(c.name) == "rope-dynamic" ? 12 : 0;
     EXPECT_EQ(cache.rebuilds, expected);
-  }
+  });
 }
 
 TEST(TorchModel, LeftPaddingLeavesRealTokensUnchanged) {
-  for (const Case& c : cache_cases()) {
-    SCOPED_TRACE(c.name);
-    torch::manual_seed(3);
-    TransformerLM model(c.config);
-    model->eval();
-    torch::NoGradGuard no_grad;
+  for_each_cache_model(3, [](const Case&, TransformerLM& model) {
     const torch::Tensor real = torch::randint(1, 50, {1, 6}, torch::kInt64);
     const torch::Tensor padded = torch::cat({torch::zeros({1, 4}, torch::kInt64), real}, 1);
     const torch::Tensor mask = torch::cat({torch::zeros({1, 4}, torch::kInt64), torch::ones({1, 6}, torch::kInt64)}, 1);
     const torch::Tensor alone = model->forward(real);
     const torch::Tensor batched = model->forward(padded, mask).narrow(1, 4, 6);
     EXPECT_LE(max_abs(alone, batched), 1e-5);
-  }
+  });
 }
 
 TEST(TorchModel, OnlyNopeIsPermutationEquivariant) {

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <string>
 
+#include "posenc/error.h"
+
 namespace posenc::config_text {
 
 inline constexpr std::size_t kMaxConfigBytes = std::size_t{16} << 20;  // 16 MiB: real configs are < 1 MiB
@@ -17,6 +19,17 @@ inline constexpr int kMaxNesting = 64;                                   // real
 // The whole file, or posenc::Error naming `path` when it cannot be opened, is not a regular file
 // (a directory, /dev/zero, a FIFO) or is larger than kMaxConfigBytes.
 std::string read_config_file(const std::string& path);
+
+// parse(text of the file at `path`); a posenc::Error it throws is thrown again led by "path: ".
+template <class Parse>
+auto parse_config_file(const std::string& path, Parse parse) {
+  const std::string text = read_config_file(path);
+  try {
+    return parse(text);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+}
 
 // Throws posenc::Error when arrays/objects nest deeper than kMaxNesting (brackets inside JSON
 // strings do not count). Linear in the text, no recursion.

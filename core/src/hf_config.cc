@@ -429,12 +429,7 @@ ModelRope parse_hf_config(const std::string& json_text, const ConfigOptions& opt
 }
 
 ModelRope load_hf_config(const std::string& path, const ConfigOptions& options) {
-  const std::string text = config_text::read_config_file(path);
-  try {
-    return parse_hf_config(text, options);
-  } catch (const Error& e) {
-    throw Error(path + ": " + e.what());
-  }
+  return config_text::parse_config_file(path, [&](const std::string& text) { return parse_hf_config(text, options); });
 }
 
 }  // namespace posenc

@@ -89,11 +89,22 @@ std::string path(const std::string& where, const std::string& key) {
   return where.empty() ? shown : where + "." + shown;
 }
 
-std::optional<double> number(const json& obj, const std::string& key, const std::string& where) {
+namespace {
+
+// The value at obj[key] as T when `is` accepts it, nullopt when absent, wrong_type naming `expected`
+// otherwise.
+template <class T, class Is>
+std::optional<T> typed(const json& obj, const std::string& key, const std::string& where, Is is, const char* expected) {
   const json* v = find(obj, key);
   if (!v) return std::nullopt;
-  if (!v->is_number()) wrong_type(where, key, *v, "a number");
-  return v->get<double>();
+  if (!is(*v)) wrong_type(where, key, *v, expected);
+  return v->get<T>();
+}
+
+}  // namespace
+
+std::optional<double> number(const json& obj, const std::string& key, const std::string& where) {
+  return typed<double>(obj, key, where, [](const json& v) { return v.is_number(); }, "a number");
 }
 
 std::optional<std::int64_t> integer(const json& obj, const std::string& key, const std::string& where) {
@@ -105,17 +116,11 @@ std::optional<std::int64_t> integer(const json& obj, const std::string& key, con
 }
 
 std::optional<bool> boolean(const json& obj, const std::string& key, const std::string& where) {
-  const json* v = find(obj, key);
-  if (!v) return std::nullopt;
-  if (!v->is_boolean()) wrong_type(where, key, *v, "true or false");
-  return v->get<bool>();
+  return typed<bool>(obj, key, where, [](const json& v) { return v.is_boolean(); }, "true or false");
 }
 
 std::optional<std::string> string(const json& obj, const std::string& key, const std::string& where) {
-  const json* v = find(obj, key);
-  if (!v) return std::nullopt;
-  if (!v->is_string()) wrong_type(where, key, *v, "a string");
-  return v->get<std::string>();
+  return typed<std::string>(obj, key, where, [](const json& v) { return v.is_string(); }, "a string");
 }
 
 std::optional<std::vector<double>> number_list(const json& obj, const std::string& key,

@@ -299,12 +299,7 @@ ModelSpec parse_model_spec(const std::string& json_text, const ConfigOptions& op
 }
 
 ModelSpec load_model_spec(const std::string& path, const ConfigOptions& options) {
-  const std::string text = config_text::read_config_file(path);
-  try {
-    return parse_model_spec(text, options);
-  } catch (const Error& e) {
-    throw Error(path + ": " + e.what());
-  }
+  return config_text::parse_config_file(path, [&](const std::string& text) { return parse_model_spec(text, options); });
 }
 
 }  // namespace posenc
