@@ -6,6 +6,7 @@
 #include "config_text.h"
 #include "json_fields.h"
 #include "posenc/error.h"
+#include "posenc/model_families.h"
 
 namespace posenc {
 namespace {
@@ -54,10 +55,13 @@ struct Parser {
   std::string at(const std::string& key) const { return prefix + key; }
   std::string where() const { return prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1); }
 
-  bool is(const char* model_type) const {
-    return family.find(std::string("|") + model_type + "|") != std::string::npos;
+  // How this family's config departs from HF's generic keys (model_families.h), each rule
+  // with its HF source; a family without a row reads the generic keys only.
+  const FamilyQuirks& quirks() const {
+    static const FamilyQuirks kGeneric{};
+    const FamilyQuirks* q = find_family_of(family);
+    return q ? *q : kGeneric;
   }
-  bool is_prefix(const char* p) const { return family.find(std::string("|") + p) != std::string::npos; }
 
   // ---- the fields outside the rope dict -------------------------------------------------
   RopeParams base_params() {
@@ -71,11 +75,11 @@ struct Parser {
                           " (DeepSeek MLA: only that slice of q/k rotates)");
     } else if (auto hd = jf::integer(model, "head_dim", w); hd && *hd != 0) {
       p.head_dim = channels(*hd, at("head_dim"));
-    } else if (auto kv = jf::integer(model, "kv_channels", w); kv && is("chatglm")) {
-      p.head_dim = channels(*kv, at("kv_channels"));
+    } else if (auto kv = quirks().head_dim_key ? jf::integer(model, quirks().head_dim_key, w) : std::nullopt) {
+      p.head_dim = channels(*kv, at(quirks().head_dim_key));
     } else {
-      const char* hidden_key = is("dbrx") ? "d_model" : "hidden_size";
-      const char* heads_key = is("dbrx") ? "n_heads" : "num_attention_heads";
+      const char* hidden_key = quirks().hidden_key;
+      const char* heads_key = quirks().heads_key;
       auto hidden = jf::integer(model, hidden_key, w);
       auto heads = jf::integer(model, heads_key, w);
       if (!hidden || !heads)
@@ -92,7 +96,7 @@ struct Parser {
       p.theta = *base;
       out.notes.push_back("rope_theta = rotary_emb_base = " + format_number(*base) + " (GPT-NeoX-style key)");
     } else if (const json* attn = jf::object(model, "attn_config", w);
-               attn && is("dbrx") && attn->contains("rope_theta")) {
+               attn && quirks().theta_in_attn_config && attn->contains("rope_theta")) {
       auto theta = jf::number(*attn, "rope_theta", at("attn_config"));
       if (options.hf_compatible) {
         out.notes.push_back("attn_config.rope_theta = " + format_number(*theta) +
@@ -103,7 +107,7 @@ struct Parser {
                             ": HF's generic rope code ignores this DBRX key and would use 10000 (a "
                             "known HF bug); posenc honours it (--hf-compatible restores HF)");
       }
-    } else if (is("chatglm")) {
+    } else if (quirks().theta_from_rope_ratio) {
       const double ratio = jf::number(model, "rope_ratio", w).value_or(1.0);
       p.theta = 10000.0 * ratio;
       out.notes.push_back("ChatGLM: base = 10000 * rope_ratio = " + format_number(p.theta) +
@@ -118,12 +122,10 @@ struct Parser {
       p.partial_rotary_factor = *prf;
     } else if (auto pct = jf::number(model, "rotary_pct", w)) {
       p.partial_rotary_factor = *pct;
-    } else if (is("gpt_neox")) {
-      p.partial_rotary_factor = 0.25;
-      out.notes.push_back("gpt_neox without rotary_pct: HF's default 0.25");
-    } else if (is("chatglm")) {
-      p.partial_rotary_factor = 0.5;
-      out.notes.push_back("ChatGLM rotates half of kv_channels (partial_rotary_factor 0.5)");
+    } else if (quirks().default_partial_rotary > 0) {
+      p.partial_rotary_factor = quirks().default_partial_rotary;
+      out.notes.push_back("no partial_rotary_factor or rotary_pct: the family's default " +
+                          format_number(p.partial_rotary_factor) + " (" + quirks().hf_source + ")");
     } else {
       fraction_given = false;
     }
@@ -149,7 +151,7 @@ struct Parser {
     // Context lengths.
     if (auto mp = jf::integer(model, "max_position_embeddings", w)) {
       p.max_position_embeddings = *mp;
-    } else if (auto msl = jf::integer(model, "max_seq_len", w); msl && is("dbrx")) {
+    } else if (auto msl = quirks().max_pos_key ? jf::integer(model, quirks().max_pos_key, w) : std::nullopt) {
       p.max_position_embeddings = *msl;
     } else if (auto sl = jf::integer(model, "seq_length", w)) {
       p.max_position_embeddings = *sl;
@@ -165,7 +167,7 @@ struct Parser {
       if (!s) return s;
       if (*s == "mrope") return std::string("default");  // Qwen2-VL: M-RoPE over default freqs
       if (*s == "su") return std::string("longrope");    // early Phi-3 name
-      if (*s == "yarn" && is("phi3")) return std::string("longrope");  // HF Phi3Config mapping
+      if (*s == "yarn" && quirks().yarn_means_longrope) return std::string("longrope");
       return s;
     };
     auto rope_type = name_of("rope_type");
@@ -273,9 +275,9 @@ struct Parser {
         if (!t.is_string()) throw Error(at("layer_types") + " entries must be strings, got " + jf::describe(t));
         add(t.get<std::string>());
       }
-    } else if (is_prefix("gemma3")) {
+    } else if (quirks().local_theta_key) {
       // HF Gemma3TextConfig: every sliding_window_pattern-th layer is global, the rest slide.
-      const auto pattern = jf::integer(model, "sliding_window_pattern", where()).value_or(6);
+      const auto pattern = jf::integer(model, "sliding_window_pattern", where()).value_or(quirks().full_every);
       const auto layers = jf::integer(model, "num_hidden_layers", where()).value_or(pattern);
       for (std::int64_t i = 0; i < std::min<std::int64_t>(layers, 1 << 16); ++i)
         add(pattern > 0 && (i + 1) % pattern == 0 ? "full_attention" : "sliding_attention");
@@ -287,27 +289,21 @@ struct Parser {
     LayerRope layer{type, true, full};
     if (type == "linear_attention") {
       layer.has_rope = false;  // Gated DeltaNet / linear attention layers rotate nothing
-    } else if (type == "full_attention" && is("exaone4") && model.contains("sliding_window") &&
-               !model["sliding_window"].is_null()) {
+    } else if (type == "full_attention" && quirks().rope_layers == RopeLayers::kSlidingOnlyIfHybrid &&
+               model.contains("sliding_window") && !model["sliding_window"].is_null()) {
       // HF Exaone4Attention: "We use global NoPE for hybrid attention model" -- only the
       // sliding-window layers rotate.
       layer.has_rope = false;
       out.notes.push_back("EXAONE-4 hybrid attention: full_attention layers use no positional encoding (NoPE); "
                           "the schedule shown is the sliding_attention layers'");
-    } else if (type == "sliding_attention" && is_prefix("gemma3")) {
+    } else if (type == "sliding_attention" && quirks().sliding_layers_unscaled) {
+      // Gemma 3 and OLMo-3 extend only the full-attention layers; sliding layers keep plain
+      // RoPE, at their own base (Gemma 3's rope_local_base_freq) or at rope_theta (OLMo-3).
       RopeParams p;
       p.head_dim = full.head_dim;
       p.partial_rotary_factor = full.partial_rotary_factor;
       p.max_position_embeddings = full.max_position_embeddings;
-      p.theta = jf::number(model, "rope_local_base_freq", where()).value_or(10000.0);
-      layer.params = p;
-    } else if (type == "sliding_attention" && is("olmo3")) {
-      // OLMo-3 extends only the full-attention layers; sliding layers keep plain RoPE.
-      RopeParams p;
-      p.head_dim = full.head_dim;
-      p.partial_rotary_factor = full.partial_rotary_factor;
-      p.max_position_embeddings = full.max_position_embeddings;
-      p.theta = full.theta;
+      p.theta = quirks().local_theta_key ? jf::number(model, quirks().local_theta_key, where()).value_or(10000.0) : full.theta;
       layer.params = p;
     }
     return layer;
@@ -317,7 +313,7 @@ struct Parser {
   // no_rope_layer_interval-th layer (default 4) is NoPE. The schedule itself is the same for
   // every rotating layer, so this is a note, not a layer type.
   void note_llama4_layers() {
-    if (!is("llama4") && !is("llama4_text")) return;
+    if (quirks().query_scale != QueryScale::kLlama4Temperature) return;
     std::int64_t rotating = 0, layers = 0;
     if (model.contains("no_rope_layers") && model["no_rope_layers"].is_array() && !model["no_rope_layers"].empty()) {
       for (std::int64_t v : jf::integer_list(model, "no_rope_layers", where()).value_or(std::vector<std::int64_t>{})) {

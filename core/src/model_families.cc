@@ -22,6 +22,16 @@ struct Row {
   Row& mla() { return q.mla = true, *this; }
   Row& rope_interleave_key() { return q.rope_interleave_key = true, *this; }
   Row& mrope(const char* style) { return q.mrope_style = style, *this; }
+  Row& shape_keys(const char* hidden, const char* heads) { return q.hidden_key = hidden, q.heads_key = heads, *this; }
+  Row& head_dim_key(const char* key) { return q.head_dim_key = key, *this; }
+  Row& max_pos_key(const char* key) { return q.max_pos_key = key, *this; }
+  Row& theta_in_attn_config() { return q.theta_in_attn_config = true, *this; }
+  Row& theta_from_rope_ratio() { return q.theta_from_rope_ratio = true, *this; }
+  Row& default_partial_rotary(double f) { return q.default_partial_rotary = f, *this; }
+  Row& yarn_means_longrope() { return q.yarn_means_longrope = true, *this; }
+  Row& sliding_layers_unscaled(const char* local_theta_key = nullptr) {
+    return q.sliding_layers_unscaled = true, q.local_theta_key = local_theta_key, *this;
+  }
 };
 
 const std::vector<FamilyQuirks>& table() {
@@ -122,7 +132,8 @@ const std::vector<FamilyQuirks>& table() {
             "scaling = query_pre_attn_scalar^-0.5)")
             .window(Window::kLayerTypes, 6)
             .softmax(SoftmaxScale::kQueryPreAttnScalar)
-            .qk_norm(QkNorm::kBeforeRope),
+            .qk_norm(QkNorm::kBeforeRope)
+            .sliding_layers_unscaled("rope_local_base_freq"),
         Row("|glm|glm4|", "modeling_glm.py / modeling_glm4.py: apply_rotary_pos_emb (cos/sin repeat_interleave'd, "
                           "rotate_half on x[..., 0::2], x[..., 1::2]) over the partial rotary slice")
             .pairing(P::kInterleaved),
@@ -132,7 +143,10 @@ const std::vector<FamilyQuirks>& table() {
         Row("|chatglm|", "THUDM modeling_chatglm.py (hub): apply_rotary_pos_emb over (2j, 2j+1) pairs of the first "
                          "half of kv_channels")
             .pairing(P::kInterleaved)
-            .layer_count("num_layers"),
+            .layer_count("num_layers")
+            .head_dim_key("kv_channels")
+            .theta_from_rope_ratio()
+            .default_partial_rotary(0.5),
         Row("|ernie4_5|ernie4_5_moe|", "modeling_ernie4_5.py: apply_rotary_pos_emb (cos/sin built half-split, "
                                         "applied to (2j, 2j+1) pairs)")
             .pairing(P::kInterleaved),
@@ -142,18 +156,27 @@ const std::vector<FamilyQuirks>& table() {
             .window(Window::kLayerTypes)
             .default_layers(DefaultLayers::kFullAttnIdxs)
             .qk_norm(QkNorm::kBeforeRope),
-        Row("|gpt_neox|", "modeling_gpt_neox.py: GPTNeoXAttention, partial apply_rotary_pos_emb (rotary_pct)"),
+        Row("|gpt_neox|", "modeling_gpt_neox.py: GPTNeoXAttention, partial apply_rotary_pos_emb (rotary_pct; "
+                          "GPTNeoXConfig: 0.25 by default)")
+            .default_partial_rotary(0.25),
         Row("|stablelm|", "modeling_stablelm.py: StableLmAttention, partial apply_rotary_pos_emb"),
         Row("|phi|", "modeling_phi.py: PhiAttention, partial apply_rotary_pos_emb"),
         Row("|phi3|", "modeling_phi3.py: Phi3Attention (sliding_window=config.sliding_window on every layer)")
-            .window(Window::kEveryLayer),
+            .window(Window::kEveryLayer)
+            .yarn_means_longrope(),
         Row("|olmo3|", "modeling_olmo3.py: Olmo3Attention (q_norm/k_norm, then RoPE; sliding layers plain RoPE)")
             .window(Window::kLayerTypes, 4)
-            .qk_norm(QkNorm::kBeforeRope),
+            .qk_norm(QkNorm::kBeforeRope)
+            .sliding_layers_unscaled(),
         Row("|minimax_m2|", "modeling_minimax_m2.py: MiniMaxM2Attention (q/k norm when use_qk_norm, partial RoPE "
                             "over rotary_dim)")
             .qk_norm(QkNorm::kBeforeRopeIfFlag),
-        Row("|dbrx|", "modeling_dbrx.py: DbrxAttention, apply_rotary_pos_emb").layer_count("n_layers"),
+        Row("|dbrx|", "modeling_dbrx.py: DbrxAttention, apply_rotary_pos_emb; configuration_dbrx.py: d_model, n_heads, "
+                      "max_seq_len, attn_config.rope_theta")
+            .layer_count("n_layers")
+            .shape_keys("d_model", "n_heads")
+            .max_pos_key("max_seq_len")
+            .theta_in_attn_config(),
         Row("|qwen|", "Qwen modeling_qwen.py (hub): apply_rotary_pos_emb (rotate_half)"),
         Row("|internlm2|", "InternLM2 modeling_internlm2.py (hub): apply_rotary_pos_emb (rotate_half)"),
         Row("|minicpm|", "MiniCPM modeling_minicpm.py (hub): apply_rotary_pos_emb (rotate_half)"),

@@ -92,6 +92,20 @@ struct FamilyQuirks {
   bool mla = false;          // DeepSeek MLA: only qk_rope_head_dim channels rotate, after the NoPE part
   bool rope_interleave_key = false;  // DeepSeek-V3: rope_interleave (default true) picks the pairing
   const char* mrope_style = nullptr;  // "contiguous" (Qwen2-VL), "interleaved" (Qwen3-VL), ...
+
+  // ---- how its config.json is read (hf_config.cc), where it leaves HF's generic keys ------
+  const char* hidden_key = "hidden_size";        // DBRX: d_model
+  const char* heads_key = "num_attention_heads";  // DBRX: n_heads
+  const char* head_dim_key = nullptr;             // ChatGLM: kv_channels
+  const char* max_pos_key = nullptr;              // DBRX: max_seq_len (after max_position_embeddings)
+  bool theta_in_attn_config = false;              // DBRX: attn_config.rope_theta
+  bool theta_from_rope_ratio = false;             // ChatGLM: base = 10000 * rope_ratio
+  double default_partial_rotary = 0;              // without a fraction key: GPT-NeoX 0.25, ChatGLM 0.5
+  bool yarn_means_longrope = false;               // Phi-3: rope type "yarn" is longrope (Phi3Config)
+  // Sliding-window layers with a schedule of their own: Gemma 3's rope_local_base_freq (default
+  // 10000), unscaled; OLMo-3 (local_theta_key null): rope_theta, unscaled.
+  const char* local_theta_key = nullptr;
+  bool sliding_layers_unscaled = false;
 };
 
 // The row for a model_type (the top level's or text_config's); nullptr when unknown.
