@@ -22,7 +22,7 @@ void add_bench_attention_command(CLI::App* bench) {
       "attention", "fused attention (positions on the fly) vs libtorch's scores + bias + softmax, and vs BLAS of equal FLOPs");
   cmd->add_option("--seq", c.seq, "tokens (S = T, prefill)")->capture_default_str();
   add_heads_option(cmd, c.heads, "query heads")->capture_default_str();
-  cmd->add_option("--kv-heads", c.kv_heads, "key/value heads (0: --heads)")->capture_default_str();
+  add_kv_heads_option(cmd, c.kv_heads, "key/value heads (0: --heads)")->capture_default_str();
   add_head_dim_option(cmd, c.head_dim, "head dimension")->capture_default_str();
   add_scheme_option(cmd, c.scheme, "none, rope, alibi or t5")->capture_default_str();
   cmd->add_option("--causal", c.causal, "causal mask (true/false)")->capture_default_str();

@@ -60,7 +60,7 @@ void add_bench_command(CLI::App& app) {
   bench::RopeBenchConfig& c = a->config;
   add_tokens_option(rope, c.tokens, "tokens")->capture_default_str();
   add_heads_option(rope, c.heads, "q heads")->capture_default_str();
-  rope->add_option("--kv-heads", c.kv_heads, "k heads")->capture_default_str();
+  add_kv_heads_option(rope, c.kv_heads, "k heads")->capture_default_str();
   add_head_dim_option(rope, c.head_dim, "head dimension")->capture_default_str();
   add_enum_option(rope, "--dtype", c.dtype, "storage dtype of q and k");
   add_enum_option(rope, "--layout", c.layout, "channel pairing");

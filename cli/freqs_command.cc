@@ -196,7 +196,7 @@ void add_freqs_command(CLI::App& app) {
   f.push_back(cmd->add_option("--high-freq-factor", args->high_freq_factor, "llama3 high_freq_factor"));
   f.push_back(cmd->add_option("--short-factor", args->short_factor, "longrope short factors (comma-separated)")->delimiter(','));
   f.push_back(cmd->add_option("--long-factor", args->long_factor, "longrope long factors (comma-separated)")->delimiter(','));
-  f.push_back(cmd->add_option("--mrope-section", args->mrope_section, "M-RoPE sections T,H,W")->delimiter(','));
+  f.push_back(add_mrope_section_option(cmd, args->mrope_section, "M-RoPE sections T,H,W")->delimiter(','));
   cmd->callback([args] { run_freqs(*args); });
 }
 

@@ -90,6 +90,15 @@ POSENC_CLI_OPTION(add_tokens_option, "--tokens")
 POSENC_CLI_OPTION(add_steps_option, "--steps")
 POSENC_CLI_OPTION(add_repeats_option, "--repeats")
 POSENC_CLI_OPTION(add_out_option, "-o,--out")
+POSENC_CLI_OPTION(add_kv_heads_option, "--kv-heads")
+POSENC_CLI_OPTION(add_head_option, "--head")
+POSENC_CLI_OPTION(add_max_distance_option, "--max-distance")
+POSENC_CLI_OPTION(add_mrope_section_option, "--mrope-section")
 #undef POSENC_CLI_OPTION
+
+// --causal: a causal mask / decoder buckets, where the default is the other kind.
+inline CLI::Option* add_causal_flag(CLI::App* cmd, bool& causal, const std::string& help) {
+  return cmd->add_flag("--causal", causal, help);
+}
 
 }  // namespace posenc::cli

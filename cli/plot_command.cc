@@ -56,8 +56,8 @@ void add_plot_command(CLI::App& app) {
   add_positions_option(heat, h->positions, "positions A:B (half-open)")->capture_default_str();
   add_base_option(heat, h->request.base, "frequency base")->capture_default_str();
   add_heads_option(heat, h->request.heads, "ALiBi heads")->capture_default_str();
-  heat->add_option("--head", h->request.head, "which head")->capture_default_str();
-  heat->add_flag("--causal", h->causal, "T5: causal buckets (default bidirectional)");
+  add_head_option(heat, h->request.head, "which head")->capture_default_str();
+  add_causal_flag(heat, h->causal, "T5: causal buckets (default bidirectional)");
   add_out_option(heat, h->out, "output .png (plus a labelled .svg) or .svg")->required();
   heat->callback([h] {
     const auto p = parse_int_list(h->positions, "--positions", 0, kMaxPosition, kMaxHeatmapPositions);
@@ -93,7 +93,7 @@ void add_plot_command(CLI::App& app) {
   add_scheme_option(decay, d->request.scheme, "rope, alibi, t5 or sinusoidal")->required();
   add_dim_option(decay, d->request.dim, "head (RoPE) or model (sinusoidal) dimension");
   add_heads_option(decay, d->request.heads, "ALiBi heads")->capture_default_str();
-  decay->add_option("--max-distance", d->request.max_distance, "largest distance")->capture_default_str();
+  add_max_distance_option(decay, d->request.max_distance, "largest distance")->capture_default_str();
   add_base_option(decay, d->request.base, "frequency base")->capture_default_str();
   add_out_option(decay, d->out, "output .svg")->required();
   decay->callback([d] { write_chart(plot::decay_svg(d->request), d->out); });
@@ -111,7 +111,7 @@ void add_plot_command(CLI::App& app) {
   att->add_option("--text", a->text, "character models of `lab extrapolate`: the text to look at");
   att->add_option("--vocab", a->vocab, "the model's vocab.json (default: beside the model)");
   att->add_option("--layer", a->request.layer, "layer")->capture_default_str();
-  att->add_option("--head", a->request.head, "head")->capture_default_str();
+  add_head_option(att, a->request.head, "head")->capture_default_str();
   add_out_option(att, a->out, "output .png (plus a labelled .svg) or .svg")->required();
   att->callback([a] {
     lab::HeatmapRequestAttention r = a->request;

@@ -298,9 +298,9 @@ void add_table_command(CLI::App& app) {
   opt(add_heads_option(cmd, a->heads, "number of heads"), {"alibi"});
   opt(cmd->add_flag("--symmetric", a->symmetric, "encoder bias -slope*|i-j| (with --positions)"), {"alibi"});
   opt(cmd->add_option("--num-buckets", a->t5.num_buckets, "T5 buckets")->capture_default_str(), {"t5"});
-  opt(cmd->add_option("--max-distance", a->t5.max_distance, "T5 max distance")->capture_default_str(), {"t5"});
+  opt(add_max_distance_option(cmd, a->t5.max_distance, "T5 max distance")->capture_default_str(), {"t5"});
   opt(cmd->add_flag("--bidirectional", a->bidirectional, "encoder buckets"), {"t5"});
-  opt(cmd->add_flag("--causal", a->causal, "decoder buckets"), {"t5"});
+  opt(add_causal_flag(cmd, a->causal, "decoder buckets"), {"t5"});
   opt(cmd->add_option("--relative", a->relative, "relative positions A:B (T5: key - query; DeBERTa: query - key)")->capture_default_str(),
       {"t5", "deberta"});
   opt(cmd->add_option("--klen", a->klen, "Transformer-XL key length (memory + segment)")->capture_default_str(), {"xl"});
@@ -310,7 +310,7 @@ void add_table_command(CLI::App& app) {
   opt(cmd->add_option("--max-relative-positions", a->deberta.max_relative_positions, "DeBERTa max_relative_positions")
           ->capture_default_str(),
       {"deberta"});
-  opt(cmd->add_option("--mrope-section", a->mrope_section, "M-RoPE sections T,H,W"), {"mrope"});
+  opt(add_mrope_section_option(cmd, a->mrope_section, "M-RoPE sections T,H,W"), {"mrope"});
   opt(cmd->add_flag("--interleaved", a->interleaved, "Qwen3-VL interleaved axis map"), {"mrope"});
   opt(cmd->add_option("--grid", a->grid, "image grid T,H,W in patches: position ids of text, image, text"), {"mrope"});
   opt(cmd->add_option("--merge", a->merge, "spatial_merge_size")->capture_default_str(), {"mrope"});
