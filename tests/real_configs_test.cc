@@ -160,6 +160,13 @@ TEST(RealConfigs, LayerTypesGetTheirOwnSchedules) {
   EXPECT_THROW(exaone.select("full_attention"), Error);
   EXPECT_EQ(exaone.select().layer_type, "sliding_attention");
   EXPECT_EQ(exaone.select().params.type, RopeType::kLlama3);
+  // Without the key, Exaone4Config's sliding_window 4096 applies: still hybrid, as posenc spec says.
+  nlohmann::json c = nlohmann::json::parse(testing::read_file(config_path("EXAONE-4.0-32B")));
+  c.erase("sliding_window");
+  for (const LayerRope& l : parse_hf_config(c.dump()).layers)
+    EXPECT_EQ(l.has_rope, l.layer_type == "sliding_attention") << l.layer_type;
+  c["sliding_window"] = nullptr;  // not hybrid: every layer rotates
+  for (const LayerRope& l : parse_hf_config(c.dump()).layers) EXPECT_TRUE(l.has_rope) << l.layer_type;
 }
 
 TEST(RealConfigs, MultimodalSectionsAreCarried) {

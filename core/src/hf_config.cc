@@ -290,9 +290,11 @@ struct Parser {
     if (type == "linear_attention") {
       layer.has_rope = false;  // Gated DeltaNet / linear attention layers rotate nothing
     } else if (type == "full_attention" && quirks().rope_layers == RopeLayers::kSlidingOnlyIfHybrid &&
-               model.contains("sliding_window") && !model["sliding_window"].is_null()) {
+               (model.contains("sliding_window") ? !model["sliding_window"].is_null()
+                                                 : quirks().default_sliding_window > 0)) {
       // HF Exaone4Attention: "We use global NoPE for hybrid attention model" -- only the
-      // sliding-window layers rotate.
+      // sliding-window layers rotate. Hybrid unless sliding_window is null (Exaone4Config's
+      // default is 4096, so a config without the key is hybrid too, as posenc spec reads it).
       layer.has_rope = false;
       out.notes.push_back("EXAONE-4 hybrid attention: full_attention layers use no positional encoding (NoPE); "
                           "the schedule shown is the sliding_attention layers'");
