@@ -51,8 +51,9 @@ TEST_P(LabStaleRows, AnotherEvaluationSettingReEvaluatesTheTrainedWeights) {
   // A row both runs compute is the same number: the same weights.
   for (const auto& a : first.rows)
     for (const auto& b : second.rows)
-      if (a.extension == "none" && b.extension == "none" && a.eval_len == 16 && b.eval_len == 16 && a.tokens == b.tokens)
+      if (a.extension == "none" && b.extension == "none" && a.eval_len == 16 && b.eval_len == 16 && a.tokens == b.tokens) {
         EXPECT_EQ(a.bpc, b.bpc);
+      }
   // And a third run with the same settings reuses the second's rows.
   const ExtrapolateResult third = run_extrapolate(c);
   ASSERT_EQ(third.rows.size(), second.rows.size());

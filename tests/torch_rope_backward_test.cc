@@ -118,7 +118,9 @@ TEST(TorchRopeQK, OneCallEqualsTwoForwardAndBackward) {
         ((qo * wq).sum() + (use_k ? (ko * wk).sum() : torch::zeros({}, dtype))).backward();
         ((qr * wq).sum() + (use_k ? (kr * wk).sum() : torch::zeros({}, dtype))).backward();
         EXPECT_TRUE(torch::equal(q1.grad(), q2.grad()));
-        if (use_k) EXPECT_TRUE(torch::equal(k1.grad(), k2.grad()));
+        if (use_k) {
+          EXPECT_TRUE(torch::equal(k1.grad(), k2.grad()));
+        }
       }
     }
 }
