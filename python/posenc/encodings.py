@@ -18,7 +18,8 @@ def _ints(x: Union[torch.Tensor, Sequence[int]]) -> torch.Tensor:
 def sinusoidal(positions: Union[torch.Tensor, Sequence[int]], dim: int, layout: str = "interleaved",
                freq: str = "vaswani", base: float = 10000.0) -> torch.Tensor:
     """Sinusoids, [*positions.shape, dim] float32: layout "interleaved" (sin, cos pairs) or
-    "halves" ([sin | cos]); freq "vaswani" (base^(-2i/d)) or "fairseq" (base^(-i/(d/2 - 1)))."""
+    "half_split" ([sin | cos]; the older spelling "halves" is still read); freq "vaswani"
+    (base^(-2i/d)) or "fairseq" (base^(-i/(d/2 - 1)))."""
     p = _ints(positions)
     rows = _posenc.sinusoidal_table(p.flatten().tolist(), dim, layout, base, freq)
     return torch.tensor(rows, dtype=torch.float32).view(*p.shape, dim)
@@ -55,6 +56,6 @@ def deberta_relative_positions(q_len: int, k_len: int, position_buckets: int = 2
 
 
 def xl_relative_sinusoid(dim: int, klen: int, clamp_len: int = 0) -> torch.Tensor:
-    """Transformer-XL's relative sinusoid for distances klen-1 .. 0 (HF's pos_emb, halves layout
-    [sin | cos]), [klen, dim] float32; distances past clamp_len (> 0) are clamped."""
+    """Transformer-XL's relative sinusoid for distances klen-1 .. 0 (HF's pos_emb, half_split
+    layout [sin | cos]), [klen, dim] float32; distances past clamp_len (> 0) are clamped."""
     return torch.tensor(_posenc.xl_relative_sinusoid(dim, klen, clamp_len), dtype=torch.float32).view(klen, dim)
