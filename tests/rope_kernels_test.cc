@@ -130,6 +130,64 @@ TEST_F(RopeKernels, LargePositionsOnTheFlyOnEveryTarget) {
   }
 }
 
+// Narrowing to bf16 rounds like posenc::float_to_bf16 on every target, whether the CPU's own
+// instruction (AVX512_BF16) or the emulation does it: values that round to even, subnormal
+// inputs and results (which the instruction flushes to zero: the kernel must not let it),
+// zeros, infinities, overflow to infinity and NaN. head_dim 96 and 128 reach the kernel's
+// two-vectors-a-step loop, its one-vector step and (interleaved) its pair path.
+TEST_F(RopeKernels, Bf16NarrowingEqualsTheReferenceNativeAndEmulated) {
+  std::mt19937 rng(29);
+  std::vector<std::uint16_t> specials = {0x0000, 0x8000, 0x0001, 0x8001, 0x007f, 0x0080, 0x0081, 0x00ff,
+                                         0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0, 0xffc1, 0x7f81, 0x3f80};
+  std::uniform_int_distribution<int> any_bits(0, 0xffff), pick(0, 3);
+  std::vector<std::int64_t> ids;
+  for (int t = 0; t < 7; ++t) ids.push_back(t == 0 ? 0 : 1 + 977 * t);
+  for (const auto target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (bool native : {true, false}) {
+      allow_rope_native_bf16_for_test(native);
+      for (int head_dim : {96, 128})
+        for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved, RopeLayout::kDeepSeekV3}) {
+          RopeParams rp;
+          rp.head_dim = head_dim;
+          const RopeSchedule schedule = compute_schedule(rp);  // p points into it
+          RopeApplyParams p = rope_apply_params(schedule, layout);
+          p.attention_factor = 1.0625;  // products that are not exact: every lane rounds
+          const std::size_t n = ids.size() * 2 * static_cast<std::size_t>(head_dim);
+          Buffer x{DType::kBF16, std::vector<std::uint8_t>(2 * n)};
+          for (std::size_t i = 0; i < n; ++i) {
+            // Mostly subnormal-range and ordinary values; some specials; one vector in four clean.
+            const int kind = pick(rng);
+            const std::uint16_t bits = kind == 0   ? specials[static_cast<std::size_t>(any_bits(rng)) % specials.size()]
+                                       : kind == 1 ? static_cast<std::uint16_t>(any_bits(rng) & 0x80ff)  // tiny
+                                                   : static_cast<std::uint16_t>(0x3c00 + (any_bits(rng) & 0x07ff));
+            std::memcpy(&x.bytes[2 * i], &bits, 2);
+          }
+          for (std::size_t i = n / 4; i < n / 2; ++i) x.bytes[2 * i + 1] = 0x3f;  // normal values only
+          Buffer ref = x;
+          const RopeTensor view = bshd(x.data(), DType::kBF16, {1, static_cast<int>(ids.size()), 2, head_dim});
+          const PositionIds pos{ids.data(), 1, static_cast<int>(ids.size())};
+          rope_apply_reference(with_data(view, ref.data()), pos, p);
+          rope_rotate(view, nullptr, pos, p);
+          for (std::size_t i = 0; i < n; ++i) {
+            std::uint16_t got, want;
+            std::memcpy(&got, &x.bytes[2 * i], 2);
+            std::memcpy(&want, &ref.bytes[2 * i], 2);
+            // A NaN result stays a quiet NaN; its payload depends on which NaN operand the
+            // hardware propagates (operand order, unspecified by IEEE 754), not on rounding.
+            const auto is_nan = [](std::uint16_t b) { return (b & 0x7f80) == 0x7f80 && (b & 0x7f) != 0; };
+            if (is_nan(want) && is_nan(got) && (got & 0x40)) continue;
+            ASSERT_EQ(got, want) << "native " << native << " head_dim " << head_dim << " layout " << to_string(layout)
+                                 << " element " << i;
+          }
+        }
+    }
+  }
+  allow_rope_native_bf16_for_test(true);
+  std::printf("bf16 narrowing: the CPU's instruction %s here\n", rope_native_bf16() ? "is used" : "is not available");
+}
+
 TEST_F(RopeKernels, ThreadCountDoesNotChangeBits) {
   RopeParams rp;
   rp.head_dim = 128;

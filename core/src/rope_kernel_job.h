@@ -12,6 +12,7 @@ struct RotateJob {
   const RopeApplyParams* params = nullptr;
   const RopeTable::Rows* table = nullptr;  // nullptr: on the fly
   int threads = 1;
+  bool native_bf16 = false;  // the CPU narrows to bf16 itself (AVX512_BF16; rope_kernels-inl.h)
 };
 
 }  // namespace posenc

@@ -78,6 +78,7 @@ void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& po
   job.positions = &positions;
   job.params = &params;
   job.threads = kernel_threads(options.threads, "rope");
+  job.native_bf16 = rope_native_bf16();
   std::shared_ptr<const RopeTable::Rows> rows;
   if (options.table) {
     if (!options.table->matches(params))
@@ -92,6 +93,21 @@ void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& po
   if (std::int64_t{q.batch} * q.tokens == 0) return;
   HWY_DYNAMIC_DISPATCH(RotateAll)(job);
 }
+
+namespace {
+bool native_bf16_allowed = true;
+}  // namespace
+
+bool rope_native_bf16() {
+#if HWY_ARCH_X86 && (defined(__GNUC__) || defined(__clang__))
+  static const bool cpu_has_it = __builtin_cpu_supports("avx512bf16");
+  return cpu_has_it && native_bf16_allowed;
+#else
+  return false;
+#endif
+}
+
+void allow_rope_native_bf16_for_test(bool allowed) { native_bf16_allowed = allowed; }
 
 const char* rope_kernel_target() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(CurrentTarget)()); }
 

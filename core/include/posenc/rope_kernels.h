@@ -77,6 +77,13 @@ struct RopeKernelOptions {
 void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& positions,
                  const RopeApplyParams& params, const RopeKernelOptions& options = {});
 
+// Whether bf16 results are narrowed by the CPU's own instruction (AVX512_BF16's VCVTNEPS2BF16,
+// on the AVX-512 targets) rather than emulated. The bits are the same either way; the tests
+// turn it off to check the emulation on machines that have the instruction (not thread-safe:
+// call it between kernel calls).
+bool rope_native_bf16();
+void allow_rope_native_bf16_for_test(bool allowed);
+
 // The SIMD target rope_rotate uses on this machine ("AVX3", "AVX2", ...).
 const char* rope_kernel_target();
 
