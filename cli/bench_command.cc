@@ -85,6 +85,11 @@ void add_bench_command(CLI::App& app) {
                           {"seconds", r.seconds}, {"gbps", r.gbps}, {"ceiling_gbps", r.ceiling_gbps},
                           {"fraction_of_ceiling", r.fraction_of_ceiling}, {"ns_per_element", r.ns_per_element},
                           {"elements_per_second", 1e9 / r.ns_per_element}};
+      if (c.dtype != DType::kF32) {
+        j["f32_ns_per_element"] = r.f32_ns_per_element;
+        j["rate_vs_f32"] = r.rate_vs_f32;
+      }
+      if (c.dtype == DType::kBF16) j["bf16_narrowing"] = r.native_bf16 ? "instruction" : "emulated";
       std::cout << j.dump() << "\n";
     } else {
       std::printf("rope %s %s %s: [%d tokens, %d + %d heads, %d] threads %d, target %s, median of %d\n", to_string(c.dtype),
@@ -94,6 +99,10 @@ void add_bench_command(CLI::App& app) {
       std::printf("  ceiling  %8.3f ms  %7.2f GB/s  (in-place read-modify-write of the same bytes)\n",
                   r.ceiling_seconds * 1e3, r.ceiling_gbps);
       std::printf("  fraction_of_ceiling %.3f\n", r.fraction_of_ceiling);
+      if (c.dtype != DType::kF32)
+        std::printf("  float32  %.3f ns/element (same shape, same run): %s is %.2fx its element rate%s\n", r.f32_ns_per_element,
+                    to_string(c.dtype), r.rate_vs_f32,
+                    c.dtype == DType::kBF16 ? (r.native_bf16 ? "; bf16 narrowed by the CPU's instruction" : "; bf16 narrowing emulated") : "");
     }
   });
 

@@ -79,6 +79,16 @@ RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
   const RopeTensor kv = c.head_major ? bhsd(k.data(), c.dtype, {1, c.tokens, c.kv_heads, c.head_dim})
                                      : bshd(k.data(), c.dtype, {1, c.tokens, c.kv_heads, c.head_dim});
   const RopeTensor* kp = c.kv_heads > 0 ? &kv : nullptr;
+  // bf16/f16 runs also time float32 q and k of the same shape, interleaved with them, so that
+  // the element-rate ratio comes from one run (the machine's load changes between runs).
+  const bool compare = c.dtype != DType::kF32;
+  AlignedBytes q32(compare ? static_cast<std::size_t>(q_elems) * 4 : 0), k32(compare ? static_cast<std::size_t>(k_elems) * 4 : 0);
+  for (auto* buf : {&q32, &k32})
+    for (std::size_t i = 0; i < buf->size(); i += 4) (*buf)[i + 3] = static_cast<std::uint8_t>(0x3c + (byte(rng) & 1));
+  const RopeTensor q32v = c.head_major ? bhsd(q32.data(), DType::kF32, {1, c.tokens, c.heads, c.head_dim})
+                                       : bshd(q32.data(), DType::kF32, {1, c.tokens, c.heads, c.head_dim});
+  const RopeTensor k32v = c.head_major ? bhsd(k32.data(), DType::kF32, {1, c.tokens, c.kv_heads, c.head_dim})
+                                       : bshd(k32.data(), DType::kF32, {1, c.tokens, c.kv_heads, c.head_dim});
   const std::size_t bytes = q.size() + k.size();
   AlignedBytes ceiling_bytes(bytes);
   float* ceiling_buf = reinterpret_cast<float*>(ceiling_bytes.data());
@@ -93,15 +103,22 @@ RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
 #endif
   r.target = rope_kernel_target();
   r.elements = q_elems + k_elems;
-  std::vector<double> kernel, ceiling;
+  r.native_bf16 = rope_native_bf16();
+  std::vector<double> kernel, ceiling, kernel_f32;
   const float up = 1.0f + 1.0f / (1 << 20), down = 1.0f / up;
   for (int i = -1; i < c.repeats; ++i) {  // i = -1: warm-up (page faults, thread start)
     const double tk = seconds_of([&] { rope_rotate(qv, kp, {}, p, options); });
     const double tc = seconds_of([&] { memory_rmw_pass(ceiling_buf, ceiling_floats, c.threads, i % 2 ? up : down); });
+    const double tf = compare ? seconds_of([&] { rope_rotate(q32v, kp ? &k32v : nullptr, {}, p, options); }) : 0;
     if (i >= 0) {
       kernel.push_back(tk);
       ceiling.push_back(tc);
+      kernel_f32.push_back(tf);
     }
+  }
+  if (compare) {
+    r.f32_ns_per_element = median(kernel_f32) * 1e9 / static_cast<double>(q_elems + k_elems);
+    r.rate_vs_f32 = median(kernel_f32) / median(kernel);
   }
   r.seconds = median(kernel);
   r.ceiling_seconds = median(ceiling);

@@ -32,6 +32,10 @@ struct RopeBenchResult {
   std::int64_t elements = 0;
   int threads = 0;
   std::string target;            // SIMD target used
+  bool native_bf16 = false;      // bf16 narrowed by the CPU's instruction (rope_native_bf16)
+  // bf16/f16 only (0 for f32): float32 q and k of the same shape, timed in the same run.
+  double f32_ns_per_element = 0;
+  double rate_vs_f32 = 0;        // this dtype's element rate / float32's
 };
 
 RopeBenchResult run_rope_bench(const RopeBenchConfig& config);
