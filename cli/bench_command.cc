@@ -69,6 +69,8 @@ void add_bench_command(CLI::App& app) {
   add_repeats_option(rope, c.repeats, "interleaved runs; the median is reported (>= 7)")->capture_default_str();
   rope->add_flag("--table", a->table, "cos/sin from a precomputed table (default)");
   rope->add_flag("--on-the-fly", a->on_the_fly, "cos/sin computed per token (accurate angles)");
+  rope->add_option("--target", c.target, "SIMD target for the kernel and the ceiling, one of: " + bench::available_targets() +
+                                             " (default: the best)");
   add_json_flag(rope, a->json);
   rope->callback([a] {
     bench::RopeBenchConfig c = a->config;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <hwy/targets.h>
+
 #include "posenc/error.h"
 #include "posenc_bench/memory_pass.h"
 #include "posenc_bench/timing.h"
@@ -39,9 +41,39 @@ class AlignedBytes {
   std::uint8_t* data_;
 };
 
+// Restricts dispatch to one target for the benchmark's lifetime (kernel and ceiling alike).
+class TargetScope {
+ public:
+  explicit TargetScope(const std::string& name) {
+    if (name.empty()) return;
+    for (const auto t : hwy::SupportedAndGeneratedTargets())
+      if (name == hwy::TargetName(t)) {
+        hwy::SetSupportedTargetsForTest(t);
+        active_ = true;
+        return;
+      }
+    throw Error("--target must be one of " + available_targets() + " (this machine and build), got '" + name + "'");
+  }
+  ~TargetScope() {
+    if (active_) hwy::SetSupportedTargetsForTest(0);
+  }
+  TargetScope(const TargetScope&) = delete;
+  TargetScope& operator=(const TargetScope&) = delete;
+
+ private:
+  bool active_ = false;
+};
+
 }  // namespace
 
+std::string available_targets() {
+  std::string names;
+  for (const auto t : hwy::SupportedAndGeneratedTargets()) names += (names.empty() ? "" : " ") + std::string(hwy::TargetName(t));
+  return names;
+}
+
 RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
+  const TargetScope target_scope(c.target);
   if (c.tokens < 1 || c.heads < 1 || c.kv_heads < 0 || c.head_dim < 2 || c.head_dim % 2 != 0 || c.repeats < 1)
     throw Error("bench needs tokens, heads >= 1, kv_heads >= 0, an even head_dim >= 2 and repeats >= 1");
   const std::int64_t q_elems = std::int64_t{c.tokens} * c.heads * c.head_dim;

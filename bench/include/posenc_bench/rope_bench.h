@@ -20,6 +20,7 @@ struct RopeBenchConfig {
   bool table = true;  // false: cos/sin on the fly (accurate angles)
   bool head_major = false;  // q and k stored [B, H, S, D] instead of [B, S, H, D]
   int repeats = 9;    // median of this many interleaved runs (>= 7 for the pinned form)
+  std::string target;  // a Highway target name ("AVX2", "AVX3", ...) for kernel and ceiling; "": the best
 };
 
 struct RopeBenchResult {
@@ -39,5 +40,8 @@ struct RopeBenchResult {
 };
 
 RopeBenchResult run_rope_bench(const RopeBenchConfig& config);
+
+// The Highway targets this machine can run, by name ("AVX3 AVX2 SSE4 ..."), best first.
+std::string available_targets();
 
 }  // namespace posenc::bench
