@@ -1,6 +1,7 @@
 // Fused attention: the reference against a materialised softmax(q k^T * scale + bias + mask) v
 // built from the core's own bias functions, and the tiled kernel against the reference for
-// every position scheme, mask, dtype, memory order, GQA and cache offset.
+// every position scheme, mask, dtype, memory order, GQA and cache offset, with the log-sum-exp
+// per query row that the backward pass reads.
 #include <gtest/gtest.h>
 
 #include <hwy/targets.h>
@@ -116,6 +117,23 @@ AttentionParams params_for(AttentionPositions positions, BiasInputs& setup, int 
   return p;
 }
 
+// A value no lse may keep: every row must be written.
+constexpr float kUnwritten = 12345.0f;
+
+// Log-sum-exps of the tiled kernel against the reference: within float rounding of the
+// scores' magnitude, and -inf exactly where the reference has it (a row that sees no key).
+void expect_lse_near(const std::vector<float>& ref, const std::vector<float>& fast) {
+  ASSERT_EQ(ref.size(), fast.size());
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_NE(ref[i], kUnwritten) << "row " << i;
+    if (std::isinf(ref[i])) {
+      EXPECT_EQ(ref[i], fast[i]) << "row " << i;
+      continue;
+    }
+    EXPECT_NEAR(fast[i], ref[i], 2e-5 * std::max(1.0f, std::abs(ref[i]))) << "row " << i;
+  }
+}
+
 double max_abs(const std::vector<double>& a, const Tensor4& out) {
   const RopeTensor& o = out.view;
   double worst = 0;
@@ -212,10 +230,14 @@ TEST(Attention, TiledEqualsTheReferenceForEverySchemeMaskAndDtype) {
           Tensor4 q = make(dtype, B, S, Hq, D, cases % 2, &rng), k = make(dtype, B, T, Hk, D, false, &rng),
                   v = make(dtype, B, T, Hk, D, true, &rng);
           Tensor4 ref = make(DType::kF32, B, S, Hq, D, false, nullptr), fast = make(DType::kF32, B, S, Hq, D, true, nullptr);
-          attention_reference(q.view, k.view, v.view, ref.view, p);
+          std::vector<float> ref_lse(static_cast<std::size_t>(B) * Hq * S, kUnwritten), fast_lse(ref_lse);
           AttentionOptions options;
+          options.lse = ref_lse.data();
+          attention_reference(q.view, k.view, v.view, ref.view, p, options);
           options.threads = 2;
+          options.lse = fast_lse.data();
           attention(q.view, k.view, v.view, fast.view, p, options);
+          expect_lse_near(ref_lse, fast_lse);
           std::vector<double> expected(static_cast<std::size_t>(B) * S * Hq * D);
           for (int b = 0; b < B; ++b)
             for (int i = 0; i < S; ++i)
@@ -242,8 +264,16 @@ TEST(Attention, AQueryThatSeesNoKeyGetsZerosNotNaN) {
   const std::vector<std::uint8_t> none(T, 0);
   AttentionParams p;
   p.mask.key_padding = none.data();
-  attention(q.view, k.view, v.view, out.view, p);
-  attention_reference(q.view, k.view, v.view, ref.view, p);
+  std::vector<float> lse(S, kUnwritten), ref_lse(S, kUnwritten);
+  AttentionOptions options;
+  options.lse = lse.data();
+  attention(q.view, k.view, v.view, out.view, p, options);
+  options.lse = ref_lse.data();
+  attention_reference(q.view, k.view, v.view, ref.view, p, options);
+  for (int i = 0; i < S; ++i) {
+    EXPECT_EQ(lse[i], -std::numeric_limits<float>::infinity());
+    EXPECT_EQ(ref_lse[i], -std::numeric_limits<float>::infinity());
+  }
   for (int i = 0; i < S * D; ++i) {
     float a, b;
     std::memcpy(&a, &out.bytes[4 * i], 4);
@@ -308,10 +338,14 @@ TEST(Attention, DecodeSplitsTheKeysAcrossThreads) {
       Tensor4 q = make(DType::kF32, 1, 1, 1, D, false, &rng), k = make(DType::kF32, 1, T, 1, D, false, &rng),
               v = make(DType::kF32, 1, T, 1, D, false, &rng), ref = make(DType::kF32, 1, 1, 1, D, false, nullptr),
               fast = make(DType::kF32, 1, 1, 1, D, false, nullptr);
-      attention_reference(q.view, k.view, v.view, ref.view, p);
+      std::vector<float> ref_lse(1, kUnwritten), fast_lse(1, kUnwritten);
       AttentionOptions options;
+      options.lse = ref_lse.data();
+      attention_reference(q.view, k.view, v.view, ref.view, p, options);
       options.threads = 5;  // 5 splits of the keys
+      options.lse = fast_lse.data();
       attention(q.view, k.view, v.view, fast.view, p, options);
+      expect_lse_near(ref_lse, fast_lse);
       std::vector<double> expected(D);
       for (int c = 0; c < D; ++c) expected[c] = at(ref.view, 0, 0, 0, c);
       EXPECT_LE(max_abs(expected, fast), 2e-5) << static_cast<int>(positions) << " mask " << mask;
@@ -334,10 +368,14 @@ TEST(Attention, SplitKeysWithSeveralQueriesHeadsAndBiases) {
     Tensor4 q = make(DType::kF32, B, S, Hq, D, false, &rng), k = make(DType::kF32, B, T, Hk, D, false, &rng),
             v = make(DType::kF32, B, T, Hk, D, false, &rng), ref = make(DType::kF32, B, S, Hq, D, false, nullptr),
             fast = make(DType::kF32, B, S, Hq, D, false, nullptr);
-    attention_reference(q.view, k.view, v.view, ref.view, p);
+    std::vector<float> ref_lse(static_cast<std::size_t>(B) * Hq * S, kUnwritten), fast_lse(ref_lse);
     AttentionOptions options;
+    options.lse = ref_lse.data();
+    attention_reference(q.view, k.view, v.view, ref.view, p, options);
     options.threads = 16;  // 8 tasks: each split in two
+    options.lse = fast_lse.data();
     attention(q.view, k.view, v.view, fast.view, p, options);
+    expect_lse_near(ref_lse, fast_lse);
     std::vector<double> expected(static_cast<std::size_t>(B) * S * Hq * D);
     for (int i = 0; i < S; ++i)
       for (int h = 0; h < Hq; ++h)

@@ -106,7 +106,7 @@ void validate_attention(const RopeTensor& q, const RopeTensor& k, const RopeTens
 }
 
 void attention_reference(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
-                         const AttentionParams& params) {
+                         const AttentionParams& params, const AttentionOptions& options) {
   const Plan plan = make_plan(q, k, v, out, params);
   const int D = plan.D;
   std::vector<float> qr(D), kr(D), vr(D), tmp(D), o(D);
@@ -136,6 +136,9 @@ void attention_reference(const RopeTensor& q, const RopeTensor& k, const RopeTen
         }
         for (int c = 0; c < D; ++c) o[c] = total > 0 ? static_cast<float>(acc[c] / total) : 0.0f;
         store_row(out, b, i, h, o.data());
+        if (options.lse)
+          options.lse[(std::int64_t{b} * plan.Hq + h) * plan.S + i] =
+              total > 0 ? static_cast<float>(best + std::log(total)) : -std::numeric_limits<float>::infinity();
       }
 }
 

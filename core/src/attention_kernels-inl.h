@@ -20,6 +20,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -161,7 +162,13 @@ float SoftmaxRow(float* HWY_RESTRICT s, float* row_max, float* row_sum) {
   return correction;
 }
 
-void AttentionAll(const attention_detail::Plan& plan, int threads) {
+// A row's log-sum-exp from its running maximum and its sum of exp(s - max); -inf when the row
+// saw no key (sum 0).
+inline float LogSumExp(float row_max, float row_sum) {
+  return row_sum > 0 ? row_max + std::log(row_sum) : -std::numeric_limits<float>::infinity();
+}
+
+void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
   using attention_detail::kKeyTile;
   using attention_detail::kQueryTile;
   const AttentionParams& p = *plan.p;
@@ -259,6 +266,7 @@ void AttentionAll(const attention_detail::Plan& plan, int threads) {
         const float inv = row_sum[r] > 0 ? 1.0f / row_sum[r] : 0.0f;  // a row that saw no key: zeros
         for (int x = 0; x < D; ++x) acc[r * D + x] *= inv;
         attention_detail::store_row(*plan.out, b, i0 + r, h, acc + r * D);
+        if (lse) lse[(std::int64_t{b} * plan.Hq + h) * S + i0 + r] = LogSumExp(row_max[r], row_sum[r]);
       }
     }
     if (splits > 1) {
@@ -287,6 +295,7 @@ void AttentionAll(const attention_detail::Plan& plan, int threads) {
           const float inv = sum > 0 ? 1.0f / sum : 0.0f;
           for (int x = 0; x < D; ++x) tmp[x] *= inv;
           attention_detail::store_row(*plan.out, b, i0 + r, h, tmp);
+          if (lse) lse[(std::int64_t{b} * plan.Hq + h) * S + i0 + r] = LogSumExp(m, sum);
         }
       }
     }

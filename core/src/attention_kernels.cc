@@ -29,7 +29,7 @@ void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
   const int threads = kernel_threads(options.threads, "attention");
   const attention_detail::Plan plan = attention_detail::make_plan(q, k, v, out, params);
   if (std::int64_t{q.batch} * q.tokens == 0) return;
-  HWY_DYNAMIC_DISPATCH(AttentionAll)(plan, threads);
+  HWY_DYNAMIC_DISPATCH(AttentionAll)(plan, threads, options.lse);
 }
 
 std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p, int threads) {

@@ -59,6 +59,10 @@ struct AttentionParams {
 
 struct AttentionOptions {
   int threads = 0;  // 0: every hardware thread (OpenMP); at most kMaxThreads (rope_kernels.h)
+  // Optional output for the backward pass (attention_backward.h): per query row the natural log
+  // of its softmax denominator, log sum_j exp(scale * q.k_j + bias_j) over the keys it sees,
+  // [B, Hq, S] floats, dense. A row that sees no key gets -inf. nullptr: not written.
+  float* lse = nullptr;
 };
 
 // Checks shapes, views, positions and parameters; throws posenc::Error naming the value.
@@ -66,9 +70,10 @@ void validate_attention(const RopeTensor& q, const RopeTensor& k, const RopeTens
                         const AttentionParams& params);
 
 // The plain version: every score of a query row in double, then its softmax and weighted sum.
-// The reference the tiled kernel is tested against.
+// The reference the tiled kernel is tested against (options.threads is ignored; options.lse is
+// written in double, rounded once).
 void attention_reference(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
-                         const AttentionParams& params);
+                         const AttentionParams& params, const AttentionOptions& options = {});
 
 // Tiled online softmax (SIMD, Google Highway, dispatched once per call): per (batch, head, tile
 // of queries), key tiles in order, skipping tiles the masks hide entirely. Workspace per thread:
