@@ -239,3 +239,87 @@ TEST(TorchFusedAttention, EqualsTheMaterialisingPath) {
 
 }  // namespace
 }  // namespace posenc::torch_layer
+
+namespace posenc::torch_layer {
+namespace {
+
+// The materialising path at inference scores queries in blocks (model.cc's kQueryBlockScores)
+// so that DeBERTa and XL reach 16384 tokens; blocks of a few rows must give what one block
+// gives: every token, causal (with its keys cut at the block's last query) and bidirectional,
+// GQA, left padding, decode steps after a cached prefix (queries offset from keys), and XL's
+// segment memory. Pad queries (row 0, first 5) see no key when causal: their outputs average
+// whatever keys they are given and are read by nothing, so real tokens are compared.
+TEST(TorchBlockedAttention, QueryBlocksEqualOneBlock) {
+  struct Case {
+    const char* name;
+    Scheme scheme;
+    int xl_clamp_len;
+  };
+  for (const Case& k : {Case{"deberta", Scheme::kDeberta, 0}, Case{"xl", Scheme::kXl, 0}, Case{"xl clamp 6", Scheme::kXl, 6}})
+    for (bool causal : {true, false}) {
+      SCOPED_TRACE(std::string(k.name) + (causal ? " causal" : " bidirectional"));
+      ModelConfig c = testing::small_model(k.scheme, 30);
+      c.causal = causal;
+      c.xl_clamp_len = k.xl_clamp_len;
+      TransformerLM model = testing::eval_model(c, 9);
+      torch::NoGradGuard no_grad;
+      const torch::Tensor tokens = torch::randint(0, 30, {2, 40}, torch::kInt64);
+      torch::Tensor mask = torch::ones({2, 40}, torch::kInt64);
+      mask[0].narrow(0, 0, 5).zero_();
+      const auto real_diff = [](const torch::Tensor& a, const torch::Tensor& b, std::int64_t pad) {
+        return std::max((a[0].narrow(0, pad, a.size(1) - pad) - b[0].narrow(0, pad, b.size(1) - pad)).abs().max().item<double>(),
+                        (a[1] - b[1]).abs().max().item<double>());
+      };
+      model->attention_query_rows = 1 << 30;  // one block: the path training takes
+      const torch::Tensor whole = model->forward(tokens, mask);
+      for (int rows : {1, 7, 16}) {
+        SCOPED_TRACE("rows " + std::to_string(rows));
+        model->attention_query_rows = rows;
+        EXPECT_LE(real_diff(model->forward(tokens, mask), whole, 5), 1e-6);
+        if (causal) {  // 30 tokens into a cache, then 10 more in blocks: queries at past + i
+          KVCache cache;
+          model->forward(tokens.narrow(1, 0, 30), mask.narrow(1, 0, 30), &cache);
+          const torch::Tensor next = model->forward(tokens.narrow(1, 30, 10), mask.narrow(1, 30, 10), &cache);
+          EXPECT_LE(real_diff(next, whole.narrow(1, 30, 10), 0), 1e-5);  // decode vs prefill: other sums
+          model->attention_query_rows = 1 << 30;
+          KVCache one_block;
+          model->forward(tokens.narrow(1, 0, 30), mask.narrow(1, 0, 30), &one_block);
+          EXPECT_LE(real_diff(next, model->forward(tokens.narrow(1, 30, 10), mask.narrow(1, 30, 10), &one_block), 0), 1e-6);
+          model->attention_query_rows = rows;
+        }
+      }
+      // Autograd on: one block whatever attention_query_rows says (training's path).
+      torch::GradMode::set_enabled(true);
+      model->attention_query_rows = 7;
+      const torch::Tensor trained_path = model->forward(tokens, mask);
+      torch::GradMode::set_enabled(false);
+      EXPECT_TRUE(torch::equal(trained_path.detach(), whole));
+    }
+  // XL's segment recurrence: memory keys before the segment's queries.
+  ModelConfig c = xl_model(2, 8);
+  TransformerLM model = testing::eval_model(c, 10);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor tokens = torch::randint(0, 30, {2, 24}, torch::kInt64);
+  std::vector<torch::Tensor> logits[2];
+  for (int blocked = 0; blocked < 2; ++blocked) {
+    model->attention_query_rows = blocked ? 3 : 1 << 30;
+    XLMemory memory;
+    for (int s = 0; s < 3; ++s) logits[blocked].push_back(model->forward_segment(tokens.narrow(1, 8 * s, 8), memory));
+  }
+  for (int s = 0; s < 3; ++s) EXPECT_LE((logits[0][s] - logits[1][s]).abs().max().item<double>(), 1e-6) << "segment " << s;
+}
+
+// Without attention_query_rows the block follows the memory bound: at 2048 tokens (B 1, H 4)
+// 1024 queries per block, two blocks, the second over every key.
+TEST(TorchBlockedAttention, DefaultBlocksFollowTheMemoryBound) {
+  ModelConfig c = testing::small_model(Scheme::kDeberta, 30);
+  TransformerLM model = testing::eval_model(c, 11);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor tokens = torch::randint(0, 30, {1, 2048}, torch::kInt64);
+  const torch::Tensor blocked = model->forward(tokens);
+  model->attention_query_rows = 1 << 30;
+  EXPECT_LE((blocked - model->forward(tokens)).abs().max().item<double>(), 1e-6);
+}
+
+}  // namespace
+}  // namespace posenc::torch_layer

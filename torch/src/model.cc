@@ -10,6 +10,17 @@
 #include "posenc/file_io.h"
 
 namespace posenc::torch_layer {
+namespace {
+
+// Elements of one [B, H, rows, T] float32 score tensor per query block at inference (32 MiB).
+// A block holds at most about eight tensors of that size at once (q.k; DeBERTa's c2p, p2c and
+// their sum, or XL's BD over distances [B, H, rows, rows + T]; the scaled sum, the masked
+// scores, softmax) plus int64 [B, rows, T] distances, buckets and gather rows (each half a score
+// tensor at four heads): about 256 MiB whatever the length. At the lab's size (B 1, H 4) and
+// T = 16384 that is blocks of 128 queries, where one block of 16384 would need 4 GiB per tensor.
+constexpr std::int64_t kQueryBlockScores = std::int64_t{1} << 23;
+
+}  // namespace
 
 // ---- attention -------------------------------------------------------------------------------
 
@@ -115,33 +126,55 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContex
     k = k.repeat_interleave(H / Hk, 1);
     v = v.repeat_interleave(H / Hk, 1);
   }
-  torch::Tensor scores;
+  // Inference without recorded weights: queries in blocks, each forming scores over the keys it
+  // can see only ([B, H, rows, T'] instead of [B, H, S, T]). Every term is computed from the
+  // block's own queries and positions (XL's distances and DeBERTa's buckets from q - k), so a
+  // block's rows equal the same rows of one block. Training and `record`: one block.
+  std::int64_t rows = S;
+  if (!torch::GradMode::is_enabled() && !is_training() && !record)
+    rows = ctx.query_rows > 0 ? ctx.query_rows : std::max<std::int64_t>(1, kQueryBlockScores / (B * H * k.size(2)));
+  if (rows >= S) return wo->forward(attend(q, k, v, ctx, 0, S));
+  std::vector<torch::Tensor> parts;  // [B, rows, H * Dh] each
+  for (std::int64_t q0 = 0; q0 < S; q0 += rows) parts.push_back(attend(q, k, v, ctx, q0, std::min(rows, S - q0)));
+  return wo->forward(torch::cat(parts, 1));
+}
+
+torch::Tensor AttentionImpl::attend(const torch::Tensor& q_all, const torch::Tensor& k_all, const torch::Tensor& v_all,
+                                    const ForwardContext& ctx, std::int64_t q0, std::int64_t rows) {
+  const std::int64_t B = q_all.size(0), T_all = k_all.size(2);
+  const int H = config_.n_heads, dh = config_.head_dim();
+  // Causal: query q0 + i sees key j when j <= past + q0 + i, so keys after past + q0 + rows - 1
+  // are masked for every query of the block and are left out (about half the work over all
+  // blocks). One block over every query keeps all T keys.
+  const std::int64_t T = config_.causal ? std::min(T_all, ctx.past + q0 + rows) : T_all;
+  const torch::Tensor q = q_all.narrow(2, q0, rows), k = k_all.narrow(2, 0, T), v = v_all.narrow(2, 0, T);
+  const torch::Tensor q_positions = ctx.q_positions.narrow(1, q0, rows), k_positions = ctx.k_positions.narrow(1, 0, T);
+  torch::Tensor scores;  // [B, H, rows, T]
   if (config_.scheme == Scheme::kXl) {
     const torch::Tensor ac = torch::matmul(q + xl->content_bias().view({1, H, 1, dh}), k.transpose(-1, -2));
-    scores = (ac + xl->position_scores(q, ctx.q_positions, ctx.k_positions)) / std::sqrt(static_cast<double>(dh));
+    scores = (ac + xl->position_scores(q, q_positions, k_positions)) / std::sqrt(static_cast<double>(dh));
   } else if (config_.scheme == Scheme::kDeberta) {
-    scores = (torch::matmul(q, k.transpose(-1, -2)) + deberta->forward(q, k, ctx.q_positions, ctx.k_positions)) /
-             std::sqrt(3.0 * dh);
+    scores = (torch::matmul(q, k.transpose(-1, -2)) + deberta->forward(q, k, q_positions, k_positions)) / std::sqrt(3.0 * dh);
   } else {
     scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(dh));
   }
-  if (ctx.bias.defined()) scores = scores + ctx.bias;
+  if (ctx.bias.defined()) scores = scores + ctx.bias.narrow(2, q0, rows).narrow(3, 0, T);
   // Masks: padding keys always; future keys when causal (by index: key j is visible to query i
   // when j <= past + i). A large finite negative, not -inf: a fully masked row (a pad query)
-  // then stays finite and cannot spread NaN into real tokens through 0 * NaN.
-  const std::int64_t T = k.size(2);
-  torch::Tensor blocked = ctx.key_mask.logical_not().view({B, 1, 1, T});
+  // then stays finite and cannot spread NaN into real tokens through 0 * NaN. Such a row
+  // averages the values it is given (all T in one block, the block's T' here); nothing reads
+  // it: pad keys are masked for every query and pad tokens are not scored.
+  torch::Tensor blocked = ctx.key_mask.narrow(1, 0, T).logical_not().view({B, 1, 1, T});
   if (config_.causal) {
-    const torch::Tensor qi = torch::arange(S, torch::kInt64).view({S, 1}) + ctx.past;
+    const torch::Tensor qi = torch::arange(rows, torch::kInt64).view({rows, 1}) + (ctx.past + q0);
     const torch::Tensor kj = torch::arange(T, torch::kInt64).view({1, T});
-    blocked = blocked.logical_or((kj > qi).view({1, 1, S, T}));
+    blocked = blocked.logical_or((kj > qi).view({1, 1, rows, T}));
   }
   scores = scores.masked_fill(blocked, -1e30f);
   torch::Tensor weights = torch::softmax(scores, -1);
   if (record) last_weights = weights.detach();
   weights = dropout->forward(weights);
-  const torch::Tensor out = torch::matmul(weights, v).transpose(1, 2).reshape({B, S, H * dh});
-  return wo->forward(out);
+  return torch::matmul(weights, v).transpose(1, 2).reshape({B, rows, H * dh});
 }
 
 BlockImpl::BlockImpl(const ModelConfig& c) {
@@ -197,6 +230,7 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   const torch::Tensor new_mask = attention_mask.defined() ? attention_mask.to(torch::kBool)
                                                           : torch::ones({B, S}, torch::kBool);
   ForwardContext ctx;
+  ctx.query_rows = attention_query_rows;
   ctx.past = cache ? cache->length() : 0;
   ctx.key_mask = cache && cache->mask.defined() ? torch::cat({cache->mask, new_mask}, 1) : new_mask;
   const torch::Tensor all_positions = positions_for(ctx.key_mask, ctx.key_mask.size(1));
@@ -268,6 +302,7 @@ torch::Tensor TransformerLMImpl::forward_segment(const torch::Tensor& tokens, XL
   if (M > 0 && (memory.layers.size() != blocks.size() || memory.layers[0].size(0) != B))
     throw Error("XL memory of another model or batch size: clear it first");
   ForwardContext ctx;
+  ctx.query_rows = attention_query_rows;
   ctx.past = M;
   ctx.key_mask = torch::ones({B, M + S}, torch::kBool);
   ctx.k_positions = torch::arange(M + S, torch::kInt64).expand({B, M + S}).contiguous();

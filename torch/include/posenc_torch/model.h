@@ -58,6 +58,8 @@ struct ForwardContext {
   bool fused = false;
   const std::vector<double>* alibi_slopes = nullptr;  // fused ALiBi
   torch::Tensor t5_table;                             // fused T5: [num_buckets, H]
+  // Queries per block of the materialising path at inference (TransformerLM::attention_query_rows).
+  std::int64_t query_rows = 0;
 };
 
 class AttentionImpl : public torch::nn::Module {
@@ -76,6 +78,10 @@ class AttentionImpl : public torch::nn::Module {
  private:
   torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const ForwardContext& ctx) const;
+  // Scores, masks, softmax and values for queries q0 .. q0 + rows of q [B, H, S, Dh] against k, v
+  // [B, H, T, Dh] (RoPE applied, heads repeated): [B, rows, H * Dh], before wo.
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const ForwardContext& ctx,
+                       std::int64_t q0, std::int64_t rows);
   ModelConfig config_;
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
   torch::nn::Dropout dropout{nullptr};
@@ -127,6 +133,11 @@ class TransformerLMImpl : public torch::nn::Module {
   // Both scale q.k by 1/sqrt(head_dim) before T5's bias (HF's T5 does not scale: a table trained
   // here is not an HF table).
   bool use_fused_attention = true;
+  // The materialising path (XL, DeBERTa, or use_fused_attention off) at inference without recorded
+  // weights scores the queries in blocks of this many rows, so no [B, H, S, T] tensor is formed;
+  // a causal block also drops the keys after its last query's. 0: as many rows as keep one
+  // block's scores near model.cc's kQueryBlockScores. Training and `record`: one block.
+  std::int64_t attention_query_rows = 0;
   RotaryEmbedding rotary{nullptr};
   std::vector<Block> blocks;
 
