@@ -138,7 +138,7 @@ TEST_F(RopeKernels, LargePositionsOnTheFlyOnEveryTarget) {
 TEST_F(RopeKernels, Bf16NarrowingEqualsTheReferenceNativeAndEmulated) {
   std::mt19937 rng(29);
   std::vector<std::uint16_t> specials = {0x0000, 0x8000, 0x0001, 0x8001, 0x007f, 0x0080, 0x0081, 0x00ff,
-                                         0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0, 0xffc1, 0x7f81, 0x3f80};
+                                         0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0, 0xffc1, 0x7f81, 0x7fff, 0xffff, 0x3f80};
   std::uniform_int_distribution<int> any_bits(0, 0xffff), pick(0, 3);
   std::vector<std::int64_t> ids;
   for (int t = 0; t < 7; ++t) ids.push_back(t == 0 ? 0 : 1 + 977 * t);
