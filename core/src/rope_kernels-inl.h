@@ -473,6 +473,71 @@ void RotateToken(const RopeTensor& x, std::int64_t offset, RopeLayout layout, co
   }
 }
 
+// One token of x (every head of the view), its storage type chosen here. tmp, tmp2: 2 * half
+// floats of scratch each.
+template <bool kForward>
+void RotateTokenOf(const RotateJob& job, const RopeTensor& x, std::int64_t offset, const float* c, const float* s,
+                   float* tmp, float* tmp2) {
+  const RopeLayout layout = job.params->layout;
+  const int half = job.params->num_freqs;
+  switch (x.dtype) {
+    case DType::kF32: RotateToken<kForward, float>(x, offset, layout, c, s, half, tmp, tmp2); break;
+    case DType::kBF16:
+#if POSENC_NATIVE_BF16
+      if (job.native_bf16) {
+        RotateToken<kForward, hwy::bfloat16_t, true>(x, offset, layout, c, s, half, tmp, tmp2);
+        break;
+      }
+#endif
+      RotateToken<kForward, hwy::bfloat16_t>(x, offset, layout, c, s, half, tmp, tmp2);
+      break;
+    case DType::kF16: RotateToken<kForward, hwy::float16_t>(x, offset, layout, c, s, half, tmp, tmp2); break;
+  }
+}
+
+// Every tensor stored head-major ([B, H, S, D]: a head's tokens lie next to each other)?
+inline bool AllHeadMajor(const RotateJob& job) {
+  for (int i = 0; i < job.num_tensors; ++i)
+    if (job.tensors[i].heads > 1 && job.tensors[i].token_stride > job.tensors[i].head_stride) return false;
+  return true;
+}
+
+// Head-major storage with 1-D positions and a table: walked head by head, each head's tokens in
+// order, so every thread reads one sequential stream. The token-outer walk below reads one
+// stream per head at once (40 for Llama-3-8B's q and k), more than the hardware prefetchers
+// follow: measured 0.38 of the memory ceiling on one thread. A table row is a pointer, so
+// reading it once per head costs nothing (the other cos/sin modes compute rows: token-outer).
+template <bool kForward>
+void RotateHeadByHead(const RotateJob& job) {
+  const RopeApplyParams& p = *job.params;
+  const PositionIds& pos = *job.positions;
+  const int half = p.num_freqs, tokens = job.tensors[0].tokens, batch = job.tensors[0].batch;
+  std::int64_t units = 0;  // (tensor, batch row, head)
+  for (int i = 0; i < job.num_tensors; ++i) units += std::int64_t{batch} * job.tensors[i].heads;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(job.threads)
+#endif
+  {
+    std::vector<float> tmp(static_cast<std::size_t>(2 * half)), tmp2(static_cast<std::size_t>(2 * half));
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (std::int64_t u = 0; u < units; ++u) {
+      std::int64_t rest = u;
+      int i = 0;
+      while (rest >= std::int64_t{batch} * job.tensors[i].heads) rest -= std::int64_t{batch} * job.tensors[i].heads, ++i;
+      RopeTensor one = job.tensors[i];
+      const int b = static_cast<int>(rest / one.heads), h = static_cast<int>(rest % one.heads);
+      one.heads = 1;  // the view of this head alone
+      for (int t = 0; t < tokens; ++t) {
+        const std::int64_t at = pos.at(0, b, t, tokens) * half;
+        RotateTokenOf<kForward>(job, one, b * one.batch_stride + t * one.token_stride + h * one.head_stride,
+                                job.table->cos.data() + at, job.table->sin.data() + at, tmp.data(), tmp2.data());
+      }
+    }
+  }
+}
+
 template <bool kForward>
 void RotateAllT(const RotateJob& job) {
   const RopeApplyParams& p = *job.params;
@@ -480,6 +545,7 @@ void RotateAllT(const RotateJob& job) {
   const int half = p.num_freqs, tokens = job.tensors[0].tokens;
   const std::int64_t rows = std::int64_t{job.tensors[0].batch} * tokens;
   const bool table_rows = job.table && !p.axis_of_freq;  // 1-D: point straight into the table
+  if (table_rows && AllHeadMajor(job)) return RotateHeadByHead<kForward>(job);
   RopeApplyParams forward = p;
   forward.direction = 1;
 #ifdef _OPENMP
@@ -522,21 +588,7 @@ void RotateAllT(const RotateJob& job) {
       for (int bb = b; bb < b_end; ++bb) {
         for (int i = 0; i < job.num_tensors; ++i) {
           const RopeTensor& x = job.tensors[i];
-          const std::int64_t token = bb * x.batch_stride + t * x.token_stride;
-          float *in = tmp.data(), *out = tmp2.data();
-          switch (x.dtype) {
-            case DType::kF32: RotateToken<kForward, float>(x, token, p.layout, c, s, half, in, out); break;
-            case DType::kBF16:
-#if POSENC_NATIVE_BF16
-              if (job.native_bf16) {
-                RotateToken<kForward, hwy::bfloat16_t, true>(x, token, p.layout, c, s, half, in, out);
-                break;
-              }
-#endif
-              RotateToken<kForward, hwy::bfloat16_t>(x, token, p.layout, c, s, half, in, out);
-              break;
-            case DType::kF16: RotateToken<kForward, hwy::float16_t>(x, token, p.layout, c, s, half, in, out); break;
-          }
+          RotateTokenOf<kForward>(job, x, bb * x.batch_stride + t * x.token_stride, c, s, tmp.data(), tmp2.data());
         }
       }
     }
