@@ -4,8 +4,6 @@
 // per query row that the backward pass reads.
 #include <gtest/gtest.h>
 
-#include <hwy/targets.h>
-
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -17,40 +15,12 @@
 #include "posenc/half.h"
 #include "posenc/rope_schedule.h"
 
+#include "attention_test_support.h"
+
 namespace posenc {
 namespace {
 
-// Owns its bytes; view points into them (so never copy one: make another).
-struct Tensor4 {
-  Tensor4(const Tensor4&) = delete;
-  Tensor4& operator=(const Tensor4&) = delete;
-  Tensor4(Tensor4&&) = default;
-  DType dtype;
-  std::vector<std::uint8_t> bytes;
-  RopeTensor view;
-};
-
-// [B, tokens, heads, D] values, stored bshd or bhsd.
-Tensor4 make(DType dtype, int B, int tokens, int heads, int D, bool head_major, std::mt19937* rng) {
-  Tensor4 t{dtype, std::vector<std::uint8_t>(static_cast<std::size_t>(B) * tokens * heads * D * dtype_size(dtype)), {}};
-  t.view = head_major ? bhsd(t.bytes.data(), dtype, {B, tokens, heads, D}) : bshd(t.bytes.data(), dtype, {B, tokens, heads, D});
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const std::size_t n = t.bytes.size() / dtype_size(dtype);
-  for (std::size_t i = 0; i < n && rng; ++i) {
-    const float x = normal(*rng);
-    if (dtype == DType::kF32) std::memcpy(&t.bytes[4 * i], &x, 4);
-    const std::uint16_t h = dtype == DType::kBF16 ? float_to_bf16(x) : float_to_f16(x);
-    if (dtype != DType::kF32) std::memcpy(&t.bytes[2 * i], &h, 2);
-  }
-  return t;
-}
-
-float at(const RopeTensor& x, int b, int t, int h, int c) {
-  const std::int64_t i = b * x.batch_stride + t * x.token_stride + h * x.head_stride + c;
-  if (x.dtype == DType::kF32) return static_cast<const float*>(x.data)[i];
-  const std::uint16_t v = static_cast<const std::uint16_t*>(x.data)[i];
-  return x.dtype == DType::kBF16 ? bf16_to_float(v) : f16_to_float(v);
-}
+using namespace attention_test;
 
 // The libtorch way: the whole [S, T] score matrix per head, bias from alibi_add_bias_row /
 // t5_compute_bias, masks written out, softmax, then the weighted sum. NoPE and biases only.
@@ -94,27 +64,6 @@ std::vector<double> materialised(const RopeTensor& q, const RopeTensor& k, const
     }
   }
   return out;
-}
-
-struct BiasInputs {
-  std::vector<double> slopes;
-  std::vector<float> t5_table;
-  std::vector<float> inv_freq;
-  std::vector<std::uint8_t> padding;
-};
-
-AttentionParams params_for(AttentionPositions positions, BiasInputs& setup, int H, int B, int T, std::mt19937& rng) {
-  AttentionParams p;
-  p.positions = positions;
-  setup.slopes = alibi_slopes(H);
-  p.alibi_slopes = setup.slopes.data();
-  p.t5 = {8, 24, false};
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  setup.t5_table.resize(static_cast<std::size_t>(p.t5.num_buckets) * H);
-  for (auto& x : setup.t5_table) x = normal(rng);
-  p.t5_table = setup.t5_table.data();
-  setup.padding.assign(static_cast<std::size_t>(B) * T, 1);
-  return p;
 }
 
 // A value no lse may keep: every row must be written.
@@ -203,10 +152,7 @@ TEST(Attention, TiledEqualsTheReferenceForEverySchemeMaskAndDtype) {
   rp.head_dim = D;
   const RopeSchedule sched = compute_schedule(rp);
   int cases = 0;
-  const auto targets = hwy::SupportedAndGeneratedTargets();
-  for (const auto target : targets) {
-  hwy::SetSupportedTargetsForTest(target);
-  SCOPED_TRACE(hwy::TargetName(target));
+  const std::size_t targets = on_every_target([&] {
   // S, T: prefill spanning several query and key tiles; decode (S = 1) after a long cache.
   for (const auto& [S, T] : {std::pair{70, 70}, std::pair{1, 150}, std::pair{33, 100}})
     for (auto positions : {AttentionPositions::kNone, AttentionPositions::kRope, AttentionPositions::kAlibi, AttentionPositions::kT5})
@@ -247,10 +193,9 @@ TEST(Attention, TiledEqualsTheReferenceForEverySchemeMaskAndDtype) {
           EXPECT_LE(max_abs(expected, fast), 2e-5);
           ++cases;
         }
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  EXPECT_EQ(cases, static_cast<int>(targets.size()) * 3 * 4 * 5 * 2);
-  std::printf("attention: %d cases on %zu targets match the reference\n", cases, targets.size());
+  });
+  EXPECT_EQ(cases, static_cast<int>(targets) * 3 * 4 * 5 * 2);
+  std::printf("attention: %d cases on %zu targets match the reference\n", cases, targets);
 }
 
 TEST(Attention, AQueryThatSeesNoKeyGetsZerosNotNaN) {
@@ -316,6 +261,8 @@ TEST(Attention, BadInputIsAnErrorNamingIt) {
 
 namespace posenc {
 namespace {
+
+using namespace attention_test;
 
 TEST(Attention, DecodeSplitsTheKeysAcrossThreads) {
   // One query, one head, a long cache and more threads than (batch x heads): the keys are split

@@ -25,103 +25,14 @@
 #include <vector>
 
 #include "attention_plan.h"
-
+#include "attention_tiles-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace posenc {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DA = hn::ScalableTag<float>;
-
 using attention_detail::kPaddedRows;
-using attention_detail::kRowBlock;
-
-// S[r][c] for r < rows4 (a multiple of 4), c < kKeyTile: Q [rows4][D], Kt [D][kKeyTile].
-void ScoreTile(const float* HWY_RESTRICT Q, const float* HWY_RESTRICT Kt, int rows4, int D, float* HWY_RESTRICT S) {
-  const DA d;
-  const int N = static_cast<int>(hn::Lanes(d));
-  for (int r = 0; r < rows4; r += kRowBlock) {
-    int c = 0;
-    for (; c + 2 * N <= attention_detail::kKeyTile; c += 2 * N) {
-      auto s00 = hn::Zero(d), s01 = hn::Zero(d), s10 = hn::Zero(d), s11 = hn::Zero(d);
-      auto s20 = hn::Zero(d), s21 = hn::Zero(d), s30 = hn::Zero(d), s31 = hn::Zero(d);
-      for (int x = 0; x < D; ++x) {
-        const float* kx = Kt + x * attention_detail::kKeyTile + c;
-        const auto k0 = hn::LoadU(d, kx), k1 = hn::LoadU(d, kx + N);
-        const auto q0 = hn::Set(d, Q[(r + 0) * D + x]), q1 = hn::Set(d, Q[(r + 1) * D + x]);
-        const auto q2 = hn::Set(d, Q[(r + 2) * D + x]), q3 = hn::Set(d, Q[(r + 3) * D + x]);
-        s00 = hn::MulAdd(q0, k0, s00);
-        s01 = hn::MulAdd(q0, k1, s01);
-        s10 = hn::MulAdd(q1, k0, s10);
-        s11 = hn::MulAdd(q1, k1, s11);
-        s20 = hn::MulAdd(q2, k0, s20);
-        s21 = hn::MulAdd(q2, k1, s21);
-        s30 = hn::MulAdd(q3, k0, s30);
-        s31 = hn::MulAdd(q3, k1, s31);
-      }
-      float* row = S + r * attention_detail::kKeyTile + c;
-      hn::StoreU(s00, d, row);
-      hn::StoreU(s01, d, row + N);
-      hn::StoreU(s10, d, row + attention_detail::kKeyTile);
-      hn::StoreU(s11, d, row + attention_detail::kKeyTile + N);
-      hn::StoreU(s20, d, row + 2 * attention_detail::kKeyTile);
-      hn::StoreU(s21, d, row + 2 * attention_detail::kKeyTile + N);
-      hn::StoreU(s30, d, row + 3 * attention_detail::kKeyTile);
-      hn::StoreU(s31, d, row + 3 * attention_detail::kKeyTile + N);
-    }
-    for (; c < attention_detail::kKeyTile; ++c)  // key tiles narrower than 2 vectors (scalar target)
-      for (int rr = r; rr < r + kRowBlock; ++rr) {
-        float sum = 0;
-        for (int x = 0; x < D; ++x) sum += Q[rr * D + x] * Kt[x * attention_detail::kKeyTile + c];
-        S[rr * attention_detail::kKeyTile + c] = sum;
-      }
-  }
-}
-
-// acc[r][:] += sum_c P[r][c] * V[c][:] for r < rows4, c < cols: P [rows4][kKeyTile], V [cols][D].
-void AccumulateTile(const float* HWY_RESTRICT P, const float* HWY_RESTRICT V, int rows4, int cols, int D,
-                    float* HWY_RESTRICT acc) {
-  const DA d;
-  const int N = static_cast<int>(hn::Lanes(d));
-  for (int r = 0; r < rows4; r += kRowBlock) {
-    int x = 0;
-    for (; x + 2 * N <= D; x += 2 * N) {
-      float* a = acc + r * D + x;
-      auto a00 = hn::LoadU(d, a), a01 = hn::LoadU(d, a + N), a10 = hn::LoadU(d, a + D), a11 = hn::LoadU(d, a + D + N);
-      auto a20 = hn::LoadU(d, a + 2 * D), a21 = hn::LoadU(d, a + 2 * D + N);
-      auto a30 = hn::LoadU(d, a + 3 * D), a31 = hn::LoadU(d, a + 3 * D + N);
-      for (int c = 0; c < cols; ++c) {
-        const auto v0 = hn::LoadU(d, V + c * D + x), v1 = hn::LoadU(d, V + c * D + x + N);
-        const float* pc = P + r * attention_detail::kKeyTile + c;
-        const auto p0 = hn::Set(d, pc[0]), p1 = hn::Set(d, pc[attention_detail::kKeyTile]);
-        const auto p2 = hn::Set(d, pc[2 * attention_detail::kKeyTile]), p3 = hn::Set(d, pc[3 * attention_detail::kKeyTile]);
-        a00 = hn::MulAdd(p0, v0, a00);
-        a01 = hn::MulAdd(p0, v1, a01);
-        a10 = hn::MulAdd(p1, v0, a10);
-        a11 = hn::MulAdd(p1, v1, a11);
-        a20 = hn::MulAdd(p2, v0, a20);
-        a21 = hn::MulAdd(p2, v1, a21);
-        a30 = hn::MulAdd(p3, v0, a30);
-        a31 = hn::MulAdd(p3, v1, a31);
-      }
-      hn::StoreU(a00, d, a);
-      hn::StoreU(a01, d, a + N);
-      hn::StoreU(a10, d, a + D);
-      hn::StoreU(a11, d, a + D + N);
-      hn::StoreU(a20, d, a + 2 * D);
-      hn::StoreU(a21, d, a + 2 * D + N);
-      hn::StoreU(a30, d, a + 3 * D);
-      hn::StoreU(a31, d, a + 3 * D + N);
-    }
-    for (; x < D; ++x)  // channels past the last pair of vectors
-      for (int rr = r; rr < r + kRowBlock; ++rr) {
-        float sum = acc[rr * D + x];
-        for (int c = 0; c < cols; ++c) sum += P[rr * attention_detail::kKeyTile + c] * V[c * D + x];
-        acc[rr * D + x] = sum;
-      }
-  }
-}
 
 // Row r of the tile (scores s[0 .. kKeyTile), masked entries -inf, padding columns -inf):
 // online-softmax update of row_max/row_sum; s becomes the weights; returns the factor that
@@ -200,7 +111,7 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
     float* row_sum = row_max + kPaddedRows;
     float* tmp = row_sum + kPaddedRows;
     std::vector<std::int64_t> positions(kQueryTile + kKeyTile);
-    std::vector<float> lut;
+    std::vector<int> lut;
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
@@ -236,24 +147,15 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
           attention_detail::load_row(*plan.v, b, static_cast<int>(j0 + c), hk, V + c * D);
         }
         ScoreTile(Q, Kt, rows4, D, Sc);
-        // Is every (row, key) of this tile visible? Then no per-element mask is needed.
-        const bool all_visible = !p.mask.key_padding && plan.visible(b, plan.past + i0, j0 + cols - 1) &&
-                                 plan.visible(b, plan.past + i0 + rows - 1, j0) &&
-                                 plan.visible(b, plan.past + i0, j0) && plan.visible(b, plan.past + i0 + rows - 1, j0 + cols - 1);
         if (has_bias) plan.add_bias_tile(b, h, i0, rows, j0, cols, Sc, kKeyTile, positions.data(), lut);
-        for (int r = 0; r < rows; ++r) {
-          float* srow = Sc + r * kKeyTile;
-          for (int c = cols; c < kKeyTile; ++c) srow[c] = neg_inf;
-          for (int c = 0; !all_visible && c < cols; ++c)
-            if (!plan.visible(b, plan.past + i0 + r, j0 + c)) srow[c] = neg_inf;
-        }
+        plan.mask_tile(b, i0, rows, j0, cols, Sc);
         for (int r = rows; r < rows4; ++r) std::fill(Sc + r * kKeyTile, Sc + (r + 1) * kKeyTile, 0.0f);
         for (int r = 0; r < rows; ++r) {
           const float correction = SoftmaxRow(Sc + r * kKeyTile, &row_max[r], &row_sum[r]);
           if (correction != 1.0f)
             for (int x = 0; x < D; ++x) acc[r * D + x] *= correction;
         }
-        AccumulateTile(Sc, V, rows4, cols, D, acc);
+        AccumulateTile(Sc, attention_detail::kKeyTile, V, rows4, cols, D, acc);
       }
       if (splits > 1) {  // kept for the merge
         float* part = partials.data() + static_cast<std::size_t>(item) * partial_size;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "posenc/attention.h"
@@ -67,22 +68,41 @@ struct Plan {
   float scale;
   RowAngles q_angles, k_angles;
 
-  // Row of q or k, rotated when the scheme is RoPE, into out[D] (tmp: D floats).
-  void load_rotated(const RopeTensor& x, const PositionIds& ids, const RowAngles& angles, int b, int t, int h, float* out,
-                    float* tmp) const {
-    load_row(x, b, t, h, out);
+  // Rotates row[D] of q or k (token t of batch row b) in place by RoPE when that is the scheme:
+  // direction +1 as the forward rotates, -1 its transpose, which turns a gradient w.r.t. the
+  // rotated row into one w.r.t. the row as stored. tmp: D floats.
+  void rotate(const RopeTensor& x, const PositionIds& ids, const RowAngles& angles, int b, int t, float* row, float* tmp,
+              int direction) const {
     if (p->positions != AttentionPositions::kRope) return;
     const int half = p->rope.num_freqs;
-    std::copy_n(out, 2 * half, tmp);
+    std::copy_n(row, 2 * half, tmp);
     if (angles.cos.empty()) {
-      rope_row_reference(tmp, out, ids, b, t, x.tokens, p->rope);
+      RopeApplyParams rope = p->rope;
+      rope.direction = direction;
+      rope_row_reference(tmp, row, ids, b, t, x.tokens, rope);
     } else {
       const std::size_t at = static_cast<std::size_t>(t) * half;
-      rope_rotate_row(tmp, out, angles.cos.data() + at, angles.sin.data() + at, half, p->rope.layout, 1);
+      const float* sin = angles.sin.data() + at;
+      if (direction < 0) {  // the table holds +sin; rope_cos_sin gives the transpose -sin, exactly
+        thread_local std::vector<float> negated;
+        negated.resize(static_cast<std::size_t>(half));
+        for (int j = 0; j < half; ++j) negated[static_cast<std::size_t>(j)] = -sin[j];
+        sin = negated.data();
+      }
+      rope_rotate_row(tmp, row, angles.cos.data() + at, sin, half, p->rope.layout, direction);
     }
   }
-  void load_query(int b, int t, int h, float* out, float* tmp) const { load_rotated(*q, p->q_positions, q_angles, b, t, h, out, tmp); }
-  void load_key(int b, int t, int h, float* out, float* tmp) const { load_rotated(*k, p->k_positions, k_angles, b, t, h, out, tmp); }
+  // Row of q or k, rotated when the scheme is RoPE, into out[D] (tmp: D floats).
+  void load_query(int b, int t, int h, float* out, float* tmp) const {
+    load_row(*q, b, t, h, out);
+    rotate(*q, p->q_positions, q_angles, b, t, out, tmp, 1);
+  }
+  void load_key(int b, int t, int h, float* out, float* tmp) const {
+    load_row(*k, b, t, h, out);
+    rotate(*k, p->k_positions, k_angles, b, t, out, tmp, 1);
+  }
+  void unrotate_query(int b, int t, float* row, float* tmp) const { rotate(*q, p->q_positions, q_angles, b, t, row, tmp, -1); }
+  void unrotate_key(int b, int t, float* row, float* tmp) const { rotate(*k, p->k_positions, k_angles, b, t, row, tmp, -1); }
 
   bool visible(int b, std::int64_t query_index, std::int64_t j) const {
     const AttentionMask& m = p->mask;
@@ -107,15 +127,13 @@ struct Plan {
   }
 
   // Adds the position term to S[r][c] (row stride ld) for queries i0 .. i0+rows-1 and keys
-  // j0 .. j0+cols-1: ALiBi as a row of key positions per query, T5 through a table of the
-  // tile's distinct distances (rows + cols of them, not rows x cols bucket logs). pos: scratch
-  // of rows + cols int64; lut: scratch, grows as needed.
+  // j0 .. j0+cols-1: ALiBi as a row of key positions per query, T5 by for_each_t5_bucket. pos:
+  // scratch of rows + cols int64; lut: scratch, grows as needed.
   void add_bias_tile(int b, int h, int i0, int rows, std::int64_t j0, int cols, float* S, int ld, std::int64_t* pos,
-                     std::vector<float>& lut) const {
-    std::int64_t* qp = pos;
-    std::int64_t* kp = pos + rows;
-    for (int r = 0; r < rows; ++r) qp[r] = p->q_positions.at(0, b, i0 + r, this->S);
-    for (int c = 0; c < cols; ++c) kp[c] = p->k_positions.at(0, b, static_cast<int>(j0 + c), T);
+                     std::vector<int>& lut) const {
+    tile_positions(b, i0, rows, j0, cols, pos);
+    const std::int64_t* qp = pos;
+    const std::int64_t* kp = pos + rows;
     if (p->positions == AttentionPositions::kAlibi) {
       const float slope = static_cast<float>(p->alibi_slopes[h]);
       const bool symmetric = p->alibi_mode == AlibiMode::kSymmetric;
@@ -127,18 +145,49 @@ struct Plan {
       return;
     }
     if (p->positions != AttentionPositions::kT5) return;
+    for_each_t5_bucket(qp, rows, kp, cols, lut, [&](int r, int c, int bucket) { S[r * ld + c] += p->t5_table[std::int64_t{bucket} * Hq + h]; });
+  }
+
+  // Calls f(r, c, bucket) with T5's bucket of (query positions qp[r], key positions kp[c]) for
+  // every r < rows, c < cols: through a table of the tile's distinct distances (rows + cols of
+  // them, not rows x cols bucket logs), or per element for scattered explicit ids. lut: scratch.
+  template <class F>
+  void for_each_t5_bucket(const std::int64_t* qp, int rows, const std::int64_t* kp, int cols, std::vector<int>& lut, F&& f) const {
     const auto [kmin, kmax] = std::minmax_element(kp, kp + cols);
     const auto [qmin, qmax] = std::minmax_element(qp, qp + rows);
     const std::int64_t lo = *kmin - *qmax, span = *kmax - *qmin - lo + 1;
-    if (span > 8 * static_cast<std::int64_t>(rows + cols)) {  // scattered explicit ids: per element
+    if (span > 8 * static_cast<std::int64_t>(rows + cols)) {
       for (int r = 0; r < rows; ++r)
-        for (int c = 0; c < cols; ++c) S[r * ld + c] += p->t5_table[std::int64_t{t5_bucket(kp[c] - qp[r], p->t5)} * Hq + h];
+        for (int c = 0; c < cols; ++c) f(r, c, t5_bucket(kp[c] - qp[r], p->t5));
       return;
     }
     lut.resize(static_cast<std::size_t>(span));
-    for (std::int64_t d = 0; d < span; ++d) lut[static_cast<std::size_t>(d)] = p->t5_table[std::int64_t{t5_bucket(lo + d, p->t5)} * Hq + h];
+    for (std::int64_t d = 0; d < span; ++d) lut[static_cast<std::size_t>(d)] = t5_bucket(lo + d, p->t5);
     for (int r = 0; r < rows; ++r)
-      for (int c = 0; c < cols; ++c) S[r * ld + c] += lut[static_cast<std::size_t>(kp[c] - qp[r] - lo)];
+      for (int c = 0; c < cols; ++c) f(r, c, lut[static_cast<std::size_t>(kp[c] - qp[r] - lo)]);
+  }
+
+  // Query and key positions of a tile into pos[0 .. rows) and pos[rows .. rows + cols).
+  void tile_positions(int b, int i0, int rows, std::int64_t j0, int cols, std::int64_t* pos) const {
+    for (int r = 0; r < rows; ++r) pos[r] = p->q_positions.at(0, b, i0 + r, S);
+    for (int c = 0; c < cols; ++c) pos[rows + c] = p->k_positions.at(0, b, static_cast<int>(j0 + c), T);
+  }
+
+  // Sets S[r][c] (row stride kKeyTile) to -inf where query i0 + r cannot see key j0 + c, and in
+  // the padding columns [cols, kKeyTile), for r < rows. A tile whose four corners are visible
+  // and that has no key padding is wholly visible (every mask is a band in (query, key)), so
+  // it needs no per-element test.
+  void mask_tile(int b, int i0, int rows, std::int64_t j0, int cols, float* Sc) const {
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const std::int64_t first = past + i0, last = past + i0 + rows - 1;
+    const bool all_visible = !p->mask.key_padding && visible(b, first, j0 + cols - 1) && visible(b, last, j0) &&
+                             visible(b, first, j0) && visible(b, last, j0 + cols - 1);
+    for (int r = 0; r < rows; ++r) {
+      float* srow = Sc + r * kKeyTile;
+      std::fill(srow + cols, srow + kKeyTile, neg_inf);
+      for (int c = 0; !all_visible && c < cols; ++c)
+        if (!visible(b, past + i0 + r, j0 + c)) srow[c] = neg_inf;
+    }
   }
 
   // Keys [lo, hi) that any query of [i0, i1) can see, from the masks' geometry alone.

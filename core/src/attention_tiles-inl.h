@@ -1,0 +1,117 @@
+// The register-blocked tile products that the forward (attention_kernels-inl.h) and the
+// backward (attention_backward_kernels-inl.h) share, compiled per Highway target inside each of
+// their foreach_target units (static: each unit keeps its own copy).
+#if defined(POSENC_ATTENTION_TILES_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef POSENC_ATTENTION_TILES_INL_H_
+#undef POSENC_ATTENTION_TILES_INL_H_
+#else
+#define POSENC_ATTENTION_TILES_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include "attention_plan.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DA = hn::ScalableTag<float>;
+
+using attention_detail::kRowBlock;
+
+// S[r][c] = sum_x Q[r][x] Kt[x][c] for r < rows4 (a multiple of 4), c < kKeyTile: Q [rows4][D],
+// Kt [D][kKeyTile], S [rows4][kKeyTile]. The forward's scores; the backward's scores and dP = dO V^T.
+static HWY_NOINLINE void ScoreTile(const float* HWY_RESTRICT Q, const float* HWY_RESTRICT Kt, int rows4, int D, float* HWY_RESTRICT S) {
+  const DA d;
+  const int N = static_cast<int>(hn::Lanes(d));
+  for (int r = 0; r < rows4; r += kRowBlock) {
+    int c = 0;
+    for (; c + 2 * N <= attention_detail::kKeyTile; c += 2 * N) {
+      auto s00 = hn::Zero(d), s01 = hn::Zero(d), s10 = hn::Zero(d), s11 = hn::Zero(d);
+      auto s20 = hn::Zero(d), s21 = hn::Zero(d), s30 = hn::Zero(d), s31 = hn::Zero(d);
+      for (int x = 0; x < D; ++x) {
+        const float* kx = Kt + x * attention_detail::kKeyTile + c;
+        const auto k0 = hn::LoadU(d, kx), k1 = hn::LoadU(d, kx + N);
+        const auto q0 = hn::Set(d, Q[(r + 0) * D + x]), q1 = hn::Set(d, Q[(r + 1) * D + x]);
+        const auto q2 = hn::Set(d, Q[(r + 2) * D + x]), q3 = hn::Set(d, Q[(r + 3) * D + x]);
+        s00 = hn::MulAdd(q0, k0, s00);
+        s01 = hn::MulAdd(q0, k1, s01);
+        s10 = hn::MulAdd(q1, k0, s10);
+        s11 = hn::MulAdd(q1, k1, s11);
+        s20 = hn::MulAdd(q2, k0, s20);
+        s21 = hn::MulAdd(q2, k1, s21);
+        s30 = hn::MulAdd(q3, k0, s30);
+        s31 = hn::MulAdd(q3, k1, s31);
+      }
+      float* row = S + r * attention_detail::kKeyTile + c;
+      hn::StoreU(s00, d, row);
+      hn::StoreU(s01, d, row + N);
+      hn::StoreU(s10, d, row + attention_detail::kKeyTile);
+      hn::StoreU(s11, d, row + attention_detail::kKeyTile + N);
+      hn::StoreU(s20, d, row + 2 * attention_detail::kKeyTile);
+      hn::StoreU(s21, d, row + 2 * attention_detail::kKeyTile + N);
+      hn::StoreU(s30, d, row + 3 * attention_detail::kKeyTile);
+      hn::StoreU(s31, d, row + 3 * attention_detail::kKeyTile + N);
+    }
+    for (; c < attention_detail::kKeyTile; ++c)  // key tiles narrower than 2 vectors (scalar target)
+      for (int rr = r; rr < r + kRowBlock; ++rr) {
+        float sum = 0;
+        for (int x = 0; x < D; ++x) sum += Q[rr * D + x] * Kt[x * attention_detail::kKeyTile + c];
+        S[rr * attention_detail::kKeyTile + c] = sum;
+      }
+  }
+}
+
+// acc[r][:] += sum_c P[r][c] * V[c][:] for r < rows4, c < cols: P [rows4][ldp], V [cols][D],
+// acc [rows4][D]. The forward's P is [queries][kKeyTile]; the backward also passes transposed
+// tiles ([keys][kPaddedRows]) for dV += P^T dO and dK += dS^T Q.
+static HWY_NOINLINE void AccumulateTile(const float* HWY_RESTRICT P, int ldp, const float* HWY_RESTRICT V, int rows4, int cols, int D,
+                                        float* HWY_RESTRICT acc) {
+  const DA d;
+  const int N = static_cast<int>(hn::Lanes(d));
+  for (int r = 0; r < rows4; r += kRowBlock) {
+    int x = 0;
+    for (; x + 2 * N <= D; x += 2 * N) {
+      float* a = acc + r * D + x;
+      auto a00 = hn::LoadU(d, a), a01 = hn::LoadU(d, a + N), a10 = hn::LoadU(d, a + D), a11 = hn::LoadU(d, a + D + N);
+      auto a20 = hn::LoadU(d, a + 2 * D), a21 = hn::LoadU(d, a + 2 * D + N);
+      auto a30 = hn::LoadU(d, a + 3 * D), a31 = hn::LoadU(d, a + 3 * D + N);
+      for (int c = 0; c < cols; ++c) {
+        const auto v0 = hn::LoadU(d, V + c * D + x), v1 = hn::LoadU(d, V + c * D + x + N);
+        const float* pc = P + r * ldp + c;
+        const auto p0 = hn::Set(d, pc[0]), p1 = hn::Set(d, pc[ldp]);
+        const auto p2 = hn::Set(d, pc[2 * ldp]), p3 = hn::Set(d, pc[3 * ldp]);
+        a00 = hn::MulAdd(p0, v0, a00);
+        a01 = hn::MulAdd(p0, v1, a01);
+        a10 = hn::MulAdd(p1, v0, a10);
+        a11 = hn::MulAdd(p1, v1, a11);
+        a20 = hn::MulAdd(p2, v0, a20);
+        a21 = hn::MulAdd(p2, v1, a21);
+        a30 = hn::MulAdd(p3, v0, a30);
+        a31 = hn::MulAdd(p3, v1, a31);
+      }
+      hn::StoreU(a00, d, a);
+      hn::StoreU(a01, d, a + N);
+      hn::StoreU(a10, d, a + D);
+      hn::StoreU(a11, d, a + D + N);
+      hn::StoreU(a20, d, a + 2 * D);
+      hn::StoreU(a21, d, a + 2 * D + N);
+      hn::StoreU(a30, d, a + 3 * D);
+      hn::StoreU(a31, d, a + 3 * D + N);
+    }
+    for (; x < D; ++x)  // channels past the last pair of vectors
+      for (int rr = r; rr < r + kRowBlock; ++rr) {
+        float sum = acc[rr * D + x];
+        for (int c = 0; c < cols; ++c) sum += P[rr * ldp + c] * V[c * D + x];
+        acc[rr * D + x] = sum;
+      }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace posenc
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,296 @@
+// The attention backward pass: the double reference against finite differences of the forward
+// reference (q, k, v and T5's table), and the tiled kernel against the reference on every
+// Highway target for every position scheme x mask x GQA, with the T5 table's gradient, the
+// same bits for any thread count, and zeros (never NaN) for a query that sees no key.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "posenc/attention.h"
+#include "posenc/attention_backward.h"
+#include "posenc/error.h"
+#include "posenc/rope_schedule.h"
+
+#include "attention_test_support.h"
+
+namespace posenc {
+namespace {
+
+using namespace attention_test;
+
+// The masks every test walks through, on top of a position scheme.
+enum class MaskCase { kCausal, kBidirectional, kPadding, kSlidingWindow, kChunk, kPast };
+constexpr MaskCase kMasks[] = {MaskCase::kCausal, MaskCase::kBidirectional, MaskCase::kPadding,
+                               MaskCase::kSlidingWindow, MaskCase::kChunk, MaskCase::kPast};
+const char* name(MaskCase m) {
+  static const char* names[] = {"causal", "bidirectional", "padding", "sliding window", "chunk", "past"};
+  return names[static_cast<int>(m)];
+}
+
+// One forward (float32) with everything its backward reads, and the gradients it writes.
+struct Problem {
+  Problem(int B, int S, int T, int Hq, int Hk, int D, std::mt19937& rng)
+      : q(make(DType::kF32, B, S, Hq, D, false, &rng)),
+        k(make(DType::kF32, B, T, Hk, D, true, &rng)),
+        v(make(DType::kF32, B, T, Hk, D, false, &rng)),
+        out(make(DType::kF32, B, S, Hq, D, true, nullptr)),
+        dout(make(DType::kF32, B, S, Hq, D, false, &rng)),
+        lse(static_cast<std::size_t>(B) * Hq * S) {}
+  Tensor4 q, k, v, out, dout;
+  std::vector<float> lse;
+  AttentionBackwardInputs inputs() const { return {q.view, k.view, v.view, out.view, dout.view, lse.data()}; }
+};
+
+struct Gradients {
+  Gradients(const Problem& pr, int table_size)
+      : dq(make(DType::kF32, pr.q.view.batch, pr.q.view.tokens, pr.q.view.heads, pr.q.view.head_dim, true, nullptr)),
+        dk(make(DType::kF32, pr.k.view.batch, pr.k.view.tokens, pr.k.view.heads, pr.k.view.head_dim, false, nullptr)),
+        dv(make(DType::kF32, pr.k.view.batch, pr.k.view.tokens, pr.k.view.heads, pr.k.view.head_dim, true, nullptr)),
+        table(static_cast<std::size_t>(table_size), 0.5f) {  // not zero: the gradient is added to it
+    for (Tensor4* g : {&dq, &dk, &dv}) std::fill(g->bytes.begin(), g->bytes.end(), 0xFF);  // NaN: must be overwritten
+  }
+  Tensor4 dq, dk, dv;
+  std::vector<float> table;
+  AttentionGradients view(bool with_table) { return {dq.view, dk.view, dv.view, with_table ? table.data() : nullptr}; }
+};
+
+// Scheme and mask on a [B, S] x [B, T] problem; setup owns what the params point to.
+AttentionParams params_for_case(AttentionPositions positions, MaskCase mask, BiasInputs& setup, const RopeSchedule& sched, int Hq,
+                                int B, int S, int T, std::mt19937& rng) {
+  AttentionParams p = params_for(positions, setup, Hq, B, T, rng);
+  p.rope = rope_apply_params(sched, RopeLayout::kInterleaved);
+  p.mask.causal = mask != MaskCase::kBidirectional;
+  p.t5.bidirectional = !p.mask.causal;
+  p.alibi_mode = p.mask.causal ? AlibiMode::kCausal : AlibiMode::kSymmetric;
+  if (mask == MaskCase::kPadding) {
+    const int left = std::min(T, std::max(1, T / 4));  // batch row 0: left padding (its first queries see nothing when S == T)
+    for (int j = 0; j < left; ++j) setup.padding[j] = 0;
+    for (int j = 0; j < T && B > 1; ++j) setup.padding[T + j] = j % 3 != 1;  // row 1: holes
+    p.mask.key_padding = setup.padding.data();
+  }
+  if (mask == MaskCase::kSlidingWindow) p.mask.sliding_window = std::max(2, T / 6);
+  if (mask == MaskCase::kChunk) p.mask.chunk = std::max(2, T * 2 / 5);
+  if (mask == MaskCase::kPast) p.mask.past = (T - S) / 2 + 1;  // a cache longer than the queries see
+  p.q_positions.offset = 7 + T - S;
+  p.k_positions.offset = 7;
+  return p;
+}
+
+// max |a - b| over max(|b|, 1e-30): the error relative to the gradient's scale.
+double relative_error(const RopeTensor& a, const RopeTensor& b) {
+  double worst = 0, scale = 1e-30;
+  for (int n = 0; n < a.batch; ++n)
+    for (int t = 0; t < a.tokens; ++t)
+      for (int h = 0; h < a.heads; ++h)
+        for (int c = 0; c < a.head_dim; ++c) {
+          const double x = at(a, n, t, h, c), y = at(b, n, t, h, c);
+          if (!(std::abs(x - y) <= worst)) worst = std::isnan(x - y) ? INFINITY : std::abs(x - y);
+          scale = std::max(scale, std::abs(y));
+        }
+  return worst / scale;
+}
+
+// The loss sum(dout * out) of the forward reference, in double.
+double loss(Problem& pr, const AttentionParams& p) {
+  attention_reference(pr.q.view, pr.k.view, pr.v.view, pr.out.view, p);
+  const RopeTensor& o = pr.out.view;
+  double sum = 0;
+  for (int b = 0; b < o.batch; ++b)
+    for (int i = 0; i < o.tokens; ++i)
+      for (int h = 0; h < o.heads; ++h)
+        for (int c = 0; c < o.head_dim; ++c) sum += static_cast<double>(at(pr.dout.view, b, i, h, c)) * at(o, b, i, h, c);
+  return sum;
+}
+
+// d f / d *x by a 4-point stencil (error O(e^4)); e a power of two, so x +- e is exact.
+double numeric_derivative(float* x, const std::function<double()>& f) {
+  const float saved = *x, e = 1.0f / 128;
+  double value[4];
+  const float steps[4] = {2 * e, e, -e, -2 * e};
+  for (int s = 0; s < 4; ++s) {
+    *x = saved + steps[s];
+    value[s] = f();
+  }
+  *x = saved;
+  return (-value[0] + 8 * value[1] - 8 * value[2] + value[3]) / (12.0 * e);
+}
+
+// Every float of t against its gradient g (same shape), by finite differences.
+void expect_matches_numeric(Tensor4& t, const Tensor4& g, const std::function<double()>& f, const char* what) {
+  const RopeTensor& x = t.view;
+  for (int b = 0; b < x.batch; ++b)
+    for (int n = 0; n < x.tokens; ++n)
+      for (int h = 0; h < x.heads; ++h)
+        for (int c = 0; c < x.head_dim; ++c) {
+          float* at_x = static_cast<float*>(x.data) + b * x.batch_stride + n * x.token_stride + h * x.head_stride + c;
+          const double numeric = numeric_derivative(at_x, f);
+          // The forward rounds out to float: |error| ~ 1e-7 x the stencil's 1.5 / e.
+          EXPECT_NEAR(at(g.view, b, n, h, c), numeric, 5e-4 * std::max(1.0, std::abs(numeric)))
+              << what << " [" << b << "," << n << "," << h << "," << c << "]";
+        }
+}
+
+TEST(AttentionBackward, ReferenceEqualsFiniteDifferencesOfTheForward) {
+  std::mt19937 rng(11);
+  const int B = 2, S = 3, T = 5, Hq = 2, D = 8;
+  RopeParams rp;
+  rp.head_dim = D;
+  rp.partial_rotary_factor = 0.5;  // channels 4..7 pass through RoPE unrotated
+  const RopeSchedule sched = compute_schedule(rp);
+  for (int Hk : {1, 2})
+    for (auto positions : {AttentionPositions::kNone, AttentionPositions::kRope, AttentionPositions::kAlibi, AttentionPositions::kT5})
+      for (MaskCase mask : kMasks) {
+        SCOPED_TRACE(std::string(to_string(positions)) + ", " + name(mask) + ", Hk " + std::to_string(Hk));
+        BiasInputs setup;
+        const AttentionParams p = params_for_case(positions, mask, setup, sched, Hq, B, S, T, rng);
+        Problem pr(B, S, T, Hq, Hk, D, rng);
+        Gradients g(pr, positions == AttentionPositions::kT5 ? static_cast<int>(setup.t5_table.size()) : 0);
+        for (float& x : g.table) x = 0;
+        attention_backward_reference(pr.inputs(), g.view(positions == AttentionPositions::kT5), p);
+        const auto f = [&] { return loss(pr, p); };
+        expect_matches_numeric(pr.q, g.dq, f, "dq");
+        expect_matches_numeric(pr.k, g.dk, f, "dk");
+        expect_matches_numeric(pr.v, g.dv, f, "dv");
+        for (std::size_t x = 0; x < g.table.size(); ++x) {
+          const double numeric = numeric_derivative(&setup.t5_table[x], f);
+          EXPECT_NEAR(g.table[x], numeric, 5e-4 * std::max(1.0, std::abs(numeric))) << "T5 table entry " << x;
+        }
+      }
+}
+
+TEST(AttentionBackward, TiledEqualsTheReferenceOnEveryTarget) {
+  std::mt19937 rng(12);
+  const int B = 2, Hq = 4, D = 40;  // 40: a whole pair of vectors and a scalar tail on every target
+  RopeParams rp;
+  rp.head_dim = D;
+  const RopeSchedule sched = compute_schedule(rp);
+  int cases = 0;
+  const std::size_t targets = on_every_target([&] {
+    // prefill over several query and key tiles; a short prefill after a cache; decode.
+    for (const auto& [S, T] : {std::pair{70, 70}, std::pair{33, 100}, std::pair{1, 150}})
+      for (int Hk : {4, 2})
+        for (auto positions : {AttentionPositions::kNone, AttentionPositions::kRope, AttentionPositions::kAlibi, AttentionPositions::kT5})
+          for (MaskCase mask : kMasks) {
+            SCOPED_TRACE("S " + std::to_string(S) + " T " + std::to_string(T) + " Hk " + std::to_string(Hk) + " " +
+                         to_string(positions) + ", " + name(mask));
+            BiasInputs setup;
+            const AttentionParams p = params_for_case(positions, mask, setup, sched, Hq, B, S, T, rng);
+            Problem pr(B, S, T, Hq, Hk, D, rng);
+            AttentionOptions options;
+            options.lse = pr.lse.data();
+            attention(pr.q.view, pr.k.view, pr.v.view, pr.out.view, p, options);
+            const bool t5 = positions == AttentionPositions::kT5;
+            Gradients ref(pr, t5 ? static_cast<int>(setup.t5_table.size()) : 0), fast(pr, static_cast<int>(ref.table.size()));
+            attention_backward_reference(pr.inputs(), ref.view(t5), p);
+            attention_backward(pr.inputs(), fast.view(t5), p, 2);
+            EXPECT_LE(relative_error(fast.dq.view, ref.dq.view), 1e-5) << "dq";
+            EXPECT_LE(relative_error(fast.dk.view, ref.dk.view), 1e-5) << "dk";
+            EXPECT_LE(relative_error(fast.dv.view, ref.dv.view), 1e-5) << "dv";
+            // A bucket's sum may cancel to ~0 (each row's dS sums to 0: softmax ignores a
+            // constant, e.g. when every key a query sees is in one bucket), so the scale has a floor of 1.
+            double table_error = 0, table_scale = 1;
+            for (std::size_t x = 0; x < ref.table.size(); ++x) {
+              table_error = std::max<double>(table_error, std::abs(fast.table[x] - ref.table[x]));
+              table_scale = std::max<double>(table_scale, std::abs(ref.table[x] - 0.5f));
+            }
+            EXPECT_LE(table_error / table_scale, 1e-5) << "T5 table";
+            ++cases;
+          }
+  });
+  EXPECT_EQ(cases, static_cast<int>(targets) * 3 * 2 * 4 * 6);
+  std::printf("attention backward: %d cases on %zu targets match the reference\n", cases, targets);
+}
+
+TEST(AttentionBackward, SameBitsForAnyThreadCount) {
+  std::mt19937 rng(13);
+  const int B = 2, S = 70, T = 100, Hq = 4, Hk = 2, D = 32;
+  RopeParams rp;
+  rp.head_dim = D;
+  const RopeSchedule sched = compute_schedule(rp);
+  BiasInputs setup;
+  const AttentionParams p = params_for_case(AttentionPositions::kT5, MaskCase::kPadding, setup, sched, Hq, B, S, T, rng);
+  Problem pr(B, S, T, Hq, Hk, D, rng);
+  AttentionOptions options;
+  options.lse = pr.lse.data();
+  attention(pr.q.view, pr.k.view, pr.v.view, pr.out.view, p, options);
+  Gradients one(pr, static_cast<int>(setup.t5_table.size())), many(pr, static_cast<int>(setup.t5_table.size()));
+  attention_backward(pr.inputs(), one.view(true), p, 1);
+  attention_backward(pr.inputs(), many.view(true), p, 7);
+  EXPECT_EQ(one.dq.bytes, many.dq.bytes);
+  EXPECT_EQ(one.dk.bytes, many.dk.bytes);
+  EXPECT_EQ(one.dv.bytes, many.dv.bytes);
+  EXPECT_EQ(one.table, many.table);
+}
+
+TEST(AttentionBackward, AQueryThatSeesNoKeyGetsZeroGradientsNotNaN) {
+  // Batch row 1 pads every key: its out is 0 and its lse -inf; every gradient it touches is 0.
+  std::mt19937 rng(14);
+  const int B = 2, S = 5, T = 9, Hq = 2, Hk = 1, D = 8;
+  for (auto positions : {AttentionPositions::kNone, AttentionPositions::kT5}) {
+    BiasInputs setup;
+    AttentionParams p = params_for(positions, setup, Hq, B, T, rng);
+    for (int j = 0; j < T; ++j) setup.padding[T + j] = 0;
+    p.mask.key_padding = setup.padding.data();
+    Problem pr(B, S, T, Hq, Hk, D, rng);
+    AttentionOptions options;
+    options.lse = pr.lse.data();
+    attention(pr.q.view, pr.k.view, pr.v.view, pr.out.view, p, options);
+    const bool t5 = positions == AttentionPositions::kT5;
+    for (bool tiled : {false, true}) {
+      Gradients g(pr, t5 ? static_cast<int>(setup.t5_table.size()) : 0);
+      if (tiled) attention_backward(pr.inputs(), g.view(t5), p);
+      else attention_backward_reference(pr.inputs(), g.view(t5), p);
+      for (int c = 0; c < D; ++c) {
+        for (int i = 0; i < S; ++i)
+          for (int h = 0; h < Hq; ++h) EXPECT_EQ(at(g.dq.view, 1, i, h, c), 0.0f) << "dq, tiled " << tiled;
+        for (int j = 0; j < T; ++j) {
+          EXPECT_EQ(at(g.dk.view, 1, j, 0, c), 0.0f) << "dk, tiled " << tiled;
+          EXPECT_EQ(at(g.dv.view, 1, j, 0, c), 0.0f) << "dv, tiled " << tiled;
+          EXPECT_FALSE(std::isnan(at(g.dk.view, 0, j, 0, c))) << "tiled " << tiled;
+        }
+      }
+      for (float x : g.table) EXPECT_FALSE(std::isnan(x));
+    }
+  }
+}
+
+TEST(AttentionBackward, BadInputIsAnErrorNamingIt) {
+  std::mt19937 rng(15);
+  Problem pr(1, 4, 4, 2, 1, 8, rng);
+  Gradients g(pr, 0);
+  AttentionParams p;
+  const auto expect_message = [&](const AttentionBackwardInputs& in, const AttentionGradients& grads, const AttentionParams& pp,
+                                  const std::string& fragment) {
+    for (bool tiled : {false, true}) {
+      try {
+        if (tiled) attention_backward(in, grads, pp);
+        else attention_backward_reference(in, grads, pp);
+        ADD_FAILURE() << "no error";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+      }
+    }
+  };
+  Tensor4 q16 = make(DType::kBF16, 1, 4, 2, 8, false, &rng);
+  AttentionBackwardInputs in = pr.inputs();
+  in.q = q16.view;
+  expect_message(in, g.view(false), p, "q is bf16; the backward pass takes float32 only");
+  in = pr.inputs();
+  in.lse = nullptr;
+  expect_message(in, g.view(false), p, "lse");
+  AttentionGradients wrong = g.view(false);
+  wrong.dk = g.dq.view;
+  expect_message(pr.inputs(), wrong, p, "dk 1x4x2x8 must have k's shape 1x4x1x8");
+  std::vector<float> table(16);
+  wrong = g.view(false);
+  wrong.t5_table_grad = table.data();
+  expect_message(pr.inputs(), wrong, p, "positions are 'none'");
+}
+
+}  // namespace
+}  // namespace posenc
