@@ -28,6 +28,8 @@ void add_bench_attention_command(CLI::App* bench) {
   cmd->add_option("--causal", c.causal, "causal mask (true/false)")->capture_default_str();
   add_repeats_option(cmd, c.repeats, "timed runs each (median)")->capture_default_str();
   add_threads_option(cmd, c.threads, "threads for posenc and libtorch (0: torch's default)");
+  cmd->add_flag("--backward", c.backward,
+                "also time forward + backward: posenc's autograd op against libtorch autograd through the materialising path");
   add_json_flag(cmd, a->json);
   cmd->callback([a] {
     const bench::AttentionBenchConfig& c = a->config;
@@ -45,6 +47,16 @@ void add_bench_attention_command(CLI::App* bench) {
         out["speedup"] = nullptr;
         out["torch_skipped"] = r.torch_skipped;
       }
+      if (c.backward) {
+        const bench::AttentionBackwardResult& b = r.backward;
+        nlohmann::json back = {{"posenc_seconds", b.posenc_seconds}, {"torch_seconds", b.torch_seconds}, {"speedup", b.speedup},
+                               {"max_rel_error", b.max_rel_error}};
+        if (!b.torch_skipped.empty()) {
+          back["torch_seconds"] = back["speedup"] = back["max_rel_error"] = nullptr;
+          back["torch_skipped"] = b.torch_skipped;
+        }
+        out["backward"] = back;  // forward + backward
+      }
       std::cout << out.dump() << "\n";
       return;
     }
@@ -60,6 +72,15 @@ void add_bench_attention_command(CLI::App* bench) {
       std::printf("  libtorch: %s\n", r.torch_skipped.c_str());
     std::printf("  gemm    %6.1f GFLOP/s  fraction_of_gemm %.2f\n", r.gemm_gflops, r.fraction_of_gemm);
     std::printf("  max_rel_error %.2e (last 8 queries against the reference)\n", r.max_rel_error);
+    if (!c.backward) return;
+    const bench::AttentionBackwardResult& b = r.backward;
+    std::printf("forward + backward (dq, dk, dv%s):\n", c.scheme == "t5" ? ", T5 table" : "");
+    std::printf("  posenc  %9.3f ms\n", b.posenc_seconds * 1e3);
+    if (b.torch_skipped.empty())
+      std::printf("  libtorch%9.3f ms  (autograd through scores, bias, softmax)  speed-up %.2fx  max_rel_error %.2e vs libtorch\n",
+                  b.torch_seconds * 1e3, b.speedup, b.max_rel_error);
+    else
+      std::printf("  libtorch: %s\n", b.torch_skipped.c_str());
   });
 }
 

@@ -12,6 +12,7 @@
 #include "posenc/rope_schedule.h"
 #include "posenc/t5_bias.h"
 #include "posenc_bench/timing.h"
+#include "posenc_torch/fused_attention.h"
 #include "posenc_torch/rope.h"
 
 namespace posenc::bench {
@@ -28,6 +29,93 @@ double median_seconds(int repeats, F&& f) {
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) times.push_back(seconds_of(f));
   return median(times);
+}
+
+// The materialising path, as model.cc computes it: scores [1, H, S, S], bias + mask, softmax,
+// weighted sum; differentiable when grad mode is on. What does not depend on q, k, v (distances,
+// the causal block, slopes) is formed once, outside the timing.
+struct Materialised {
+  Materialised(const AttentionBenchConfig& c, const RopeSchedule& schedule, const std::vector<double>& slopes, const T5BucketParams& t5,
+               int S, int H)
+      : c(c), schedule(schedule), t5(t5), S(S), pos(torch::arange(S, torch::kInt64)),
+        diff((pos.view({S, 1}) - pos.view({1, S})).to(torch::kFloat32)),
+        causal_block(pos.view({1, S}) > pos.view({S, 1})),
+        slope_t(torch::tensor(std::vector<float>(slopes.begin(), slopes.end())).view({1, H, 1, 1})) {}
+
+  // q [1, H, S, D], k, v [1, Hk, S, D] -> [1, H, S, D].
+  torch::Tensor operator()(const torch::Tensor& qh, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& t5_table) const {
+    const std::int64_t H = qh.size(1), D = qh.size(3);
+    const torch::Tensor kh = k.repeat_interleave(H / k.size(1), 1), vh = v.repeat_interleave(H / v.size(1), 1);
+    torch::Tensor qq = qh, kk = kh;
+    if (c.scheme == "rope") {  // the libtorch formula: x cos + rotate_half(x) sin
+      const torch::Tensor inv = torch::tensor(schedule.inv_freq);
+      const torch::Tensor ang = pos.to(torch::kFloat32).view({S, 1}) * inv.view({1, -1});
+      const torch::Tensor cs = torch::cat({ang.cos(), ang.cos()}, -1), sn = torch::cat({ang.sin(), ang.sin()}, -1);
+      const auto rot = [&](const torch::Tensor& x) {
+        return x * cs + torch::cat({-x.narrow(-1, D / 2, D / 2), x.narrow(-1, 0, D / 2)}, -1) * sn;
+      };
+      qq = rot(qh);
+      kk = rot(kh);
+    }
+    torch::Tensor scores = torch::matmul(qq, kk.transpose(-1, -2)) / std::sqrt(static_cast<double>(D));
+    if (c.scheme == "alibi") scores = scores - slope_t * (c.causal ? diff : diff.abs());
+    if (c.scheme == "t5") {
+      std::vector<std::int64_t> buckets(static_cast<std::size_t>(2 * S - 1));
+      for (int d = -(S - 1); d <= S - 1; ++d) buckets[static_cast<std::size_t>(d + S - 1)] = t5_bucket(d, t5);
+      const torch::Tensor rel = pos.view({1, S}) - pos.view({S, 1}) + (S - 1);
+      scores = scores + t5_table.index({torch::tensor(buckets).index({rel})}).permute({2, 0, 1}).unsqueeze(0);
+    }
+    if (c.causal) scores = scores.masked_fill(causal_block, -1e30f);
+    return torch::matmul(torch::softmax(scores, -1), vh);
+  }
+
+  const AttentionBenchConfig& c;
+  const RopeSchedule& schedule;
+  T5BucketParams t5;
+  int S;
+  torch::Tensor pos, diff, causal_block, slope_t;
+};
+
+// Forward + backward, posenc's autograd op against libtorch autograd through the same
+// materialising path, on the same inputs and output gradient, both taking every gradient
+// (q, k, v; T5's table too).
+AttentionBackwardResult time_backward(const AttentionBenchConfig& c, const Materialised& torch_path, const torch::Tensor& q,
+                                      const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& t5_table,
+                                      const std::vector<double>& slopes) {
+  torch::AutoGradMode grad_mode(true);
+  const std::int64_t S = q.size(1), H = q.size(2), D = q.size(3);
+  // Leaves as model.cc's q, k, v: [1, heads, S, D] views of [1, S, heads, D] memory.
+  const auto leaf = [](const torch::Tensor& x) { return x.permute({0, 2, 1, 3}).detach().requires_grad_(true); };
+  const bool t5 = c.scheme == "t5";
+  FusedAttentionTensors t{leaf(q), leaf(k), leaf(v), {}, {}, {}, t5_table.detach().requires_grad_(t5)};
+  t.q_positions = t.k_positions = torch::arange(S, torch::kInt64).view({1, S});
+  std::vector<torch::Tensor> inputs = {t.q, t.k, t.v};
+  if (t5) inputs.push_back(t.t5_table);
+  FusedAttentionSpec spec;
+  spec.causal = c.causal;
+  spec.positions = from_name<AttentionPositions>(c.scheme);  // none, rope, alibi, t5: checked by run_attention_bench
+  spec.rope = rope_spec(torch_path.schedule);
+  spec.alibi_slopes = slopes;
+  spec.alibi_mode = c.causal ? AlibiMode::kCausal : AlibiMode::kSymmetric;
+  spec.t5 = torch_path.t5;
+  const torch::Tensor dout = torch::randn({1, S, H, D});  // posenc's out is [1, S, H, D]
+  AttentionBackwardResult r;
+  std::vector<torch::Tensor> posenc_grads, torch_grads;
+  r.posenc_seconds = median_seconds(c.repeats, [&] { posenc_grads = torch::autograd::grad({fused_attention(t, spec)}, inputs, {dout}); });
+  // libtorch autograd keeps about six [H, S, S] float tensors (scores, biased and masked
+  // scores, weights and their gradients).
+  const double torch_bytes = 6.0 * H * double(S) * S * 4;
+  if (torch_bytes > 8.0 * (1 << 30)) {
+    r.torch_skipped = "libtorch autograd needs about " + std::to_string(static_cast<long>(torch_bytes / (1 << 30))) +
+                      " GiB for the scores and their gradients (over 8 GiB): not run";
+    return r;
+  }
+  const torch::Tensor dout_h = dout.transpose(1, 2);  // the materialising path gives [1, H, S, D]
+  r.torch_seconds = median_seconds(c.repeats, [&] { torch_grads = torch::autograd::grad({torch_path(t.q, t.k, t.v, t.t5_table)}, inputs, {dout_h}); });
+  r.speedup = r.torch_seconds / r.posenc_seconds;
+  for (std::size_t x = 0; x < 3; ++x)
+    r.max_rel_error = std::max(r.max_rel_error, ((posenc_grads[x] - torch_grads[x]).abs().max() / torch_grads[x].abs().max()).item<double>());
+  return r;
 }
 
 }  // namespace
@@ -79,37 +167,10 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
   r.extra_bytes = attention_extra_bytes(view_of(q), view_of(k), p, r.threads);
   r.target = attention_kernel_target();
 
-  // The materialising path, as model.cc computes it (RoPE through the same kernels first).
-  const torch::Tensor qh = q.permute({0, 2, 1, 3}), kh = k.permute({0, 2, 1, 3}).repeat_interleave(H / Hk, 1),
-                      vh = v.permute({0, 2, 1, 3}).repeat_interleave(H / Hk, 1);
-  const torch::Tensor pos = torch::arange(S, torch::kInt64);
-  const torch::Tensor diff = (pos.view({S, 1}) - pos.view({1, S})).to(torch::kFloat32);
-  const torch::Tensor causal_block = pos.view({1, S}) > pos.view({S, 1});
-  const torch::Tensor slope_t = torch::tensor(std::vector<float>(slopes.begin(), slopes.end())).view({1, H, 1, 1});
-  torch::Tensor torch_out;
-  const auto materialise = [&] {
-    torch::Tensor qq = qh, kk = kh;
-    if (c.scheme == "rope") {  // the libtorch formula: x cos + rotate_half(x) sin
-      const torch::Tensor inv = torch::tensor(schedule.inv_freq);
-      const torch::Tensor ang = pos.to(torch::kFloat32).view({S, 1}) * inv.view({1, -1});
-      const torch::Tensor cs = torch::cat({ang.cos(), ang.cos()}, -1), sn = torch::cat({ang.sin(), ang.sin()}, -1);
-      const auto rot = [&](const torch::Tensor& x) {
-        return x * cs + torch::cat({-x.narrow(-1, D / 2, D / 2), x.narrow(-1, 0, D / 2)}, -1) * sn;
-      };
-      qq = rot(qh);
-      kk = rot(kh);
-    }
-    torch::Tensor scores = torch::matmul(qq, kk.transpose(-1, -2)) / std::sqrt(static_cast<double>(D));
-    if (c.scheme == "alibi") scores = scores - slope_t * (c.causal ? diff : diff.abs());
-    if (c.scheme == "t5") {
-      std::vector<std::int64_t> buckets(static_cast<std::size_t>(2 * S - 1));
-      for (int d = -(S - 1); d <= S - 1; ++d) buckets[static_cast<std::size_t>(d + S - 1)] = t5_bucket(d, t5);
-      const torch::Tensor rel = pos.view({1, S}) - pos.view({S, 1}) + (S - 1);
-      scores = scores + t5_table.index({torch::tensor(buckets).index({rel})}).permute({2, 0, 1}).unsqueeze(0);
-    }
-    if (c.causal) scores = scores.masked_fill(causal_block, -1e30f);
-    torch_out = torch::matmul(torch::softmax(scores, -1), vh);
-  };
+  // The materialising path, as model.cc computes it.
+  const Materialised torch_path(c, schedule, slopes, t5, S, H);
+  const torch::Tensor qh = q.permute({0, 2, 1, 3}), kh = k.permute({0, 2, 1, 3}), vh = v.permute({0, 2, 1, 3});
+  const auto materialise = [&] { torch_path(qh, kh, vh, t5_table); };
   r.torch_extra_bytes = static_cast<std::int64_t>(torch_bytes);
   if (run_torch) {
     r.torch_seconds = median_seconds(c.repeats, materialise);
@@ -124,7 +185,8 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
   // At most 4096 x 4096 per head (the rate of a product does not grow past that), scaled.
   const int G = std::min(S, 4096);
   const torch::Tensor pm = torch::randn({1, H, G, G});
-  const torch::Tensor qg = qh.narrow(2, 0, G), kg = kh.narrow(2, 0, G), vg = vh.narrow(2, 0, G);
+  const torch::Tensor qg = qh.narrow(2, 0, G), kg = kh.repeat_interleave(H / Hk, 1).narrow(2, 0, G),
+                      vg = vh.repeat_interleave(H / Hk, 1).narrow(2, 0, G);
   const double gemm_seconds = median_seconds(c.repeats, [&] {
     torch::matmul(qg, kg.transpose(-1, -2));
     torch::matmul(pm, vg);
@@ -144,6 +206,7 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
   attention(view_of(q), view_of(k), view_of(v), view_of(out), p, options);
   const torch::Tensor got = out.narrow(1, S - tail, tail);
   r.max_rel_error = ((got - ref).abs().max() / ref.abs().max()).item<double>();
+  if (c.backward) r.backward = time_backward(c, torch_path, q, k, v, t5_table, slopes);
   return r;
 }
 

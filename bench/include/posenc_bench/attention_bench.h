@@ -1,6 +1,8 @@
 // `posenc bench attention`: the fused kernel (core attention.h) against the materialising
 // libtorch path (scores, bias + mask, softmax, weighted sum: model.cc's training path) and
-// against a matrix product of equal FLOPs through the BLAS libtorch uses, all in one run.
+// against a matrix product of equal FLOPs through the BLAS libtorch uses, all in one run; with
+// backward, also forward + backward (training's step) of posenc's autograd op
+// (posenc_torch/fused_attention.h) against libtorch autograd through the materialising path.
 // Plain C++ types: callers need not include <torch/torch.h>.
 #pragma once
 
@@ -16,6 +18,14 @@ struct AttentionBenchConfig {
   bool causal = true;
   int threads = 0;  // 0: torch's default (posenc and libtorch alike)
   int repeats = 3;  // timed runs each (median), after one warm-up
+  bool backward = false;  // also time forward + backward (gradients of q, k, v and T5's table)
+};
+
+// Forward + backward of both paths, timed in the same run (AttentionBenchConfig::backward).
+struct AttentionBackwardResult {
+  double posenc_seconds = 0, torch_seconds = 0, speedup = 0;  // torch 0: not run (torch_skipped says why)
+  std::string torch_skipped;
+  double max_rel_error = 0;  // posenc's dq, dk, dv against libtorch's (max |diff| / max |torch|), 0 if not run
 };
 
 struct AttentionBenchResult {
@@ -29,6 +39,7 @@ struct AttentionBenchResult {
   double max_rel_error = 0;      // against attention_reference, the last 8 queries
   std::string target;            // the SIMD target
   int threads = 0;
+  AttentionBackwardResult backward;  // when config.backward
 };
 
 AttentionBenchResult run_attention_bench(const AttentionBenchConfig& config);
