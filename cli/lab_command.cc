@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <string>
 
 #include "lab_options.h"
 #include "posenc/error.h"
@@ -28,11 +29,13 @@ void add_lab_command(CLI::App& app) {
   CLI::App* ex = lab_cmd->add_subcommand("extrapolate", "train short, test long: bits per character per scheme and RoPE extension");
   lab::ExtrapolateConfig& ec = a->config;
   add_size_flags(ex, &a->quick, &a->full, "the demo: nope, sinusoidal, rope (+ extensions), alibi; a few minutes",
-                 "every scheme, 3 seeds, RoPE base sweep, sinusoidal fusion modes");
+                 "every scheme, 3 seeds, RoPE base sweep, sinusoidal fusion modes, scored to 16384");
   add_lab_run_options(ex, {&ec.schemes, &ec.train_len, &ec.steps, &a->seed, &ec.threads, &ec.out_dir, &ec.corpus, &a->json, &ec.launch},
                       "characters");
   add_extensions_option(ex, &ec.extensions);
-  ex->add_option("--eval-lens", a->eval_lens, "evaluation lengths (default 64,128,256,512,1024,2048,4096)");
+  ex->add_option("--eval-lens", a->eval_lens,
+                 "evaluation lengths, each in [2, " + std::to_string(lab::kMaxEvalLen) +
+                     "] (default 64,128,256,512,1024,2048,4096; --full: on to 8192,16384)");
   ex->callback([a, ex] {
     lab::ExtrapolateConfig c = a->config;
     if (launched_local_ranks(&c.launch)) return;
@@ -42,7 +45,8 @@ void add_lab_command(CLI::App& app) {
       c.fusions = {"concat", "multiply"};
       c.pi_finetune_steps = 200;
       if (ex->count("--steps") == 0) c.steps = 800;
-      c.eval_chars = 16384;
+      c.eval_chars = 16384;  // one window at 16384
+      c.eval_lens = lab::kFullEvalLens;
     }
     c.seeds = a->full ? std::vector<int>{a->seed, a->seed + 1, a->seed + 2} : std::vector<int>{a->seed};
     if (!a->eval_lens.empty()) {

@@ -28,6 +28,7 @@ TEST(LabCli, LengthsAreCappedWithTheLimitNamed) {
   const std::string out = " --out " + temp_path("_lab");
   expect_error("lab extrapolate --train-len 2147483647" + out, "[2, 512], got 2147483647");
   expect_error("lab extrapolate --train-len 5000" + out, "[2, 512], got 5000");
+  expect_error("lab extrapolate --eval-lens 64,16385" + out, "--eval-lens: 16385 is outside [2, 16384]");
   expect_error("lab sort --train-len 100000" + out, "[1, 64], got 100000");
   expect_error("lab sort --test-lens 16,100000" + out, "--test-lens");
 }

@@ -238,7 +238,7 @@ TEST(LabLimits, SettingsOutOfRangeAreErrorsBeforeAnyTraining) {
   EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.threads = -1; }), "--threads");
   EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.schemes.clear(); }), "--schemes is empty");
   EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.extensions = {"none", "bogus"}; }), "'bogus'");
-  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.eval_lens = {16, 100000}; }), "--eval-lens must be in [2, 4096]");
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.eval_lens = {16, 100000}; }), "--eval-lens must be in [2, 16384]");
   EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.train_len = 200, b.pi_finetune_steps = 5; }), "[2, 128], got 200");
   EXPECT_FALSE(fs::exists(c.out_dir)) << "nothing trained, nothing written";
   const std::string short_corpus = ::testing::TempDir() + "lab_short_corpus.txt";

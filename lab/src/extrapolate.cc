@@ -157,7 +157,8 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
                              format_number(range[0]) + ", " + format_number(range[1]) + "]); YaRN is all ramp and temperature here");
   }
   result.notes.push_back("evaluation: non-overlapping windows over the first " + std::to_string(c.eval_chars) +
-                         " validation tokens, each scored in one pass; 'dynamic' is then NTK at the window's scale" +
+                         " validation tokens (one window where the length is longer), each scored in one pass; "
+                         "'dynamic' is then NTK at the window's scale" +
                          (scores_incremental(c) ? "; 'dynamic' and 'dynamic-incremental' are both scored on the first " +
                                                          std::to_string(std::min(c.incremental_tokens, c.eval_chars)) +
                                                          " tokens (one window, where the length is longer), one pass vs "

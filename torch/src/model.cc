@@ -16,7 +16,7 @@ namespace {
 // A block holds at most about eight tensors of that size at once (q.k; DeBERTa's c2p, p2c and
 // their sum, or XL's BD over distances [B, H, rows, rows + T]; the scaled sum, the masked
 // scores, softmax) plus int64 [B, rows, T] distances, buckets and gather rows (each half a score
-// tensor at four heads): about 256 MiB whatever the length. At the lab's size (B 1, H 4) and
+// tensor at four heads): about 256 MiB live whatever the length. At the lab's size (B 1, H 4) and
 // T = 16384 that is blocks of 128 queries, where one block of 16384 would need 4 GiB per tensor.
 constexpr std::int64_t kQueryBlockScores = std::int64_t{1} << 23;
 

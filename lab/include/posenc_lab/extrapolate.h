@@ -30,19 +30,24 @@
 
 namespace posenc::lab {
 
-// Limits that keep one run under ~2 GB of memory at the default width and batch.
-inline constexpr int kMaxTrainLen = 512, kMaxEvalLen = 4096, kMaxSteps = 1000000, kMaxThreads = 256;
+// Limits that keep one run under ~2 GB of memory at the default width and batch. Eval lengths
+// reach 16384 (256x the default training length, `--full`'s longest): attention at inference
+// never forms an S x S matrix (the fused kernel; DeBERTa and XL in query blocks, model.cc).
+inline constexpr int kMaxTrainLen = 512, kMaxEvalLen = 16384, kMaxSteps = 1000000, kMaxThreads = 256;
 
 // The most torch threads a lab run takes: this machine's hardware threads (at least 1, at most
 // kMaxThreads). More only oversubscribe: 256 threads on 2 cores took 55 s for 3 sort steps.
 int max_lab_threads();
+
+// `--full`'s eval lengths: the default's, on to kMaxEvalLen.
+inline const std::vector<int> kFullEvalLens = {64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
 
 struct ExtrapolateConfig {
   std::string corpus = kDefaultCorpus;
   std::vector<std::string> schemes = {"nope", "sinusoidal", "rope", "alibi"};
   std::vector<std::string> extensions = {"none", "pi", "ntk", "dynamic", "yarn"};
   int train_len = 64;
-  // Up to 64x the training length: attention at inference is the fused kernel (no S x S matrix).
+  // Up to 64x the training length (`--full` adds 8192 and 16384, kFullEvalLens).
   std::vector<int> eval_lens = {64, 128, 256, 512, 1024, 2048, 4096};
   int steps = 600;
   int batch = 32;
