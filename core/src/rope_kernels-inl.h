@@ -337,6 +337,39 @@ void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, con
   }
 }
 
+// Interleaved bf16, every head of one token: a pair (a, b) is one 32-bit lane, a in the low 16
+// bits and b in the high, so a is the lane shifted left and b the lane masked, and the rotated
+// pair merges back the same way — no interleaving shuffles (measured: 1.17x float32's element
+// rate on one thread with them, on Zen 4).
+template <bool kForward>
+void RotateTokenPairsBf16(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
+  const DW df;
+  const hn::RebindToUnsigned<DW> du;
+  const int n = static_cast<int>(hn::Lanes(df));  // pairs a vector
+  const auto high = hn::Set(du, 0xffff0000u);
+  std::uint16_t* base = static_cast<std::uint16_t*>(x.data) + offset;
+  const bool prefetch = WantsPrefetch(x);
+  for (int h = 0; h < x.heads; ++h) {
+    std::uint16_t* row = base + h * x.head_stride;
+    if (prefetch) PrefetchAhead(row, x.token_stride, 2 * half);
+    int j = 0;
+    for (; j + n <= half; j += n) {
+      const auto ab = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(row + 2 * j));
+      decltype(hn::Zero(df)) oa, ob;
+      PairV<kForward>(hn::BitCast(df, hn::ShiftLeft<16>(ab)), hn::BitCast(df, hn::And(ab, high)), hn::LoadU(df, c + j),
+                      hn::LoadU(df, s + j), oa, ob);
+      hn::StoreU(hn::Or(hn::And(Bf16InHighHalf(df, ob), high), hn::ShiftRight<16>(Bf16InHighHalf(df, oa))), du,
+                 reinterpret_cast<std::uint32_t*>(row + 2 * j));
+    }
+    for (; j < half; ++j) {
+      float oa, ob;
+      Pair<kForward>(bf16_to_float(row[2 * j]), bf16_to_float(row[2 * j + 1]), c[j], s[j], &oa, &ob);
+      row[2 * j] = float_to_bf16(oa);
+      row[2 * j + 1] = float_to_bf16(ob);
+    }
+  }
+}
+
 // Interleaved float32, every head of one token.
 template <bool kForward>
 void RotateTokenPairsF32(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
@@ -358,9 +391,9 @@ void RotateTokenPairsF32(const RopeTensor& x, std::int64_t offset, const float* 
   }
 }
 
-// Interleaved bf16/f16, every head of one token: the 16-bit values are split into even and odd
+// Interleaved f16, every head of one token: the 16-bit values are split into even and odd
 // lanes as integers, widened, rotated in float32, narrowed and re-interleaved.
-template <bool kForward, typename T, bool kNative>
+template <bool kForward, typename T>
 void RotateTokenPairsHalf(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
   const DW df;
   const BitsOf<DW> du16;
@@ -377,7 +410,7 @@ void RotateTokenPairsHalf(const RopeTensor& x, std::int64_t offset, const float*
       hn::LoadInterleaved2(du16, bits + 2 * j, even, odd);
       decltype(hn::Zero(df)) oa, ob;
       PairV<kForward>(FromBits<T>(df, even), FromBits<T>(df, odd), hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
-      hn::StoreInterleaved2(ToBits<T, kNative>(df, oa), ToBits<T, kNative>(df, ob), du16, bits + 2 * j);
+      hn::StoreInterleaved2(ToBits<T>(df, oa), ToBits<T>(df, ob), du16, bits + 2 * j);
     }
     for (; j < half; ++j) {
       float oa, ob;
@@ -466,8 +499,10 @@ void RotateToken(const RopeTensor& x, std::int64_t offset, RopeLayout layout, co
     case RopeLayout::kInterleaved:
       if constexpr (std::is_same_v<T, float>)
         RotateTokenPairsF32<kForward>(x, offset, c, s, half);
+      else if constexpr (std::is_same_v<T, hwy::bfloat16_t>)
+        RotateTokenPairsBf16<kForward>(x, offset, c, s, half);
       else
-        RotateTokenPairsHalf<kForward, T, kNative>(x, offset, c, s, half);
+        RotateTokenPairsHalf<kForward, T>(x, offset, c, s, half);
       break;
     case RopeLayout::kDeepSeekV3: RotateTokenDeepSeek<kForward, T>(x, offset, c, s, half, tmp, tmp2); break;
   }
@@ -603,6 +638,7 @@ void RotateAll(const RotateJob& job) {
 }
 
 std::int64_t CurrentTarget() { return HWY_TARGET; }
+bool TargetNarrowsBf16() { return POSENC_NATIVE_BF16; }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace posenc

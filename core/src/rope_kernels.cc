@@ -19,6 +19,7 @@ namespace posenc {
 
 HWY_EXPORT(RotateAll);
 HWY_EXPORT(CurrentTarget);
+HWY_EXPORT(TargetNarrowsBf16);
 
 RopeTable::RopeTable(const RopeApplyParams& params, std::int64_t initial_positions)
     : inv_freq_(params.inv_freq, params.inv_freq + params.num_freqs), params_(params) {
@@ -101,7 +102,7 @@ bool native_bf16_allowed = true;
 bool rope_native_bf16() {
 #if HWY_ARCH_X86 && (defined(__GNUC__) || defined(__clang__))
   static const bool cpu_has_it = __builtin_cpu_supports("avx512bf16");
-  return cpu_has_it && native_bf16_allowed;
+  return cpu_has_it && native_bf16_allowed && HWY_DYNAMIC_DISPATCH(TargetNarrowsBf16)();
 #else
   return false;
 #endif
