@@ -172,8 +172,9 @@ TEST(AttentionBackward, TiledEqualsTheReferenceOnEveryTarget) {
   int cases = 0;
   double worst = 0;  // relative error of dq, dk, dv over every case
   const std::size_t targets = on_every_target([&] {
-    // prefill over several query and key tiles; a short prefill after a cache; decode.
-    for (const auto& [S, T] : {std::pair{70, 70}, std::pair{33, 100}, std::pair{1, 150}})
+    // prefill within one query tile and over two (128-row tiles, the second partial) and several
+    // key tiles; a short prefill after a cache; decode.
+    for (const auto& [S, T] : {std::pair{70, 70}, std::pair{200, 200}, std::pair{33, 100}, std::pair{1, 150}})
       for (int Hk : {4, 2})
         for (auto positions : {AttentionPositions::kNone, AttentionPositions::kRope, AttentionPositions::kAlibi, AttentionPositions::kT5})
           for (MaskCase mask : kMasks) {
@@ -206,7 +207,7 @@ TEST(AttentionBackward, TiledEqualsTheReferenceOnEveryTarget) {
             ++cases;
           }
   });
-  EXPECT_EQ(cases, static_cast<int>(targets) * 3 * 2 * 4 * 6);
+  EXPECT_EQ(cases, static_cast<int>(targets) * 4 * 2 * 4 * 6);
   std::printf("attention backward: %d cases on %zu targets match the reference (worst relative error %.1e)\n", cases, targets,
               worst);
 }

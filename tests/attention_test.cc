@@ -153,8 +153,9 @@ TEST(Attention, TiledEqualsTheReferenceForEverySchemeMaskAndDtype) {
   const RopeSchedule sched = compute_schedule(rp);
   int cases = 0;
   const std::size_t targets = on_every_target([&] {
-  // S, T: prefill spanning several query and key tiles; decode (S = 1) after a long cache.
-  for (const auto& [S, T] : {std::pair{70, 70}, std::pair{1, 150}, std::pair{33, 100}})
+  // S, T: prefill within one query tile, and spanning two (the second partial: 128-row
+  // tiles) and several key tiles; decode (S = 1) after a long cache.
+  for (const auto& [S, T] : {std::pair{70, 70}, std::pair{1, 150}, std::pair{33, 100}, std::pair{200, 200}})
     for (auto positions : {AttentionPositions::kNone, AttentionPositions::kRope, AttentionPositions::kAlibi, AttentionPositions::kT5})
       for (int mask = 0; mask < 5; ++mask)  // causal, bidirectional, padding, sliding window, chunked
         for (DType dtype : {DType::kF32, DType::kBF16}) {
@@ -194,7 +195,7 @@ TEST(Attention, TiledEqualsTheReferenceForEverySchemeMaskAndDtype) {
           ++cases;
         }
   });
-  EXPECT_EQ(cases, static_cast<int>(targets) * 3 * 4 * 5 * 2);
+  EXPECT_EQ(cases, static_cast<int>(targets) * 4 * 4 * 5 * 2);
   std::printf("attention: %d cases on %zu targets match the reference\n", cases, targets);
 }
 
