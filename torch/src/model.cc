@@ -8,6 +8,7 @@
 #include "posenc/attention.h"
 #include "posenc/error.h"
 #include "posenc/file_io.h"
+#include "posenc_torch/fused_attention.h"
 
 namespace posenc::torch_layer {
 namespace {
@@ -38,47 +39,27 @@ bool fused_attention_covers(const ModelConfig& c) {
 
 // q [B, H, S, Dh] (a transposed view of [B, S, H, Dh] memory), k, v [B, Hk, T, Dh] -> [B, S, H, Dh]:
 // posenc::attention over the same memory, positions applied inside (RoPE rotates q and k as it
-// loads them; ALiBi and T5 from their slopes and table), no [S, T] matrix.
+// loads them; ALiBi and T5 from their slopes and table), no [S, T] matrix; differentiable
+// (fused_attention.h), so training can take it too.
 torch::Tensor AttentionImpl::fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                              const ForwardContext& ctx) const {
-  const std::int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
-  const torch::Tensor qc = q.transpose(1, 2).contiguous(), kc = k.contiguous(), vc = v.contiguous();
-  torch::Tensor out = torch::empty({B, S, H, D}, q.options());
-  const auto view = [](const torch::Tensor& t, bool head_major) {
-    return kernel_view(head_major ? t : t.transpose(1, 2));
-  };
-  AttentionParams p;
-  p.mask.causal = config_.causal;
-  p.mask.past = ctx.past;
-  const torch::Tensor padding = ctx.key_mask.to(torch::kUInt8).contiguous();
-  p.mask.key_padding = padding.data_ptr<std::uint8_t>();
-  p.q_positions = {ctx.q_positions.data_ptr<std::int64_t>(), 1, 0};
-  p.k_positions = {ctx.k_positions.data_ptr<std::int64_t>(), 1, 0};
-  // Every batch row at the same positions (no padding): RoPE's cos/sin once per token.
-  const auto same_rows = [](const torch::Tensor& pos) {
-    return pos.size(0) == 1 || pos.eq(pos.narrow(0, 0, 1)).all().item<bool>();
-  };
-  p.q_positions.shared_across_batch = same_rows(ctx.q_positions);
-  p.k_positions.shared_across_batch = same_rows(ctx.k_positions);
+  FusedAttentionSpec spec;
+  spec.causal = config_.causal;
+  spec.past = ctx.past;
+  FusedAttentionTensors t{q, k, v, ctx.q_positions, ctx.k_positions, ctx.key_mask, {}};
   if (ctx.rope) {
-    p.positions = AttentionPositions::kRope;
-    p.rope.inv_freq = ctx.rope->inv_freq.data();
-    p.rope.num_freqs = static_cast<int>(ctx.rope->inv_freq.size());
-    p.rope.attention_factor = ctx.rope->attention_factor;
-    p.rope.layout = ctx.rope->layout;
+    spec.positions = AttentionPositions::kRope;
+    spec.rope = *ctx.rope;
   } else if (ctx.alibi_slopes) {
-    p.positions = AttentionPositions::kAlibi;
-    p.alibi_slopes = ctx.alibi_slopes->data();
-    p.alibi_mode = config_.causal ? AlibiMode::kCausal : AlibiMode::kSymmetric;
+    spec.positions = AttentionPositions::kAlibi;
+    spec.alibi_slopes = *ctx.alibi_slopes;
+    spec.alibi_mode = config_.causal ? AlibiMode::kCausal : AlibiMode::kSymmetric;
   } else if (ctx.t5_table.defined()) {
-    p.positions = AttentionPositions::kT5;
-    p.t5_table = ctx.t5_table.data_ptr<float>();
-    p.t5 = config_.t5;
+    spec.positions = AttentionPositions::kT5;
+    spec.t5 = config_.t5;
+    t.t5_table = ctx.t5_table;
   }
-  AttentionOptions options;
-  options.threads = torch::get_num_threads();
-  attention(view(qc, false), view(kc, true), view(vc, true), view(out, false), p, options);
-  return out;
+  return torch_layer::fused_attention(t, spec);
 }
 
 AttentionImpl::AttentionImpl(const ModelConfig& c) : config_(c) {
@@ -271,19 +252,22 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
     }
   }
   x = dropout->forward(x);
-  // Inference (no autograd, no dropout, no recorded weights): the fused kernel, positions inside.
+  // The fused kernel (positions inside) unless recording weights, training with weight dropout, or
+  // computing gradients without fused_training.
   bool recording = false;
   for (const auto& block : blocks) recording = recording || block->attention->record;
   // The kernel reads float32 CPU memory; other models keep the libtorch path.
   const bool float_cpu = embed->weight.is_cpu() && embed->weight.scalar_type() == torch::kFloat;
-  ctx.fused = use_fused_attention && float_cpu && !is_training() && !torch::GradMode::is_enabled() &&
+  const bool gradients = torch::GradMode::is_enabled();
+  const bool weight_dropout = is_training() && config_.dropout > 0;  // the kernel drops no weights
+  ctx.fused = use_fused_attention && float_cpu && (!gradients || fused_training) && !weight_dropout &&
               !ctx.cache_rotated_keys && fused_attention_covers(config_) && !recording;
   std::vector<double> slopes;
   if (ctx.fused && alibi) {
     slopes = alibi_slopes(config_.n_heads);
     ctx.alibi_slopes = &slopes;
   } else if (ctx.fused && t5) {
-    ctx.t5_table = t5->table.detach().contiguous();  // layer 0's table, shared (T5)
+    ctx.t5_table = t5->table;  // layer 0's table, shared (T5); its gradient when training
   } else {
     if (alibi) ctx.bias = alibi->forward(ctx.q_positions, ctx.k_positions);
     if (t5) ctx.bias = t5->forward(ctx.q_positions, ctx.k_positions);  // layer 0's table, shared (T5)

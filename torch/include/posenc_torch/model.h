@@ -54,10 +54,11 @@ struct ForwardContext {
   torch::Tensor bias;         // [B or 1, H, S, T] (ALiBi, T5) or undefined
   const RopeSpec* rope = nullptr;
   bool cache_rotated_keys = false;  // KVCache::hf_stale_keys
-  // The fused kernel (core attention.h) instead of scores + bias + mask + softmax: inference only.
+  // The fused kernel (core attention.h, differentiable through fused_attention.h) instead of
+  // scores + bias + mask + softmax.
   bool fused = false;
   const std::vector<double>* alibi_slopes = nullptr;  // fused ALiBi
-  torch::Tensor t5_table;                             // fused T5: [num_buckets, H]
+  torch::Tensor t5_table;                             // fused T5: [num_buckets, H] (the parameter)
   // Queries per block of the materialising path at inference (TransformerLM::attention_query_rows).
   std::int64_t query_rows = 0;
 };
@@ -133,6 +134,11 @@ class TransformerLMImpl : public torch::nn::Module {
   // Both scale q.k by 1/sqrt(head_dim) before T5's bias (HF's T5 does not scale: a table trained
   // here is not an HF table).
   bool use_fused_attention = true;
+  // Training through the fused kernel too (fused_attention.h: its backward pass recomputes the
+  // softmax from each row's log-sum-exp), so memory grows with S x D, not S x T. Off by default:
+  // the lab's tables come from the libtorch path, and the two round differently, which training
+  // amplifies. Not with dropout > 0 in training mode (the kernel drops no attention weights).
+  bool fused_training = false;
   // The materialising path (XL, DeBERTa, or use_fused_attention off) at inference without recorded
   // weights scores the queries in blocks of this many rows, so no [B, H, S, T] tensor is formed;
   // a causal block also drops the keys after its last query's. 0: as many rows as keep one
@@ -153,6 +159,10 @@ class TransformerLMImpl : public torch::nn::Module {
   torch::nn::Dropout dropout{nullptr};
 };
 TORCH_MODULE(TransformerLM);
+
+// Whether the fused kernel covers this model's attention (NoPE, absolute, RoPE, ALiBi, T5; not
+// XL or DeBERTa, whose position terms depend on the content).
+bool fused_attention_covers(const ModelConfig& config);
 
 // The config and the weights in one file (torch serialization), written whole (posenc/file_io.h:
 // a failed write is an Error naming the file, the previous file intact); load rebuilds the model.
