@@ -120,6 +120,8 @@ void add_bench_command(CLI::App& app) {
   CLI::App* train = bench->add_subcommand("train", "training step tokens/s per scheme; fused RoPE forward+backward vs eager");
   t->schemes_option = add_schemes_option(train, t->schemes, "comma-separated schemes (default: all language-model schemes)");
   add_steps_option(train, t->config.steps, "timed steps per scheme (median)")->capture_default_str();
+  add_tokens_option(train, t->config.seq, "tokens per training row")->capture_default_str();
+  train->add_option("--batch", t->config.batch, "rows per step")->capture_default_str()->check(CLI::Range(1, 1 << 16));
   add_threads_option(train, t->config.threads, "torch threads (0: default; with --nproc, per rank, 0: one)");
   add_json_flag(train, t->json);
   add_launch_options(train, &t->launch);
@@ -150,7 +152,8 @@ void add_bench_command(CLI::App& app) {
       nlohmann::json j = {{"threads", r.threads}, {"model", {{"layers", c.layers}, {"d_model", c.d_model}, {"heads", c.heads},
                                                            {"seq", c.seq}, {"batch", c.batch}}}};
       for (const auto& s : r.schemes)
-        j["schemes"].push_back({{"scheme", s.scheme}, {"step_seconds", s.step_seconds}, {"tokens_per_second", s.tokens_per_second}});
+        j["schemes"].push_back({{"scheme", s.scheme}, {"step_seconds", s.step_seconds}, {"tokens_per_second", s.tokens_per_second},
+                                {"fused_step_seconds", s.fused_step_seconds}, {"fused_speedup", s.fused_speedup}});
       for (const auto& s : r.rope)
         j["rope_forward_backward"].push_back({{"shape", s.shape}, {"fused_seconds", s.fused_seconds},
                                               {"eager_seconds", s.eager_seconds}, {"speedup", s.speedup}});
@@ -160,7 +163,11 @@ void add_bench_command(CLI::App& app) {
     std::printf("training step, %d layers, d_model %d, %d heads, seq %d, batch %d, %d threads (median of %d)\n", c.layers,
                 c.d_model, c.heads, c.seq, c.batch, r.threads, c.steps);
     for (const auto& s : r.schemes)
-      std::printf("  %-11s %8.1f ms/step  %9.0f tokens/s\n", s.scheme.c_str(), s.step_seconds * 1e3, s.tokens_per_second);
+      if (s.fused_step_seconds > 0)
+        std::printf("  %-11s %8.1f ms/step  %9.0f tokens/s   fused attention %8.1f ms/step  speed-up %.2fx\n", s.scheme.c_str(),
+                    s.step_seconds * 1e3, s.tokens_per_second, s.fused_step_seconds * 1e3, s.fused_speedup);
+      else
+        std::printf("  %-11s %8.1f ms/step  %9.0f tokens/s\n", s.scheme.c_str(), s.step_seconds * 1e3, s.tokens_per_second);
     std::printf("RoPE forward + backward, fused kernel vs libtorch eager (x*cos + rotate_half(x)*sin):\n");
     for (const auto& s : r.rope)
       std::printf("  %-20s fused %8.3f ms  eager %8.3f ms  speed-up %.1fx\n", s.shape.c_str(), s.fused_seconds * 1e3,

@@ -58,6 +58,12 @@ RopeAutogradSpeed rope_speed(std::int64_t b, std::int64_t h, std::int64_t s, std
 
 void check_config(const TrainBenchConfig& c) {
   if (c.steps < 1 || c.seq < 2 || c.batch < 1) throw Error("bench train needs steps >= 1, seq >= 2, batch >= 1");
+  // The libtorch path holds several [B, H, S, S] float32 tensors per layer for the backward pass.
+  const double score_bytes = 4.0 * c.batch * c.heads * static_cast<double>(c.seq) * c.seq;
+  if (score_bytes > double(1 << 30))
+    throw Error("bench train: " + std::to_string(c.batch) + " rows of " + std::to_string(c.seq) + " tokens need " +
+                std::to_string(static_cast<long>(score_bytes / (1 << 20))) +
+                " MiB per [B, H, S, S] score tensor on the libtorch path it is compared with (limit 1024 MiB); use fewer rows or tokens");
 }
 
 // The benchmark's model of scheme `name`, its weights from seed 0.
@@ -147,18 +153,30 @@ TrainBenchResult run_train_bench(const TrainBenchConfig& c) {
     torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
     const torch::Tensor tokens = torch::randint(0, 64, {c.batch, c.seq + 1}, torch::kInt64);
     const torch::Tensor input = tokens.narrow(1, 0, c.seq), target = tokens.narrow(1, 1, c.seq);
-    std::vector<double> times;
-    for (int i = -1; i < c.steps; ++i) {
-      const double t = seconds_of([&] {
+    const bool fused = fused_attention_covers(model->config());
+    const auto step = [&](bool fused_training) {
+      model->fused_training = fused_training;
+      return seconds_of([&] {
         optimizer.zero_grad();
         const torch::Tensor logits = model->forward(input);
         torch::nn::functional::cross_entropy(logits.reshape({-1, 64}), target.reshape({-1})).backward();
         optimizer.step();
       });
-      if (i >= 0) times.push_back(t);
+    };
+    std::vector<double> times, fused_times;
+    for (int i = -1; i < c.steps; ++i) {  // i = -1: warm-up
+      const double t = step(false), tf = fused ? step(true) : 0;
+      if (i >= 0) {
+        times.push_back(t);
+        fused_times.push_back(tf);
+      }
     }
     SchemeSpeed s{name, median(times), 0};
     s.tokens_per_second = static_cast<double>(c.batch) * c.seq / s.step_seconds;
+    if (fused) {
+      s.fused_step_seconds = median(fused_times);
+      s.fused_speedup = s.step_seconds / s.fused_step_seconds;
+    }
     result.schemes.push_back(s);
   }
   // The model's own shape (one layer's q) and an inference-engine shape.

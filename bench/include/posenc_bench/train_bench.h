@@ -20,6 +20,10 @@ struct SchemeSpeed {
   std::string scheme;
   double step_seconds = 0;  // median
   double tokens_per_second = 0;
+  // Schemes the fused kernel covers: the same steps with TransformerLM::fused_training (attention
+  // forward and backward through posenc's kernel), interleaved with the libtorch steps; 0: not covered.
+  double fused_step_seconds = 0;
+  double fused_speedup = 0;  // step_seconds / fused_step_seconds
 };
 
 struct RopeAutogradSpeed {
