@@ -22,6 +22,33 @@ TEST(BenchCli, AttentionPrintsOneJsonObject) {
   }
 }
 
+// --backward adds forward + backward through posenc's kernel and through libtorch autograd, and
+// the gradients' difference, measured in the same run.
+TEST(BenchCli, AttentionBackwardReportsBothPathsAndTheGradientError) {
+  const CliRun r = run("bench attention --seq 96 --heads 4 --kv-heads 2 --head-dim 32 --repeats 1 --json --scheme rope --backward");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("backward")) << r.out;
+  const auto& b = j["backward"];
+  for (const char* key : {"posenc_seconds", "torch_seconds", "speedup"}) EXPECT_GT(b.at(key).get<double>(), 0) << key;
+  EXPECT_LT(b.at("max_rel_error").get<double>(), 1e-4);
+}
+
+// The training step through the fused kernel beside libtorch's, for schemes it covers only; a
+// shape whose libtorch scores would not fit is refused with the sizes named.
+TEST(BenchCli, TrainTimesTheFusedAttentionStepBeside) {
+  const CliRun r = run_bounded("bench train --schemes rope,xl --steps 1 --tokens 32 --batch 2 --json", 120);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["schemes"].size(), 2u);
+  EXPECT_GT(j["schemes"][0]["fused_step_seconds"].get<double>(), 0);  // rope
+  EXPECT_GT(j["schemes"][0]["fused_speedup"].get<double>(), 0);
+  EXPECT_EQ(j["schemes"][1]["fused_step_seconds"].get<double>(), 0);  // xl: not covered
+  const CliRun big = run("bench train --schemes rope --tokens 65536 --batch 4");
+  EXPECT_EQ(big.code, 2) << big.err;
+  EXPECT_NE(big.err.find("65536 tokens"), std::string::npos) << big.err;
+}
+
 // Two local ranks against one process with two threads, in one run; bounded so a hang fails.
 TEST(BenchCli, TrainOverTwoRanksReportsBothThroughputsAndTheAllReduce) {
   const CliRun r = run_bounded("bench train --nproc 2 --steps 2 --schemes rope --dist-timeout 20 --json", 90);

@@ -130,11 +130,23 @@ TEST(CliBench, RopeReportsThePinnedFields) {
                             "--on-the-fly --repeats 7");
   EXPECT_EQ(fly.at("mode"), "on-the-fly");
   EXPECT_EQ(run_json("bench rope --tokens 16 --heads 2 --kv-heads 1 --head-dim 8 --memory bhsd --repeats 7").at("memory"), "bhsd");
-  for (const std::string bad : {"--dtype f64", "--layout zigzag", "--repeats 3", "--table --on-the-fly", "--head-dim 7", "--memory sbhd"}) {
+  for (const std::string bad : {"--dtype f64", "--layout zigzag", "--repeats 3", "--table --on-the-fly", "--head-dim 7", "--memory sbhd",
+                                "--target ZEN9"}) {
     const CliRun r = run("bench rope --tokens 16 " + bad);
     EXPECT_EQ(r.code, 2) << bad;
     EXPECT_FALSE(r.err.empty()) << bad;
   }
+  // A bf16 run times float32 of the same shape beside it and says how it narrows; any target
+  // this machine runs can be chosen (SCALAR always), and the ceiling runs on it too.
+  const auto bf16 = run_json("bench rope --tokens 32 --heads 2 --kv-heads 1 --head-dim 64 --dtype bf16 --repeats 7");
+  EXPECT_GT(bf16.at("rate_vs_f32").get<double>(), 0.0);
+  EXPECT_GT(bf16.at("f32_ns_per_element").get<double>(), 0.0);
+  const std::string narrowing = bf16.at("bf16_narrowing");
+  EXPECT_TRUE(narrowing == "instruction" || narrowing == "emulated") << narrowing;
+  EXPECT_FALSE(run_json("bench rope --tokens 16 --repeats 7").contains("rate_vs_f32"));
+  const auto scalar = run_json("bench rope --tokens 16 --heads 2 --kv-heads 1 --head-dim 64 --dtype bf16 --target SCALAR --repeats 7");
+  EXPECT_EQ(scalar.at("target"), "SCALAR");
+  EXPECT_EQ(scalar.at("bf16_narrowing"), "emulated");
 }
 
 }  // namespace
