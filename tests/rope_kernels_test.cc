@@ -319,6 +319,24 @@ TEST_F(RopeKernels, AnglesBeyondTheAccurateRangeAreRefused) {
   EXPECT_THROW(rope_apply_reference(bshd(x.data(), {1, 1, 1, 4}), {&far, 1, 1}, p), Error);
 }
 
+// A NaN or infinite attention factor is refused by name: cos and sin must be finite (the bf16
+// narrowing relies on it, and no schedule produces another).
+TEST_F(RopeKernels, ANonFiniteAttentionFactorIsRefused) {
+  RopeParams rp;
+  rp.head_dim = 4;
+  const RopeSchedule s = compute_schedule(rp);
+  std::vector<float> x(4, 1.0f);
+  for (double factor : {std::nan(""), HUGE_VAL}) {
+    const RopeApplyParams p = rope_apply_params(s.inv_freq, factor, RopeLayout::kHalfSplit);
+    try {
+      rope_rotate(bshd(x.data(), {1, 1, 1, 4}), nullptr, {}, p);
+      ADD_FAILURE() << "no error for attention factor " << factor;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("attention_factor must be finite"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(RopeKernels, TableGrowsAndRejectsAMismatch) {
   RopeParams rp;
   rp.head_dim = 8;

@@ -136,6 +136,14 @@ TEST(TorchFusedAttentionBackward, BadInputIsAnErrorNamingIt) {
   t.k = t.v = t.k.to(torch::kFloat);
   spec.positions = AttentionPositions::kT5;
   expect_message("T5 needs t5_table");
+  spec.t5.num_buckets = 32;
+  t.q_positions = t.k_positions = torch::arange(4).view({1, 4});
+  t.t5_table = torch::zeros({32, 1});  // one column, two query heads: the kernel would read past it
+  expect_message("t5_table must be [num_buckets, Hq] = [32, 2], got [32, 1]");
+  t.t5_table = torch::zeros({16, 2});
+  expect_message("t5_table must be [num_buckets, Hq] = [32, 2], got [16, 2]");
+  t.t5_table = torch::Tensor();
+  t.q_positions = t.k_positions = torch::Tensor();
   spec.positions = AttentionPositions::kAlibi;
   spec.alibi_slopes = {1.0, 0.5};
   expect_message("need q_positions and k_positions");

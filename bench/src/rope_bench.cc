@@ -135,7 +135,7 @@ RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
 #endif
   r.target = rope_kernel_target();
   r.elements = q_elems + k_elems;
-  r.native_bf16 = rope_native_bf16();
+  r.native_bf16 = rope_native_bf16() && c.layout == RopeLayout::kHalfSplit;  // the layout that uses it
   std::vector<double> kernel, ceiling, kernel_f32;
   const float up = 1.0f + 1.0f / (1 << 20), down = 1.0f / up;
   for (int i = -1; i < c.repeats; ++i) {  // i = -1: warm-up (page faults, thread start)

@@ -53,6 +53,10 @@ void validate(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams
       throw Error("frequency " + std::to_string(j) + " reads position axis " + std::to_string(p.axis_of_freq[j]) +
                   " but the ids have " + std::to_string(pos.axes));
   if (!p.inv_freq) throw Error("RoPE needs inv_freq");
+  // A finite factor also keeps every NaN the kernels narrow to bf16 one that came in as data
+  // (rope_kernels-inl.h, Bf16InHighHalf).
+  if (!std::isfinite(p.attention_factor))
+    throw Error("RoPE attention_factor must be finite, got " + format_number(p.attention_factor));
   std::int64_t largest[3] = {0, 0, 0};
   for (int a = 0; a < pos.axes; ++a)
     for (int b = 0; b < x.batch; ++b)

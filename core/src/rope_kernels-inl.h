@@ -148,8 +148,9 @@ HWY_INLINE bool NativeStoreBf16x2(D, hn::Vec<D> lo, hn::Vec<D> hi, std::uint16_t
 // bf16 of float lanes, rounded to nearest even, in the upper 16 bits of each 32-bit lane (the
 // lower 16 are not zero). NaN needs no case of its own here, unlike posenc::float_to_bf16: every
 // NaN these kernels narrow is a bf16 input carried through (payload kept, made quiet) or the
-// default NaN of an invalid operation (0xffc00000, 0x7fc00000 on some CPUs); its low 16 bits
-// are zero, so rounding cannot carry out of its payload. The tests feed NaN with every payload.
+// default NaN of an invalid operation (0xffc00000, 0x7fc00000 on some CPUs) — cos and sin are
+// finite, as validate() requires a finite attention factor — so its low 16 bits are zero and
+// rounding cannot carry out of its payload. The tests feed NaN with every bf16 payload.
 template <class D>
 HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> Bf16InHighHalf(D, hn::Vec<D> v) {
   const hn::RebindToUnsigned<D> du32;
@@ -542,13 +543,20 @@ inline bool AllHeadMajor(const RotateJob& job) {
 // stream per head at once (40 for Llama-3-8B's q and k), more than the hardware prefetchers
 // follow: measured 0.38 of the memory ceiling on one thread. A table row is a pointer, so
 // reading it once per head costs nothing (the other cos/sin modes compute rows: token-outer).
+// Work units of the head-by-head walk: (tensor, batch row, head). Fewer than threads: the
+// token-outer walk, which splits tokens, keeps every thread busy.
+inline std::int64_t HeadUnits(const RotateJob& job) {
+  std::int64_t units = 0;
+  for (int i = 0; i < job.num_tensors; ++i) units += std::int64_t{job.tensors[0].batch} * job.tensors[i].heads;
+  return units;
+}
+
 template <bool kForward>
 void RotateHeadByHead(const RotateJob& job) {
   const RopeApplyParams& p = *job.params;
   const PositionIds& pos = *job.positions;
   const int half = p.num_freqs, tokens = job.tensors[0].tokens, batch = job.tensors[0].batch;
-  std::int64_t units = 0;  // (tensor, batch row, head)
-  for (int i = 0; i < job.num_tensors; ++i) units += std::int64_t{batch} * job.tensors[i].heads;
+  const std::int64_t units = HeadUnits(job);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(job.threads)
 #endif
@@ -580,7 +588,7 @@ void RotateAllT(const RotateJob& job) {
   const int half = p.num_freqs, tokens = job.tensors[0].tokens;
   const std::int64_t rows = std::int64_t{job.tensors[0].batch} * tokens;
   const bool table_rows = job.table && !p.axis_of_freq;  // 1-D: point straight into the table
-  if (table_rows && AllHeadMajor(job)) return RotateHeadByHead<kForward>(job);
+  if (table_rows && AllHeadMajor(job) && HeadUnits(job) >= job.threads) return RotateHeadByHead<kForward>(job);
   RopeApplyParams forward = p;
   forward.direction = 1;
 #ifdef _OPENMP

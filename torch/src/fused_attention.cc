@@ -126,6 +126,13 @@ torch::Tensor fused_attention(const FusedAttentionTensors& t, const FusedAttenti
   if (spec.positions == AttentionPositions::kT5 &&
       (!t.t5_table.defined() || t.t5_table.scalar_type() != torch::kFloat || t.t5_table.dim() != 2))
     throw Error("fused_attention: T5 needs t5_table, float32 [num_buckets, Hq]");
+  for (const auto& [x, name] : {std::pair{&t.q, "q"}, std::pair{&t.k, "k"}, std::pair{&t.v, "v"}, std::pair{&t.t5_table, "t5_table"}})
+    if (x->defined() && !x->is_cpu()) throw Error(std::string("fused_attention: ") + name + " must be on the CPU, got " + x->device().str());
+  // The kernel indexes the table as [bucket][head] through a raw pointer: its shape must be exact.
+  if (spec.positions == AttentionPositions::kT5 && t.q.defined() &&
+      (t.t5_table.size(0) != spec.t5.num_buckets || t.t5_table.size(1) != t.q.size(1)))
+    throw Error("fused_attention: t5_table must be [num_buckets, Hq] = [" + std::to_string(spec.t5.num_buckets) + ", " +
+                std::to_string(t.q.size(1)) + "], got " + shape(t.t5_table));
   if (spec.positions == AttentionPositions::kAlibi && t.q.defined() && static_cast<std::int64_t>(spec.alibi_slopes.size()) != t.q.size(1))
     throw Error("fused_attention: ALiBi needs one slope per query head: " + std::to_string(spec.alibi_slopes.size()) +
                 " slopes, " + std::to_string(t.q.size(1)) + " heads");

@@ -77,10 +77,10 @@ struct RopeKernelOptions {
 void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& positions,
                  const RopeApplyParams& params, const RopeKernelOptions& options = {});
 
-// Whether bf16 results are narrowed by the CPU's own instruction (AVX512_BF16's VCVTNEPS2BF16,
-// on the AVX-512 targets) rather than emulated. The bits are the same either way; the tests
-// turn it off to check the emulation on machines that have the instruction (not thread-safe:
-// call it between kernel calls).
+// Whether half-split bf16 results are narrowed by the CPU's own instruction (AVX512_BF16's
+// VCVTNE(2)PS2BF16, on the AVX-512 targets) rather than emulated (interleaved and DeepSeek-V3
+// layouts always emulate). The bits are the same either way; the tests turn it off to check the
+// emulation on machines that have the instruction (not thread-safe: call it between kernel calls).
 bool rope_native_bf16();
 void allow_rope_native_bf16_for_test(bool allowed);
 

@@ -140,7 +140,8 @@ class TransformerLMImpl : public torch::nn::Module {
   // amplifies. Not with dropout > 0 in training mode (the kernel drops no attention weights).
   bool fused_training = false;
   // The materialising path (XL, DeBERTa, or use_fused_attention off) at inference without recorded
-  // weights scores the queries in blocks of this many rows, so no [B, H, S, T] tensor is formed;
+  // weights scores the queries in blocks of this many rows, so no [B, H, S, T] score tensor is
+  // formed (ALiBi's and T5's bias on this path is still built whole, then sliced per block);
   // a causal block also drops the keys after its last query's. 0: as many rows as keep one
   // block's scores near model.cc's kQueryBlockScores. Training and `record`: one block.
   std::int64_t attention_query_rows = 0;
