@@ -20,10 +20,19 @@ Plan make_plan(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
             p.mask.past >= 0 ? p.mask.past : std::int64_t{k.tokens} - q.tokens,
             static_cast<float>(p.scale > 0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(q.head_dim))), {}, {}};
   if (p.positions == AttentionPositions::kRope) {
-    plan.q_angles = row_angles(p.q_positions, q.tokens, p.rope);
     plan.k_angles = row_angles(p.k_positions, k.tokens, p.rope);
+    plan.queries_share_key_angles = queries_at_key_positions(p.q_positions, q.tokens, p.k_positions, k.tokens);
+    if (!plan.queries_share_key_angles) plan.q_angles = row_angles(p.q_positions, q.tokens, p.rope);
   }
   return plan;
+}
+
+bool queries_at_key_positions(const PositionIds& q_ids, int S, const PositionIds& k_ids, int T) {
+  if (!q_ids.same_for_every_batch_row() || !k_ids.same_for_every_batch_row() || q_ids.axes != k_ids.axes || S > T) return false;
+  for (int a = 0; a < q_ids.axes; ++a)
+    for (int t = 0; t < S; ++t)
+      if (q_ids.at(a, 0, t, S) != k_ids.at(a, 0, T - S + t, T)) return false;
+  return true;
 }
 
 RowAngles row_angles(const PositionIds& ids, int tokens, const RopeApplyParams& rope) {

@@ -40,8 +40,10 @@ std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, con
   std::int64_t bytes = floats * static_cast<std::int64_t>(sizeof(float)) * std::max(threads, 1);
   if (p.positions == AttentionPositions::kRope) {
     const std::int64_t table = 2 * std::int64_t{p.rope.num_freqs} * static_cast<std::int64_t>(sizeof(float));
-    if (p.q_positions.same_for_every_batch_row()) bytes += table * q.tokens;
     if (p.k_positions.same_for_every_batch_row()) bytes += table * k.tokens;
+    if (p.q_positions.same_for_every_batch_row() &&
+        !attention_detail::queries_at_key_positions(p.q_positions, q.tokens, p.k_positions, k.tokens))
+      bytes += table * q.tokens;
   }
   return bytes;
 }

@@ -70,12 +70,16 @@ struct Plan {
   std::int64_t past;
   float scale;
   RowAngles q_angles, k_angles;
+  // Queries at the positions of keys T - S .. T - 1 (prefill, or decode after a cache: the usual
+  // case) read k_angles from row T - S on and keep no table of their own: one table of
+  // T x rotary_dim floats instead of two (8 MiB, not 16, at S = T = 32768 and D = 64).
+  bool queries_share_key_angles = false;
 
   // Rotates row[D] of q or k (token t of batch row b) in place by RoPE when that is the scheme:
   // direction +1 as the forward rotates, -1 its transpose, which turns a gradient w.r.t. the
-  // rotated row into one w.r.t. the row as stored. tmp: D floats.
-  void rotate(const RopeTensor& x, const PositionIds& ids, const RowAngles& angles, int b, int t, float* row, float* tmp,
-              int direction) const {
+  // rotated row into one w.r.t. the row as stored. tmp: D floats. Table row: t + shift.
+  void rotate(const RopeTensor& x, const PositionIds& ids, const RowAngles& angles, int shift, int b, int t, float* row,
+              float* tmp, int direction) const {
     if (p->positions != AttentionPositions::kRope) return;
     const int half = p->rope.num_freqs;
     std::copy_n(row, 2 * half, tmp);
@@ -84,7 +88,7 @@ struct Plan {
       rope.direction = direction;
       rope_row_reference(tmp, row, ids, b, t, x.tokens, rope);
     } else {
-      const std::size_t at = static_cast<std::size_t>(t) * half;
+      const std::size_t at = static_cast<std::size_t>(t + shift) * half;
       const float* sin = angles.sin.data() + at;
       if (direction < 0) {  // the table holds +sin; rope_cos_sin gives the transpose -sin, exactly
         thread_local std::vector<float> negated;
@@ -98,14 +102,20 @@ struct Plan {
   // Row of q or k, rotated when the scheme is RoPE, into out[D] (tmp: D floats).
   void load_query(int b, int t, int h, float* out, float* tmp) const {
     load_row(*q, b, t, h, out);
-    rotate(*q, p->q_positions, q_angles, b, t, out, tmp, 1);
+    rotate_query(b, t, out, tmp, 1);
   }
   void load_key(int b, int t, int h, float* out, float* tmp) const {
     load_row(*k, b, t, h, out);
-    rotate(*k, p->k_positions, k_angles, b, t, out, tmp, 1);
+    rotate(*k, p->k_positions, k_angles, 0, b, t, out, tmp, 1);
   }
-  void unrotate_query(int b, int t, float* row, float* tmp) const { rotate(*q, p->q_positions, q_angles, b, t, row, tmp, -1); }
-  void unrotate_key(int b, int t, float* row, float* tmp) const { rotate(*k, p->k_positions, k_angles, b, t, row, tmp, -1); }
+  void unrotate_query(int b, int t, float* row, float* tmp) const { rotate_query(b, t, row, tmp, -1); }
+  void unrotate_key(int b, int t, float* row, float* tmp) const { rotate(*k, p->k_positions, k_angles, 0, b, t, row, tmp, -1); }
+  void rotate_query(int b, int t, float* row, float* tmp, int direction) const {
+    if (queries_share_key_angles)
+      rotate(*q, p->q_positions, k_angles, T - S, b, t, row, tmp, direction);
+    else
+      rotate(*q, p->q_positions, q_angles, 0, b, t, row, tmp, direction);
+  }
 
   bool visible(int b, std::int64_t query_index, std::int64_t j) const {
     const AttentionMask& m = p->mask;
@@ -212,6 +222,9 @@ struct Plan {
 
 // RoPE's cos/sin per token index when ids are the same in every batch row; empty otherwise.
 RowAngles row_angles(const PositionIds& ids, int tokens, const RopeApplyParams& rope);
+// Whether every batch row has the same positions and query t sits at key T - S + t's positions
+// on every axis (then the queries read the keys' table).
+bool queries_at_key_positions(const PositionIds& q_ids, int S, const PositionIds& k_ids, int T);
 
 // Validates and fills the plan (q, k, v, out and params must outlive it).
 Plan make_plan(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
