@@ -189,6 +189,53 @@ TEST_F(RopeKernels, Bf16NarrowingEqualsTheReferenceNativeAndEmulated) {
   std::printf("bf16 narrowing: the CPU's instruction %s here\n", rope_native_bf16() ? "is used" : "is not available");
 }
 
+// [B, H, S, D] storage with a table is walked head by head; where a batch row's positions are
+// consecutive, all of a head's tokens go through one call (each token a row of the view, its own
+// cos/sin row). Rows with consecutive ids (implicit, or explicit) and with a gap, every target,
+// layout, dtype, direction, and head dims with and without vector tails.
+TEST_F(RopeKernels, HeadMajorRunsOfConsecutivePositionsEqualTheReference) {
+  std::mt19937 rng(31);
+  const int batch = 2, heads = 3;
+  int combinations = 0;
+  for (const auto target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    // 9 tokens, and 600 (row 1 with its gap after 300), with and without vector tails.
+    for (const auto& [tokens, head_dim] : {std::pair{9, 40}, std::pair{9, 128}, std::pair{600, 40}}) {
+      std::vector<std::int64_t> ids(static_cast<std::size_t>(batch) * tokens);
+      for (int t = 0; t < tokens; ++t) {
+        ids[static_cast<std::size_t>(t)] = 40 + t;                                           // row 0: consecutive
+        const int gap_at = tokens > 9 ? 300 : 4;
+        ids[static_cast<std::size_t>(tokens + t)] = t < gap_at ? 7 + t : 20 + t;  // row 1: a gap
+      }
+      RopeParams rp;
+      rp.head_dim = head_dim;
+      const RopeSchedule sched = compute_schedule(rp);
+      for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16})
+        for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved, RopeLayout::kDeepSeekV3})
+          for (int direction : {1, -1})
+            for (bool implicit : {true, false}) {
+              RopeApplyParams p = rope_apply_params(sched, layout);
+              p.direction = direction;
+              p.attention_factor = 1.125;
+              const PositionIds pos = implicit ? PositionIds::implicit(5) : PositionIds{ids.data(), 1, batch * tokens};
+              Buffer q = random_buffer(dtype, std::size_t{batch} * tokens * heads * head_dim, rng), ref = q;
+              const RopeTensor view = bhsd(q.data(), dtype, {batch, tokens, heads, head_dim});
+              rope_apply_reference(with_data(view, ref.data()), pos, p);
+              RopeTable table(p, 8);
+              RopeKernelOptions options;
+              options.table = &table;
+              options.threads = 2;
+              rope_rotate(view, nullptr, pos, p, options);
+              ASSERT_EQ(q.bytes, ref.bytes) << to_string(dtype) << " " << to_string(layout) << " head_dim " << head_dim
+                                            << " dir " << direction << " implicit " << implicit;
+              ++combinations;
+            }
+    }
+  }
+  EXPECT_GT(combinations, 0);
+}
+
 TEST_F(RopeKernels, ThreadCountDoesNotChangeBits) {
   RopeParams rp;
   rp.head_dim = 128;

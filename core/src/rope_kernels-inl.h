@@ -255,12 +255,13 @@ HWY_INLINE void PrefetchAhead(const T* row, std::int64_t token_stride, int chann
 
 // Half-split, every head of one token (heads outer: each row is streamed once, in order).
 template <bool kForward, typename T, bool kNative>
-void RotateTokenHalfSplit(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
+void RotateTokenHalfSplit(const RopeTensor& x, std::int64_t offset, const float* c0, const float* s0, std::int64_t cs_stride, int half) {
   const TagFor<T> df;
   const int n = static_cast<int>(hn::Lanes(df));
   T* base = static_cast<T*>(x.data) + offset;
   const bool prefetch = WantsPrefetch(x);
   for (int h = 0; h < x.heads; ++h) {
+    const float *c = c0 + h * cs_stride, *s = s0 + h * cs_stride;  // a run of tokens: one row each
     T* row = base + h * x.head_stride;
     if (prefetch) PrefetchAhead(row, x.token_stride, 2 * half);
     int j = 0;
@@ -294,19 +295,13 @@ void RotateTokenHalfSplit(const RopeTensor& x, std::int64_t offset, const float*
 // rate on one thread with them). cos/sin are split into even and odd entries once per token,
 // into scratch (2 * half floats).
 template <bool kForward>
-void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half,
+void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, const float* c0, const float* s0, std::int64_t cs_stride, int half,
                                    float* scratch) {
   const DW df;
   const hn::RebindToUnsigned<DW> du;
   const int n = static_cast<int>(hn::Lanes(df));  // 32-bit lanes: 2 n values a vector
   const int pairs = half / 2;
   float *ce = scratch, *co = ce + pairs, *se = co + pairs, *so = se + pairs;
-  for (int i = 0; i < pairs; ++i) {
-    ce[i] = c[2 * i];
-    co[i] = c[2 * i + 1];
-    se[i] = s[2 * i];
-    so[i] = s[2 * i + 1];
-  }
   const auto high = hn::Set(du, 0xffff0000u);
   const auto merge = [&](hn::Vec<DW> even, hn::Vec<DW> odd) {
     return hn::Or(hn::And(Bf16InHighHalf(df, odd), high), hn::ShiftRight<16>(Bf16InHighHalf(df, even)));
@@ -314,6 +309,14 @@ void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, con
   std::uint16_t* base = static_cast<std::uint16_t*>(x.data) + offset;
   const bool prefetch = WantsPrefetch(x);
   for (int h = 0; h < x.heads; ++h) {
+    const float *c = c0 + h * cs_stride, *s = s0 + h * cs_stride;  // a run of tokens: one row each
+    if (h == 0 || cs_stride != 0)
+      for (int i = 0; i < pairs; ++i) {
+        ce[i] = c[2 * i];
+        co[i] = c[2 * i + 1];
+        se[i] = s[2 * i];
+        so[i] = s[2 * i + 1];
+      }
     std::uint16_t* row = base + h * x.head_stride;
     if (prefetch) PrefetchAhead(row, x.token_stride, 2 * half);
     int j = 0;
@@ -343,7 +346,7 @@ void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, con
 // pair merges back the same way — no interleaving shuffles (measured: 1.17x float32's element
 // rate on one thread with them, on Zen 4).
 template <bool kForward>
-void RotateTokenPairsBf16(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
+void RotateTokenPairsBf16(const RopeTensor& x, std::int64_t offset, const float* c0, const float* s0, std::int64_t cs_stride, int half) {
   const DW df;
   const hn::RebindToUnsigned<DW> du;
   const int n = static_cast<int>(hn::Lanes(df));  // pairs a vector
@@ -351,6 +354,7 @@ void RotateTokenPairsBf16(const RopeTensor& x, std::int64_t offset, const float*
   std::uint16_t* base = static_cast<std::uint16_t*>(x.data) + offset;
   const bool prefetch = WantsPrefetch(x);
   for (int h = 0; h < x.heads; ++h) {
+    const float *c = c0 + h * cs_stride, *s = s0 + h * cs_stride;  // a run of tokens: one row each
     std::uint16_t* row = base + h * x.head_stride;
     if (prefetch) PrefetchAhead(row, x.token_stride, 2 * half);
     int j = 0;
@@ -373,12 +377,13 @@ void RotateTokenPairsBf16(const RopeTensor& x, std::int64_t offset, const float*
 
 // Interleaved float32, every head of one token.
 template <bool kForward>
-void RotateTokenPairsF32(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
+void RotateTokenPairsF32(const RopeTensor& x, std::int64_t offset, const float* c0, const float* s0, std::int64_t cs_stride, int half) {
   const DF df;
   const int n = static_cast<int>(hn::Lanes(df));
   float* base = static_cast<float*>(x.data) + offset;
   const bool prefetch = WantsPrefetch(x);
   for (int h = 0; h < x.heads; ++h) {
+    const float *c = c0 + h * cs_stride, *s = s0 + h * cs_stride;  // a run of tokens: one row each
     float* row = base + h * x.head_stride;
     if (prefetch) PrefetchAhead(row, x.token_stride, 2 * half);
     int j = 0;
@@ -395,13 +400,14 @@ void RotateTokenPairsF32(const RopeTensor& x, std::int64_t offset, const float* 
 // Interleaved f16, every head of one token: the 16-bit values are split into even and odd
 // lanes as integers, widened, rotated in float32, narrowed and re-interleaved.
 template <bool kForward, typename T>
-void RotateTokenPairsHalf(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
+void RotateTokenPairsHalf(const RopeTensor& x, std::int64_t offset, const float* c0, const float* s0, std::int64_t cs_stride, int half) {
   const DW df;
   const BitsOf<DW> du16;
   const int n = static_cast<int>(hn::Lanes(df));
   T* base = static_cast<T*>(x.data) + offset;
   const bool prefetch = WantsPrefetch(x);
   for (int h = 0; h < x.heads; ++h) {
+    const float *c = c0 + h * cs_stride, *s = s0 + h * cs_stride;  // a run of tokens: one row each
     T* row = base + h * x.head_stride;
     std::uint16_t* bits = reinterpret_cast<std::uint16_t*>(row);
     if (prefetch) PrefetchAhead(row, x.token_stride, 2 * half);
@@ -472,10 +478,11 @@ void CosSinRowAccurate(const float* inv_freq, const double* pos, double factor, 
 // ---- the whole call -------------------------------------------------------------------------
 // DeepSeek-V3, every head of one token, through float copies (in, out: 2 * half floats each).
 template <bool kForward, typename T>
-void RotateTokenDeepSeek(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half, float* in,
+void RotateTokenDeepSeek(const RopeTensor& x, std::int64_t offset, const float* c0, const float* s0, std::int64_t cs_stride, int half, float* in,
                          float* out) {
   T* base = static_cast<T*>(x.data) + offset;
   for (int h = 0; h < x.heads; ++h) {
+    const float *c = c0 + h * cs_stride, *s = s0 + h * cs_stride;  // a run of tokens: one row each
     T* row = base + h * x.head_stride;
     ToFloatRow(row, in, 2 * half);
     if (kForward)
@@ -487,25 +494,27 @@ void RotateTokenDeepSeek(const RopeTensor& x, std::int64_t offset, const float* 
 }
 
 // One token of one tensor, every head: the layout and the storage type chosen here.
+// cs_stride: 0 for one token (every head reads c and s); or, for a run of tokens of one head
+// viewed as heads (RotateHeadByHead), the floats from one token's cos/sin row to the next's.
 template <bool kForward, typename T, bool kNative = false>
-void RotateToken(const RopeTensor& x, std::int64_t offset, RopeLayout layout, const float* c, const float* s, int half,
-                 float* tmp, float* tmp2) {
+void RotateToken(const RopeTensor& x, std::int64_t offset, RopeLayout layout, const float* c, const float* s,
+                 std::int64_t cs_stride, int half, float* tmp, float* tmp2) {
   switch (layout) {
     case RopeLayout::kHalfSplit:
       if constexpr (std::is_same_v<T, hwy::bfloat16_t> && !kNative)
-        RotateTokenHalfSplitBf16Pairs<kForward>(x, offset, c, s, half, tmp);
+        RotateTokenHalfSplitBf16Pairs<kForward>(x, offset, c, s, cs_stride, half, tmp);
       else
-        RotateTokenHalfSplit<kForward, T, kNative>(x, offset, c, s, half);
+        RotateTokenHalfSplit<kForward, T, kNative>(x, offset, c, s, cs_stride, half);
       break;
     case RopeLayout::kInterleaved:
       if constexpr (std::is_same_v<T, float>)
-        RotateTokenPairsF32<kForward>(x, offset, c, s, half);
+        RotateTokenPairsF32<kForward>(x, offset, c, s, cs_stride, half);
       else if constexpr (std::is_same_v<T, hwy::bfloat16_t>)
-        RotateTokenPairsBf16<kForward>(x, offset, c, s, half);
+        RotateTokenPairsBf16<kForward>(x, offset, c, s, cs_stride, half);
       else
-        RotateTokenPairsHalf<kForward, T>(x, offset, c, s, half);
+        RotateTokenPairsHalf<kForward, T>(x, offset, c, s, cs_stride, half);
       break;
-    case RopeLayout::kDeepSeekV3: RotateTokenDeepSeek<kForward, T>(x, offset, c, s, half, tmp, tmp2); break;
+    case RopeLayout::kDeepSeekV3: RotateTokenDeepSeek<kForward, T>(x, offset, c, s, cs_stride, half, tmp, tmp2); break;
   }
 }
 
@@ -513,21 +522,21 @@ void RotateToken(const RopeTensor& x, std::int64_t offset, RopeLayout layout, co
 // floats of scratch each.
 template <bool kForward>
 void RotateTokenOf(const RotateJob& job, const RopeTensor& x, std::int64_t offset, const float* c, const float* s,
-                   float* tmp, float* tmp2) {
+                   float* tmp, float* tmp2, std::int64_t cs_stride = 0) {
   const RopeLayout layout = job.params->layout;
   const int half = job.params->num_freqs;
   switch (x.dtype) {
-    case DType::kF32: RotateToken<kForward, float>(x, offset, layout, c, s, half, tmp, tmp2); break;
+    case DType::kF32: RotateToken<kForward, float>(x, offset, layout, c, s, cs_stride, half, tmp, tmp2); break;
     case DType::kBF16:
 #if POSENC_NATIVE_BF16
       if (job.native_bf16) {
-        RotateToken<kForward, hwy::bfloat16_t, true>(x, offset, layout, c, s, half, tmp, tmp2);
+        RotateToken<kForward, hwy::bfloat16_t, true>(x, offset, layout, c, s, cs_stride, half, tmp, tmp2);
         break;
       }
 #endif
-      RotateToken<kForward, hwy::bfloat16_t>(x, offset, layout, c, s, half, tmp, tmp2);
+      RotateToken<kForward, hwy::bfloat16_t>(x, offset, layout, c, s, cs_stride, half, tmp, tmp2);
       break;
-    case DType::kF16: RotateToken<kForward, hwy::float16_t>(x, offset, layout, c, s, half, tmp, tmp2); break;
+    case DType::kF16: RotateToken<kForward, hwy::float16_t>(x, offset, layout, c, s, cs_stride, half, tmp, tmp2); break;
   }
 }
 
@@ -541,8 +550,10 @@ inline bool AllHeadMajor(const RotateJob& job) {
 // Head-major storage with 1-D positions and a table: walked head by head, each head's tokens in
 // order, so every thread reads one sequential stream. The token-outer walk below reads one
 // stream per head at once (40 for Llama-3-8B's q and k), more than the hardware prefetchers
-// follow: measured 0.38 of the memory ceiling on one thread. A table row is a pointer, so
-// reading it once per head costs nothing (the other cos/sin modes compute rows: token-outer).
+// follow: measured 0.38 of the memory ceiling on one thread, 0.51-0.61 this way. What is left
+// is the cos/sin table, read once per head (4 MiB at 8192 tokens, rotary dim 128: as many bytes
+// as the head's values); chunks of 256 tokens across all heads, to keep the table in L2, measured
+// slower (0.41-0.43). The other cos/sin modes compute rows, so they stay token-outer.
 // Work units of the head-by-head walk: (tensor, batch row, head). Fewer than threads: the
 // token-outer walk, which splits tokens, keeps every thread busy.
 inline std::int64_t HeadUnits(const RotateJob& job) {
@@ -571,7 +582,21 @@ void RotateHeadByHead(const RotateJob& job) {
       while (rest >= std::int64_t{batch} * job.tensors[i].heads) rest -= std::int64_t{batch} * job.tensors[i].heads, ++i;
       RopeTensor one = job.tensors[i];
       const int b = static_cast<int>(rest / one.heads), h = static_cast<int>(rest % one.heads);
-      one.heads = 1;  // the view of this head alone
+      const std::int64_t head_offset = b * one.batch_stride + h * one.head_stride;
+      // Consecutive positions (no padding, no gaps): the head's tokens are consecutive table rows,
+      // so one call walks them all, each token a "head" of the view — no call per 128 values.
+      const std::int64_t first = pos.at(0, b, 0, tokens);
+      bool consecutive = true;
+      for (int t = 1; t < tokens && consecutive; ++t) consecutive = pos.at(0, b, t, tokens) == first + t;
+      if (consecutive) {
+        RopeTensor run = one;
+        run.heads = tokens;
+        run.head_stride = one.token_stride;
+        RotateTokenOf<kForward>(job, run, head_offset, job.table->cos.data() + first * half, job.table->sin.data() + first * half,
+                                tmp.data(), tmp2.data(), half);
+        continue;
+      }
+      one.heads = 1;  // the view of this head alone, token by token
       for (int t = 0; t < tokens; ++t) {
         const std::int64_t at = pos.at(0, b, t, tokens) * half;
         RotateTokenOf<kForward>(job, one, b * one.batch_stride + t * one.token_stride + h * one.head_stride,
