@@ -41,7 +41,7 @@ fuzz: deps
 	cmake --build $(BUILD)-fuzz -j$(JOBS) --target config_fuzzer cli_fuzzer gguf_fuzzer
 	mkdir -p $(BUILD)-fuzz/corpus/config $(BUILD)-fuzz/corpus/cli
 	$(BUILD)-fuzz/fuzz/config_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(BUILD)-fuzz/ \
-	  $(BUILD)-fuzz/corpus/config ../shared/reference/real-configs examples/configs
+	  $(BUILD)-fuzz/corpus/config tests/data/real-configs examples/configs
 	$(BUILD)-fuzz/fuzz/cli_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(BUILD)-fuzz/ -close_fd_mask=3 \
 	  $(BUILD)-fuzz/corpus/cli fuzz/corpus/cli
 	mkdir -p $(BUILD)-fuzz/corpus/gguf

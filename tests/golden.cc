@@ -18,7 +18,7 @@ std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw std::runtime_error("cannot read " + path +
-                             " — the reference folder (../shared/reference beside the checkout, or "
+                             " — the reference folder (tests/data in the checkout, or "
                              "$POSENC_REFERENCE_DIR) is required by the tests");
   std::ostringstream s;
   s << in.rdbuf();

@@ -1,4 +1,4 @@
-// Access to ../shared/reference: hf-golden.json (values from running Hugging Face's own rope
+// Access to the reference data carried in tests/data (README there: provenance): hf-golden.json (values from running Hugging Face's own rope
 // functions) and real-configs/. A missing reference folder fails the test loudly; it is never
 // skipped. POSENC_REFERENCE_DIR (environment) overrides the folder CMake found.
 #pragma once

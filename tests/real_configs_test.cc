@@ -1,4 +1,4 @@
-// Every config.json in ../shared/reference/real-configs is accepted in strict mode and read as
+// Every config.json in tests/data/real-configs is accepted in strict mode and read as
 // Hugging Face reads it; where the golden file covers the same model, the numbers are HF's.
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-REFERENCE = pathlib.Path(os.environ.get("POSENC_REFERENCE_DIR", pathlib.Path(__file__).parents[2] / ".." / "shared" / "reference"))
+REFERENCE = pathlib.Path(os.environ.get("POSENC_REFERENCE_DIR", pathlib.Path(__file__).parents[2] / "tests" / "data"))
 
 
 @pytest.fixture(scope="session")

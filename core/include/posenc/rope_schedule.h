@@ -6,7 +6,7 @@
 //
 // The kernels only rotate; PI, NTK, dynamic NTK, YaRN, llama3 and LongRoPE are all expressed as
 // a different inv_freq (and attention factor) here. Numbers follow Hugging Face transformers v5
-// (modeling_rope_utils.py), see ../shared/reference/hf-reference.md §3.
+// (modeling_rope_utils.py), see docs/reference/hf-reference.md §3.
 //
 // Numerics (numerics.h): posenc computes in double and rounds once to float32 (within ~3e-7
 // relative of HF, which chains float32 operations); Numerics::kHfFloat32 replays HF's float32
