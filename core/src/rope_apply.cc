@@ -54,7 +54,7 @@ void validate(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams
                   " but the ids have " + std::to_string(pos.axes));
   if (!p.inv_freq) throw Error("RoPE needs inv_freq");
   // A finite factor also keeps every NaN the kernels narrow to bf16 one that came in as data
-  // (rope_kernels-inl.h, Bf16InHighHalf).
+  // (rope_convert-inl.h, Bf16InHighHalf).
   if (!std::isfinite(p.attention_factor))
     throw Error("RoPE attention_factor must be finite, got " + format_number(p.attention_factor));
   std::int64_t largest[3] = {0, 0, 0};

@@ -1,18 +1,27 @@
-// What rope_rotate hands to the dispatched SIMD code (private to the core library).
+// What rope_rotate hands to the dispatched SIMD code (private to the core library). It names only
+// the views and parameters of rope_apply.h, not the public rope_kernels.h: rope_kernels.cc, which
+// implements that header, is the one that includes the kernels, and the arrow points one way.
 #pragma once
 
-#include "posenc/rope_kernels.h"
+#include "posenc/rope_apply.h"
 
 namespace posenc {
+
+// A RopeTable snapshot's rows as the kernels read them: [position][num_freqs] floats each,
+// attention factor included, direction +1.
+struct CosSinRows {
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+};
 
 struct RotateJob {
   RopeTensor tensors[2];
   int num_tensors = 1;
   const PositionIds* positions = nullptr;
   const RopeApplyParams* params = nullptr;
-  const RopeTable::Rows* table = nullptr;  // nullptr: on the fly
+  const CosSinRows* table = nullptr;  // nullptr: on the fly
   int threads = 1;
-  bool native_bf16 = false;  // the CPU narrows to bf16 itself (AVX512_BF16; rope_kernels-inl.h)
+  bool native_bf16 = false;  // the CPU narrows to bf16 itself (AVX512_BF16; rope_convert-inl.h)
 };
 
 }  // namespace posenc

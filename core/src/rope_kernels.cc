@@ -1,16 +1,35 @@
-// The one foreach_target translation unit of the RoPE kernels: compiles rope_kernels-inl.h for
-// every Highway target and exports coarse entry points ("rotate this whole call"), dispatched
-// once per call, never per row.
+// The one foreach_target translation unit of the RoPE kernels: compiles the kernels' -inl.h files
+// (below, in dependency order) for every Highway target and exports coarse entry points ("rotate
+// this whole call"), dispatched once per call, never per row.
 #include "posenc/rope_kernels.h"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "rope_kernels-inl.h"
+#define HWY_TARGET_INCLUDE "rope_kernels.cc"  // this file, once per target
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "rope_kernels-inl.h"
+#include "rope_widths-inl.h"         // the vector widths
+#include "rope_rotate-inl.h"         // one pair; DeepSeek-V3's pairs <-> halves
+#include "rope_convert-inl.h"        // bf16/f16 <-> float32 storage conversions
+#include "rope_prefetch-inl.h"       // the prefetch policy
+#include "rope_token_kernels-inl.h"  // one token, per layout x storage type
+#include "rope_token_switch-inl.h"   // which token kernel: the layout / dtype switch
+#include "rope_sincos-inl.h"         // cos/sin rows on the fly (accurate angles)
+#include "rope_walk-inl.h"           // the walks over a call's tensors: RotateAll
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc {
+namespace HWY_NAMESPACE {
+
+std::int64_t CurrentTarget() { return HWY_TARGET; }
+bool TargetNarrowsBf16() { return POSENC_NATIVE_BF16; }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace posenc
+HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <algorithm>
 #include <string>
 
 #include "posenc/error.h"
@@ -81,6 +100,7 @@ void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& po
   job.threads = kernel_threads(options.threads, "rope");
   job.native_bf16 = rope_native_bf16();
   std::shared_ptr<const RopeTable::Rows> rows;
+  CosSinRows table_rows;
   if (options.table) {
     if (!options.table->matches(params))
       throw Error("the RoPE table was built for other frequencies, attention factor or angle mode");
@@ -89,7 +109,8 @@ void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& po
       for (int b = 0; b < q.batch; ++b)
         for (int t = 0; t < q.tokens; ++t) max_position = std::max(max_position, positions.at(a, b, t, q.tokens));
     rows = options.table->ensure(max_position);
-    job.table = rows.get();
+    table_rows = {rows->cos.data(), rows->sin.data()};
+    job.table = &table_rows;
   }
   if (std::int64_t{q.batch} * q.tokens == 0) return;
   HWY_DYNAMIC_DISPATCH(RotateAll)(job);

@@ -14,33 +14,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <vector>
 
+#include "posenc/aligned_vector.h"
 #include "posenc/rope_apply.h"
 #include "posenc/threads.h"
 
 namespace posenc {
-
-// std::allocator with 64-byte alignment: cos/sin rows that never straddle a cache line.
-template <typename T>
-struct CacheLineAllocator {
-  using value_type = T;
-  CacheLineAllocator() = default;
-  template <typename U>
-  CacheLineAllocator(const CacheLineAllocator<U>&) {}
-  T* allocate(std::size_t n) {
-    void* p = ::operator new(n * sizeof(T), std::align_val_t{64});
-    return static_cast<T*>(p);
-  }
-  void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t{64}); }
-  template <typename U>
-  bool operator==(const CacheLineAllocator<U>&) const { return true; }
-  template <typename U>
-  bool operator!=(const CacheLineAllocator<U>&) const { return false; }
-};
-template <typename T>
-using AlignedVector = std::vector<T, CacheLineAllocator<T>>;
 
 // cos/sin (attention factor included, direction +1) for positions 0 .. size-1:
 // [position][num_freqs] each. Safe to share between threads: ensure() serialises growth and

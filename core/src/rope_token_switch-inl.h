@@ -1,0 +1,78 @@
+// Which per-token RoPE kernel rotates a token: the switch over layout and storage type (and
+// whether the CPU narrows bf16 itself), per Highway target (included by rope_kernels.cc, the one
+// foreach_target unit).
+// Per-target include guard, as Highway requires:
+#if defined(POSENC_ROPE_TOKEN_SWITCH_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef POSENC_ROPE_TOKEN_SWITCH_INL_H_
+#undef POSENC_ROPE_TOKEN_SWITCH_INL_H_
+#else
+#define POSENC_ROPE_TOKEN_SWITCH_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "posenc/rope_apply.h"
+#include "rope_convert-inl.h"
+#include "rope_kernel_job.h"
+#include "rope_token_kernels-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// One token of one tensor, every head: the layout and the storage type chosen here.
+// cs_stride: 0 for one token (every head reads c and s); or, for a run of tokens of one head
+// viewed as heads (RotateHeadByHead), the floats from one token's cos/sin row to the next's.
+template <bool kForward, typename T, bool kNative = false>
+void RotateToken(const RopeTensor& x, std::int64_t offset, RopeLayout layout, const float* c, const float* s,
+                 std::int64_t cs_stride, int half, float* tmp, float* tmp2) {
+  switch (layout) {
+    case RopeLayout::kHalfSplit:
+      if constexpr (std::is_same_v<T, hwy::bfloat16_t> && !kNative)
+        RotateTokenHalfSplitBf16Pairs<kForward>(x, offset, c, s, cs_stride, half, tmp);
+      else
+        RotateTokenHalfSplit<kForward, T, kNative>(x, offset, c, s, cs_stride, half);
+      break;
+    case RopeLayout::kInterleaved:
+      if constexpr (std::is_same_v<T, float>)
+        RotateTokenPairsF32<kForward>(x, offset, c, s, cs_stride, half);
+      else if constexpr (std::is_same_v<T, hwy::bfloat16_t>)
+        RotateTokenPairsBf16<kForward>(x, offset, c, s, cs_stride, half);
+      else
+        RotateTokenPairsHalf<kForward, T>(x, offset, c, s, cs_stride, half);
+      break;
+    case RopeLayout::kDeepSeekV3: RotateTokenDeepSeek<kForward, T>(x, offset, c, s, cs_stride, half, tmp, tmp2); break;
+  }
+}
+
+// One token of x (every head of the view), its storage type chosen here. tmp, tmp2: 2 * half
+// floats of scratch each.
+template <bool kForward>
+void RotateTokenOf(const RotateJob& job, const RopeTensor& x, std::int64_t offset, const float* c, const float* s,
+                   float* tmp, float* tmp2, std::int64_t cs_stride = 0) {
+  const RopeLayout layout = job.params->layout;
+  const int half = job.params->num_freqs;
+  switch (x.dtype) {
+    case DType::kF32: RotateToken<kForward, float>(x, offset, layout, c, s, cs_stride, half, tmp, tmp2); break;
+    case DType::kBF16:
+#if POSENC_NATIVE_BF16
+      if (job.native_bf16) {
+        RotateToken<kForward, hwy::bfloat16_t, true>(x, offset, layout, c, s, cs_stride, half, tmp, tmp2);
+        break;
+      }
+#endif
+      RotateToken<kForward, hwy::bfloat16_t>(x, offset, layout, c, s, cs_stride, half, tmp, tmp2);
+      break;
+    case DType::kF16: RotateToken<kForward, hwy::float16_t>(x, offset, layout, c, s, cs_stride, half, tmp, tmp2); break;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace posenc
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
