@@ -1,0 +1,139 @@
+// The RoPE kernels at the edges of their values: bf16 narrowing of special values (native and
+// emulated) on every target, the angles and attention factors they refuse, and the cos/sin
+// table's growth and mismatch checks. Rotation and walks: rope_kernels_test.cc.
+#include <gtest/gtest.h>
+
+#include <hwy/targets.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "posenc/error.h"
+#include "posenc/rope_kernels.h"
+#include "rope_kernels_test_support.h"
+
+namespace posenc {
+namespace {
+
+using namespace rope_kernels_test;
+
+// Narrowing to bf16 rounds like posenc::float_to_bf16 on every target, whether the CPU's own
+// instruction (AVX512_BF16) or the emulation does it: values that round to even, subnormal
+// inputs and results (which the instruction flushes to zero: the kernel must not let it),
+// zeros, infinities, overflow to infinity and NaN. head_dim 96 and 128 reach the kernel's
+// two-vectors-a-step loop, its one-vector step and (interleaved) its pair path.
+TEST_F(RopeKernels, Bf16NarrowingEqualsTheReferenceNativeAndEmulated) {
+  std::mt19937 rng(29);
+  std::vector<std::uint16_t> specials = {0x0000, 0x8000, 0x0001, 0x8001, 0x007f, 0x0080, 0x0081, 0x00ff,
+                                         0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0, 0xffc1, 0x7f81, 0x7fff, 0xffff, 0x3f80};
+  std::uniform_int_distribution<int> any_bits(0, 0xffff), pick(0, 3);
+  std::vector<std::int64_t> ids;
+  for (int t = 0; t < 7; ++t) ids.push_back(t == 0 ? 0 : 1 + 977 * t);
+  for (const auto target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (bool native : {true, false}) {
+      allow_rope_native_bf16_for_test(native);
+      for (int head_dim : {96, 128})
+        for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved, RopeLayout::kDeepSeekV3}) {
+          RopeParams rp;
+          rp.head_dim = head_dim;
+          const RopeSchedule schedule = compute_schedule(rp);  // p points into it
+          RopeApplyParams p = rope_apply_params(schedule, layout);
+          p.attention_factor = 1.0625;  // products that are not exact: every lane rounds
+          const std::size_t n = ids.size() * 2 * static_cast<std::size_t>(head_dim);
+          Buffer x{DType::kBF16, std::vector<std::uint8_t>(2 * n)};
+          for (std::size_t i = 0; i < n; ++i) {
+            // Mostly subnormal-range and ordinary values; some specials; one vector in four clean.
+            const int kind = pick(rng);
+            const std::uint16_t bits = kind == 0   ? specials[static_cast<std::size_t>(any_bits(rng)) % specials.size()]
+                                       : kind == 1 ? static_cast<std::uint16_t>(any_bits(rng) & 0x80ff)  // tiny
+                                                   : static_cast<std::uint16_t>(0x3c00 + (any_bits(rng) & 0x07ff));
+            std::memcpy(&x.bytes[2 * i], &bits, 2);
+          }
+          for (std::size_t i = n / 4; i < n / 2; ++i) x.bytes[2 * i + 1] = 0x3f;  // normal values only
+          Buffer ref = x;
+          const RopeTensor view = bshd(x.data(), DType::kBF16, {1, static_cast<int>(ids.size()), 2, head_dim});
+          const PositionIds pos{ids.data(), 1, static_cast<int>(ids.size())};
+          rope_apply_reference(with_data(view, ref.data()), pos, p);
+          rope_rotate(view, nullptr, pos, p);
+          for (std::size_t i = 0; i < n; ++i) {
+            std::uint16_t got, want;
+            std::memcpy(&got, &x.bytes[2 * i], 2);
+            std::memcpy(&want, &ref.bytes[2 * i], 2);
+            // A NaN result stays a quiet NaN; its payload depends on which NaN operand the
+            // hardware propagates (operand order, unspecified by IEEE 754), not on rounding.
+            const auto is_nan = [](std::uint16_t b) { return (b & 0x7f80) == 0x7f80 && (b & 0x7f) != 0; };
+            if (is_nan(want) && is_nan(got) && (got & 0x40)) continue;
+            ASSERT_EQ(got, want) << "native " << native << " head_dim " << head_dim << " layout " << to_string(layout)
+                                 << " element " << i;
+          }
+        }
+    }
+  }
+  allow_rope_native_bf16_for_test(true);
+  hwy::SetSupportedTargetsForTest(0);
+  std::printf("bf16 narrowing: the CPU's instruction %s here\n", rope_native_bf16() ? "is used" : "is not available");
+}
+
+TEST_F(RopeKernels, AnglesBeyondTheAccurateRangeAreRefused) {
+  // rope_theta 0.25 makes inv_freq[1] = 2: position 2^30 + 1 is an angle past 2^31 radians.
+  RopeParams rp;
+  rp.head_dim = 4;
+  rp.theta = 0.25;
+  const RopeSchedule s = compute_schedule(rp);
+  const RopeApplyParams p = rope_apply_params(s);
+  std::vector<float> x(4, 1.0f);
+  const std::int64_t ok = 1 << 30, far = (std::int64_t{1} << 30) + 1;
+  EXPECT_NO_THROW(rope_rotate(bshd(x.data(), {1, 1, 1, 4}), nullptr, {&ok, 1, 1}, p));
+  try {
+    rope_rotate(bshd(x.data(), {1, 1, 1, 4}), nullptr, {&far, 1, 1}, p);
+    ADD_FAILURE() << "no error past 2^31 radians";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("beyond 2^31"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(rope_apply_reference(bshd(x.data(), {1, 1, 1, 4}), {&far, 1, 1}, p), Error);
+}
+
+// A NaN or infinite attention factor is refused by name: cos and sin must be finite (the bf16
+// narrowing relies on it, and no schedule produces another).
+TEST_F(RopeKernels, ANonFiniteAttentionFactorIsRefused) {
+  RopeParams rp;
+  rp.head_dim = 4;
+  const RopeSchedule s = compute_schedule(rp);
+  std::vector<float> x(4, 1.0f);
+  for (double factor : {std::nan(""), HUGE_VAL}) {
+    const RopeApplyParams p = rope_apply_params(s.inv_freq, factor, RopeLayout::kHalfSplit);
+    try {
+      rope_rotate(bshd(x.data(), {1, 1, 1, 4}), nullptr, {}, p);
+      ADD_FAILURE() << "no error for attention factor " << factor;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("attention_factor must be finite"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(RopeKernels, TableGrowsAndRejectsAMismatch) {
+  RopeParams rp;
+  rp.head_dim = 8;
+  const RopeSchedule s = compute_schedule(rp);
+  const RopeApplyParams p = rope_apply_params(s);
+  RopeTable table(p, 4);
+  EXPECT_EQ(table.ensure(3)->positions, 4);
+  EXPECT_GE(table.ensure(1000)->positions, 1001);
+  RopeApplyParams other = p;
+  other.attention_factor = 2;
+  std::vector<float> x(8, 1.0f);
+  RopeKernelOptions o;
+  o.table = &table;
+  EXPECT_THROW(rope_rotate(bshd(x.data(), {1, 1, 1, 8}), nullptr, {}, other, o), Error);
+  const RopeTensor bad_k = bshd(x.data(), {1, 2, 1, 4});
+  EXPECT_THROW(rope_rotate(bshd(x.data(), {1, 1, 1, 8}), &bad_k, {}, p), Error);
+}
+
+}  // namespace
+}  // namespace posenc
