@@ -1,6 +1,7 @@
 #include "commands.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -30,39 +31,31 @@ void add_lab_command(CLI::App& app) {
   lab::ExtrapolateConfig& ec = a->config;
   add_size_flags(ex, &a->quick, &a->full, "the demo: nope, sinusoidal, rope (+ extensions), alibi; a few minutes",
                  "every scheme, 3 seeds, RoPE base sweep, sinusoidal fusion modes, scored to 16384");
-  add_lab_run_options(ex, {&ec.schemes, &ec.train_len, &ec.steps, &a->seed, &ec.threads, &ec.out_dir, &ec.corpus, &a->json, &ec.launch},
-                      "characters");
+  add_lab_run_options(ex, {&ec.schemes, &ec.training, &ec.shape, &a->seed, &ec.corpus, &a->json, &ec.launch}, "characters");
   add_extensions_option(ex, &ec.extensions);
+  std::string default_lens, full_lens;
+  for (int len : ec.eval_lens) default_lens += (default_lens.empty() ? "" : ",") + std::to_string(len);
+  for (int len : lab::kFullEvalLens)
+    if (std::find(ec.eval_lens.begin(), ec.eval_lens.end(), len) == ec.eval_lens.end()) full_lens += "," + std::to_string(len);
   ex->add_option("--eval-lens", a->eval_lens,
-                 "evaluation lengths, each in [2, " + std::to_string(lab::kMaxEvalLen) +
-                     "] (default 64,128,256,512,1024,2048,4096; --full: on to 8192,16384)");
+                 "evaluation lengths, each in [2, " + std::to_string(lab::kMaxEvalLen) + "] (default " + default_lens +
+                     "; --full: on to " + full_lens.substr(1) + ")");
   ex->callback([a, ex] {
     lab::ExtrapolateConfig c = a->config;
     if (launched_local_ranks(&c.launch)) return;
-    if (a->full) {  // what the flags given did not set
-      if (ex->count("--schemes") == 0) c.schemes = {"nope", "sinusoidal", "learned", "rope", "alibi", "t5", "xl", "deberta"};
-      c.rope_bases = {100, 1e6};  // with the default rope (base 10000): the base sweep
-      c.fusions = {"concat", "multiply"};
-      c.pi_finetune_steps = 200;
-      if (ex->count("--steps") == 0) c.steps = 800;
-      c.eval_chars = 16384;  // one window at 16384
-      c.eval_lens = lab::kFullEvalLens;
-    }
-    c.seeds = a->full ? std::vector<int>{a->seed, a->seed + 1, a->seed + 2} : std::vector<int>{a->seed};
+    if (a->full) c = c.full(a->seed, ex->count("--schemes") > 0, ex->count("--steps") > 0);  // what the flags given did not set
+    else c.seeds = {a->seed};
     if (!a->eval_lens.empty()) {
       c.eval_lens.clear();
       for (auto v : parse_int_list(a->eval_lens, "--eval-lens", 2, lab::kMaxEvalLen)) c.eval_lens.push_back(static_cast<int>(v));
     }
-    const lab::ExtrapolateResult r = lab::run_extrapolate(c);
-    if (!lab::is_primary(c.launch)) return;  // rank 0 writes and prints the results
-    lab::write_file_atomic(c.out_dir + "/results.json", lab::results_json(r, c));
-    lab::write_file_atomic(c.out_dir + "/results.csv", lab::results_csv(r));
-    lab::write_file_atomic(c.out_dir + "/chart.svg", lab::results_svg(r, c));
+    const lab::ExtrapolateResult r = lab::run_extrapolate(c);  // it writes results.json, results.csv, chart.svg
+    if (!lab::is_primary(c.launch)) return;  // rank 0 prints the results
     if (a->json) {
       std::cout << lab::results_json(r, c) << "\n";
     } else {
       std::cout << lab::format_table(r, c);
-      std::cout << "results: " << c.out_dir << "/results.json, results.csv, chart.svg\n";
+      std::cout << "results: " << c.training.out_dir << "/results.json, results.csv, chart.svg\n";
     }
   });
 
@@ -74,8 +67,7 @@ void add_lab_command(CLI::App& app) {
   auto sa = std::make_shared<SortArgs>();
   CLI::App* sort = lab_cmd->add_subcommand("sort", "the sorting task: train on n digits, test on longer sequences");
   lab::SortConfig& sc = sa->config;
-  add_lab_run_options(sort, {&sc.schemes, &sc.train_len, &sc.steps, &sc.seed, &sc.threads, &sc.out_dir, nullptr, &sa->json, &sc.launch},
-                      "digits");
+  add_lab_run_options(sort, {&sc.schemes, &sc.training, &sc.shape, &sc.seed, nullptr, &sa->json, &sc.launch}, "digits");
   sort->add_option("--test-lens", sa->test_lens, "digits per test sequence (default 16,24,32)");
   sort->callback([sa] {
     lab::SortConfig c = sa->config;
@@ -84,13 +76,12 @@ void add_lab_command(CLI::App& app) {
       c.test_lens.clear();
       for (auto v : parse_int_list(sa->test_lens, "--test-lens", 1, lab::kMaxSortTestLen)) c.test_lens.push_back(static_cast<int>(v));
     }
-    const auto rows = lab::run_sort(c);
-    if (!lab::is_primary(c.launch)) return;  // rank 0 writes and prints the results
-    lab::write_file_atomic(c.out_dir + "/results.json", lab::sort_json(rows, c));
+    const auto rows = lab::run_sort(c);  // it writes results.json
+    if (!lab::is_primary(c.launch)) return;  // rank 0 prints the results
     if (sa->json)
       std::cout << lab::sort_json(rows, c) << "\n";
     else
-      std::cout << lab::format_sort_table(rows, c) << "models: " << c.out_dir << "/sort-<scheme>.pt\n";
+      std::cout << lab::format_sort_table(rows, c) << "models: " << c.training.out_dir << "/sort-<scheme>.pt\n";
   });
   add_lab_passkey_command(*lab_cmd);
 }

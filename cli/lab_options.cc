@@ -2,22 +2,25 @@
 
 #include "options.h"
 #include "posenc_lab/corpus.h"
-#include "posenc_lab/extrapolate.h"
+#include "posenc_lab/run_settings.h"
 
 namespace posenc::cli {
 namespace {
 
-// A comma-separated list of names; empty items are dropped, so `--schemes ''` leaves an empty
-// list, which the run refuses by name ("--schemes is empty") before anything is trained.
-CLI::Option* add_name_list(CLI::App* cmd, const std::string& flag, std::vector<std::string>* target, const std::string& help) {
-  std::string shown;
-  for (const auto& n : *target) shown += (shown.empty() ? "" : ",") + n;
-  auto set = [target](const std::vector<std::string>& items) {
+// A comma-separated list of names, each item made a T by parse (which throws naming a bad one);
+// empty items are dropped, so `--schemes ''` leaves an empty list, which the run refuses by name
+// ("--schemes is empty") before anything is trained. shown: the default's names.
+template <typename T, typename Parse>
+CLI::Option* add_name_list(CLI::App* cmd, const std::string& flag, std::vector<T>* target, const std::vector<std::string>& shown,
+                           Parse parse, const std::string& help) {
+  std::string joined;
+  for (const auto& n : shown) joined += (joined.empty() ? "" : ",") + n;
+  auto set = [target, parse](const std::vector<std::string>& items) {
     target->clear();
     for (const auto& item : items)
-      if (!item.empty()) target->push_back(item);
+      if (!item.empty()) target->push_back(parse(item));
   };
-  return cmd->add_option_function<std::vector<std::string>>(flag, set, help)->delimiter(',')->default_str(shown);
+  return cmd->add_option_function<std::vector<std::string>>(flag, set, help)->delimiter(',')->default_str(joined);
 }
 
 }  // namespace
@@ -27,20 +30,25 @@ void add_size_flags(CLI::App* cmd, bool* quick, bool* full, const std::string& q
   cmd->add_flag("--full", *full, full_help)->excludes(q);
 }
 
-void add_extensions_option(CLI::App* cmd, std::vector<std::string>* extensions) {
-  add_name_list(cmd, "--extensions", extensions, "RoPE extensions: none, pi, ntk, dynamic, yarn");
+void add_extensions_option(CLI::App* cmd, std::vector<lab::RopeExtension>* extensions) {
+  add_name_list(cmd, "--extensions", extensions, lab::extension_names(*extensions),
+                [](const std::string& name) { return from_name<lab::RopeExtension>(name); },
+                "RoPE extensions: " + enum_names_joined<lab::RopeExtension>(", "));
 }
 
 void add_lab_run_options(CLI::App* cmd, const LabRunTargets& t, const std::string& unit) {
-  add_name_list(cmd, "--schemes", t.schemes, "comma-separated schemes");
-  cmd->add_option("--train-len", *t.train_len, unit + " per training sequence")->capture_default_str();
-  add_steps_option(cmd, *t.steps, "training steps per model")->capture_default_str();
+  add_name_list(cmd, "--schemes", t.schemes, *t.schemes, [](const std::string& name) { return name; }, "comma-separated schemes");
+  cmd->add_option("--train-len", t.training->train_len, unit + " per training sequence")->capture_default_str();
+  add_steps_option(cmd, t.training->steps, "training steps per model")->capture_default_str();
   add_seed_option(cmd, *t.seed, "seed of the weights and the batches");
-  add_threads_option(cmd, *t.threads,
+  add_threads_option(cmd, t.training->threads,
                      "torch threads (0: one, measured faster than two for models this small; at most this machine's "
                      "hardware threads)",
                      0, lab::max_lab_threads());
-  add_out_option(cmd, *t.out_dir, "output directory (checkpoints, results, pictures)")->capture_default_str();
+  add_out_option(cmd, t.training->out_dir, "output directory (checkpoints, results, pictures)")->capture_default_str();
+  cmd->add_option("--layers", t.shape->layers, "transformer layers")->capture_default_str();
+  cmd->add_option("--d-model", t.shape->d_model, "model width (split over the heads; an even head width)")->capture_default_str();
+  add_heads_option(cmd, t.shape->heads, "attention heads")->capture_default_str();
   if (t.corpus) cmd->add_option("--corpus", *t.corpus, "UTF-8 text (default: the King James Bible made by `make corpus`)")->capture_default_str();
   add_json_flag(cmd, *t.json);
   if (t.launch) add_launch_options(cmd, t.launch);

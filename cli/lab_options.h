@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "posenc_lab/distributed.h"
+#include "posenc_lab/run_settings.h"
 
 namespace posenc::cli {
 
@@ -18,21 +19,21 @@ void add_size_flags(CLI::App* cmd, bool* quick, bool* full, const std::string& q
 // is the default CLI11 shows). corpus may be null (a task without a text corpus).
 struct LabRunTargets {
   std::vector<std::string>* schemes;
-  int* train_len;
-  int* steps;
+  lab::TrainSettings* training;  // --train-len, --steps, --threads, --out
+  lab::ModelShape* shape;        // --layers, --d-model, --heads
   int* seed;
-  int* threads;
-  std::string* out_dir;
   std::string* corpus;
   bool* json;
   lab::LaunchConfig* launch;  // null: a command that runs in one process only
 };
 // --schemes, --train-len, --steps, --seed, --threads (at most this machine's hardware threads),
-// --out, --corpus, --json and the launcher flags. `unit` names what train-len counts.
+// --out, --layers, --d-model, --heads, --corpus, --json and the launcher flags. `unit` names what
+// train-len counts.
 void add_lab_run_options(CLI::App* cmd, const LabRunTargets& t, const std::string& unit);
 
-// --extensions: RoPE's length extensions to score (none, pi, ntk, dynamic, yarn).
-void add_extensions_option(CLI::App* cmd, std::vector<std::string>* extensions);
+// --extensions: RoPE's length extensions to score (names.h's table of lab::RopeExtension); a
+// name not in it is an Error naming it and the names allowed.
+void add_extensions_option(CLI::App* cmd, std::vector<lab::RopeExtension>* extensions);
 
 // Adds the flags to cmd, parsed into *launch (which must outlive cmd's callback).
 void add_launch_options(CLI::App* cmd, lab::LaunchConfig* launch);

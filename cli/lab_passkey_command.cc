@@ -6,7 +6,6 @@
 #include "lab_options.h"
 #include "posenc/error.h"
 #include "posenc_lab/extrapolate.h"
-#include "posenc_lab/file_io.h"
 #include "posenc_lab/passkey.h"
 
 namespace posenc::cli {
@@ -21,40 +20,29 @@ void add_lab_passkey_command(CLI::App& lab) {
   CLI::App* cmd = lab.add_subcommand("passkey", "passkey retrieval: a key hidden at a depth of filler text, asked for at the end, per length and depth");
   add_size_flags(cmd, &a->quick, &a->full, "RoPE (zero-shot and fine-tuned PI, NTK, dynamic NTK, YaRN), ALiBi, NoPE at 1x-8x",
                  "also sinusoidal and T5, lengths to 64x, 64 sequences per cell");
-  add_lab_run_options(cmd, {&c.schemes, &c.train_len, &c.steps, &c.seed, &c.threads, &c.out_dir, &c.corpus, &a->json, nullptr},
-                      "characters");
+  add_lab_run_options(cmd, {&c.schemes, &c.training, &c.shape, &c.seed, &c.corpus, &a->json, nullptr}, "characters");
   // Comma-separated lists, checked with every other setting by validate_passkey.
   add_extensions_option(cmd, &c.extensions);
   cmd->add_option("--multiples", c.multiples, "grid lengths as multiples of the training length")->delimiter(',')->capture_default_str();
   cmd->add_option("--depths", c.depths, "depths of the key in [0, 1]")->delimiter(',')->capture_default_str();
   cmd->add_option("--finetune-steps", c.finetune_steps, "fine-tune steps per RoPE extension at 2x the training length (0: zero-shot only)")->capture_default_str();
-  cmd->add_option("--batch", c.batch, "sequences per training step")->capture_default_str();
-  cmd->add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
-  cmd->add_option("--warmup", c.warmup, "learning-rate warm-up steps")->capture_default_str();
-  cmd->add_option("--layers", c.layers, "transformer layers")->capture_default_str();
-  cmd->add_option("--d-model", c.d_model, "model width (split over 4 heads)")->capture_default_str();
+  cmd->add_option("--batch", c.training.batch, "sequences per training step")->capture_default_str();
+  cmd->add_option("--lr", c.training.lr, "peak learning rate")->capture_default_str();
+  cmd->add_option("--warmup", c.training.warmup, "learning-rate warm-up steps")->capture_default_str();
   cmd->add_option("--passkey-fraction", c.passkey_fraction, "passkey sequences per training batch, the rest plain text")->capture_default_str();
   cmd->add_option("--probe-every", c.probe_every, "score exact match at the training length every N training steps (0: off)")
       ->capture_default_str();
   cmd->add_option("--samples", c.samples, "sequences per grid cell")->capture_default_str();
   cmd->callback([a] {
-    lab::PasskeyConfig c = a->config;
-    if (a->full) {  // what --schemes, --multiples and --samples did not set
-      const lab::PasskeyConfig quick;
-      if (c.schemes == quick.schemes) c.schemes = {"rope", "alibi", "nope", "sinusoidal", "t5"};
-      if (c.multiples == quick.multiples) c.multiples = {1, 2, 4, 8, 16, 32, 64};
-      if (c.samples == quick.samples) c.samples = 64;
-    }
-    const lab::PasskeyResult r = lab::run_passkey(c);
-    lab::write_file_atomic(c.out_dir + "/results.json", lab::passkey_json(r, c));
-    const auto figures = lab::write_passkey_figures(r, c);
+    const lab::PasskeyConfig c = a->full ? a->config.full() : a->config;  // --full: what --schemes, --multiples, --samples did not set
+    const lab::PasskeyResult r = lab::run_passkey(c);  // it writes results.json and the figures
     if (a->json) {
       std::cout << lab::passkey_json(r, c) << "\n";
       return;
     }
     std::cout << lab::passkey_table(r, c);
     if (!r.complete) std::cout << "(stopped early: run the same command again to resume)\n";
-    std::cout << "results: " << c.out_dir << "/results.json, heatmap-<model>.svg (" << figures.size() - 1 << "), position-loss.svg\n";
+    std::cout << "results: " << c.training.out_dir << "/results.json, heatmap-<model>.svg (" << r.figures.size() - 1 << "), position-loss.svg\n";
   });
 }
 

@@ -43,11 +43,11 @@ TEST_P(LabStaleRows, AnotherEvaluationSettingReEvaluatesTheTrainedWeights) {
   const EvalSetting& s = GetParam();
   ExtrapolateConfig c = test::tiny(std::string("lab_stale_") + s.name, {"rope"});
   const ExtrapolateResult first = run_extrapolate(c);
-  const std::string ckpt = test::slurp(c.out_dir + "/rope.ckpt");
+  const std::string ckpt = test::slurp(c.training.out_dir + "/rope.ckpt");
   s.change(c);
   const ExtrapolateResult second = run_extrapolate(c);
   EXPECT_TRUE(s.holds(second)) << s.name << ": the old rows were reused";
-  EXPECT_EQ(test::slurp(c.out_dir + "/rope.ckpt"), ckpt) << "the trained weights are reused, not retrained";
+  EXPECT_EQ(test::slurp(c.training.out_dir + "/rope.ckpt"), ckpt) << "the trained weights are reused, not retrained";
   // A row both runs compute is the same number: the same weights.
   for (const auto& a : first.rows)
     for (const auto& b : second.rows)
@@ -65,7 +65,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         EvalSetting{"eval_lens", [](ExtrapolateConfig& c) { c.eval_lens = {16, 48}; },
                     [](const ExtrapolateResult& r) { return has_row(r, "none", 48) && !has_row(r, "none", 32); }},
-        EvalSetting{"extensions", [](ExtrapolateConfig& c) { c.extensions = {"none", "ntk"}; },
+        EvalSetting{"extensions", [](ExtrapolateConfig& c) { c.extensions = {RopeExtension::kNone, RopeExtension::kNtk}; },
                     [](const ExtrapolateResult& r) { return has_row(r, "ntk", 32) && !has_row(r, "pi", 32); }},
         EvalSetting{"eval_chars", [](ExtrapolateConfig& c) { c.eval_chars = 256; },
                     [](const ExtrapolateResult& r) { return tokens_of(r, "none", 32) == 256; }},
@@ -87,7 +87,7 @@ TEST(LabStaleRows, AnotherCorpusOfTheSameSizeIsAnErrorNamingIt) {
 TEST(LabStaleRows, AnotherTrainingSettingIsAnErrorNamingIt) {
   ExtrapolateConfig c = test::tiny("lab_stale_steps", {"alibi"});
   run_extrapolate(c);
-  c.steps = 30;
+  c.training.steps = 30;
   EXPECT_HAS(test::error_of([&] { run_extrapolate(c); }), "steps 24 then, 30 now");
 }
 
@@ -95,7 +95,7 @@ TEST(LabStaleRows, AnotherTrainingSettingIsAnErrorNamingIt) {
 TEST(LabSortCache, OtherTestLengthsAreTestedAgainAndTheTableStaysAligned) {
   SortConfig c = test::tiny_sort("lab_sort_cache");
   const auto first = run_sort(c);
-  const std::string model = test::slurp(c.out_dir + "/sort-alibi.pt");
+  const std::string model = test::slurp(c.training.out_dir + "/sort-alibi.pt");
   c.test_lens = {4, 6, 5};
   const auto rows = run_sort(c);
   ASSERT_EQ(rows.size(), 6u);
@@ -103,12 +103,12 @@ TEST(LabSortCache, OtherTestLengthsAreTestedAgainAndTheTableStaysAligned) {
   for (const auto& r : rows) lengths.push_back(r.length);
   EXPECT_EQ(lengths, (std::vector<int>{4, 6, 5, 4, 6, 5})) << "the old rows were reused";
   EXPECT_EQ(rows[0].token_accuracy, first[0].token_accuracy) << "the same model, the same test at length 4";
-  EXPECT_EQ(test::slurp(c.out_dir + "/sort-alibi.pt"), model) << "not retrained";
+  EXPECT_EQ(test::slurp(c.training.out_dir + "/sort-alibi.pt"), model) << "not retrained";
   const std::string table = format_sort_table(rows, c);
   EXPECT_NE(table.find("learned"), std::string::npos);
   c.test_sequences = 8;
   EXPECT_EQ(run_sort(c).size(), 6u);
-  c.steps = 12;
+  c.training.steps = 12;
   EXPECT_HAS(test::error_of([&] { run_sort(c); }), "steps 10 then, 12 now");
 }
 

@@ -66,7 +66,7 @@ TEST(LabWrites, DiskFullWhileCheckpointingKeepsTheLastCheckpointAndResumesExactl
   ExtrapolateConfig c = tiny("lab_full_ckpt", {"alibi"});
   c.stop_after_steps = 7;
   run_extrapolate(c);  // a checkpoint at step 7
-  const std::string ckpt = c.out_dir + "/alibi.ckpt", before = slurp(ckpt);
+  const std::string ckpt = c.training.out_dir + "/alibi.ckpt", before = slurp(ckpt);
   c.stop_after_steps = -1;
   {
     FileSizeLimit limit(16 * 1024);  // smaller than a checkpoint
@@ -75,7 +75,7 @@ TEST(LabWrites, DiskFullWhileCheckpointingKeepsTheLastCheckpointAndResumesExactl
     EXPECT_HAS(e, "File too large");
   }
   EXPECT_EQ(slurp(ckpt), before) << "the previous checkpoint is intact";
-  expect_no_tmp(c.out_dir);
+  expect_no_tmp(c.training.out_dir);
   const ExtrapolateResult resumed = run_extrapolate(c);
   ASSERT_EQ(resumed.rows.size(), straight.rows.size());
   for (std::size_t i = 0; i < resumed.rows.size(); ++i) EXPECT_EQ(resumed.rows[i].bpc, straight.rows[i].bpc) << i;
@@ -84,16 +84,16 @@ TEST(LabWrites, DiskFullWhileCheckpointingKeepsTheLastCheckpointAndResumesExactl
 TEST(LabWrites, DiskFullWhileSavingTheModelNamesIt) {
   ExtrapolateConfig c = tiny("lab_full_model", {"alibi"});
   run_extrapolate(c);
-  fs::remove(c.out_dir + "/alibi.result.json");
-  fs::remove(c.out_dir + "/alibi.pt");
+  fs::remove(c.training.out_dir + "/alibi.result.json");
+  fs::remove(c.training.out_dir + "/alibi.pt");
   {
     FileSizeLimit limit(8 * 1024);
     const std::string e = error_of([&] { run_extrapolate(c); });
-    EXPECT_HAS(e, c.out_dir + "/alibi.pt");
+    EXPECT_HAS(e, c.training.out_dir + "/alibi.pt");
     EXPECT_EQ(e.find('\n'), std::string::npos) << "one line, no libtorch trace: " << e;
   }
-  expect_no_tmp(c.out_dir);
-  EXPECT_FALSE(fs::exists(c.out_dir + "/alibi.pt"));
+  expect_no_tmp(c.training.out_dir);
+  EXPECT_FALSE(fs::exists(c.training.out_dir + "/alibi.pt"));
 }
 
 // A run cut at step 7 whose checkpoint is then damaged by `damage`; resuming must name the file.
@@ -101,7 +101,7 @@ std::string resume_after(const std::string& name, const std::function<void(const
   ExtrapolateConfig c = tiny(name, {"alibi"});
   c.stop_after_steps = 7;
   run_extrapolate(c);
-  damage(c.out_dir + "/alibi.ckpt");
+  damage(c.training.out_dir + "/alibi.ckpt");
   c.stop_after_steps = -1;
   return error_of([&] { run_extrapolate(c); });
 }
@@ -135,7 +135,7 @@ TEST(LabCorrupt, NonFiniteWeightsInAValidCheckpointAreRefused) {
 TEST(LabCorrupt, DamagedResultFilesAreNamedWithTheFix) {
   ExtrapolateConfig c = tiny("lab_bad_result", {"alibi"});
   run_extrapolate(c);
-  const std::string path = c.out_dir + "/alibi.result.json", good = slurp(path);
+  const std::string path = c.training.out_dir + "/alibi.result.json", good = slurp(path);
   fs::resize_file(path, good.size() / 2);
   std::string e = error_of([&] { run_extrapolate(c); });
   EXPECT_HAS(e, path + " is corrupt");
@@ -164,20 +164,14 @@ TEST(LabCorrupt, ANonFiniteScoreIsNeverMarkedAvailable) {
   EXPECT_EQ(results_svg(result, c).find("nan"), std::string::npos);
 }
 
-// SIGKILL mid-training in a child process (this binary, re-run on one test), then resumed here:
-// the same numbers as an uninterrupted run.
+// SIGKILL mid-training in a child process (this binary in its child mode: main() below), then
+// resumed here: the same numbers as an uninterrupted run.
 ExtrapolateConfig kill_config(const std::string& dir) {
   ExtrapolateConfig c = tiny("lab_kill_unused", {"alibi"});
-  c.out_dir = dir;
-  c.steps = 400;
-  c.warmup = 20;
+  c.training.out_dir = dir;
+  c.training.steps = 400;
+  c.training.warmup = 20;
   return c;
-}
-
-TEST(LabKill, ChildTrains) {
-  const char* dir = std::getenv("POSENC_LAB_KILL_CHILD");
-  if (!dir) GTEST_SKIP() << "the child of LabKill.SigkillMidTrainingThenResume";
-  run_extrapolate(kill_config(dir));
 }
 
 TEST(LabKill, SigkillMidTrainingThenResume) {
@@ -187,7 +181,7 @@ TEST(LabKill, SigkillMidTrainingThenResume) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     setenv("POSENC_LAB_KILL_CHILD", dir.c_str(), 1);
-    execl("/proc/self/exe", "posenc_lab_tests", "--gtest_filter=LabKill.ChildTrains", static_cast<char*>(nullptr));
+    execl("/proc/self/exe", "posenc_lab_tests", static_cast<char*>(nullptr));
     _exit(127);
   }
   const std::string ckpt = dir + "/alibi.ckpt";
@@ -212,16 +206,16 @@ TEST(LabKill, SigkillMidTrainingThenResume) {
 
 TEST(LabConcurrent, ASecondRunIntoTheSameDirectoryWaitsThenFinishes) {
   const ExtrapolateConfig c = tiny("lab_concurrent", {"alibi"});
-  fs::create_directories(c.out_dir);
-  std::optional<DirLock> first(std::in_place, c.out_dir);  // a run in progress
+  fs::create_directories(c.training.out_dir);
+  std::optional<DirLock> first(std::in_place, c.training.out_dir);  // a run in progress
   std::string error = "(not finished)";
   std::thread second([&] { error = error_of([&] { run_extrapolate(c); }); });
   usleep(300000);
-  EXPECT_FALSE(fs::exists(c.out_dir + "/alibi.ckpt")) << "wrote while another run held the directory";
+  EXPECT_FALSE(fs::exists(c.training.out_dir + "/alibi.ckpt")) << "wrote while another run held the directory";
   first.reset();
   second.join();
   EXPECT_EQ(error, "(no error)");
-  EXPECT_TRUE(fs::exists(c.out_dir + "/alibi.result.json"));
+  EXPECT_TRUE(fs::exists(c.training.out_dir + "/alibi.result.json"));
 }
 
 TEST(LabLimits, SettingsOutOfRangeAreErrorsBeforeAnyTraining) {
@@ -231,35 +225,47 @@ TEST(LabLimits, SettingsOutOfRangeAreErrorsBeforeAnyTraining) {
     change(bad);
     return error_of([&] { run_extrapolate(bad); });
   };
-  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.train_len = 2147483647; }), "--train-len must be in [2, 512], got 2147483647");
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.training.train_len = 2147483647; }), "--train-len must be in [2, 512], got 2147483647");
   const std::string threads_range = "--threads must be in [0, " + std::to_string(max_lab_threads()) + "], got ";
-  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.threads = 100000; }), threads_range + "100000");
-  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.threads = max_lab_threads() + 1; }), threads_range);
-  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.threads = -1; }), "--threads");
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.training.threads = 100000; }), threads_range + "100000");
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.training.threads = max_lab_threads() + 1; }), threads_range);
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.training.threads = -1; }), "--threads");
   EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.schemes.clear(); }), "--schemes is empty");
-  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.extensions = {"none", "bogus"}; }), "'bogus'");
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.extensions.clear(); }), "--extensions is empty: give at least one of none, pi, ntk, dynamic, yarn");
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.shape.d_model = 30; }), "--d-model must be a multiple of 4 (heads x an even head width), got 30");
   EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.eval_lens = {16, 100000}; }), "--eval-lens must be in [2, 16384]");
-  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.train_len = 200, b.pi_finetune_steps = 5; }), "[2, 128], got 200");
-  EXPECT_FALSE(fs::exists(c.out_dir)) << "nothing trained, nothing written";
+  EXPECT_HAS(error_with([](ExtrapolateConfig& b) { b.training.train_len = 200, b.pi_finetune_steps = 5; }), "[2, 128], got 200");
+  EXPECT_FALSE(fs::exists(c.training.out_dir)) << "nothing trained, nothing written";
   const std::string short_corpus = ::testing::TempDir() + "lab_short_corpus.txt";
   std::ofstream(short_corpus) << std::string(300, 'a');
   const std::string e = error_with([&](ExtrapolateConfig& b) {
     b.corpus = short_corpus;
-    b.train_len = 500;
+    b.training.train_len = 500;
     b.eval_lens = {16};
   });
   EXPECT_HAS(e, "(270 tokens) is shorter than 502, the training length 500 + 2");
   SortConfig s;
-  s.out_dir = ::testing::TempDir() + "lab_limits_sort";
-  s.train_len = 100000;
+  s.training.out_dir = ::testing::TempDir() + "lab_limits_sort";
+  s.training.train_len = 100000;
   EXPECT_HAS(error_of([&] { run_sort(s); }), "--train-len must be in [1, 64], got 100000");
-  s.train_len = 4;
-  s.threads = 100000;
+  s.training.train_len = 4;
+  s.training.threads = 100000;
   EXPECT_HAS(error_of([&] { run_sort(s); }), threads_range + "100000");
-  s.threads = 0;
+  s.training.threads = 0;
   s.schemes.clear();
   EXPECT_HAS(error_of([&] { run_sort(s); }), "--schemes is empty");
 }
 
 }  // namespace
 }  // namespace posenc::lab
+
+// The tests, or (POSENC_LAB_KILL_CHILD set to a directory) the child of
+// LabKill.SigkillMidTrainingThenResume: it trains into that directory until it is killed.
+int main(int argc, char** argv) {
+  if (const char* dir = std::getenv("POSENC_LAB_KILL_CHILD")) {
+    posenc::lab::run_extrapolate(posenc::lab::kill_config(dir));
+    return 0;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

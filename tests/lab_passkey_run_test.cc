@@ -16,22 +16,19 @@ PasskeyConfig tiny_passkey(const std::string& out) {
   PasskeyConfig c;
   c.corpus = test::tiny_corpus();
   c.schemes = {"rope", "alibi"};
-  c.extensions = {"none", "pi"};
-  c.train_len = 32;
+  c.extensions = {RopeExtension::kNone, RopeExtension::kPi};
+  c.training.train_len = 32;
   c.multiples = {1, 2};
   c.depths = {0, 1};
-  c.steps = 6;
-  c.batch = 4;
-  c.warmup = 2;
-  c.layers = 1;
-  c.d_model = 32;
-  c.heads = 2;
+  c.training.steps = 6;
+  c.training.batch = 4;
+  c.training.warmup = 2;
+  c.shape = {1, 32, 2};  // layers, d_model, heads
   c.finetune_steps = 2;
   c.samples = 3;
   c.curve_chars = 256;
-  c.checkpoint_every = 2;
-  c.out_dir = ::testing::TempDir() + out;
-  std::filesystem::remove_all(c.out_dir);
+  c.training.checkpoint_every = 2;
+  c.training.out_dir = test::fresh_dir(out);
   return c;
 }
 
@@ -73,8 +70,8 @@ TEST(PasskeyRun, FillsEveryCellOfEveryVariant) {
     EXPECT_TRUE(j["results"][0].contains(field)) << field;
   const auto files = write_passkey_figures(r, c);
   EXPECT_EQ(files.size(), 5u);  // four heatmaps and the position chart
-  EXPECT_TRUE(std::filesystem::exists(c.out_dir + "/heatmap-rope+pi+ft.png"));
-  EXPECT_NE(test::slurp(c.out_dir + "/position-loss.svg").find("training length"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(c.training.out_dir + "/heatmap-rope+pi+ft.png"));
+  EXPECT_NE(test::slurp(c.training.out_dir + "/position-loss.svg").find("training length"), std::string::npos);
 }
 
 TEST(PasskeyRun, AnInterruptedRunResumesToTheSameNumbers) {
@@ -123,9 +120,9 @@ TEST(PasskeyRun, ResultsAreKeyedByEverySetting) {
   PasskeyConfig c = tiny_passkey("passkey_keyed");
   const PasskeyResult first = run_passkey(c);
   // Same settings: reused (the result file is not rewritten).
-  const auto stamp = std::filesystem::last_write_time(c.out_dir + "/rope.passkey.json");
+  const auto stamp = std::filesystem::last_write_time(c.training.out_dir + "/rope.passkey.json");
   const PasskeyResult again = run_passkey(c);
-  EXPECT_EQ(std::filesystem::last_write_time(c.out_dir + "/rope.passkey.json"), stamp);
+  EXPECT_EQ(std::filesystem::last_write_time(c.training.out_dir + "/rope.passkey.json"), stamp);
   EXPECT_DOUBLE_EQ(again.rows[0].logprob, first.rows[0].logprob);
   // Other evaluation settings: re-scored from the saved weights.
   c.depths = {0.5};
@@ -143,10 +140,16 @@ TEST(PasskeyRun, BadSettingsNameTheValueAndWhatWasExpected) {
   c.schemes = {"rope", "bogus"};
   EXPECT_NE(error_of(c).find("'bogus'"), std::string::npos);
   c = tiny_passkey("passkey_bad");
-  c.extensions = {"none", "longrope"};
-  EXPECT_NE(error_of(c).find("'longrope'"), std::string::npos);
+  c.extensions.clear();
+  EXPECT_NE(error_of(c).find("--extensions is empty"), std::string::npos) << error_of(c);
+  // A name outside the extensions' table (the CLI's --extensions reads it) is an Error naming it.
+  EXPECT_EQ(test::error_of([] { from_name<RopeExtension>("longrope"); }),
+            "--extensions must be one of none|pi|ntk|dynamic|yarn, got 'longrope'");
   c = tiny_passkey("passkey_bad");
-  c.out_dir = test::tiny_corpus() + "/inside-a-file";
+  c.shape.heads = 0;
+  EXPECT_NE(error_of(c).find("--heads must be in [1, 256], got 0"), std::string::npos) << error_of(c);
+  c = tiny_passkey("passkey_bad");
+  c.training.out_dir = test::tiny_corpus() + "/inside-a-file";
   EXPECT_NE(error_of(c).find("--out"), std::string::npos) << error_of(c);
   c = tiny_passkey("passkey_bad");
   c.multiples = {1, 1000};

@@ -39,24 +39,28 @@ inline std::string tiny_corpus(unsigned shuffled = 0) {
   return p;
 }
 
+// TempDir()/name, emptied: a run's output directory.
+inline std::string fresh_dir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
 inline ExtrapolateConfig tiny(const std::string& out, std::vector<std::string> schemes) {
   ExtrapolateConfig c;
   c.corpus = tiny_corpus();
   c.schemes = std::move(schemes);
-  c.extensions = {"none", "pi", "dynamic"};
-  c.train_len = 16;
+  c.extensions = {RopeExtension::kNone, RopeExtension::kPi, RopeExtension::kDynamic};
+  c.training.train_len = 16;
   c.eval_lens = {16, 32};
-  c.steps = 24;
-  c.batch = 8;
-  c.warmup = 4;
-  c.layers = 1;
-  c.d_model = 32;
-  c.heads = 2;
+  c.training.steps = 24;
+  c.training.batch = 8;
+  c.training.warmup = 4;
+  c.shape = {1, 32, 2};  // layers, d_model, heads
   c.eval_chars = 512;
   c.incremental_tokens = 64;
-  c.checkpoint_every = 5;
-  c.out_dir = ::testing::TempDir() + out;
-  std::filesystem::remove_all(c.out_dir);
+  c.training.checkpoint_every = 5;
+  c.training.out_dir = fresh_dir(out);
   return c;
 }
 
@@ -64,16 +68,13 @@ inline ExtrapolateConfig tiny(const std::string& out, std::vector<std::string> s
 inline SortConfig tiny_sort(const std::string& out) {
   SortConfig c;
   c.schemes = {"alibi", "learned"};
-  c.train_len = 4;
+  c.training.train_len = 4;
   c.test_lens = {4, 8};
-  c.steps = 10;
-  c.batch = 8;
-  c.layers = 1;
-  c.d_model = 16;
-  c.heads = 2;
+  c.training.steps = 10;
+  c.training.batch = 8;
+  c.shape = {1, 16, 2};  // layers, d_model, heads
   c.test_sequences = 16;
-  c.out_dir = ::testing::TempDir() + out;
-  std::filesystem::remove_all(c.out_dir);
+  c.training.out_dir = fresh_dir(out);
   return c;
 }
 

@@ -3,8 +3,22 @@
 #include <filesystem>
 
 #include "posenc/error.h"
+#include "run_keys.h"
 
 namespace posenc::lab {
+
+namespace {
+
+// out_dir made (with its parents) and checked to be a directory: else an Error naming it.
+void make_out_dir(const std::string& out_dir) {
+  std::error_code made;
+  std::filesystem::create_directories(out_dir, made);
+  if (made || !std::filesystem::is_directory(out_dir))
+    throw Error("--out: cannot use '" + out_dir + "' as the output directory (" + (made ? made.message() : "not a directory") +
+                "); expected a writable directory");
+}
+
+}  // namespace
 
 RunRanks join_run(const LaunchConfig& flags, const std::string& out_dir, int batch) {
   RunRanks run;
@@ -15,13 +29,13 @@ RunRanks join_run(const LaunchConfig& flags, const std::string& out_dir, int bat
                 " ranks: give at least one row per rank, or --distribute models");
   if (ranks > 1) run.world = std::make_unique<World>(run.launch);
   if (is_primary(run.launch)) {
-    std::filesystem::create_directories(out_dir);
+    make_out_dir(out_dir);
     run.lock = std::make_unique<DirLock>(out_dir);
     remove_temp_files(out_dir);  // left by a run that was killed mid-write
-    if (run.world) run.world->set("posenc/ready", "1");
+    if (run.world) run.world->set(run_keys::ready(), "1");
   } else {
-    run.world->wait_for("posenc/ready", 0, "waiting for rank 0 to open " + out_dir);
-    std::filesystem::create_directories(out_dir);
+    run.world->wait_for(run_keys::ready(), 0, "waiting for rank 0 to open " + out_dir);
+    make_out_dir(out_dir);
   }
   return run;
 }

@@ -14,22 +14,9 @@ using torch_layer::ModelConfig;
 
 std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab) {
   std::vector<ModelPlan> plans;
-  auto base = [&](Scheme s) {
-    ModelConfig m;
-    m.vocab_size = vocab;
-    m.d_model = c.d_model;
-    m.n_layers = c.layers;
-    m.n_heads = c.heads;
-    m.scheme = s;
-    m.learned_positions = c.train_len;  // a learned table is exactly as long as training
-    m.t5 = {32, 128, false};
-    m.deberta_buckets = 32;
-    m.deberta_max_relative = 256;
-    // Transformer-XL with its segment recurrence: memory as long as a training segment (the
-    // paper's mem_len = tgt_len), so its reach is n_layers x train_len tokens.
-    if (s == Scheme::kXl) m.xl_mem_len = c.train_len;
-    return m;
-  };
+  // DeBERTa with 32 buckets, Transformer-XL with its memory (model_plan.h): this command's numbers.
+  const RelativeSettings relative{/*deberta_buckets=*/32, /*xl_memory=*/true};
+  auto base = [&](Scheme s) { return model_config(s, c.shape, c.training.train_len, vocab, relative); };
   for (int seed : c.seeds) {
     const std::string suffix = c.seeds.size() > 1 ? "-s" + std::to_string(seed) : "";
     for (const std::string& name : c.schemes) {
@@ -49,20 +36,20 @@ std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab) {
   return plans;
 }
 
-nlohmann::json training_key(const ModelPlan& p, const ExtrapolateConfig& c, const Corpus& corpus) {
+nlohmann::json training_key(const ModelPlan& p, const TrainSettings& t, const Corpus& corpus) {
   return {{"format", 2},
           {"model", nlohmann::json::parse(torch_layer::config_to_json(p.config))},
           {"seed", p.seed},
-          {"steps", c.steps},
-          {"batch", c.batch},
-          {"lr", c.lr},
-          {"warmup", c.warmup},
-          {"train_len", c.train_len},
+          {"steps", t.steps},
+          {"batch", t.batch},
+          {"lr", t.lr},
+          {"warmup", t.warmup},
+          {"train_len", t.train_len},
           {"corpus_fnv1a64", hex64(corpus.hash)}};
 }
 
 bool scores_incremental(const ExtrapolateConfig& c) {
-  return c.incremental_tokens > 0 && std::find(c.extensions.begin(), c.extensions.end(), "dynamic") != c.extensions.end();
+  return c.incremental_tokens > 0 && std::find(c.extensions.begin(), c.extensions.end(), RopeExtension::kDynamic) != c.extensions.end();
 }
 
 bool fine_tunes(const ModelPlan& p, const ExtrapolateConfig& c) {
@@ -72,7 +59,7 @@ bool fine_tunes(const ModelPlan& p, const ExtrapolateConfig& c) {
 nlohmann::json evaluation_key(const ModelPlan& p, const ExtrapolateConfig& c) {
   nlohmann::json k = {{"eval_lens", c.eval_lens}, {"eval_chars", c.eval_chars}};
   if (p.config.scheme == Scheme::kRope) {
-    k["extensions"] = c.extensions;
+    k["extensions"] = extension_names(c.extensions);
     if (scores_incremental(c)) k["incremental_tokens"] = c.incremental_tokens;
   }
   if (fine_tunes(p, c)) k["pi_finetune_steps"] = c.pi_finetune_steps;
@@ -80,24 +67,34 @@ nlohmann::json evaluation_key(const ModelPlan& p, const ExtrapolateConfig& c) {
 }
 
 void validate(const ExtrapolateConfig& c) {
-  check_range("--train-len", c.train_len, 2, kMaxTrainLen);
-  check_range("--steps", c.steps, 1, kMaxSteps);
-  check_range("--threads", c.threads, 0, max_lab_threads());
-  check_range("batch", c.batch, 1, 1024);
-  check_range("warmup", c.warmup, 1, kMaxSteps);
-  check_range("checkpoint_every", c.checkpoint_every, 1, kMaxSteps);
+  check_range("--train-len", c.training.train_len, 2, kMaxTrainLen);
+  check_training(c.training);
+  check_shape(c.shape);
+  check_range("warmup", c.training.warmup, 1, kMaxSteps);
   check_range("eval_chars", c.eval_chars, 1, 1 << 24);
   check_range("incremental_tokens", c.incremental_tokens, 0, 1 << 16);
   check_range("pi_finetune_steps", c.pi_finetune_steps, 0, kMaxSteps);
-  if (c.pi_finetune_steps > 0) check_range("--train-len (the PI fine-tune trains at 4x)", c.train_len, 2, kMaxTrainLen / kPiScale);
-  if (!(c.lr > 0 && c.lr < 1)) throw Error("lr must be in (0, 1), got " + format_number(c.lr));
+  if (c.pi_finetune_steps > 0) check_range("--train-len (the PI fine-tune trains at 4x)", c.training.train_len, 2, kMaxTrainLen / kPiScale);
   if (c.eval_lens.empty()) throw Error("--eval-lens is empty: give at least one evaluation length");
   for (int len : c.eval_lens) check_range("--eval-lens", len, 2, kMaxEvalLen);
   if (c.schemes.empty() && c.rope_bases.empty() && c.fusions.empty()) throw Error("--schemes is empty: give at least one scheme");
-  if (c.extensions.empty()) throw Error("--extensions is empty: give at least one of none, pi, ntk, dynamic, yarn");
-  ModelConfig probe;
-  for (const std::string& ext : c.extensions) extension_params(probe, ext, 2, 4);  // throws on a bad name
+  for (const std::string& name : c.schemes) torch_layer::language_model_scheme(name, "--schemes");  // throws naming a bad one
+  for (const std::string& f : c.fusions) from_name<Fusion>(f);
+  if (c.extensions.empty()) throw Error("--extensions is empty: give at least one of " + enum_names_joined<RopeExtension>(", "));
   if (c.seeds.empty()) throw Error("give at least one seed");
+}
+
+ExtrapolateConfig ExtrapolateConfig::full(int seed, bool keep_schemes, bool keep_steps) const {
+  ExtrapolateConfig c = *this;
+  if (!keep_schemes) c.schemes = {"nope", "sinusoidal", "learned", "rope", "alibi", "t5", "xl", "deberta"};
+  c.rope_bases = {100, 1e6};  // with the default rope (base 10000): the base sweep
+  c.fusions = {"concat", "multiply"};
+  c.pi_finetune_steps = 200;
+  if (!keep_steps) c.training.steps = 800;
+  c.eval_chars = 16384;  // one window at 16384
+  c.eval_lens = kFullEvalLens;
+  c.seeds = {seed, seed + 1, seed + 2};
+  return c;
 }
 
 }  // namespace posenc::lab

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "lm_eval.h"
+#include "model_plan.h"
 #include "posenc_lab/corpus.h"
 #include "posenc_lab/extrapolate.h"
 
@@ -16,11 +16,10 @@ namespace posenc::lab {
 
 inline constexpr int kPiScale = 4;  // PI fine-tune: 4x the training length
 
-// Every model of the run, named; schemes checked (an Error naming a bad one). vocab: the
-// corpus's, or any placeholder when only the names are wanted.
+// Every model of the run, named, over the corpus's vocabulary (validate() checked the names).
 std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab);
-// Everything that determines a model's weights.
-nlohmann::json training_key(const ModelPlan& p, const ExtrapolateConfig& c, const Corpus& corpus);
+// Everything that determines a language model's weights (lab extrapolate's and lab passkey's).
+nlohmann::json training_key(const ModelPlan& p, const TrainSettings& t, const Corpus& corpus);
 // Everything that determines a model's rows from its weights.
 nlohmann::json evaluation_key(const ModelPlan& p, const ExtrapolateConfig& c);
 // Dynamic NTK is also scored token by token with a KV cache.

@@ -12,10 +12,14 @@ using torch_layer::KVCache;
 using torch_layer::ModelConfig;
 using torch_layer::TransformerLM;
 
+using torch_layer::RotaryEmbedding;
+using torch_layer::RotaryEmbeddingImpl;
+
 namespace {
-constexpr double kLn2 = 0.69314718055994530942;
-// Token by token with a KV cache that keeps keys rotated (HF's dynamic NTK at inference).
-Score score_incremental(TransformerLM& model, const Corpus& corpus, int len, int train_len, long windows) {
+// Token by token with a KV cache that keeps keys rotated (HF's dynamic NTK at inference). rope
+// carries HF's runtime state from token to token (and window to window), as the model's own
+// rotary embedding would.
+Score score_incremental(TransformerLM& model, const Corpus& corpus, int len, int train_len, long windows, RotaryEmbeddingImpl* rope) {
   Score s;
   for (long w = 0; w < windows; ++w) {
     KVCache cache;
@@ -23,7 +27,7 @@ Score score_incremental(TransformerLM& model, const Corpus& corpus, int len, int
     for (int t = 0; t < len; ++t) {
       const std::size_t at = static_cast<std::size_t>(w) * static_cast<std::size_t>(len) + static_cast<std::size_t>(t);
       const torch::Tensor token = torch::tensor({{corpus.valid[at]}}, torch::kInt64);
-      const torch::Tensor logits = model->forward(token, {}, &cache).view({1, -1});
+      const torch::Tensor logits = model->forward(token, {}, &cache, rope).view({1, -1});
       const double nll = torch::nn::functional::cross_entropy(logits, torch::tensor({corpus.valid[at + 1]}, torch::kInt64)).item<double>();
       s.nll += nll;
       ++s.tokens;
@@ -51,7 +55,7 @@ torch::Tensor forward_in_segments(TransformerLM& model, const torch::Tensor& tok
 }
 
 // Non-overlapping windows of len tokens over the validation text, each scored in one pass.
-Score score_windows(TransformerLM& model, const Corpus& corpus, int len, int train_len, long max_tokens) {
+Score score_windows(TransformerLM& model, const Corpus& corpus, int len, int train_len, long max_tokens, RotaryEmbeddingImpl* rope) {
   const long windows = std::max<long>(1, std::min<long>(max_tokens / len, (static_cast<long>(corpus.valid.size()) - 1) / len));
   Score s;
   const long group = std::max<long>(1, 8192 / len);  // windows per forward
@@ -62,7 +66,7 @@ Score score_windows(TransformerLM& model, const Corpus& corpus, int len, int tra
     for (long w = 0; w < n; ++w)
       for (int i = 0; i <= len; ++i) acc[w][i] = corpus.valid[static_cast<std::size_t>((w0 + w) * len + i)];
     const torch::Tensor logits = xl_memory(model) ? forward_in_segments(model, ids.narrow(1, 0, len), train_len)
-                                                  : model->forward(ids.narrow(1, 0, len));
+                                                  : model->forward(ids.narrow(1, 0, len), {}, nullptr, rope);
     const torch::Tensor nll = torch::nn::functional::cross_entropy(
         logits.reshape({-1, logits.size(-1)}), ids.narrow(1, 1, len).reshape({-1}),
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone)).view({n, len});
@@ -96,26 +100,31 @@ ResultRow make_row(const ModelPlan& p, const std::string& ext, int len, const Sc
   return r;
 }
 
-RopeParams extension_params(const ModelConfig& m, const std::string& ext, int train_len, int len) {
+RopeParams extension_params(const ModelConfig& m, RopeExtension ext, int train_len, int len) {
   RopeParams p = m.rope;
   p.head_dim = m.head_dim();
   const double s = static_cast<double>(len) / train_len;
-  if (ext == "none" || s <= 1) return p;
-  if (ext == "pi") p.type = RopeType::kLinear;
-  else if (ext == "ntk") p.type = RopeType::kNtk;
-  else if (ext == "yarn") {
-    p.type = RopeType::kYarn;
-    p.original_max_position_embeddings = train_len;
-  } else if (ext == "dynamic") {
-    p.type = RopeType::kDynamic;
-    p.max_position_embeddings = train_len;
-    p.factor = 1.0;  // base = theta * (L / train_len)^(d/(d-2)): NTK at the window's own scale
-    return p;
-  } else {
-    throw Error("--extensions: '" + ext + "' is not none, pi, ntk, dynamic or yarn");
+  if (ext == RopeExtension::kNone || s <= 1) return p;
+  switch (ext) {
+    case RopeExtension::kNone: return p;
+    case RopeExtension::kPi: p.type = RopeType::kLinear; break;
+    case RopeExtension::kNtk: p.type = RopeType::kNtk; break;
+    case RopeExtension::kYarn:
+      p.type = RopeType::kYarn;
+      p.original_max_position_embeddings = train_len;
+      break;
+    case RopeExtension::kDynamic:
+      p.type = RopeType::kDynamic;
+      p.max_position_embeddings = train_len;
+      p.factor = 1.0;  // base = theta * (L / train_len)^(d/(d-2)): NTK at the window's own scale
+      return p;
   }
   p.factor = s;
   return p;
+}
+
+RotaryEmbedding extension_rope(const ModelConfig& m, RopeExtension ext, int train_len, int len) {
+  return RotaryEmbedding(extension_params(m, ext, train_len, len));
 }
 
 std::vector<ResultRow> evaluate(TransformerLM& model, const ModelPlan& plan, const ExtrapolateConfig& c, const Corpus& corpus) {
@@ -123,30 +132,35 @@ std::vector<ResultRow> evaluate(TransformerLM& model, const ModelPlan& plan, con
   model->eval();
   std::vector<ResultRow> rows;
   const bool rope = plan.config.scheme == Scheme::kRope;
-  const std::vector<std::string> exts = rope ? c.extensions : std::vector<std::string>{"none"};
+  const int train_len = c.training.train_len;
+  const std::vector<RopeExtension> exts = rope ? c.extensions : std::vector<RopeExtension>{RopeExtension::kNone};
   Progress progress("eval  " + plan.name, static_cast<long>(exts.size() * c.eval_lens.size()));
   long done = 0;
-  for (const std::string& ext : exts) {
+  for (const RopeExtension ext : exts) {
+    const std::string name = to_string(ext);
     for (int len : c.eval_lens) {
       progress.update(done++, std::nan(""));
       if (xl_memory(model)) {
         const int reach = plan.config.n_layers * plan.config.xl_mem_len;
         char note[128];
         std::snprintf(note, sizeof note, "segments of %d with memory %d: a token sees at most %d tokens back (layers x memory)",
-                      c.train_len, plan.config.xl_mem_len, reach + c.train_len - 1);
-        rows.push_back(make_row(plan, ext, len, score_windows(model, corpus, len, c.train_len, c.eval_chars), note));
+                      train_len, plan.config.xl_mem_len, reach + train_len - 1);
+        rows.push_back(make_row(plan, name, len, score_windows(model, corpus, len, train_len, c.eval_chars), note));
         continue;
       }
       if (plan.config.scheme == Scheme::kLearned && len > plan.config.learned_positions) {
-        ResultRow r = make_row(plan, ext, len, {}, "n/a (cannot extrapolate)");
+        ResultRow r = make_row(plan, name, len, {}, "n/a (cannot extrapolate)");
         r.available = false;
         r.bpc = r.bpc_beyond = std::nan("");
         rows.push_back(r);
         continue;
       }
-      if (rope) model->rotary = model->replace_module("rotary", torch_layer::RotaryEmbedding(extension_params(plan.config, ext, c.train_len, len)));
-      if (!(rope && ext == "dynamic" && c.incremental_tokens > 0)) {
-        rows.push_back(make_row(plan, ext, len, score_windows(model, corpus, len, c.train_len, c.eval_chars)));
+      // A RoPE model is scored with the extension's schedule, fresh for each length (HF's runtime
+      // state starts over); other models with their own positions.
+      RotaryEmbedding schedule = rope ? extension_rope(plan.config, ext, train_len, len) : RotaryEmbedding(nullptr);
+      RotaryEmbeddingImpl* const override_rope = rope ? schedule.get() : nullptr;
+      if (!(rope && ext == RopeExtension::kDynamic && c.incremental_tokens > 0)) {
+        rows.push_back(make_row(plan, name, len, score_windows(model, corpus, len, train_len, c.eval_chars, override_rope)));
         continue;
       }
       // Dynamic NTK both ways on the same windows (the first incremental_tokens characters): one
@@ -155,13 +169,13 @@ std::vector<ResultRow> evaluate(TransformerLM& model, const ModelPlan& plan, con
       const long windows = std::max<long>(1, std::min<long>(text / len, (static_cast<long>(corpus.valid.size()) - 1) / len));
       char note[96];
       std::snprintf(note, sizeof note, "one pass over %ld window(s) of %d, the text of dynamic-incremental", windows, len);
-      rows.push_back(make_row(plan, ext, len, score_windows(model, corpus, len, c.train_len, windows * len), note));
-      model->rotary = model->replace_module("rotary", torch_layer::RotaryEmbedding(extension_params(plan.config, ext, c.train_len, len)));
+      rows.push_back(make_row(plan, name, len, score_windows(model, corpus, len, train_len, windows * len, override_rope), note));
+      RotaryEmbedding incremental = extension_rope(plan.config, ext, train_len, len);  // its runtime state from the first token
       std::snprintf(note, sizeof note, "token by token over %ld window(s) of %d (HF's runtime rule)", windows, len);
-      rows.push_back(make_row(plan, "dynamic-incremental", len, score_incremental(model, corpus, len, c.train_len, windows), note));
+      rows.push_back(make_row(plan, kIncrementalRow, len,
+                              score_incremental(model, corpus, len, train_len, windows, incremental.get()), note));
     }
   }
-  if (rope) model->rotary = model->replace_module("rotary", torch_layer::RotaryEmbedding(extension_params(plan.config, "none", c.train_len, c.train_len)));
   progress.finish("evaluated");
   return rows;
 }

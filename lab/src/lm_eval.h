@@ -8,19 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "model_plan.h"
 #include "posenc_lab/corpus.h"
 #include "posenc_lab/extrapolate.h"
 #include "posenc_torch/model.h"
 
 namespace posenc::lab {
-
-// One model to train: its name, scheme and settings.
-struct ModelPlan {
-  std::string name;
-  torch_layer::ModelConfig config;
-  int seed = 0;
-  bool variant = false;  // a base-sweep or fusion variant, not its scheme's plain model
-};
 
 struct Score {
   double nll = 0, nll_beyond = 0;
@@ -34,14 +27,18 @@ bool xl_memory(torch_layer::TransformerLM& model);
 torch::Tensor forward_in_segments(torch_layer::TransformerLM& model, const torch::Tensor& tokens, int segment);
 
 // Non-overlapping windows of len tokens over the first max_tokens validation tokens, one pass each
-// (Transformer-XL with memory: in segments of train_len).
-Score score_windows(torch_layer::TransformerLM& model, const Corpus& corpus, int len, int train_len, long max_tokens);
+// (Transformer-XL with memory: in segments of train_len). rope: the schedule to score with
+// instead of the model's own (TransformerLMImpl::forward's rope_override), or null.
+Score score_windows(torch_layer::TransformerLM& model, const Corpus& corpus, int len, int train_len, long max_tokens,
+                    torch_layer::RotaryEmbeddingImpl* rope = nullptr);
 
+// ext: the row's extension label (an extension's name, "dynamic-incremental", "pi+finetune").
 ResultRow make_row(const ModelPlan& p, const std::string& ext, int len, const Score& s, const std::string& note = "");
 
-// The RoPE schedule of extension ext at eval length len for a model trained at train_len
-// (throws Error naming ext when it is not none, pi, ntk, dynamic or yarn).
-RopeParams extension_params(const torch_layer::ModelConfig& m, const std::string& ext, int train_len, int len);
+// The RoPE schedule of extension ext at eval length len for a model trained at train_len.
+RopeParams extension_params(const torch_layer::ModelConfig& m, RopeExtension ext, int train_len, int len);
+// Rotary embeddings with that schedule, fresh (no runtime state yet), for forward's rope_override.
+torch_layer::RotaryEmbedding extension_rope(const torch_layer::ModelConfig& m, RopeExtension ext, int train_len, int len);
 
 // Every row of one trained model: each eval length, and for RoPE each extension.
 std::vector<ResultRow> evaluate(torch_layer::TransformerLM& model, const ModelPlan& plan, const ExtrapolateConfig& c,

@@ -3,7 +3,9 @@
 #include <cmath>
 #include <random>
 
+#include "lm_eval.h"
 #include "posenc/error.h"
+#include "posenc/numerics.h"
 #include "train_loop.h"
 
 namespace posenc::lab {
@@ -11,10 +13,10 @@ namespace {
 
 using torch_layer::TransformerLM;
 
-double lr_at(const ExtrapolateConfig& c, long step) {
-  if (step < c.warmup) return c.lr * static_cast<double>(step + 1) / c.warmup;
-  const double progress = static_cast<double>(step - c.warmup) / std::max(1, c.steps - c.warmup);
-  return c.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(3.14159265358979 * progress)));  // cosine to 10%
+double warmup_cosine(const TrainSettings& t, long step) {
+  if (step < t.warmup) return t.lr * static_cast<double>(step + 1) / t.warmup;
+  const double progress = static_cast<double>(step - t.warmup) / std::max(1, t.steps - t.warmup);
+  return t.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(kPi * progress)));  // cosine to 10%
 }
 
 // The batch of training step `step`: a function of (seed, step) only, so a resumed run sees
@@ -34,7 +36,29 @@ torch::Tensor batch_at(const Corpus& corpus, int seed, long step, int batch, int
 
 }  // namespace
 
-bool train(TransformerLM& model, const ModelPlan& plan, const ExtrapolateConfig& c, const Corpus& corpus, const nlohmann::json& key,
+TrainLoop settings_loop(const TrainSettings& t, const std::string& label, const std::string& checkpoint, const nlohmann::json& key) {
+  TrainLoop loop;
+  loop.label = label;
+  loop.checkpoint = checkpoint;
+  loop.key = key;
+  loop.steps = t.steps;
+  loop.checkpoint_every = t.checkpoint_every;
+  loop.lr = t.lr;
+  if (t.schedule == LrSchedule::kWarmupCosine) loop.lr_at = [t](long step) { return warmup_cosine(t, step); };
+  return loop;
+}
+
+TrainSettings finetune_settings(const TrainSettings& base, int scale, int steps) {
+  TrainSettings ft = base;
+  ft.train_len = base.train_len * scale;
+  ft.steps = steps;
+  ft.batch = std::max(1, base.batch / scale);  // the same tokens per step
+  ft.lr = base.lr / 4;
+  ft.warmup = std::min(base.warmup, steps / 4 + 1);
+  return ft;
+}
+
+bool train(TransformerLM& model, const ModelPlan& plan, const TrainSettings& c, const Corpus& corpus, const nlohmann::json& key,
            long* budget, bool restart_on_other_key, const BatchSource& batches, World* world) {
   // Transformer-XL with memory trains on pairs of consecutive segments (twice the text per step).
   const bool xl = xl_memory(model);
@@ -43,14 +67,7 @@ bool train(TransformerLM& model, const ModelPlan& plan, const ExtrapolateConfig&
                 std::to_string(2 * c.train_len + 2) + ", two segments of the training length " + std::to_string(c.train_len) +
                 " + 2, which Transformer-XL's memory trains on");
   if (xl && batches) throw Error(plan.name + ": a Transformer-XL model with memory trains on its own pairs of text segments, not on a batch source");
-  TrainLoop loop;
-  loop.label = plan.name;
-  loop.checkpoint = c.out_dir + "/" + plan.name + ".ckpt";
-  loop.key = key;
-  loop.steps = c.steps;
-  loop.checkpoint_every = c.checkpoint_every;
-  loop.lr = c.lr;
-  loop.lr_at = [&c](long step) { return lr_at(c, step); };
+  TrainLoop loop = settings_loop(c, plan.name, c.out_dir + "/" + plan.name + ".ckpt", key);
   loop.tokens_per_row = c.train_len;
   loop.restart_on_other_key = restart_on_other_key;
   loop.world = world;

@@ -1,4 +1,4 @@
-// Training one character-level TransformerLM for `lab extrapolate`: warm-up then cosine learning
+// Training one character-level TransformerLM (`lab extrapolate`, `lab passkey`): warm-up then cosine learning
 // rate, batches that are a function of (seed, step) only, a checkpoint every checkpoint_every
 // steps, so an interrupted model resumes to the numbers of an uninterrupted one. The loop itself
 // (AdamW, clipping, checkpoints, data parallelism) is train_loop.h.
@@ -11,9 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "distributed_world.h"
-#include "lm_eval.h"
+#include "model_plan.h"
 #include "posenc_lab/corpus.h"
-#include "posenc_lab/extrapolate.h"
+#include "posenc_lab/run_settings.h"
+#include "train_loop.h"
 
 namespace posenc::lab {
 
@@ -23,13 +24,22 @@ namespace posenc::lab {
 // of the training text.
 using BatchSource = std::function<torch::Tensor(long step)>;
 
-// Trains (or resumes from <out>/<plan.name>.ckpt) to c.steps; returns false when *budget (steps
-// left in this run, -1: no limit) ran out first. A checkpoint with another training key is an
-// Error, or (restart_on_other_key) is trained over from the model's current weights. A
+// The loop's schedule from the settings: steps, lr and its schedule, checkpoints every
+// checkpoint_every steps into `checkpoint` under `key`, progress lines naming `label`.
+TrainLoop settings_loop(const TrainSettings& t, const std::string& label, const std::string& checkpoint, const nlohmann::json& key);
+
+// A short fine-tune of a trained model at `scale` times its training length, for `steps` steps:
+// the same tokens per step (batch / scale rows), a quarter of the learning rate, a warm-up of at
+// most a quarter of the steps.
+TrainSettings finetune_settings(const TrainSettings& base, int scale, int steps);
+
+// Trains (or resumes from <t.out_dir>/<plan.name>.ckpt) to t.steps; returns false when *budget
+// (steps left in this run, -1: no limit) ran out first. A checkpoint with another training key is
+// an Error, or (restart_on_other_key) is trained over from the model's current weights. A
 // non-finite loss is an Error naming the model and step. A batch source is for models without
 // Transformer-XL memory (those train on pairs of text segments): with memory it is an Error.
 // world (non-null): every rank calls train() alike and computes its shard of each batch.
-bool train(torch_layer::TransformerLM& model, const ModelPlan& plan, const ExtrapolateConfig& c, const Corpus& corpus,
+bool train(torch_layer::TransformerLM& model, const ModelPlan& plan, const TrainSettings& t, const Corpus& corpus,
            const nlohmann::json& key, long* budget, bool restart_on_other_key = false, const BatchSource& batches = {},
            World* world = nullptr);
 

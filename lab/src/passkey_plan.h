@@ -1,22 +1,19 @@
-// The plan of `lab passkey`: the models it trains, the settings train() reads, the keys that
-// decide whether saved weights and rows still hold, and the checks before anything is trained.
+// The plan of `lab passkey`: the models it trains, the keys that decide whether saved weights and
+// rows still hold, and the checks before anything is trained.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <string>
 
-#include "lm_eval.h"
+#include "model_plan.h"
 #include "posenc_lab/corpus.h"
-#include "posenc_lab/extrapolate.h"
 #include "posenc_lab/passkey.h"
 
 namespace posenc::lab {
 
 inline constexpr int kFinetuneScale = 2;  // the fine-tune trains at 2x the training length
 
-// What train() reads: the passkey run's schedule in lab extrapolate's settings.
-ExtrapolateConfig train_settings(const PasskeyConfig& c);
 // The model named `name` (a scheme validate_passkey accepted) over a vocabulary of `vocab`.
 ModelPlan plan_for(const std::string& name, const PasskeyConfig& c, int vocab);
 // The key sentence and the question as the examples spell them (training and grid alike).

@@ -68,18 +68,18 @@ std::string passkey_table(const PasskeyResult& r, const PasskeyConfig& c) {
   std::snprintf(buf, sizeof buf, "%-18s", "model");
   out << buf;
   for (int m : c.multiples) {
-    const std::string label = std::to_string(m) + "x (" + std::to_string(m * c.train_len) + ")";
+    const std::string label = std::to_string(m) + "x (" + std::to_string(m * c.training.train_len) + ")";
     std::snprintf(buf, sizeof buf, "  %15s", label.c_str());
     out << buf;
   }
   out << "\n" << std::string(18, ' ');
   for (std::size_t i = 0; i < c.multiples.size(); ++i) out << "     exact  log p";
-  out << "   (mean over depths; " << c.samples << " sequences per depth; trained at " << c.train_len << ")\n";
+  out << "   (mean over depths; " << c.samples << " sequences per depth; trained at " << c.training.train_len << ")\n";
   for (const Variant& v : variants(r)) {
     std::snprintf(buf, sizeof buf, "%-18s", variant_name(v.model, v.extension, v.finetune).c_str());
     out << buf;
     for (int m : c.multiples) {
-      const auto [acc, logp] = mean_at(r, v, m * c.train_len);
+      const auto [acc, logp] = mean_at(r, v, m * c.training.train_len);
       if (std::isnan(acc)) std::snprintf(buf, sizeof buf, "  %15s", "-");
       else std::snprintf(buf, sizeof buf, "  %7.0f%% %6.2f", 100 * acc, logp);
       out << buf;
@@ -89,7 +89,7 @@ std::string passkey_table(const PasskeyResult& r, const PasskeyConfig& c) {
   // The probe: exact match at the training length as training went (one line per model).
   std::string model;
   for (const ProbePoint& p : r.probes) {
-    if (p.model != model) out << (model.empty() ? "" : "\n") << "exact match at " << c.train_len << " during training, " << p.model << ":";
+    if (p.model != model) out << (model.empty() ? "" : "\n") << "exact match at " << c.training.train_len << " during training, " << p.model << ":";
     model = p.model;
     std::snprintf(buf, sizeof buf, " %ld:%.0f%%", p.step, 100 * p.accuracy);
     out << buf;
@@ -100,8 +100,8 @@ std::string passkey_table(const PasskeyResult& r, const PasskeyConfig& c) {
 
 std::string passkey_json(const PasskeyResult& r, const PasskeyConfig& c) {
   std::vector<int> lengths;
-  for (int m : c.multiples) lengths.push_back(m * c.train_len);
-  nlohmann::json j = {{"train_len", c.train_len}, {"lengths", lengths}, {"depths", c.depths}, {"complete", r.complete},
+  for (int m : c.multiples) lengths.push_back(m * c.training.train_len);
+  nlohmann::json j = {{"train_len", c.training.train_len}, {"lengths", lengths}, {"depths", c.depths}, {"complete", r.complete},
                       {"results", nlohmann::json::array()}, {"curves", nlohmann::json::array()}, {"probes", nlohmann::json::array()},
                       {"notes", r.notes}};
   for (const ProbePoint& p : r.probes)
@@ -110,7 +110,7 @@ std::string passkey_json(const PasskeyResult& r, const PasskeyConfig& c) {
     j["results"].push_back({{"model", row.model}, {"scheme", row.scheme}, {"extension", row.extension}, {"finetune", row.finetune},
                             {"length", row.length}, {"depth", row.depth}, {"accuracy", row.accuracy}, {"logprob", row.logprob},
                             {"samples", row.samples}});
-  const auto train = static_cast<std::size_t>(c.train_len);
+  const auto train = static_cast<std::size_t>(c.training.train_len);
   for (const PositionCurve& cv : r.curves)
     j["curves"].push_back({{"model", cv.model}, {"extension", cv.extension}, {"finetune", cv.finetune}, {"length", cv.bits.size()},
                            {"bits_within_train_len", mean_bits(cv.bits, 0, train)},
@@ -122,7 +122,7 @@ std::vector<std::string> write_passkey_figures(const PasskeyResult& r, const Pas
   std::vector<std::string> written;
   const bool log_axis = powers_of_two(c.multiples);
   std::string lengths;
-  for (int m : c.multiples) lengths += (lengths.empty() ? "" : ", ") + std::to_string(m * c.train_len);
+  for (int m : c.multiples) lengths += (lengths.empty() ? "" : ", ") + std::to_string(m * c.training.train_len);
   constexpr int kCell = 48;  // pixels per grid cell: the grid is small, the figure should not be
   for (const Variant& v : variants(r)) {
     plot::HeatmapSpec s;
@@ -132,19 +132,19 @@ std::vector<std::string> write_passkey_figures(const PasskeyResult& r, const Pas
       for (int m : c.multiples) {
         double acc = std::nan("");
         for (const PasskeyRow& row : r.rows)
-          if (Variant{row.model, row.extension, row.finetune} == v && row.length == m * c.train_len && row.depth == d) acc = row.accuracy;
+          if (Variant{row.model, row.extension, row.finetune} == v && row.length == m * c.training.train_len && row.depth == d) acc = row.accuracy;
         s.values.push_back(acc);
       }
     s.value_min = 0;
     s.value_max = 1;
     const std::string name = variant_name(v.model, v.extension, v.finetune);
-    s.title = "passkey exact match: " + name + " (trained at " + std::to_string(c.train_len) + ")";
+    s.title = "passkey exact match: " + name + " (trained at " + std::to_string(c.training.train_len) + ")";
     s.row_label = "depth of the key";
     s.col_label = (log_axis ? "log2 length; lengths " : "column; lengths ") + lengths;
     s.row_first = c.depths.front();
     s.row_step = c.depths.size() > 1 ? (c.depths.back() - c.depths.front()) / static_cast<double>(c.depths.size() - 1) : 1;
-    s.col_first = log_axis ? std::log2(c.multiples.front() * c.train_len) : 0;
-    const std::string base = c.out_dir + "/heatmap-" + name;
+    s.col_first = log_axis ? std::log2(c.multiples.front() * c.training.train_len) : 0;
+    const std::string base = c.training.out_dir + "/heatmap-" + name;
     const std::string figure = plot::heatmap_svg(s, kCell);
     plot::write_all({{base + ".png", plot::heatmap_png(s, kCell)}, {base + ".svg", std::vector<std::uint8_t>(figure.begin(), figure.end())}});
     written.push_back(base + ".svg");
@@ -169,10 +169,10 @@ std::vector<std::string> write_passkey_figures(const PasskeyResult& r, const Pas
   o.title = "Loss by position on plain text (passkey-trained models, zero-shot)";
   o.x_label = "position in the window (characters)";
   o.y_label = "bits per character";
-  o.vlines.push_back({static_cast<double>(c.train_len), "training length"});
-  write_file_atomic(c.out_dir + "/position-loss.svg", plot::svg_line_chart(series, o));
-  write_file_atomic(c.out_dir + "/position-loss.csv", csv.str());
-  written.push_back(c.out_dir + "/position-loss.svg");
+  o.vlines.push_back({static_cast<double>(c.training.train_len), "training length"});
+  write_file_atomic(c.training.out_dir + "/position-loss.svg", plot::svg_line_chart(series, o));
+  write_file_atomic(c.training.out_dir + "/position-loss.csv", csv.str());
+  written.push_back(c.training.out_dir + "/position-loss.svg");
   return written;
 }
 

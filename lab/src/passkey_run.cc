@@ -2,15 +2,15 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "check_range.h"
 #include "checkpoint.h"
 #include "extrapolate_plan.h"
-#include "passkey_plan.h"
 #include "lm_eval.h"
 #include "lm_train.h"
+#include "passkey_plan.h"
+#include "run_models.h"
 #include "passkey_score.h"
 #include "posenc/error.h"
 #include "posenc_lab/extrapolate.h"
@@ -22,9 +22,7 @@
 namespace posenc::lab {
 namespace {
 
-using torch_layer::ModelConfig;
 using torch_layer::TransformerLM;
-namespace fs = std::filesystem;
 
 BatchSource mixed_batches(const PasskeyVocab& vocab, const Corpus& corpus, int len, int batch, double fraction, int seed) {
   return [&vocab, &corpus, len, batch, fraction, seed](long step) {
@@ -33,13 +31,16 @@ BatchSource mixed_batches(const PasskeyVocab& vocab, const Corpus& corpus, int l
   };
 }
 
-// The RoPE schedule of a variant at length len. A fine-tuned variant keeps at least the scale it
-// was tuned at (it has learned those positions), and grows past it as the zero-shot one does.
-void set_schedule(TransformerLM& model, const ModelPlan& p, const std::string& ext, bool finetune, int train_len, int len) {
-  if (p.config.scheme != Scheme::kRope) return;
+// The RoPE schedule of a variant at length len, for forward's rope_override (null for a model
+// without RoPE). A fine-tuned variant keeps at least the scale it was tuned at (it has learned
+// those positions), and grows past it as the zero-shot one does.
+torch_layer::RotaryEmbedding variant_rope(const ModelPlan& p, RopeExtension ext, bool finetune, int train_len, int len) {
+  if (p.config.scheme != Scheme::kRope) return torch_layer::RotaryEmbedding(nullptr);
   const int at = finetune ? std::max(len, kFinetuneScale * train_len) : len;
-  model->rotary = model->replace_module("rotary", torch_layer::RotaryEmbedding(extension_params(p.config, ext, train_len, at)));
+  return extension_rope(p.config, ext, train_len, at);
 }
+
+torch_layer::RotaryEmbeddingImpl* pointer_of(torch_layer::RotaryEmbedding& rope) { return rope ? rope.get() : nullptr; }
 
 nlohmann::json cell_json(const PasskeyRow& r) {
   return {{"kind", "cell"}, {"extension", r.extension}, {"finetune", r.finetune}, {"length", r.length}, {"depth", r.depth},
@@ -47,23 +48,25 @@ nlohmann::json cell_json(const PasskeyRow& r) {
 }
 
 // Every grid cell and the position curve of one variant.
-void score_variant(TransformerLM& model, const ModelPlan& p, const std::string& ext, bool finetune, const PasskeyConfig& c,
+void score_variant(TransformerLM& model, const ModelPlan& p, RopeExtension ext, bool finetune, const PasskeyConfig& c,
                    const PasskeyVocab& vocab, const Corpus& corpus, nlohmann::json* out) {
-  Progress progress("score " + variant_name(p.name, ext, finetune), static_cast<long>(c.multiples.size() * c.depths.size()));
+  const int train_len = c.training.train_len;
+  const std::string ext_name = to_string(ext);
+  Progress progress("score " + variant_name(p.name, ext_name, finetune), static_cast<long>(c.multiples.size() * c.depths.size()));
   long done = 0;
   for (int m : c.multiples) {
-    const int len = m * c.train_len;
-    set_schedule(model, p, ext, finetune, c.train_len, len);
+    const int len = m * train_len;
+    torch_layer::RotaryEmbedding rope = variant_rope(p, ext, finetune, train_len, len);  // one schedule for every depth
     for (double depth : c.depths) {
-      const PasskeyScore s = score_cell(model, passkey_cell(vocab, corpus.valid, len, depth, c.samples));
-      out->push_back(cell_json({p.name, "", ext, finetune, len, depth, s.accuracy, s.logprob, s.samples}));
+      const PasskeyScore s = score_cell(model, passkey_cell(vocab, corpus.valid, len, depth, c.samples), pointer_of(rope));
+      out->push_back(cell_json({p.name, "", ext_name, finetune, len, depth, s.accuracy, s.logprob, s.samples}));
       progress.update(++done, std::nan(""));
     }
   }
-  const int longest = c.train_len * *std::max_element(c.multiples.begin(), c.multiples.end());
-  set_schedule(model, p, ext, finetune, c.train_len, longest);
-  out->push_back({{"kind", "curve"}, {"extension", ext}, {"finetune", finetune},
-                  {"bits", position_bits(model, corpus.valid, longest, c.curve_chars)}});
+  const int longest = train_len * *std::max_element(c.multiples.begin(), c.multiples.end());
+  torch_layer::RotaryEmbedding rope = variant_rope(p, ext, finetune, train_len, longest);
+  out->push_back({{"kind", "curve"}, {"extension", ext_name}, {"finetune", finetune},
+                  {"bits", position_bits(model, corpus.valid, longest, c.curve_chars, pointer_of(rope))}});
   progress.finish("scored");
 }
 
@@ -71,20 +74,16 @@ void score_variant(TransformerLM& model, const ModelPlan& p, const std::string& 
 // finetune_steps (PI: Chen et al. 2023 tune 1000 steps, a small fraction of pre-training) on the same mix,
 // at a quarter of the learning rate and half the batch (the same tokens per step). Its
 // checkpoint is keyed by the base model's key: other settings train it over from the base.
-bool finetune(TransformerLM* model, const ModelPlan& base, const nlohmann::json& base_key, const std::string& ext,
+bool finetune(TransformerLM* model, const ModelPlan& base, const nlohmann::json& base_key, RopeExtension ext,
               const PasskeyConfig& c, const PasskeyVocab& vocab, const Corpus& corpus, long* budget) {
+  const TrainSettings& t = c.training;
   ModelPlan plan = base;
-  plan.name = base.name + "-" + ext + "-finetune";
-  plan.config.rope = extension_params(base.config, ext, c.train_len, kFinetuneScale * c.train_len);
-  ExtrapolateConfig ft = train_settings(c);
-  ft.train_len = kFinetuneScale * c.train_len;
-  ft.steps = c.finetune_steps;
-  ft.batch = std::max(1, c.batch / kFinetuneScale);
-  ft.lr = c.lr / 4;
-  ft.warmup = std::min(c.warmup, c.finetune_steps / 4 + 1);
+  plan.name = base.name + "-" + to_string(ext) + "-finetune";
+  plan.config.rope = extension_params(base.config, ext, t.train_len, kFinetuneScale * t.train_len);
+  const TrainSettings ft = finetune_settings(t, kFinetuneScale, c.finetune_steps);
   *model = TransformerLM(plan.config);
-  load_checkpoint(c.out_dir + "/" + base.name + ".ckpt", *model, nullptr, base_key);
-  nlohmann::json key = {{"base", base_key}, {"extension", ext}, {"steps", ft.steps}, {"batch", ft.batch}, {"lr", ft.lr}, {"train_len", ft.train_len}};
+  load_checkpoint(t.out_dir + "/" + base.name + ".ckpt", *model, nullptr, base_key);
+  nlohmann::json key = {{"base", base_key}, {"extension", to_string(ext)}, {"steps", ft.steps}, {"batch", ft.batch}, {"lr", ft.lr}, {"train_len", ft.train_len}};
   return train(*model, plan, ft, corpus, key, budget, true,
                mixed_batches(vocab, corpus, ft.train_len, ft.batch, c.passkey_fraction, c.seed + 1));
 }
@@ -94,23 +93,24 @@ bool finetune(TransformerLM* model, const ModelPlan& base, const nlohmann::json&
 // exact match on the 1x cells after each into *out.
 bool train_probed(TransformerLM& model, const ModelPlan& p, const nlohmann::json& key, const PasskeyConfig& c, const PasskeyVocab& vocab,
                   const Corpus& corpus, long* budget, nlohmann::json* out) {
-  const BatchSource batches = mixed_batches(vocab, corpus, c.train_len, c.batch, c.passkey_fraction, c.seed);
-  if (c.probe_every <= 0) return train(model, p, train_settings(c), corpus, key, budget, false, batches);
+  const TrainSettings& t = c.training;
+  const BatchSource batches = mixed_batches(vocab, corpus, t.train_len, t.batch, c.passkey_fraction, c.seed);
+  if (c.probe_every <= 0) return train(model, p, t, corpus, key, budget, false, batches);
   std::vector<PasskeyExample> probe;
   for (double depth : c.depths) {
-    const std::vector<PasskeyExample> cell = passkey_cell(vocab, corpus.valid, c.train_len, depth, c.samples);
+    const std::vector<PasskeyExample> cell = passkey_cell(vocab, corpus.valid, t.train_len, depth, c.samples);
     probe.insert(probe.end(), cell.begin(), cell.end());
   }
   for (;;) {
     long run = *budget >= 0 ? std::min<long>(c.probe_every, *budget) : c.probe_every;
     const long asked = run;
-    const bool done = train(model, p, train_settings(c), corpus, key, &run, false, batches);
+    const bool done = train(model, p, t, corpus, key, &run, false, batches);
     if (*budget >= 0) *budget -= asked - run;
-    const long step = read_checkpoint_header(c.out_dir + "/" + p.name + ".ckpt").step;
+    const long step = read_checkpoint_header(t.out_dir + "/" + p.name + ".ckpt").step;
     if (asked > run || done) {  // trained some steps (or finished earlier): one probe point
       const PasskeyScore s = score_cell(model, probe);
       out->push_back({{"kind", "probe"}, {"step", step}, {"accuracy", s.accuracy}, {"logprob", s.logprob}});
-      std::fprintf(stderr, "%s: step %ld, exact match at %d: %.0f%%, log p %.2f\n", p.name.c_str(), step, c.train_len, 100 * s.accuracy,
+      std::fprintf(stderr, "%s: step %ld, exact match at %d: %.0f%%, log p %.2f\n", p.name.c_str(), step, t.train_len, 100 * s.accuracy,
                    s.logprob);
     }
     if (done) return true;
@@ -144,53 +144,55 @@ void collect(const nlohmann::json& saved, const ModelPlan& p, const std::string&
 
 PasskeyResult run_passkey(const PasskeyConfig& c) {
   validate_passkey(c);
+  const TrainSettings& t = c.training;
   const Corpus corpus = load_corpus(c.corpus);
   const PasskeyVocab vocab(corpus);
-  const int longest = c.train_len * *std::max_element(c.multiples.begin(), c.multiples.end());
-  if (static_cast<long>(corpus.valid.size()) < longest + 2 || static_cast<long>(corpus.train.size()) < kFinetuneScale * c.train_len + 2)
+  const int longest = t.train_len * *std::max_element(c.multiples.begin(), c.multiples.end());
+  if (static_cast<long>(corpus.valid.size()) < longest + 2 || static_cast<long>(corpus.train.size()) < kFinetuneScale * t.train_len + 2)
     throw Error("the corpus " + c.corpus + " is too short for sequences of " + std::to_string(longest) + " characters");
-  torch::set_num_threads(c.threads > 0 ? c.threads : 1);  // one: faster than two for models this small (lab extrapolate)
-  std::error_code made;
-  fs::create_directories(c.out_dir, made);
-  if (made || !fs::is_directory(c.out_dir))
-    throw Error("--out: cannot use '" + c.out_dir + "' as the output directory (" + (made ? made.message() : "not a directory") +
-                "); expected a writable directory");
-  const DirLock lock(c.out_dir);
-  remove_temp_files(c.out_dir);
+  std::vector<ModelPlan> plans;
+  for (const std::string& name : c.schemes) plans.push_back(plan_for(name, c, vocab.size()));
+  // This process alone (the environment's RANK and WORLD_SIZE are for the commands that take --nproc).
+  LaunchConfig alone;
+  alone.resolved = true;
+  const RunRanks run = open_run(t, alone);
   PasskeyResult result;
   result.notes.push_back("dynamic: the prompt is read in one pass, so its scale is length / train_len (NTK at that scale), "
                          "which is also the scale HF's dynamic NTK uses at prefill");
   long budget = c.stop_after_steps;
-  for (const std::string& name : c.schemes) {
-    const ModelPlan plan = plan_for(name, c, vocab.size());
-    const std::string path = c.out_dir + "/" + name + ".passkey.json";
-    const CacheKey key{training_key(plan, c, corpus), evaluation_key(plan, c)};
-    if (const auto saved = cached_rows(path, key)) {
-      collect(*saved, plan, path, &result);
-      std::fprintf(stderr, "%s: finished earlier, reusing %s\n", name.c_str(), path.c_str());
-      continue;
-    }
+  RunHooks hooks;
+  hooks.job = [&](std::size_t i) {
+    const ModelPlan& plan = plans[i];
+    ModelJob job;  // the trained model is not saved: the rows are the result
+    job.label = plan.name;
+    job.result_path = t.out_dir + "/" + plan.name + ".passkey.json";
+    job.key = {training_key(plan, c, corpus), evaluation_key(plan, c)};
+    return job;
+  };
+  hooks.train = [&](std::size_t i, World*, nlohmann::json* rows) {
+    const ModelPlan& plan = plans[i];
     torch::manual_seed(static_cast<std::uint64_t>(c.seed));
     TransformerLM model(plan.config);
-    nlohmann::json saved = nlohmann::json::array();
-    if (!train_probed(model, plan, key.train, c, vocab, corpus, &budget, &saved)) {
-      result.complete = false;
-      return result;
-    }
+    if (!train_probed(model, plan, training_key(plan, c, corpus), c, vocab, corpus, &budget, rows)) return TransformerLM(nullptr);
+    return model;
+  };
+  hooks.evaluate = [&](std::size_t i, TransformerLM& model, nlohmann::json* rows) {
+    const ModelPlan& plan = plans[i];
     const bool rope = plan.config.scheme == Scheme::kRope;
-    for (const std::string& ext : rope ? c.extensions : std::vector<std::string>{"none"}) score_variant(model, plan, ext, false, c, vocab, corpus, &saved);
-    for (const std::string& ext : rope && c.finetune_steps > 0 ? c.extensions : std::vector<std::string>{}) {
-      if (ext == "none") continue;
+    for (const RopeExtension ext : rope ? c.extensions : std::vector<RopeExtension>{RopeExtension::kNone})
+      score_variant(model, plan, ext, false, c, vocab, corpus, rows);
+    for (const RopeExtension ext : rope && c.finetune_steps > 0 ? c.extensions : std::vector<RopeExtension>{}) {
+      if (ext == RopeExtension::kNone) continue;
       TransformerLM tuned(nullptr);
-      if (!finetune(&tuned, plan, key.train, ext, c, vocab, corpus, &budget)) {
-        result.complete = false;
-        return result;
-      }
-      score_variant(tuned, plan, ext, true, c, vocab, corpus, &saved);
+      if (!finetune(&tuned, plan, training_key(plan, c, corpus), ext, c, vocab, corpus, &budget)) return false;
+      score_variant(tuned, plan, ext, true, c, vocab, corpus, rows);
     }
-    write_cached_rows(path, key, saved);
-    collect(saved, plan, path, &result);
-  }
+    return true;
+  };
+  hooks.collect = [&](std::size_t i, const nlohmann::json& rows, const std::string& source) { collect(rows, plans[i], source, &result); };
+  result.complete = run_models(run, plans.size(), hooks);
+  write_file_atomic(t.out_dir + "/results.json", passkey_json(result, c));
+  result.figures = write_passkey_figures(result, c);
   return result;
 }
 

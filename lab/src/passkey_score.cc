@@ -32,7 +32,7 @@ PasskeyScore score_answers(const torch::Tensor& logits, const std::vector<Passke
   return s;
 }
 
-PasskeyScore score_cell(torch_layer::TransformerLM& model, const std::vector<PasskeyExample>& cell) {
+PasskeyScore score_cell(torch_layer::TransformerLM& model, const std::vector<PasskeyExample>& cell, torch_layer::RotaryEmbeddingImpl* rope) {
   torch::NoGradGuard no_grad;
   model->eval();
   PasskeyScore total;
@@ -45,7 +45,7 @@ PasskeyScore score_cell(torch_layer::TransformerLM& model, const std::vector<Pas
     torch::Tensor ids = torch::empty({static_cast<std::int64_t>(part.size()), length}, torch::kInt64);
     for (std::size_t i = 0; i < part.size(); ++i)
       std::copy_n(part[i].tokens.begin(), length, ids.data_ptr<std::int64_t>() + static_cast<std::int64_t>(i) * length);
-    const PasskeyScore s = score_answers(model->forward(ids), part);
+    const PasskeyScore s = score_answers(model->forward(ids, {}, nullptr, rope), part);
     total.accuracy += s.accuracy * s.samples;
     total.logprob += s.logprob * s.samples;
     total.samples += s.samples;
@@ -55,7 +55,8 @@ PasskeyScore score_cell(torch_layer::TransformerLM& model, const std::vector<Pas
   return total;
 }
 
-std::vector<double> position_bits(torch_layer::TransformerLM& model, const std::vector<std::int64_t>& text, int len, long max_tokens) {
+std::vector<double> position_bits(torch_layer::TransformerLM& model, const std::vector<std::int64_t>& text, int len, long max_tokens,
+                                  torch_layer::RotaryEmbeddingImpl* rope) {
   torch::NoGradGuard no_grad;
   model->eval();
   const long windows = std::max<long>(1, std::min<long>(max_tokens, static_cast<long>(text.size()) - 1) / len);
@@ -69,11 +70,11 @@ std::vector<double> position_bits(torch_layer::TransformerLM& model, const std::
   const long group = std::max<long>(1, 16384 / len);
   for (long w = 0; w < windows; w += group) {
     const long n = std::min(group, windows - w);
-    const torch::Tensor logits = model->forward(ids.narrow(0, w, n).contiguous());
+    const torch::Tensor logits = model->forward(ids.narrow(0, w, n).contiguous(), {}, nullptr, rope);
     const torch::Tensor logp = torch::log_softmax(logits.to(torch::kFloat64), -1).gather(2, next.narrow(0, w, n).unsqueeze(-1)).squeeze(-1);
     sum -= logp.sum(0);
   }
-  sum /= static_cast<double>(windows) * std::log(2.0);
+  sum /= static_cast<double>(windows) * kLn2;
   return std::vector<double>(sum.data_ptr<double>(), sum.data_ptr<double>() + len);
 }
 

@@ -25,11 +25,15 @@ struct PasskeyScore {
 PasskeyScore score_answers(const torch::Tensor& logits, const std::vector<PasskeyExample>& examples);
 
 // One grid cell through the model (eval mode, no grad), in groups that keep ~16k tokens per
-// forward (the fused attention kernel never forms the length x length scores).
-PasskeyScore score_cell(torch_layer::TransformerLM& model, const std::vector<PasskeyExample>& cell);
+// forward (the fused attention kernel never forms the length x length scores). rope: the
+// schedule to score with instead of the model's own (forward's rope_override), or null; so for
+// position_bits.
+PasskeyScore score_cell(torch_layer::TransformerLM& model, const std::vector<PasskeyExample>& cell,
+                        torch_layer::RotaryEmbeddingImpl* rope = nullptr);
 
 // Bits per character at each position [0, len) of non-overlapping windows over the first
 // max_tokens tokens of text, averaged over windows (at least one window).
-std::vector<double> position_bits(torch_layer::TransformerLM& model, const std::vector<std::int64_t>& text, int len, long max_tokens);
+std::vector<double> position_bits(torch_layer::TransformerLM& model, const std::vector<std::int64_t>& text, int len, long max_tokens,
+                                  torch_layer::RotaryEmbeddingImpl* rope = nullptr);
 
 }  // namespace posenc::lab

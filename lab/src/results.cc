@@ -67,7 +67,7 @@ std::string format_table(const ExtrapolateResult& r, const ExtrapolateConfig& c)
     std::snprintf(buf, sizeof buf, " %13d", len);
     out << buf;
   }
-  out << "   (" << r.unit << "; trained at " << c.train_len << ")\n";
+  out << "   (" << r.unit << "; trained at " << c.training.train_len << ")\n";
   for (const auto& key : order) {
     std::snprintf(buf, sizeof buf, "%-22s %-20s", key.first.c_str(), key.second.c_str());
     out << buf;
@@ -95,9 +95,10 @@ std::string format_table(const ExtrapolateResult& r, const ExtrapolateConfig& c)
 
 std::string results_json(const ExtrapolateResult& r, const ExtrapolateConfig& c) {
   nlohmann::json j = {{"results", nlohmann::json::array()}, {"notes", r.notes}, {"complete", r.complete}, {"unit", r.unit},
-                      {"config", {{"train_len", c.train_len}, {"eval_lens", c.eval_lens}, {"steps", c.steps}, {"batch", c.batch},
-                                  {"layers", c.layers}, {"d_model", c.d_model}, {"heads", c.heads}, {"seeds", c.seeds},
-                                  {"corpus", c.corpus}, {"eval_chars", c.eval_chars}, {"extensions", c.extensions},
+                      {"config", {{"train_len", c.training.train_len}, {"eval_lens", c.eval_lens}, {"steps", c.training.steps},
+                                  {"batch", c.training.batch}, {"layers", c.shape.layers}, {"d_model", c.shape.d_model},
+                                  {"heads", c.shape.heads}, {"seeds", c.seeds}, {"corpus", c.corpus}, {"eval_chars", c.eval_chars},
+                                  {"extensions", extension_names(c.extensions)},
                                   {"incremental_tokens", c.incremental_tokens}, {"pi_finetune_steps", c.pi_finetune_steps}}}};
   add_world_fields(&j, c.launch);
   for (const auto& row : r.rows) j["results"].push_back(row_json(row));
@@ -122,7 +123,7 @@ std::string results_svg(const ExtrapolateResult& r, const ExtrapolateConfig& c) 
   std::map<std::string, std::map<int, std::pair<double, int>>> sums;
   std::vector<std::string> order;
   for (const auto& row : r.rows) {
-    if (row.extension == "dynamic-incremental" || !row.available || !std::isfinite(row.bpc)) continue;  // the chart gets finite points only
+    if (row.extension == kIncrementalRow || !row.available || !std::isfinite(row.bpc)) continue;  // the chart gets finite points only
     std::string base = row.model;
     if (c.seeds.size() > 1) base = base.substr(0, base.rfind("-s"));
     const std::string name = row.extension == "none" ? base : base + " + " + row.extension;
@@ -145,7 +146,7 @@ std::string results_svg(const ExtrapolateResult& r, const ExtrapolateConfig& c) 
   o.x_label = "evaluation length (characters, log scale)";
   o.y_label = r.unit.substr(0, r.unit.find(" ("));
   o.log_x = true;
-  o.vlines.push_back({static_cast<double>(c.train_len), "training length"});
+  o.vlines.push_back({static_cast<double>(c.training.train_len), "training length"});
   return plot::svg_line_chart(series, o);
 }
 

@@ -4,19 +4,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
 #include "check_range.h"
 #include "checkpoint.h"
-#include "distributed_queue.h"
-#include "distributed_run.h"
+#include "lm_train.h"
+#include "model_plan.h"
+#include "run_models.h"
 #include "posenc/error.h"
-#include "posenc_lab/extrapolate.h"
+#include "posenc_lab/file_io.h"
 #include "posenc_lab/result_cache.h"
 #include "posenc_lab/results_io.h"
 #include "posenc_torch/model.h"
@@ -25,7 +23,6 @@
 namespace posenc::lab {
 namespace {
 
-namespace fs = std::filesystem;
 constexpr int kSeparator = 10, kVocab = 11;
 
 torch::Tensor batch_of(int n, int count, unsigned long long seed) {
@@ -55,12 +52,10 @@ std::vector<long> sort_example(int n, unsigned long long seed) {
 namespace {
 
 void validate(const SortConfig& c) {
-  check_range("--train-len", c.train_len, 1, kMaxSortTrainLen);
-  check_range("--steps", c.steps, 1, kMaxSteps);
-  check_range("--threads", c.threads, 0, max_lab_threads());
-  check_range("batch", c.batch, 1, 1024);
+  check_range("--train-len", c.training.train_len, 1, kMaxSortTrainLen);
+  check_training(c.training);
+  check_shape(c.shape);
   check_range("test_sequences", c.test_sequences, 1, 1024);
-  if (!(c.lr > 0 && c.lr < 1)) throw Error("lr must be in (0, 1), got " + format_number(c.lr));
   if (c.test_lens.empty()) throw Error("--test-lens is empty: give at least one test length");
   for (int len : c.test_lens) check_range("--test-lens", len, 1, kMaxSortTestLen);
   if (c.schemes.empty()) throw Error("--schemes is empty: give at least one scheme");
@@ -70,8 +65,9 @@ void validate(const SortConfig& c) {
 }
 
 CacheKey sort_key(const std::string& name, const SortConfig& c) {
-  return {{{"format", 2}, {"task", "sort"}, {"scheme", name}, {"train_len", c.train_len}, {"steps", c.steps}, {"batch", c.batch},
-           {"lr", c.lr}, {"layers", c.layers}, {"d_model", c.d_model}, {"heads", c.heads}, {"seed", c.seed}},
+  const TrainSettings& t = c.training;
+  return {{{"format", 2}, {"task", "sort"}, {"scheme", name}, {"train_len", t.train_len}, {"steps", t.steps}, {"batch", t.batch},
+           {"lr", t.lr}, {"layers", c.shape.layers}, {"d_model", c.shape.d_model}, {"heads", c.shape.heads}, {"seed", c.seed}},
           {{"test_lens", c.test_lens}, {"test_sequences", c.test_sequences}}};
 }
 
@@ -85,29 +81,18 @@ SortRow sort_row_from_json(const nlohmann::json& r, const std::string& path) {
   }
 }
 
-// Trains (or resumes from <out>/sort-<name>.ckpt) one model of the task; null when the budget
-// ran out. world: data parallel, every rank calling this alike.
+// Trains (or resumes from <out>/sort-<name>.ckpt) one model of the task. world: data parallel,
+// every rank calling this alike.
 torch_layer::TransformerLM train_sort(const std::string& name, Scheme scheme, const SortConfig& c, const nlohmann::json& key, World* world) {
-  torch_layer::ModelConfig mc;
-  mc.vocab_size = kVocab;
-  mc.d_model = c.d_model;
-  mc.n_layers = c.layers;
-  mc.n_heads = c.heads;
-  mc.scheme = scheme;
-  mc.learned_positions = 2 * c.train_len + 1;
+  const int n = c.training.train_len;
+  // A learned table as long as a whole sequence: n digits, the separator, n sorted digits.
   torch::manual_seed(static_cast<std::uint64_t>(c.seed));
-  torch_layer::TransformerLM model(mc);
-  const int n = c.train_len;
-  TrainLoop loop;
-  loop.label = "sort " + name;
-  loop.checkpoint = c.out_dir + "/sort-" + name + ".ckpt";
-  loop.key = key;
-  loop.steps = c.steps;
-  loop.lr = c.lr;
+  torch_layer::TransformerLM model(model_config(scheme, c.shape, 2 * n + 1, kVocab));
+  TrainLoop loop = settings_loop(c.training, "sort " + name, c.training.out_dir + "/sort-" + name + ".ckpt", key);
   loop.tokens_per_row = 2 * n;
   loop.world = world;
   loop.batch = [&c, n](long step) {
-    return batch_of(n, c.batch, static_cast<unsigned long long>(c.seed) * 1000003ull + static_cast<unsigned long long>(step));
+    return batch_of(n, c.training.batch, static_cast<unsigned long long>(c.seed) * 1000003ull + static_cast<unsigned long long>(step));
   };
   loop.loss = [n](torch_layer::TransformerLM& m, const torch::Tensor& x) {
     const torch::Tensor logits = m->forward(x.narrow(1, 0, 2 * n));
@@ -141,10 +126,6 @@ std::vector<SortRow> test_sort(torch_layer::TransformerLM& model, const std::str
   return mine;
 }
 
-}  // namespace
-
-namespace {
-
 nlohmann::json rows_json(const std::vector<SortRow>& rows) {
   nlohmann::json saved = nlohmann::json::array();
   for (const auto& r : rows)
@@ -154,56 +135,36 @@ nlohmann::json rows_json(const std::vector<SortRow>& rows) {
   return saved;
 }
 
-// One scheme's rows: cached, or trained (data parallel over world when given) and tested on rank 0
-// (the other ranks return none).
-std::vector<SortRow> scheme_rows(const std::string& name, std::size_t index, const SortConfig& c, World* world) {
-  const bool primary = !world || world->rank() == 0;
-  const std::string tag = "posenc/sort/" + std::to_string(index) + "/";
-  const Scheme scheme = from_name<Scheme>(name);
-  const std::string result_path = c.out_dir + "/sort-" + name + ".result.json";
-  const std::string model_path = c.out_dir + "/sort-" + name + ".pt";
-  const CacheKey key = sort_key(name, c);
-  std::vector<SortRow> rows;
-  std::optional<nlohmann::json> cached;
-  if (primary) cached = cached_rows(result_path, key);
-  // Same training key, other test settings: test the saved model again; else train.
-  const bool trained = primary && !cached && fs::exists(result_path) && fs::exists(model_path);
-  if (world && primary) world->set(tag + "train", cached || trained ? "0" : "1");
-  if (world && !primary) {
-    if (world->wait_for(tag + "train", 0, "waiting for rank 0 to look up sort " + name) == "1") train_sort(name, scheme, c, key.train, world);
-    return rows;
-  }
-  if (cached) {
-    for (const auto& r : *cached) rows.push_back(sort_row_from_json(r, result_path));
-    std::fprintf(stderr, "sort %s: finished earlier, reusing %s\n", name.c_str(), result_path.c_str());
-    return rows;
-  }
-  torch_layer::TransformerLM model = trained ? load_model_file(model_path) : train_sort(name, scheme, c, key.train, world);
-  if (!trained) save_model_file(model, model_path);
-  rows = test_sort(model, name, scheme, c);
-  write_cached_rows(result_path, key, rows_json(rows));
-  return rows;
-}
-
 }  // namespace
 
 std::vector<SortRow> run_sort(const SortConfig& c) {
   validate(c);
-  torch::set_num_threads(c.threads > 0 ? c.threads : 1);
-  const RunRanks run = join_run(c.launch, c.out_dir, c.batch);
-  const LaunchConfig& launch = run.launch;
-  World* const world = run.world.get();
+  const RunRanks run = open_run(c.training, c.launch);
+  const std::string& out = c.training.out_dir;
   std::vector<SortRow> rows;
-  if (distributes_models(launch)) {
-    const auto outcomes = share_jobs(*world, c.schemes.size(), [&](std::size_t i) { return rows_json(scheme_rows(c.schemes[i], i, c, nullptr)).dump(); });
-    for (std::size_t i = 0; i < outcomes.size(); ++i)
-      for (const auto& r : nlohmann::json::parse(outcomes[i])) rows.push_back(sort_row_from_json(r, "sort " + c.schemes[i] + " (from its rank)"));
-    return rows;
-  }
-  for (std::size_t i = 0; i < c.schemes.size(); ++i) {
-    const auto mine = scheme_rows(c.schemes[i], i, c, world);
-    rows.insert(rows.end(), mine.begin(), mine.end());
-  }
+  RunHooks hooks;
+  hooks.job = [&](std::size_t i) {
+    const std::string& name = c.schemes[i];
+    ModelJob job;
+    job.label = "sort " + name;
+    job.result_path = out + "/sort-" + name + ".result.json";
+    job.key = sort_key(name, c);
+    job.model_path = out + "/sort-" + name + ".pt";
+    job.evaluates_saved_model = true;  // same training key, other test settings: the saved model is tested again
+    return job;
+  };
+  hooks.train = [&](std::size_t i, World* world, nlohmann::json*) {
+    return train_sort(c.schemes[i], from_name<Scheme>(c.schemes[i]), c, sort_key(c.schemes[i], c).train, world);
+  };
+  hooks.evaluate = [&](std::size_t i, torch_layer::TransformerLM& model, nlohmann::json* saved) {
+    for (const auto& r : rows_json(test_sort(model, c.schemes[i], from_name<Scheme>(c.schemes[i]), c))) saved->push_back(r);
+    return true;
+  };
+  hooks.collect = [&](std::size_t, const nlohmann::json& saved, const std::string& source) {
+    for (const auto& r : saved) rows.push_back(sort_row_from_json(r, source));
+  };
+  run_models(run, c.schemes.size(), hooks);
+  if (is_primary(run.launch)) write_file_atomic(out + "/results.json", sort_json(rows, c));  // rank 0 writes the results
   return rows;
 }
 
@@ -216,7 +177,7 @@ std::string format_sort_table(const std::vector<SortRow>& rows, const SortConfig
     std::snprintf(buf, sizeof buf, "  %6d digits", len);
     out << buf;
   }
-  out << "   (token accuracy / whole sequences; trained on " << c.train_len << " digits)\n";
+  out << "   (token accuracy / whole sequences; trained on " << c.training.train_len << " digits)\n";
   std::vector<std::string> order;
   for (const SortRow& r : rows)
     if (std::find(order.begin(), order.end(), r.scheme) == order.end()) order.push_back(r.scheme);
@@ -236,7 +197,7 @@ std::string format_sort_table(const std::vector<SortRow>& rows, const SortConfig
 }
 
 std::string sort_json(const std::vector<SortRow>& rows, const SortConfig& c) {
-  nlohmann::json j = {{"results", nlohmann::json::array()}, {"train_len", c.train_len}, {"test_lens", c.test_lens}};
+  nlohmann::json j = {{"results", nlohmann::json::array()}, {"train_len", c.training.train_len}, {"test_lens", c.test_lens}};
   add_world_fields(&j, c.launch);
   for (const auto& r : rows)
     j["results"].push_back({{"scheme", r.scheme}, {"length", r.length}, {"available", r.available},

@@ -8,6 +8,7 @@
 
 #include "checkpoint.h"
 #include "posenc/error.h"
+#include "posenc_lab/corpus.h"
 #include "posenc_lab/file_io.h"
 #include "posenc_lab/progress.h"
 
@@ -15,7 +16,6 @@ namespace posenc::lab {
 namespace {
 
 using torch_layer::TransformerLM;
-constexpr double kLn2 = 0.69314718055994530942;
 
 // The bits of every weight: equal on every rank exactly when the ranks agree.
 std::uint64_t weights_checksum(TransformerLM& model) {

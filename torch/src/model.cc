@@ -205,7 +205,8 @@ torch::Tensor TransformerLMImpl::positions_for(const torch::Tensor& full_mask, s
   return pos.narrow(1, pos.size(1) - new_tokens, new_tokens).contiguous();
 }
 
-torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torch::Tensor& attention_mask, KVCache* cache) {
+torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torch::Tensor& attention_mask, KVCache* cache,
+                                         RotaryEmbeddingImpl* rope_override) {
   TORCH_CHECK(tokens.dim() == 2, "tokens must be [B, S]");
   const std::int64_t B = tokens.size(0), S = tokens.size(1);
   const torch::Tensor new_mask = attention_mask.defined() ? attention_mask.to(torch::kBool)
@@ -216,8 +217,8 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   ctx.key_mask = cache && cache->mask.defined() ? torch::cat({cache->mask, new_mask}, 1) : new_mask;
   const torch::Tensor all_positions = positions_for(ctx.key_mask, ctx.key_mask.size(1));
   RopeSpec spec;
-  if (rotary) {
-    spec = rotary->spec_for(all_positions.max().item<std::int64_t>());
+  if (RotaryEmbeddingImpl* const rope = rope_override ? rope_override : rotary ? rotary.get() : nullptr) {
+    spec = rope->spec_for(all_positions.max().item<std::int64_t>());
     ctx.rope = &spec;
     ctx.cache_rotated_keys = cache && cache->hf_stale_keys;
     if (cache && !cache->hf_stale_keys && ctx.past > 0 && spec.inv_freq != cache->inv_freq) {
@@ -226,7 +227,7 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
       const torch::Tensor all_mask = ctx.key_mask;
       cache->clear();
       ++cache->rebuilds;
-      return forward(all_tokens, all_mask, cache).narrow(1, all_tokens.size(1) - S, S);
+      return forward(all_tokens, all_mask, cache, rope_override).narrow(1, all_tokens.size(1) - S, S);
     }
   }
   if (cache) {

@@ -11,6 +11,9 @@
 
 namespace posenc::lab {
 
+// ln 2: a loss in nats divided by it is in bits (bits per character, per byte).
+inline constexpr double kLn2 = 0.69314718055994530942;
+
 struct Corpus {
   std::vector<std::uint8_t> vocab;        // distinct bytes of the training part, sorted; id = index
   std::vector<std::int64_t> train, valid;  // token ids (index into vocab; unknown_id() for unseen bytes)

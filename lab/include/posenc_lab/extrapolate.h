@@ -27,44 +27,38 @@
 #include "posenc_lab/corpus.h"
 #include "posenc_lab/distributed.h"
 #include "posenc_lab/file_io.h"
+#include "posenc_lab/run_settings.h"
 
 namespace posenc::lab {
-
-// Limits that keep one run under ~2 GB of memory at the default width and batch. Eval lengths
-// reach 16384 (256x the default training length, `--full`'s longest): attention at inference
-// never forms an S x S matrix (the fused kernel; DeBERTa and XL in query blocks, model.cc).
-inline constexpr int kMaxTrainLen = 512, kMaxEvalLen = 16384, kMaxSteps = 1000000, kMaxThreads = 256;
-
-// The most torch threads a lab run takes: this machine's hardware threads (at least 1, at most
-// kMaxThreads). More only oversubscribe: 256 threads on 2 cores took 55 s for 3 sort steps.
-int max_lab_threads();
 
 // `--full`'s eval lengths: the default's, on to kMaxEvalLen.
 inline const std::vector<int> kFullEvalLens = {64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
 
+// The row label of dynamic NTK scored token by token with a KV cache (beside its "dynamic" row).
+inline constexpr const char* kIncrementalRow = "dynamic-incremental";
+
 struct ExtrapolateConfig {
   std::string corpus = kDefaultCorpus;
   std::vector<std::string> schemes = {"nope", "sinusoidal", "rope", "alibi"};
-  std::vector<std::string> extensions = {"none", "pi", "ntk", "dynamic", "yarn"};
-  int train_len = 64;
+  std::vector<RopeExtension> extensions = {RopeExtension::kNone, RopeExtension::kPi, RopeExtension::kNtk, RopeExtension::kDynamic,
+                                           RopeExtension::kYarn};
+  TrainSettings training;  // train_len 64, 600 steps of 32 rows, lr 2e-3, warm-up 50, into out/lab
+  ModelShape shape;        // 3 layers, 128 wide, 4 heads
   // Up to 64x the training length (`--full` adds 8192 and 16384, kFullEvalLens).
   std::vector<int> eval_lens = {64, 128, 256, 512, 1024, 2048, 4096};
-  int steps = 600;
-  int batch = 32;
-  double lr = 2e-3;
-  int warmup = 50;
-  int layers = 3, d_model = 128, heads = 4;
   std::vector<int> seeds = {0};
-  int threads = 0;  // 0: one (faster than two for models this small on a 2-vCPU machine); at most max_lab_threads()
-  std::string out_dir = "out/lab";
   int eval_chars = 8192;         // validation tokens scored per eval length
   int incremental_tokens = 1024;  // validation tokens decoded one by one for incremental dynamic NTK, and the text of the 'dynamic' row then (0: skip)
-  int checkpoint_every = 100;
   std::vector<double> rope_bases;    // base sweep: extra RoPE models ("rope-base100", ...)
   std::vector<std::string> fusions;  // extra sinusoidal models with these fusions ("sinusoidal-concat", ...)
   int pi_finetune_steps = 0;         // PI with a short fine-tune at 4x the training length
   long stop_after_steps = -1;        // stop (as if killed) after this many training steps in this run
   LaunchConfig launch;               // ranks of a distributed run (distributed.h); default: this process alone
+
+  // `--full`: every scheme, 3 seeds from seed, the RoPE base sweep (100 and 1e6 beside the
+  // default 10000), the sinusoidal fusion modes, PI with a fine-tune, scored to kMaxEvalLen.
+  // What the user set stays: schemes_given / steps_given keep this config's schemes / steps.
+  ExtrapolateConfig full(int seed, bool schemes_given, bool steps_given) const;
 };
 
 struct ResultRow {
@@ -84,6 +78,8 @@ struct ExtrapolateResult {
   std::string unit = "bits per character";  // Corpus::unit()
 };
 
+// Runs (or resumes) every model and writes the results beside them (rank 0): results.json,
+// results.csv and chart.svg in out_dir.
 ExtrapolateResult run_extrapolate(const ExtrapolateConfig& config);
 
 // The stdout table: one row per model/extension, one column per eval length (bpc, all tokens).

@@ -16,24 +16,24 @@
 #include <vector>
 
 #include "posenc_lab/corpus.h"
+#include "posenc_lab/run_settings.h"
 
 namespace posenc::lab {
 
 struct PasskeyConfig {
   std::string corpus = kDefaultCorpus;
   std::vector<std::string> schemes = {"rope", "alibi", "nope"};
-  // RoPE's extensions, each zero-shot and (finetune_steps > 0, not "none") fine-tuned at 2x.
-  std::vector<std::string> extensions = {"none", "pi", "ntk", "dynamic", "yarn"};
-  int train_len = 64;
+  // RoPE's extensions, each zero-shot and (finetune_steps > 0, not none) fine-tuned at 2x.
+  std::vector<RopeExtension> extensions = {RopeExtension::kNone, RopeExtension::kPi, RopeExtension::kNtk, RopeExtension::kDynamic,
+                                           RopeExtension::kYarn};
+  // train_len 64, 1500 steps of 32, lr 3e-3, warm-up 50. Measured with probe_every on this
+  // 2-core machine: at 2 layers x 64 wide, lr 3e-3, exact match at 1x jumps from 0% to ~96%
+  // between steps 500 and 600 (RoPE, ALiBi) or 600 and 900 (NoPE); 1500 steps leave a margin
+  // past the jump. lr 6e-3 never left the plateau in 1000.
+  TrainSettings training{64, 1500, 32, 3e-3, 50, 100, "out/lab-passkey"};
+  ModelShape shape{2, 64, 4};   // layers, d_model, heads
   std::vector<int> multiples = {1, 2, 4, 8};  // grid lengths: train_len times these
   std::vector<double> depths = {0, 0.25, 0.5, 0.75, 1};
-  // Measured with probe_every on this 2-core machine: at 2 layers x 64 wide, lr 3e-3, exact
-  // match at 1x jumps from 0% to ~96% between steps 500 and 600 (RoPE, ALiBi) or 600 and 900
-  // (NoPE); 1500 steps leave a margin past the jump. lr 6e-3 never left the plateau in 1000.
-  int steps = 1500, batch = 32;
-  double lr = 3e-3;
-  int warmup = 50;
-  int layers = 2, d_model = 64, heads = 4;
   double passkey_fraction = 0.9;  // passkey rows per training batch (the rest: plain text)
   // Per extension, at 2x the training length (0: zero-shot only); about a quarter of training.
   // The PI paper's ~1% (15 steps here) barely moves these models; after 100, NTK and YaRN
@@ -42,14 +42,16 @@ struct PasskeyConfig {
   int finetune_steps = 400;
   int samples = 32;               // sequences per grid cell
   int curve_chars = 8192;         // validation characters of the per-position loss curve
-  int seed = 0, threads = 0;
-  int checkpoint_every = 100;
+  int seed = 0;
   // Every probe_every training steps, exact match at 1x on the grid's 1x cells (0: off).
   // Retrieval by content is an induction-head task (Olsson et al. 2022), learned suddenly after
   // a plateau: the probe shows when it switched on. It leaves the weights as they would be.
   int probe_every = 100;
-  std::string out_dir = "out/lab-passkey";
   long stop_after_steps = -1;  // stop (as if killed) after this many training steps in this run
+
+  // `--full`: also sinusoidal and T5, lengths to 64x, 64 sequences per cell, where schemes,
+  // multiples and samples are still this config's defaults.
+  PasskeyConfig full() const;
 };
 
 struct PasskeyRow {
@@ -82,8 +84,11 @@ struct PasskeyResult {
   std::vector<PositionCurve> curves;
   std::vector<std::string> notes;
   bool complete = true;  // false when stop_after_steps cut the run short
+  std::vector<std::string> figures;  // what write_passkey_figures wrote
 };
 
+// Runs (or resumes) every model and writes the results beside them: <out>/results.json
+// (passkey_json) and the figures (write_passkey_figures).
 PasskeyResult run_passkey(const PasskeyConfig& config);
 // Throws Error naming the first setting out of range (called by run_passkey first).
 void validate_passkey(const PasskeyConfig& config);

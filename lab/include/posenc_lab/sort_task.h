@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "posenc_lab/distributed.h"
+#include "posenc_lab/run_settings.h"
 
 namespace posenc::lab {
 
@@ -17,14 +18,12 @@ inline constexpr int kMaxSortTrainLen = 64, kMaxSortTestLen = 128;
 
 struct SortConfig {
   std::vector<std::string> schemes = {"nope", "sinusoidal", "learned", "rope", "alibi", "t5"};
-  int train_len = 16;                    // digits per training sequence
+  // train_len: digits per training sequence (of 2n + 1 tokens); 600 steps of 64 at a constant lr 3e-3.
+  TrainSettings training{16, 600, 64, 3e-3, 0, 100, "out/lab-sort", 0, LrSchedule::kConstant};
+  ModelShape shape{2, 64, 4};  // layers, d_model, heads
   std::vector<int> test_lens = {16, 24, 32};
-  int steps = 600, batch = 64;
-  double lr = 3e-3;
-  int layers = 2, d_model = 64, heads = 4;
-  int seed = 0, threads = 0;
+  int seed = 0;
   int test_sequences = 256;
-  std::string out_dir = "out/lab-sort";
   LaunchConfig launch;  // ranks of a distributed run (distributed.h); default: this process alone
 };
 
@@ -37,7 +36,7 @@ struct SortRow {
 
 // Results are cached per scheme in <out>/sort-<scheme>.result.json under the keys of
 // result_cache.h: other test settings test the saved model again; other training settings are an
-// Error naming them.
+// Error naming them. Rank 0 writes <out>/results.json (sort_json).
 std::vector<SortRow> run_sort(const SortConfig& config);
 std::string format_sort_table(const std::vector<SortRow>& rows, const SortConfig& config);
 std::string sort_json(const std::vector<SortRow>& rows, const SortConfig& config);

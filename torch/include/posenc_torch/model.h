@@ -112,8 +112,11 @@ class TransformerLMImpl : public torch::nn::Module {
 
   // tokens [B, S] int64 -> logits [B, S, vocab]. attention_mask [B, S] (1 real, 0 pad; left
   // padding) gives positions cumsum(mask) - 1. With a cache, positions continue from it and the
-  // cache grows by S.
-  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& attention_mask = {}, KVCache* cache = nullptr);
+  // cache grows by S. rope_override: rotary embeddings used instead of the model's own `rotary`
+  // (another schedule at inference: the lab's length extensions); it keeps its runtime state
+  // (dynamic NTK's cache) across calls, so pass the same one to every step of a decode.
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& attention_mask = {}, KVCache* cache = nullptr,
+                        RotaryEmbeddingImpl* rope_override = nullptr);
 
   // Transformer-XL's segment recurrence (Dai et al. 2019, section 3.2): tokens [B, S] are the
   // next segment of each row's stream; every layer attends to its own inputs from the previous

@@ -1,0 +1,67 @@
+// What every lab command (extrapolate, sort, passkey) sets alike: how a model trains
+// (TrainSettings), how big it is (ModelShape), the RoPE length extensions it is scored with
+// (RopeExtension, named in one table), and the limits that keep one run under ~2 GB of memory.
+// Each command's config embeds the two structs with its own defaults. Plain C++ types: callers
+// need not include <torch/torch.h>.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "posenc/names.h"
+
+namespace posenc::lab {
+
+// Eval lengths reach 16384 (256x the default training length, `--full`'s longest): attention at
+// inference never forms an S x S matrix (the fused kernel; DeBERTa and XL in query blocks, model.cc).
+inline constexpr int kMaxTrainLen = 512, kMaxEvalLen = 16384, kMaxSteps = 1000000;
+
+// The most torch threads a lab run takes: this machine's hardware threads (at least 1, at most
+// posenc::kMaxThreads). More only oversubscribe: 256 threads on 2 cores took 55 s for 3 sort steps.
+int max_lab_threads();
+
+// The learning rate of each training step.
+enum class LrSchedule {
+  kWarmupCosine,  // linear warm-up over `warmup` steps, then cosine down to 10% of lr (extrapolate, passkey)
+  kConstant,      // lr at every step (sort)
+};
+
+// How one model trains, and where its files go.
+struct TrainSettings {
+  int train_len = 64;  // tokens per training sequence (sort: digits, the sequence is 2n + 1)
+  int steps = 600;
+  int batch = 32;      // rows per step
+  double lr = 2e-3;    // peak learning rate (AdamW)
+  int warmup = 50;     // steps of warm-up (kWarmupCosine)
+  int checkpoint_every = 100;
+  std::string out_dir = "out/lab";
+  int threads = 0;     // torch threads; 0: one (faster than two for models this small on a 2-vCPU machine); at most max_lab_threads()
+  LrSchedule schedule = LrSchedule::kWarmupCosine;
+};
+
+// The transformer's size (the rest of its ModelConfig follows from the scheme: model_plan.h).
+struct ModelShape {
+  int layers = 3;
+  int d_model = 128;  // split over the heads; the head width must be even (RoPE rotates pairs)
+  int heads = 4;
+};
+
+// Throws Error naming the first setting out of range. The training length's range is the
+// command's own (checked by it); so is warmup, which only kWarmupCosine reads.
+void check_training(const TrainSettings& training);
+void check_shape(const ModelShape& shape);
+
+// RoPE's inference-time length extensions (scale = eval_len / train_len), no retraining: none,
+// position interpolation (Chen et al. 2023), NTK-aware base scaling, dynamic NTK (the scale of
+// each window), YaRN (Peng et al. 2023).
+enum class RopeExtension { kNone, kPi, kNtk, kDynamic, kYarn };
+
+// The names of extensions, in order (the JSON of results and cache keys).
+std::vector<std::string> extension_names(const std::vector<RopeExtension>& extensions);
+
+}  // namespace posenc::lab
+
+namespace posenc {
+POSENC_ENUM_NAMES(lab::RopeExtension, "--extensions", {lab::RopeExtension::kNone, "none"}, {lab::RopeExtension::kPi, "pi"},
+                  {lab::RopeExtension::kNtk, "ntk"}, {lab::RopeExtension::kDynamic, "dynamic"}, {lab::RopeExtension::kYarn, "yarn"});
+}  // namespace posenc
