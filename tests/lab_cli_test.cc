@@ -33,12 +33,21 @@ TEST(LabCli, LengthsAreCappedWithTheLimitNamed) {
   expect_error("lab sort --test-lens 16,100000" + out, "--test-lens");
 }
 
+TEST(LabCli, EveryCommandTakesTheModelShape) {
+  // --layers, --d-model and --heads reach each command's model settings, checked before training.
+  const std::string out = " --out " + temp_path("_lab");
+  expect_error("lab extrapolate --d-model 30" + out, "--d-model must be a multiple of 8 (heads x an even head width), got 30");
+  expect_error("lab sort --heads 3 --d-model 64" + out, "--d-model must be a multiple of 6 (heads x an even head width), got 64");
+  expect_error("lab passkey --layers 0" + out, "--layers must be in [1, 64], got 0");
+  expect_error("lab extrapolate --heads 0" + out, "--heads must be in [1, 256], got 0");
+}
+
 TEST(LabCli, EmptyOrBogusListsAreRejectedUpFront) {
   const std::string dir = temp_path("_lab");
   const std::string out = " --out " + dir;
   expect_error("lab extrapolate --schemes ''" + out, "--schemes is empty");
   expect_error("lab extrapolate --extensions ''" + out, "--extensions is empty");
-  expect_error("lab extrapolate --extensions none,bogus" + out, "'bogus'");
+  expect_error("lab extrapolate --extensions none,bogus" + out, "--extensions must be one of none|pi|ntk|dynamic|yarn, got 'bogus'");
   expect_error("lab extrapolate --schemes rope,nonsense" + out, "'nonsense'");
   expect_error("lab sort --schemes ''" + out, "--schemes is empty");
   EXPECT_FALSE(std::filesystem::exists(dir)) << "rejected before anything was trained or written";
