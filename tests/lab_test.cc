@@ -9,6 +9,7 @@
 
 #include "posenc_lab/corpus.h"
 #include "posenc_lab/extrapolate.h"
+#include "posenc_lab/passkey.h"
 #include "posenc/error.h"
 #include "posenc_lab/sort_task.h"
 #include "posenc_torch/model.h"
@@ -52,6 +53,28 @@ TEST(LabCorpus, IdentityIsTheHashOfItsBytesNotItsSize) {
   ASSERT_EQ(a.size(), b.size());
   EXPECT_NE(corpus_from_text(a).hash, corpus_from_text(b).hash);
   EXPECT_EQ(corpus_from_text(a).hash, corpus_from_text(a).hash);
+}
+
+TEST(LabPresets, FullAddsTheSweepsAndKeepsWhatTheUserSet) {
+  const ExtrapolateConfig quick;
+  const ExtrapolateConfig full = quick.full(5, false, false);
+  EXPECT_EQ(full.seeds, (std::vector<int>{5, 6, 7}));
+  EXPECT_EQ(full.schemes.size(), 8u);
+  EXPECT_EQ(full.training.steps, 800);
+  EXPECT_EQ(full.eval_lens, kFullEvalLens);
+  EXPECT_EQ(full.rope_bases, (std::vector<double>{100, 1e6}));
+  EXPECT_EQ(full.pi_finetune_steps, 200);
+  ExtrapolateConfig mine;
+  mine.schemes = {"rope"};
+  mine.training.steps = 7;
+  const ExtrapolateConfig kept = mine.full(0, true, true);  // --schemes and --steps given
+  EXPECT_EQ(kept.schemes, mine.schemes);
+  EXPECT_EQ(kept.training.steps, 7);
+  PasskeyConfig passkey;
+  EXPECT_EQ(passkey.full().multiples.back(), 64);
+  EXPECT_EQ(passkey.full().samples, 64);
+  passkey.samples = 5;  // set by the user: kept
+  EXPECT_EQ(passkey.full().samples, 5);
 }
 
 TEST(Lab, TrainsEvaluatesAndReportsLengthsCorrectly) {

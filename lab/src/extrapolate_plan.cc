@@ -84,13 +84,13 @@ void validate(const ExtrapolateConfig& c) {
   if (c.seeds.empty()) throw Error("give at least one seed");
 }
 
-ExtrapolateConfig ExtrapolateConfig::full(int seed, bool keep_schemes, bool keep_steps) const {
+ExtrapolateConfig ExtrapolateConfig::full(int seed, bool schemes_given, bool steps_given) const {
   ExtrapolateConfig c = *this;
-  if (!keep_schemes) c.schemes = {"nope", "sinusoidal", "learned", "rope", "alibi", "t5", "xl", "deberta"};
+  if (!schemes_given) c.schemes = {"nope", "sinusoidal", "learned", "rope", "alibi", "t5", "xl", "deberta"};
   c.rope_bases = {100, 1e6};  // with the default rope (base 10000): the base sweep
   c.fusions = {"concat", "multiply"};
   c.pi_finetune_steps = 200;
-  if (!keep_steps) c.training.steps = 800;
+  if (!steps_given) c.training.steps = 800;
   c.eval_chars = 16384;  // one window at 16384
   c.eval_lens = kFullEvalLens;
   c.seeds = {seed, seed + 1, seed + 2};
