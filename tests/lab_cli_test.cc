@@ -35,11 +35,13 @@ TEST(LabCli, LengthsAreCappedWithTheLimitNamed) {
 
 TEST(LabCli, EveryCommandTakesTheModelShape) {
   // --layers, --d-model and --heads reach each command's model settings, checked before training.
-  const std::string out = " --out " + temp_path("_lab");
-  expect_error("lab extrapolate --d-model 30" + out, "--d-model must be a multiple of 8 (heads x an even head width), got 30");
-  expect_error("lab sort --heads 3 --d-model 64" + out, "--d-model must be a multiple of 6 (heads x an even head width), got 64");
-  expect_error("lab passkey --layers 0" + out, "--layers must be in [1, 64], got 0");
-  expect_error("lab extrapolate --heads 0" + out, "--heads must be in [1, 256], got 0");
+  const std::pair<const char*, const char*> cases[] = {
+      {"lab extrapolate --d-model 30", "--d-model must be a multiple of 8 (heads x an even head width), got 30"},
+      {"lab sort --heads 3 --d-model 64", "--d-model must be a multiple of 6 (heads x an even head width), got 64"},
+      {"lab passkey --layers 0", "--layers must be in [1, 64], got 0"},
+      {"lab extrapolate --heads 0", "--heads must be in [1, 256], got 0"},
+  };
+  for (const auto& [args, part] : cases) expect_error(args + (" --out " + temp_path("_lab")), part);
 }
 
 TEST(LabCli, EmptyOrBogusListsAreRejectedUpFront) {
