@@ -28,18 +28,18 @@ json layer_json(const LayerSpec& l) {
   json j = {{"index", l.index},
             {"layer_type", l.layer_type},
             {"rope", l.rope},
-            {"pairing", to_string(l.pairing)},
+            {"pairing", pairing_name(l.layout)},
             {"rotary_dim", l.rotary_dim},
-            {"attention", l.attention},
+            {"attention", to_string(l.attention)},
             {"window", optional_json(l.window)},
             {"query_scale", nullptr},
             {"softmax_scale_multiplier", l.softmax_scale_multiplier},
             {"softmax_scale", l.softmax_scale},
             {"head_dim", l.head_dim},
             {"rotary_offset", l.rotary_offset},
-            {"qk_norm", l.qk_norm.empty() ? json(nullptr) : json(l.qk_norm)},
+            {"qk_norm", l.qk_norm == QkNormPlacement::kNone ? json(nullptr) : json(to_string(l.qk_norm))},
             {"schedule", l.schedule < 0 ? json(nullptr) : json(l.schedule)}};
-  if (l.pairing == Pairing::kInterleavedReadHalfWrite) j["output_order"] = "half_split";
+  if (const char* order = output_order(l.layout)) j["output_order"] = order;
   const QueryScaling& q = l.query_scale;
   if (q.rule == QueryScale::kLlama4Temperature)
     j["query_scale"] = {{"rule", q.name()}, {"attn_scale", q.scale}, {"floor_scale", q.floor_scale},
@@ -69,7 +69,7 @@ json spec_json(const ModelSpec& s) {
     j["schedules"].push_back(e);
   }
   j["mrope_section"] = s.mrope_section;
-  j["mrope_style"] = s.mrope_style.empty() ? json(nullptr) : json(s.mrope_style);
+  j["mrope_style"] = s.mrope_style ? json(to_string(*s.mrope_style)) : json(nullptr);
   j["layers"] = json::array();
   for (const LayerSpec& l : s.layers) j["layers"].push_back(layer_json(l));
   j["warnings"] = s.warnings;
@@ -82,19 +82,19 @@ std::string describe(const ModelSpec& s, const LayerSpec& l) {
   std::string d = l.layer_type + ": ";
   if (l.rope) {
     const RopeSchedule& r = s.schedules[l.schedule];
-    d += "RoPE " + std::string(to_string(r.type)) + ", " + to_string(l.pairing) +
-         (l.pairing == Pairing::kInterleavedReadHalfWrite ? " (output in half-split order)" : "") + " pairs, channels [" +
+    d += "RoPE " + std::string(to_string(r.type)) + ", " + pairing_name(l.layout) +
+         (output_order(l.layout) ? " (output in half-split order)" : "") + " pairs, channels [" +
          std::to_string(l.rotary_offset) + ", " + std::to_string(l.rotary_offset + l.rotary_dim) + ") of " +
          std::to_string(l.head_dim) + ", attention factor " + format_number(r.attention_factor);
   } else {
     d += "no positional encoding (NoPE)";
   }
-  d += "; " + l.attention + " attention";
+  d += "; " + std::string(to_string(l.attention)) + " attention";
   if (l.window) d += " (" + std::to_string(*l.window) + ")";
   if (l.query_scale.rule != QueryScale::kNone) d += "; query scaling " + std::string(l.query_scale.name());
   d += "; softmax scale " + format_number(l.softmax_scale);
   if (l.softmax_scale_multiplier != 1) d += " (x" + format_number(l.softmax_scale_multiplier) + " mscale^2)";
-  if (!l.qk_norm.empty()) d += "; q/k norm " + l.qk_norm;
+  if (l.qk_norm != QkNormPlacement::kNone) d += "; q/k norm " + std::string(to_string(l.qk_norm));
   return d;
 }
 
@@ -104,7 +104,7 @@ void print_text(const ModelSpec& s) {
   if (!s.mrope_section.empty()) {
     std::printf("M-RoPE sections");
     for (int v : s.mrope_section) std::printf(" %d", v);
-    std::printf(" (%s)\n", s.mrope_style.c_str());
+    std::printf(" (%s)\n", s.mrope_style ? to_string(*s.mrope_style) : "");
   }
   // Each distinct description once, in order of first appearance, with every layer that has it.
   std::vector<std::string> order;

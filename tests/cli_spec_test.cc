@@ -1,7 +1,12 @@
 // `posenc spec` end to end: the fixed JSON keys engines read, warnings, exit codes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "cli_run.h"
 #include "golden.h"
@@ -58,6 +63,70 @@ TEST(CliSpec, BadInputIsExitTwoWithAMessage) {
                                                         {"layer_types", {"full_attention"}}}));
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("layer_types has 1 entries"), std::string::npos) << bad.err;
+}
+
+// Every config the project carries (the real ones, the examples, the constructed ones):
+// `posenc spec` and `posenc freqs --layer-type all` read the same model, so each rotating
+// layer's schedule in spec is the one freqs prints for its layer type (or the model's one
+// schedule when freqs has no layer types), and each layer type freqs prints rotates in spec.
+std::vector<std::string> every_config() {
+  std::vector<std::string> out;
+  for (const std::string dir : {reference_dir() + "/real-configs", reference_dir() + "/configs-extra",
+                                reference_dir() + "/../../examples/configs"}) {
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::string name = entry.path().filename().string();
+      if (entry.path().extension() != ".json" || name == "manifest.json" || name == "keys-in-the-wild.json") continue;
+      out.push_back(entry.path().string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(CliSpec, SpecAgreesWithFreqsOnEveryConfig) {
+  const auto configs = every_config();
+  ASSERT_GE(configs.size(), 44u);  // 39 real, 4 examples, EXAONE-4.5
+  for (const std::string& path : configs) {
+    SCOPED_TRACE(path);
+    const auto spec = run_json("spec --config " + path);
+    const auto freqs = run_json("freqs --layer-type all --config " + path).at("layers");
+    ASSERT_FALSE(freqs.empty());
+    auto freqs_for = [&](const std::string& type) -> const nlohmann::json* {
+      for (const auto& f : freqs)
+        if (f.at("layer_type") == type) return &f;
+      return freqs.size() == 1 && freqs[0].at("layer_type") == "" ? &freqs[0] : nullptr;
+    };
+    std::set<std::string> rotating;
+    for (const auto& l : spec.at("layers")) {
+      if (!l.at("rope").get<bool>()) continue;
+      const std::string type = l.at("layer_type");
+      rotating.insert(type);
+      const auto& s = spec.at("schedules").at(l.at("schedule").get<int>());
+      const nlohmann::json* f = freqs_for(type);
+      if (!f && type == "chunked_attention") f = freqs_for("full_attention");  // Llama 4 names its RoPE layers so
+      ASSERT_NE(f, nullptr) << "freqs has no schedule for the rotating layers of type " << type;
+      for (const char* key : {"rope_type", "rotary_dim", "inv_freq", "attention_factor"})
+        EXPECT_EQ(s.at(key), f->at(key)) << type << " " << key;
+    }
+    if (spec.at("layers").empty()) continue;  // unknown family: the schedule alone
+    for (const auto& f : freqs) {
+      const std::string type = f.at("layer_type");
+      if (!type.empty()) EXPECT_EQ(rotating.count(type), 1u) << "freqs shows " << type << ", which spec says is NoPE";
+    }
+  }
+}
+
+TEST(CliSpec, Exaone45IsAKnownFamilyWithTheScheduleOfItsTextConfig) {
+  const auto r = run("spec --json --config " + reference_dir() + "/configs-extra/EXAONE-4.5-33B__constructed.json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("not in posenc's family table"), std::string::npos) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("model_type"), "exaone4_5");
+  EXPECT_TRUE(j.at("family_known").get<bool>());
+  EXPECT_FALSE(j.at("layers").at(3).at("rope").get<bool>());
+  const auto f = run_json("freqs --config " + reference_dir() + "/configs-extra/EXAONE-4.5-33B__constructed.json");
+  EXPECT_EQ(f.at("rope_theta"), 1e6);
+  EXPECT_EQ(f.at("rope_type"), "llama3");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "posenc/transformer_xl.h"
 
 namespace posenc {
+
 namespace {
 
 TEST(PropertyChecks, AllPassAtTypicalDims) {
@@ -322,47 +323,6 @@ TEST(Schemes, NamesRoundTripAndNopeIsExplicit) {
   }
   EXPECT_EQ(scheme_info(Scheme::kNope).kind, SchemeKind::kNone);
   EXPECT_FALSE(try_from_name<Scheme>("cope").has_value());
-}
-
-// Every value of a named enum has exactly one canonical name, which reads back to it; aliases
-// read to their value but are never printed.
-template <typename E>
-void expect_names_round_trip(std::initializer_list<E> values, std::size_t expected_names) {
-  const auto names = enum_names<E>();
-  EXPECT_EQ(names.size(), expected_names);
-  for (E v : values) {
-    const std::string name = to_string(v);
-    EXPECT_NE(name, "?");
-    EXPECT_EQ(from_name<E>(name), v) << name;
-    EXPECT_EQ(std::count(names.begin(), names.end(), name), 1) << name;
-  }
-}
-
-TEST(Names, EveryNamedEnumRoundTrips) {
-  expect_names_round_trip({DType::kF32, DType::kBF16, DType::kF16}, 3);
-  expect_names_round_trip({RopeLayout::kHalfSplit, RopeLayout::kInterleaved, RopeLayout::kDeepSeekV3}, 3);
-  expect_names_round_trip({SinusoidalLayout::kInterleaved, SinusoidalLayout::kHalves}, 2);
-  expect_names_round_trip({SinusoidalFreqs::kVaswani, SinusoidalFreqs::kFairseq}, 2);
-  expect_names_round_trip({Numerics::kAccurate, Numerics::kHfFloat32}, 2);
-  expect_names_round_trip({Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kRope, Scheme::kMrope, Scheme::kAlibi,
-                           Scheme::kT5, Scheme::kXl, Scheme::kDeberta},
-                          9);
-}
-
-TEST(Names, HalfSplitIsSpelledOneWayAndOlderSpellingsStillRead) {
-  EXPECT_STREQ(to_string(RopeLayout::kHalfSplit), "half_split");
-  EXPECT_STREQ(to_string(SinusoidalLayout::kHalves), "half_split");
-  EXPECT_EQ(from_name<RopeLayout>("half"), RopeLayout::kHalfSplit);
-  EXPECT_EQ(from_name<SinusoidalLayout>("halves"), SinusoidalLayout::kHalves);
-}
-
-TEST(Names, AnUnknownNameIsAnErrorNamingItAndTheChoices) {
-  try {
-    from_name<DType>("f64");
-    FAIL() << "f64 is not a dtype";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "dtype must be one of f32|bf16|f16, got 'f64'");
-  }
 }
 
 }  // namespace

@@ -30,15 +30,6 @@ struct SplitMix {
   }
 };
 
-RopeLayout layout_of(Pairing p) {
-  switch (p) {
-    case Pairing::kHalfSplit: return RopeLayout::kHalfSplit;
-    case Pairing::kInterleaved: return RopeLayout::kInterleaved;
-    case Pairing::kInterleavedReadHalfWrite: return RopeLayout::kDeepSeekV3;
-  }
-  return RopeLayout::kHalfSplit;
-}
-
 }  // namespace
 
 std::vector<std::int64_t> default_golden_positions(const ModelSpec& spec) {
@@ -97,7 +88,7 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
       s = compute_schedule(spec.rope.layers[l.schedule].params, max_pos + 1, Numerics::kHfFloat32);
       check_angle_range(s, max_pos);
     }
-    RopeApplyParams ap = rope_apply_params(s, layout_of(l.pairing));
+    RopeApplyParams ap = rope_apply_params(s, l.layout);
     ap.angles = Numerics::kHfFloat32;
     // One seeded stream per layer type, so adding a layer type does not change the others.
     SplitMix rng{params.seed ^ (0x5851F42D4C957F2Dull * (done.size()))};
@@ -136,7 +127,7 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
     json entry = {{"layer_type", l.layer_type},
                   {"layers", members},
                   {"rope", l.rope},
-                  {"pairing", to_string(l.pairing)},
+                  {"pairing", pairing_name(l.layout)},
                   {"head_dim", D},
                   {"rotary_offset", l.rotary_offset},
                   {"rotary_dim", R},
@@ -145,7 +136,7 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
                   {"query_scale_rule", l.query_scale.name()},
                   {"query_scales", query_scales},
                   {"tensors", json::array()}};
-    if (l.pairing == Pairing::kInterleavedReadHalfWrite) entry["output_order"] = "half_split";
+    if (const char* order = output_order(l.layout)) entry["output_order"] = order;
     std::vector<F32Tensor> made;
     if (l.rope) made.push_back(std::move(cos)), made.push_back(std::move(sin));
     for (F32Tensor* t : {&q, &k, &q_out, &k_out, &logits}) made.push_back(std::move(*t));

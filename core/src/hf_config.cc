@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <set>
 
+#include "config_doc.h"
 #include "config_text.h"
 #include "json_fields.h"
+#include "model_layers.h"
 #include "posenc/error.h"
 #include "posenc/model_families.h"
 
@@ -46,22 +48,17 @@ int channels(std::int64_t value, const std::string& key) {
 }
 
 struct Parser {
+  const ConfigDoc& doc;
   const json& model;    // the text model's config: text_config, or the top level
-  std::string prefix;   // "" or "text_config."
-  std::string family;   // model_type (top level, and the text model's)
   const ConfigOptions& options;
   ModelRope& out;
 
-  std::string at(const std::string& key) const { return prefix + key; }
-  std::string where() const { return prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1); }
+  std::string at(const std::string& key) const { return doc.at(key); }
+  const std::string& where() const { return doc.where(); }
 
   // How this family's config departs from HF's generic keys (model_families.h), each rule
-  // with its HF source; a family without a row reads the generic keys only.
-  const FamilyQuirks& quirks() const {
-    static const FamilyQuirks kGeneric{};
-    const FamilyQuirks* q = find_family_of(family);
-    return q ? *q : kGeneric;
-  }
+  // with its HF source; a family without a row reads the generic keys only. Found once, by ConfigDoc.
+  const FamilyQuirks& quirks() const { return doc.quirks(); }
 
   // ---- the fields outside the rope dict -------------------------------------------------
   RopeParams base_params() {
@@ -262,71 +259,19 @@ struct Parser {
     }
   }
 
-  // ---- layer types -----------------------------------------------------------------------
-  std::vector<std::string> layer_types() {
-    std::vector<std::string> distinct;
-    auto add = [&](const std::string& t) {
-      if (std::find(distinct.begin(), distinct.end(), t) == distinct.end()) distinct.push_back(t);
-    };
-    if (model.contains("layer_types") && !model["layer_types"].is_null()) {
-      const json& lt = model["layer_types"];
-      if (!lt.is_array()) throw Error(at("layer_types") + " must be an array of strings, got " + jf::describe(lt));
-      for (const json& t : lt) {
-        if (!t.is_string()) throw Error(at("layer_types") + " entries must be strings, got " + jf::describe(t));
-        add(t.get<std::string>());
-      }
-    } else if (quirks().local_theta_key) {
-      // HF Gemma3TextConfig: every sliding_window_pattern-th layer is global, the rest slide.
-      const auto pattern = jf::integer(model, "sliding_window_pattern", where()).value_or(quirks().full_every);
-      const auto layers = jf::integer(model, "num_hidden_layers", where()).value_or(pattern);
-      for (std::int64_t i = 0; i < std::min<std::int64_t>(layers, 1 << 16); ++i)
-        add(pattern > 0 && (i + 1) % pattern == 0 ? "full_attention" : "sliding_attention");
-    }
-    return distinct;
-  }
-
-  LayerRope layer_for(const std::string& type, const RopeParams& full) {
-    LayerRope layer{type, true, full};
-    if (type == "linear_attention") {
-      layer.has_rope = false;  // Gated DeltaNet / linear attention layers rotate nothing
-    } else if (type == "full_attention" && quirks().rope_layers == RopeLayers::kSlidingOnlyIfHybrid &&
-               (model.contains("sliding_window") ? !model["sliding_window"].is_null()
-                                                 : quirks().default_sliding_window > 0)) {
-      // HF Exaone4Attention: "We use global NoPE for hybrid attention model" -- only the
-      // sliding-window layers rotate. Hybrid unless sliding_window is null (Exaone4Config's
-      // default is 4096, so a config without the key is hybrid too, as posenc spec reads it).
-      layer.has_rope = false;
-      out.notes.push_back("EXAONE-4 hybrid attention: full_attention layers use no positional encoding (NoPE); "
-                          "the schedule shown is the sliding_attention layers'");
-    } else if (type == "sliding_attention" && quirks().sliding_layers_unscaled) {
-      // Gemma 3 and OLMo-3 extend only the full-attention layers; sliding layers keep plain
-      // RoPE, at their own base (Gemma 3's rope_local_base_freq) or at rope_theta (OLMo-3).
-      RopeParams p;
-      p.head_dim = full.head_dim;
-      p.partial_rotary_factor = full.partial_rotary_factor;
-      p.max_position_embeddings = full.max_position_embeddings;
-      p.theta = quirks().local_theta_key ? jf::number(model, quirks().local_theta_key, where()).value_or(10000.0) : full.theta;
-      layer.params = p;
-    }
-    return layer;
-  }
-
+  // ---- layer types (their rules: model_layers.h) -----------------------------------------
   // Llama 4 (model-semantics.md): no_rope_layers[i] == 1 means layer i rotates; absent, every
-  // no_rope_layer_interval-th layer (default 4) is NoPE. The schedule itself is the same for
-  // every rotating layer, so this is a note, not a layer type.
+  // no_rope_layer_interval-th layer is NoPE. The schedule itself is the same for every rotating
+  // layer, so this is a note, not a layer type.
   void note_llama4_layers() {
     if (quirks().query_scale != QueryScale::kLlama4Temperature) return;
-    std::int64_t rotating = 0, layers = 0;
-    if (model.contains("no_rope_layers") && model["no_rope_layers"].is_array() && !model["no_rope_layers"].empty()) {
-      for (std::int64_t v : jf::integer_list(model, "no_rope_layers", where()).value_or(std::vector<std::int64_t>{})) {
-        ++layers;
-        rotating += v != 0;
-      }
-    } else {
-      const auto interval = jf::integer(model, "no_rope_layer_interval", where()).value_or(4);
-      layers = std::min<std::int64_t>(jf::integer(model, "num_hidden_layers", where()).value_or(48), 1 << 20);
-      for (std::int64_t i = 0; i < layers; ++i) rotating += interval <= 0 || (i + 1) % interval != 0;
-    }
+    const auto listed = model_layers::no_rope_layers(doc);
+    const std::int64_t layers =
+        !listed.empty() ? static_cast<std::int64_t>(listed.size())
+                        : std::min<std::int64_t>(model_layers::layer_count(doc).value_or(model_layers::kLlama4DefaultLayers),
+                                                 1 << 20);
+    const auto rotates = model_layers::index_rotates(doc, std::max<std::int64_t>(layers, 0));
+    const auto rotating = std::count(rotates.begin(), rotates.end(), true);
     out.notes.push_back("Llama 4: " + std::to_string(rotating) + " of " + std::to_string(layers) +
                         " layers use RoPE (no_rope_layers), the others no positional encoding (NoPE, global "
                         "attention); RoPE pairs are interleaved (2i, 2i+1), as complex numbers");
@@ -350,17 +295,14 @@ struct Parser {
       for (auto it = dict->begin(); it != dict->end(); ++it) {
         RopeParams p = base;
         apply_rope_dict(it.value(), jf::path(dict_where, it.key()), p);
-        out.layers.push_back({it.key(), it.key() != "linear_attention", p});
+        out.layers.push_back(model_layers::layer_rope(doc, it.key(), p, true, out.notes));
       }
     } else {
       RopeParams p = base;
       if (dict) apply_rope_dict(*dict, dict_where, p);
-      const auto types = layer_types();
-      if (types.size() <= 1) {
-        out.layers.push_back({types.empty() ? "" : types[0], true, p});
-      } else {
-        for (const auto& t : types) out.layers.push_back(layer_for(t, p));
-      }
+      const auto types = model_layers::rope_layer_types(doc);
+      if (types.empty()) out.layers.push_back(model_layers::layer_rope(doc, "", p, false, out.notes));
+      for (const auto& t : types) out.layers.push_back(model_layers::layer_rope(doc, t, p, false, out.notes));
     }
     for (const auto& layer : out.layers) {
       if (!layer.has_rope) continue;
@@ -400,30 +342,16 @@ const LayerRope& ModelRope::select(const std::string& layer_type) const {
   throw Error("layer type '" + layer_type + "' is not in this config; it has: " + joined(names));
 }
 
-ModelRope parse_hf_config(const std::string& json_text, const ConfigOptions& options) {
-  config_text::check_nesting(json_text);
-  json top;
-  try {
-    top = json::parse(json_text);
-  } catch (const json::exception& e) {  // parse errors, and numbers beyond double (1e705)
-    throw Error(std::string("config is not valid JSON: ") + e.what());
-  }
-  if (!top.is_object()) throw Error("config must be a JSON object at the top level, got " + jf::describe(top));
-
+ModelRope read_model_rope(const ConfigDoc& doc, const ConfigOptions& options) {
   ModelRope out;
-  const json* text = jf::object(top, "text_config", "");
-  const json& model = text ? *text : top;
-  std::string family = "|";
-  if (auto mt = jf::string(top, "model_type", "")) {
-    out.model_type = *mt;
-    family += *mt + "|";
-  }
-  if (text) {
-    if (auto mt = jf::string(*text, "model_type", "text_config")) family += *mt + "|";
-  }
-  Parser parser{model, text ? "text_config." : "", family, options, out};
-  parser.run();
+  out.model_type = doc.model_type();
+  Parser{doc, doc.model(), options, out}.run();
   return out;
+}
+
+ModelRope parse_hf_config(const std::string& json_text, const ConfigOptions& options) {
+  const ConfigDoc doc(json_text);
+  return read_model_rope(doc, options);
 }
 
 ModelRope load_hf_config(const std::string& path, const ConfigOptions& options) {

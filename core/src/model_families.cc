@@ -10,7 +10,7 @@ namespace {
 struct Row {
   FamilyQuirks q;
   Row(const char* types, const char* source) { q.model_types = types, q.hf_source = source; }
-  Row& pairing(Pairing p) { return q.pairing = p, *this; }
+  Row& layout(RopeLayout l) { return q.layout = l, *this; }
   Row& rope_layers(RopeLayers r) { return q.rope_layers = r, *this; }
   Row& window(Window w, int full_every = 0) { return q.window = w, q.full_every = full_every, *this; }
   Row& default_layers(DefaultLayers d) { return q.default_layers = d, *this; }
@@ -21,7 +21,7 @@ struct Row {
   Row& layer_count(const char* key) { return q.layer_count_key = key, *this; }
   Row& mla() { return q.mla = true, *this; }
   Row& rope_interleave_key() { return q.rope_interleave_key = true, *this; }
-  Row& mrope(const char* style) { return q.mrope_style = style, *this; }
+  Row& mrope(MropeStyle style) { return q.mrope_style = style, *this; }
   Row& shape_keys(const char* hidden, const char* heads) { return q.hidden_key = hidden, q.heads_key = heads, *this; }
   Row& head_dim_key(const char* key) { return q.head_dim_key = key, *this; }
   Row& max_pos_key(const char* key) { return q.max_pos_key = key, *this; }
@@ -35,7 +35,7 @@ struct Row {
 };
 
 const std::vector<FamilyQuirks>& table() {
-  using P = Pairing;
+  using L = RopeLayout;
   static const std::vector<FamilyQuirks> rows = [] {
     std::vector<Row> r = {
         Row("|llama|", "modeling_llama.py: LlamaAttention, apply_rotary_pos_emb (rotate_half)"),
@@ -54,7 +54,7 @@ const std::vector<FamilyQuirks>& table() {
             "modeling_qwen2.py: Qwen2Attention (sliding layers: use_sliding_window and i >= max_window_layers); "
             "modeling_qwen2_vl.py: apply_multimodal_rotary_pos_emb (mrope_section chunks)")
             .window(Window::kQwen2)
-            .mrope("contiguous"),
+            .mrope(MropeStyle::kContiguous),
         Row("|qwen3|qwen3_moe|", "modeling_qwen3.py: Qwen3Attention (q_norm/k_norm, then apply_rotary_pos_emb)")
             .window(Window::kQwen2)
             .qk_norm(QkNorm::kBeforeRope),
@@ -68,11 +68,11 @@ const std::vector<FamilyQuirks>& table() {
         Row("|qwen3_vl|qwen3_vl_text|qwen3_vl_moe|qwen3_vl_moe_text|",
             "modeling_qwen3_vl.py: Qwen3VLTextRotaryEmbedding.apply_interleaved_mrope, q_norm/k_norm before RoPE")
             .qk_norm(QkNorm::kBeforeRope)
-            .mrope("interleaved"),
+            .mrope(MropeStyle::kInterleaved),
         Row("|deepseek_v2|",
             "modeling_deepseek_v2.py: DeepseekV2Attention (q = [qk_nope_head_dim | qk_rope_head_dim], apply_rotary_emb "
             "on complex pairs, self.scaling *= yarn_get_mscale(factor, mscale_all_dim)^2)")
-            .pairing(P::kInterleaved)
+            .layout(L::kInterleaved)
             .mla()
             .softmax(SoftmaxScale::kDeepSeekMla),
         Row("|deepseek_v3|kimi_k2|",
@@ -101,23 +101,26 @@ const std::vector<FamilyQuirks>& table() {
         Row("|llama4|llama4_text|",
             "modeling_llama4.py: Llama4TextAttention (use_rope from no_rope_layers; apply_rotary_emb on complex pairs; "
             "chunked attention on RoPE layers; L2 qk_norm after RoPE; attn_temperature_tuning on NoPE layers)")
-            .pairing(P::kInterleaved)
+            .layout(L::kInterleaved)
             .rope_layers(RopeLayers::kNoRopeLayersList)
             .window(Window::kChunkedOnRopeLayers)
             .query_scale(QueryScale::kLlama4Temperature)
             .qk_norm(QkNorm::kL2AfterRopeIfFlag),
         Row("|cohere|", "modeling_cohere.py: CohereRotaryEmbedding (repeat_interleave), rotate_half on (2j, 2j+1); "
                         "q/k LayerNorm before RoPE when use_qk_norm")
-            .pairing(P::kInterleaved)
+            .layout(L::kInterleaved)
             .qk_norm(QkNorm::kBeforeRopeIfFlag),
         Row("|cohere2|", "modeling_cohere2.py: Cohere2Attention (RoPE only when sliding_window is set, i.e. on "
                          "sliding_attention layers; rotate_half on (2j, 2j+1))")
-            .pairing(P::kInterleaved)
+            .layout(L::kInterleaved)
             .rope_layers(RopeLayers::kSlidingOnly)
             .window(Window::kLayerTypes, 4),
-        Row("|exaone4|", "modeling_exaone4.py: Exaone4Attention (\"global NoPE for hybrid attention\": RoPE when "
-                         "config.sliding_window is None or the layer slides; q_norm/k_norm before RoPE); "
-                         "configuration_exaone4.py: sliding_window 4096 and sliding_window_pattern 4 by default")
+        // EXAONE 4.5 (configuration_exaone4_5.py): Exaone4_5_Config's text_config is an Exaone4Config,
+        // model_type exaone4 (first released as exaone4_5_text, which HF maps to exaone4).
+        Row("|exaone4|exaone4_5|exaone4_5_text|",
+            "modeling_exaone4.py: Exaone4Attention (\"global NoPE for hybrid attention\": RoPE when "
+            "config.sliding_window is None or the layer slides; q_norm/k_norm before RoPE); "
+            "configuration_exaone4.py: sliding_window 4096 and sliding_window_pattern 4 by default")
             .rope_layers(RopeLayers::kSlidingOnlyIfHybrid)
             .window(Window::kLayerTypes, 4)
             .default_sliding_window(4096)
@@ -136,20 +139,20 @@ const std::vector<FamilyQuirks>& table() {
             .sliding_layers_unscaled("rope_local_base_freq"),
         Row("|glm|glm4|", "modeling_glm.py / modeling_glm4.py: apply_rotary_pos_emb (cos/sin repeat_interleave'd, "
                           "rotate_half on x[..., 0::2], x[..., 1::2]) over the partial rotary slice")
-            .pairing(P::kInterleaved),
+            .layout(L::kInterleaved),
         Row("|glm4_moe|", "modular_glm4_moe.py: apply_rotary_pos_emb from modeling_gpt_neox (half-split on the "
                           "partial rotary slice); q/k norm before RoPE when use_qk_norm")
             .qk_norm(QkNorm::kBeforeRopeIfFlag),
         Row("|chatglm|", "THUDM modeling_chatglm.py (hub): apply_rotary_pos_emb over (2j, 2j+1) pairs of the first "
                          "half of kv_channels")
-            .pairing(P::kInterleaved)
+            .layout(L::kInterleaved)
             .layer_count("num_layers")
             .head_dim_key("kv_channels")
             .theta_from_rope_ratio()
             .default_partial_rotary(0.5),
         Row("|ernie4_5|ernie4_5_moe|", "modeling_ernie4_5.py: apply_rotary_pos_emb (cos/sin built half-split, "
                                         "applied to (2j, 2j+1) pairs)")
-            .pairing(P::kInterleaved),
+            .layout(L::kInterleaved),
         Row("|lfm2|", "modeling_lfm2.py: Lfm2Attention on full_attention layers (q_layernorm/k_layernorm, then RoPE); "
                       "Lfm2ShortConv layers have no positions; configuration_lfm2.py: default layer_types from "
                       "full_attn_idxs (every layer when absent)")
@@ -211,15 +214,6 @@ const FamilyQuirks* find_family_of(std::string_view family_list) {
   for (auto it = types.rbegin(); it != types.rend(); ++it)
     if (const FamilyQuirks* row = find_family(*it)) return row;
   return nullptr;
-}
-
-const char* to_string(Pairing pairing) {
-  switch (pairing) {
-    case Pairing::kHalfSplit: return "half_split";
-    case Pairing::kInterleaved: return "interleaved";
-    case Pairing::kInterleavedReadHalfWrite: return "interleaved";
-  }
-  return "half_split";
 }
 
 }  // namespace posenc

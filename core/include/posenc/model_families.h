@@ -6,18 +6,21 @@
 // that its per-layer semantics are unknown instead of guessing.
 #pragma once
 
+#include <optional>
 #include <string_view>
+
+#include "posenc/names.h"
+#include "posenc/rope_apply.h"
 
 namespace posenc {
 
-// How the rotated channels pair up (rope_apply.h draws both).
-enum class Pairing {
-  kHalfSplit,    // (j, j + r/2): HF rotate_half (Llama, NeoX, Qwen, Gemma, gpt-oss, GLM-4.5)
-  kInterleaved,  // (2j, 2j+1): GPT-J, Cohere, GLM-4, ChatGLM, Llama 4 complex pairs, ERNIE 4.5
-  // DeepSeek-V3 rope_interleave: reads (2j, 2j+1), writes de-interleaved (half-split order);
-  // q.k is that of interleaved pairs (HF apply_rotary_pos_emb_interleave).
-  kInterleavedReadHalfWrite,
+// How M-RoPE spreads the frequencies over the (T, H, W) axes (mrope.h draws both).
+enum class MropeStyle {
+  kContiguous,   // Qwen2-VL: mrope_section chunks of consecutive frequencies
+  kInterleaved,  // Qwen3-VL: frequency i of 3 * section takes H if i % 3 == 1, W if i % 3 == 2, else T
 };
+POSENC_ENUM_NAMES(MropeStyle, "mrope_style", {MropeStyle::kContiguous, "contiguous"},
+                  {MropeStyle::kInterleaved, "interleaved"});
 
 // Which layers rotate.
 enum class RopeLayers {
@@ -77,7 +80,7 @@ struct FamilyQuirks {
   // model_type values of this row, '|'-separated and '|'-bounded: "|qwen2|qwen2_moe|".
   const char* model_types;
   const char* hf_source;  // the modeling code each rule below follows
-  Pairing pairing = Pairing::kHalfSplit;
+  RopeLayout layout = RopeLayout::kHalfSplit;  // how the rotated channels pair up (rope_apply.h)
   RopeLayers rope_layers = RopeLayers::kAll;
   Window window = Window::kNone;
   int full_every = 0;
@@ -90,8 +93,8 @@ struct FamilyQuirks {
   // The config key holding the layer count (DBRX n_layers, ChatGLM num_layers).
   const char* layer_count_key = "num_hidden_layers";
   bool mla = false;          // DeepSeek MLA: only qk_rope_head_dim channels rotate, after the NoPE part
-  bool rope_interleave_key = false;  // DeepSeek-V3: rope_interleave (default true) picks the pairing
-  const char* mrope_style = nullptr;  // "contiguous" (Qwen2-VL), "interleaved" (Qwen3-VL), ...
+  bool rope_interleave_key = false;  // DeepSeek-V3: rope_interleave (default true) picks the layout
+  std::optional<MropeStyle> mrope_style;  // the family's M-RoPE when its rope dict does not say
 
   // ---- how its config.json is read (hf_config.cc), where it leaves HF's generic keys ------
   const char* hidden_key = "hidden_size";        // DBRX: d_model
@@ -114,9 +117,5 @@ const FamilyQuirks* find_family(std::string_view model_type);
 // '|'-bounded list of the model_types of a config ("|qwen3_vl|qwen3_vl_text|"): the row whose
 // model_types share one of them, text model first; nullptr when none.
 const FamilyQuirks* find_family_of(std::string_view family_list);
-
-// The pairing key of `posenc spec --json`: "half_split" or "interleaved" (DeepSeek-V3's
-// interleaved read is "interleaved"; its half-split output order is reported beside it).
-const char* to_string(Pairing pairing);
 
 }  // namespace posenc

@@ -1,7 +1,8 @@
 // A model's whole positional semantics, per layer, from its config.json: which layers rotate,
 // how channels pair, which channels rotate, the schedule, the attention kind and window, the
 // position-dependent query scaling and the softmax scale. The rules per family live in one table
-// (model_families.h); the schedules come from hf_config.h. `posenc spec` prints this.
+// (model_families.h), the rules of layers in one pass (model_layers.cc); the schedules come from
+// hf_config.h, read from the same parsed document. `posenc spec` prints this.
 #pragma once
 
 #include <cstdint>
@@ -28,20 +29,42 @@ struct QueryScaling {
   const char* name() const;  // "llama4_attn_temperature_tuning", "llama_4_scaling_beta", "none"
 };
 
+// What a layer's attention attends to.
+enum class AttentionKind {
+  kFull,     // every earlier token
+  kSliding,  // the last `window` tokens
+  kChunked,  // tokens of the same `window`-sized chunk (Llama 4's RoPE layers)
+  kLinear,   // linear attention (Gated DeltaNet, KDA): no positions
+  kCross,    // cross-attention to the image (Mllama): no positions
+  kNone,     // not attention (LFM2's short convolutions)
+};
+POSENC_ENUM_NAMES(AttentionKind, "attention", {AttentionKind::kFull, "full"}, {AttentionKind::kSliding, "sliding"},
+                  {AttentionKind::kChunked, "chunked"}, {AttentionKind::kLinear, "linear"},
+                  {AttentionKind::kCross, "cross"}, {AttentionKind::kNone, "none"});
+
+// Where a layer normalises q and k per head (the family's rule, QkNorm, applied to the layer).
+enum class QkNormPlacement {
+  kNone,
+  kBeforeRope,   // RMSNorm (or LayerNorm) on q and k, then RoPE
+  kL2AfterRope,  // Llama 4: L2 norm after RoPE
+};
+POSENC_ENUM_NAMES(QkNormPlacement, "qk_norm", {QkNormPlacement::kNone, "none"},
+                  {QkNormPlacement::kBeforeRope, "before_rope"}, {QkNormPlacement::kL2AfterRope, "l2_after_rope"});
+
 struct LayerSpec {
   int index = 0;
   std::string layer_type;       // "full_attention", "sliding_attention", "chunked_attention", ...
   bool rope = true;
-  Pairing pairing = Pairing::kHalfSplit;
+  RopeLayout layout = RopeLayout::kHalfSplit;  // pairing_name() and output_order() (rope_apply.h) print it
   int head_dim = 0;             // q/k channels per head (MLA: qk_nope_head_dim + qk_rope_head_dim)
   int rotary_offset = 0;        // first rotated channel (MLA: qk_nope_head_dim; else 0)
   int rotary_dim = 0;           // rotated channels from rotary_offset on (0 when !rope)
-  std::string attention;        // "full", "sliding", "chunked", "linear", "cross", "none"
+  AttentionKind attention = AttentionKind::kFull;
   std::optional<std::int64_t> window;  // sliding window or chunk size
   QueryScaling query_scale;
   double softmax_scale = 1;             // the scale on q.k, multiplier included
   double softmax_scale_multiplier = 1;  // DeepSeek MLA mscale^2; 1 when none
-  std::string qk_norm;          // "" (none), "before_rope", "l2_after_rope"
+  QkNormPlacement qk_norm = QkNormPlacement::kNone;
   int schedule = -1;            // index into ModelSpec::schedules; -1 when !rope
 };
 
@@ -51,7 +74,7 @@ struct ModelSpec {
   const FamilyQuirks* family = nullptr;  // nullptr: per-layer semantics unknown, layers empty
   std::vector<LayerSpec> layers;       // one per layer, in order
   std::vector<int> mrope_section;      // empty unless M-RoPE
-  std::string mrope_style;             // "contiguous" (Qwen2-VL), "interleaved" (Qwen3-VL)
+  std::optional<MropeStyle> mrope_style;  // set with mrope_section
   std::vector<std::string> warnings;   // rope.warnings plus the spec's own
 };
 

@@ -7,6 +7,9 @@
 //
 // The first row of a value is its name (to_string); later rows of the same value are aliases
 // that from_name also accepts (older spellings that saved files and scripts still use).
+//
+// Each table also registers its enum in named_enums() when its header is part of a program, so
+// a test can check every named enum without a hand-kept list.
 #pragma once
 
 #include <optional>
@@ -28,13 +31,43 @@ struct NamedValue {
 template <typename E>
 struct EnumNames;  // specialised beside each named enum
 
+// One named enum of the program: its type as written in POSENC_ENUM_NAMES, its `what`, and a
+// check of its table (check_enum_names below).
+struct NamedEnum {
+  const char* type;  // "RopeType", "torch_layer::Fusion"
+  const char* what;
+  std::string (*check)();
+};
+
+inline std::vector<NamedEnum>& named_enums() {
+  static std::vector<NamedEnum> all;
+  return all;
+}
+
+template <typename E>
+std::string check_enum_names();
+
+template <typename E>
+bool register_named_enum(const char* type) {
+  named_enums().push_back({type, EnumNames<E>::what, &check_enum_names<E>});
+  return true;
+}
+
 // `what` names the value in errors ("dtype must be one of ..."); the rest are NamedValue rows.
-#define POSENC_ENUM_NAMES(E, WHAT, ...)                         \
-  template <>                                                   \
-  struct EnumNames<E> {                                         \
-    static constexpr const char* what = WHAT;                   \
-    static constexpr NamedValue<E> table[] = {__VA_ARGS__};     \
+#define POSENC_ENUM_NAMES(E, WHAT, ...)                                      \
+  template <>                                                                \
+  struct EnumNames<E> {                                                      \
+    static constexpr const char* what = WHAT;                                \
+    static constexpr NamedValue<E> table[] = {__VA_ARGS__};                  \
+    static inline const bool registered = register_named_enum<E>(#E);        \
   }
+
+// Words that name the same layout in two enums (RoPE's channel pairs, the sinusoidal table's
+// sin/cos columns), spelled once.
+namespace layout_names {
+inline constexpr char kHalfSplit[] = "half_split";
+inline constexpr char kInterleaved[] = "interleaved";
+}  // namespace layout_names
 
 template <typename E, typename = void>
 struct has_enum_names : std::false_type {};
@@ -81,6 +114,29 @@ E from_name(std::string_view name) {
   if (auto v = try_from_name<E>(name)) return *v;
   throw Error(std::string(EnumNames<E>::what) + " must be one of " + enum_names_joined<E>() + ", got '" +
               std::string(name) + "'");
+}
+
+// Empty when the table of E is sound, else what is wrong: every name (canonical or alias) must
+// read back to its own value, so no name serves two values; and the values must run 0, 1, ...
+// without a gap (a gap is a value without a name).
+template <typename E>
+std::string check_enum_names() {
+  std::string problems;
+  long long highest = -1;
+  std::vector<long long> seen;
+  for (const auto& row : EnumNames<E>::table) {
+    const auto v = try_from_name<E>(row.name);
+    if (!v || *v != row.value)
+      problems += std::string("'") + row.name + "' reads back to another value; ";
+    const long long u = static_cast<long long>(row.value);
+    if (u > highest) highest = u;
+    bool known = false;
+    for (long long s : seen) known = known || s == u;
+    if (!known) seen.push_back(u);
+  }
+  if (static_cast<long long>(seen.size()) != highest + 1)
+    problems += "values 0.." + std::to_string(highest) + " have " + std::to_string(seen.size()) + " names, a gap; ";
+  return problems;
 }
 
 }  // namespace posenc

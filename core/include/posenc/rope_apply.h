@@ -35,8 +35,21 @@ namespace posenc {
 enum class RopeLayout { kHalfSplit, kInterleaved, kDeepSeekV3 };
 
 // "half": the older spelling, still read.
-POSENC_ENUM_NAMES(RopeLayout, "layout", {RopeLayout::kHalfSplit, "half_split"}, {RopeLayout::kInterleaved, "interleaved"},
-                  {RopeLayout::kDeepSeekV3, "deepseek_v3"}, {RopeLayout::kHalfSplit, "half"});
+POSENC_ENUM_NAMES(RopeLayout, "layout", {RopeLayout::kHalfSplit, layout_names::kHalfSplit},
+                  {RopeLayout::kInterleaved, layout_names::kInterleaved}, {RopeLayout::kDeepSeekV3, "deepseek_v3"},
+                  {RopeLayout::kHalfSplit, "half"});
+
+// The pairs q.k sees, as `posenc spec` and golden manifests name them ("pairing"): deepseek_v3
+// reads (2j, 2j+1), so its pairs are interleaved.
+inline const char* pairing_name(RopeLayout layout) {
+  return to_string(layout == RopeLayout::kDeepSeekV3 ? RopeLayout::kInterleaved : layout);
+}
+
+// The channel order of the rotated output where it is not the pairs' own ("output_order"):
+// deepseek_v3 writes half-split order; nullptr for the other layouts.
+inline const char* output_order(RopeLayout layout) {
+  return layout == RopeLayout::kDeepSeekV3 ? to_string(RopeLayout::kHalfSplit) : nullptr;
+}
 
 // q or k: element (b, t, h, c) at data + b*batch_stride + t*token_stride + h*head_stride + c,
 // strides in elements of dtype; channels contiguous.

@@ -24,7 +24,10 @@ enum class RopeType {
 POSENC_ENUM_NAMES(RopeType, "rope_type", {RopeType::kDefault, "default"}, {RopeType::kLinear, "linear"},
                   {RopeType::kNtk, "ntk"}, {RopeType::kDynamic, "dynamic"}, {RopeType::kYarn, "yarn"},
                   {RopeType::kNtkByParts, "ntk_by_parts"}, {RopeType::kLlama3, "llama3"},
-                  {RopeType::kLongRope, "longrope"}, {RopeType::kProportional, "proportional"});
+                  {RopeType::kLongRope, "longrope"}, {RopeType::kProportional, "proportional"},
+                  // Older spellings configs still carry: Qwen2-VL's "mrope" (M-RoPE over default
+                  // frequencies), early Phi-3's "su".
+                  {RopeType::kDefault, "mrope"}, {RopeType::kLongRope, "su"});
 
 // What a family reads and requires, after HF's modeling_rope_utils.py (_compute_*_parameters
 // and _validate_*_parameters): one row per RopeType, read by validate(RopeParams) and by the

@@ -26,8 +26,8 @@ enum class SinusoidalFreqs { kVaswani, kFairseq };
 
 // The same words as RoPE's layouts (rope_apply.h): half_split; "halves", the older spelling, is
 // still read.
-POSENC_ENUM_NAMES(SinusoidalLayout, "layout", {SinusoidalLayout::kInterleaved, "interleaved"},
-                  {SinusoidalLayout::kHalves, "half_split"}, {SinusoidalLayout::kHalves, "halves"});
+POSENC_ENUM_NAMES(SinusoidalLayout, "layout", {SinusoidalLayout::kInterleaved, layout_names::kInterleaved},
+                  {SinusoidalLayout::kHalves, layout_names::kHalfSplit}, {SinusoidalLayout::kHalves, "halves"});
 POSENC_ENUM_NAMES(SinusoidalFreqs, "freq", {SinusoidalFreqs::kVaswani, "vaswani"}, {SinusoidalFreqs::kFairseq, "fairseq"});
 
 struct SinusoidalParams {

@@ -1,0 +1,207 @@
+#include "model_layers.h"
+
+#include <algorithm>
+
+#include "json_fields.h"
+#include "posenc/error.h"
+
+namespace posenc::model_layers {
+namespace {
+
+using nlohmann::json;
+namespace jf = json_fields;
+
+std::optional<std::int64_t> integer(const ConfigDoc& doc, const char* key) {
+  return jf::integer(doc.model(), key, doc.where());
+}
+bool flag(const ConfigDoc& doc, const char* key, bool absent) {
+  return jf::boolean(doc.model(), key, doc.where()).value_or(absent);
+}
+
+std::vector<std::string> distinct(const std::vector<std::string>& types) {
+  std::vector<std::string> out;
+  for (const auto& t : types)
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  return out;
+}
+
+// The hybrid families' default layer types (their config's __post_init__).
+std::optional<std::vector<std::string>> hybrid_layer_types(const ConfigDoc& doc, std::int64_t layers) {
+  std::vector<std::string> types(static_cast<std::size_t>(layers));
+  switch (doc.quirks().default_layers) {
+    case DefaultLayers::kFullEvery: return std::nullopt;
+    case DefaultLayers::kLinearButEveryNth: {  // Qwen3NextConfig: full_attention_interval, default 4
+      const auto n = integer(doc, "full_attention_interval").value_or(4);
+      if (n < 1) throw Error(doc.at("full_attention_interval") + " must be >= 1, got " + std::to_string(n));
+      for (std::int64_t i = 0; i < layers; ++i) types[i] = (i + 1) % n ? "linear_attention" : "full_attention";
+      return types;
+    }
+    case DefaultLayers::kFullAttnIdxs: {  // Lfm2Config: full_attn_idxs, default every layer
+      const auto idxs = jf::integer_list(doc.model(), "full_attn_idxs", doc.where());
+      for (std::int64_t i = 0; i < layers; ++i)
+        types[i] = !idxs || std::find(idxs->begin(), idxs->end(), i) != idxs->end() ? "full_attention" : "conv";
+      return types;
+    }
+    case DefaultLayers::kKimiLinear: {  // KimiLinearConfig: 1-based lists in linear_attn_config
+      const json* cfg = jf::object(doc.model(), "linear_attn_config", doc.where());
+      const std::string sub = doc.at("linear_attn_config");
+      if (!cfg || !cfg->contains("full_attn_layers") || !cfg->contains("kda_layers")) return std::nullopt;
+      for (const char* key : {"full_attn_layers", "kda_layers"}) {
+        for (std::int64_t l : jf::integer_list(*cfg, key, sub).value_or(std::vector<std::int64_t>{})) {
+          if (l < 1 || l > layers)
+            throw Error(jf::path(sub, key) + " entry " + std::to_string(l) + " is not a layer in [1, " +
+                        std::to_string(layers) + "]");
+          types[l - 1] = std::string(key) == "kda_layers" ? "linear_attention" : "full_attention";
+        }
+      }
+      for (std::int64_t i = 0; i < layers; ++i)
+        if (types[i].empty())
+          throw Error(sub + " names neither full_attn_layers nor kda_layers for layer " + std::to_string(i + 1) +
+                      " (1-based); KimiLinearConfig needs every layer");
+      return types;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::vector<std::string>> config_layer_types(const ConfigDoc& doc) {
+  const json& model = doc.model();
+  if (!model.contains("layer_types") || model["layer_types"].is_null()) return std::nullopt;
+  const json& lt = model["layer_types"];
+  if (!lt.is_array()) throw Error(doc.at("layer_types") + " must be an array of strings, got " + jf::describe(lt));
+  std::vector<std::string> types;
+  for (const json& t : lt) {
+    if (!t.is_string()) throw Error(doc.at("layer_types") + " entries must be strings, got " + jf::describe(t));
+    types.push_back(t.get<std::string>());
+  }
+  return types;
+}
+
+std::optional<std::int64_t> layer_count(const ConfigDoc& doc) {
+  if (auto n = integer(doc, doc.quirks().layer_count_key)) return n;
+  const json& model = doc.model();
+  if (model.contains("layer_types") && model["layer_types"].is_array())
+    return static_cast<std::int64_t>(model["layer_types"].size());
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> sliding_window(const ConfigDoc& doc) {
+  const FamilyQuirks& row = doc.quirks();
+  if (!doc.model().contains("sliding_window") && row.default_sliding_window) return row.default_sliding_window;
+  return integer(doc, "sliding_window");
+}
+
+std::optional<std::vector<std::string>> default_layer_types(const ConfigDoc& doc, std::int64_t layers) {
+  const FamilyQuirks& row = doc.quirks();
+  if (row.window == Window::kLayerTypes && row.default_layers != DefaultLayers::kFullEvery)
+    return hybrid_layer_types(doc, layers);
+  const auto sliding = integer(doc, "sliding_window");
+  std::vector<std::string> types;
+  for (std::int64_t i = 0; i < layers; ++i) {
+    bool slides = false;
+    switch (row.window) {
+      case Window::kNone:
+      case Window::kChunkedOnRopeLayers: break;
+      case Window::kEveryLayer: slides = sliding.has_value(); break;
+      case Window::kQwen2:
+        slides = flag(doc, "use_sliding_window", false) && sliding && i >= integer(doc, "max_window_layers").value_or(0);
+        break;
+      case Window::kLayerTypes: {
+        // HF Gemma2Config / Gemma3TextConfig / ...: every n-th layer is global, the rest slide.
+        if (row.full_every == 0) return std::nullopt;
+        // Exaone4Config divides by sliding_window_pattern = 0 when sliding_window is null: no default.
+        if (row.default_sliding_window && !sliding_window(doc)) return std::nullopt;
+        const auto n = integer(doc, "sliding_window_pattern").value_or(row.full_every);
+        slides = n <= 0 || (i + 1) % n != 0;
+        break;
+      }
+    }
+    types.push_back(slides ? "sliding_attention" : "full_attention");
+  }
+  return types;
+}
+
+bool type_rotates(const ConfigDoc& doc, const std::string& type) {
+  if (type == "linear_attention" || type == "kda_attention" || type == "conv") return false;
+  switch (doc.quirks().rope_layers) {
+    case RopeLayers::kSlidingOnly: return type != "full_attention";
+    // HF Exaone4Attention: "We use global NoPE for hybrid attention model"; hybrid unless
+    // sliding_window is null (Exaone4Config's default is 4096, so a config without the key is hybrid).
+    case RopeLayers::kSlidingOnlyIfHybrid: return !(type == "full_attention" && sliding_window(doc));
+    // KimiLinearConfig: qk_rope_head_dim == 0 implies mla_use_nope.
+    case RopeLayers::kNoneIfMlaUseNope:
+      return !(flag(doc, "mla_use_nope", false) || integer(doc, "qk_rope_head_dim").value_or(64) == 0);
+    case RopeLayers::kAll:
+    case RopeLayers::kNoRopeLayersList:
+    case RopeLayers::kNotCrossAttention: return true;
+  }
+  return true;
+}
+
+std::vector<std::int64_t> no_rope_layers(const ConfigDoc& doc) {
+  return jf::integer_list(doc.model(), "no_rope_layers", doc.where()).value_or(std::vector<std::int64_t>{});
+}
+
+std::vector<bool> index_rotates(const ConfigDoc& doc, std::int64_t layers) {
+  std::vector<bool> rope(static_cast<std::size_t>(layers), true);
+  switch (doc.quirks().rope_layers) {
+    case RopeLayers::kNoRopeLayersList: {
+      const auto list = no_rope_layers(doc);
+      if (!list.empty() && static_cast<std::int64_t>(list.size()) != layers)
+        throw Error(doc.at("no_rope_layers") + " has " + std::to_string(list.size()) + " entries for " +
+                    std::to_string(layers) + " layers; they must agree");
+      const auto interval = integer(doc, "no_rope_layer_interval").value_or(kDefaultNoRopeLayerInterval);
+      for (std::int64_t i = 0; i < layers; ++i)  // 1 means "uses RoPE" despite the key's name
+        rope[i] = list.empty() ? interval <= 0 || (i + 1) % interval != 0 : list[i] != 0;
+      break;
+    }
+    case RopeLayers::kNotCrossAttention:
+      for (std::int64_t c : jf::integer_list(doc.model(), "cross_attention_layers", doc.where())
+                                .value_or(std::vector<std::int64_t>{}))
+        if (c >= 0 && c < layers) rope[c] = false;
+      break;
+    default: break;
+  }
+  return rope;
+}
+
+std::vector<std::string> rope_layer_types(const ConfigDoc& doc) {
+  if (auto given = config_layer_types(doc)) return distinct(*given);
+  // Without layer_types the family's default pattern matters only where it changes the rope;
+  // elsewhere every layer type shares the one schedule and the model stays uniform.
+  const auto n = layer_count(doc);
+  if (!n || *n < 1 || *n > kMaxLayers) return {};
+  const auto derived = default_layer_types(doc, *n);
+  if (!derived) return {};
+  const std::vector<std::string> types = distinct(*derived);
+  bool changes_rope = false;
+  for (const auto& t : types)
+    changes_rope = changes_rope || !type_rotates(doc, t) ||
+                   (t == "sliding_attention" && doc.quirks().sliding_layers_unscaled);
+  return types.size() > 1 && changes_rope ? types : std::vector<std::string>{};
+}
+
+LayerRope layer_rope(const ConfigDoc& doc, const std::string& type, const RopeParams& params, bool own_params,
+                     std::vector<std::string>& notes) {
+  const FamilyQuirks& row = doc.quirks();
+  LayerRope layer{type, type_rotates(doc, type), params};
+  if (!layer.has_rope && type == "full_attention" && row.rope_layers == RopeLayers::kSlidingOnlyIfHybrid) {
+    notes.push_back("EXAONE-4 hybrid attention: full_attention layers use no positional encoding (NoPE); "
+                    "the schedule shown is the sliding_attention layers'");
+  } else if (layer.has_rope && !own_params && type == "sliding_attention" && row.sliding_layers_unscaled) {
+    // Gemma 3 and OLMo-3 extend only the full-attention layers; sliding layers keep plain
+    // RoPE, at their own base (Gemma 3's rope_local_base_freq) or at rope_theta (OLMo-3).
+    RopeParams p;
+    p.head_dim = params.head_dim;
+    p.partial_rotary_factor = params.partial_rotary_factor;
+    p.max_position_embeddings = params.max_position_embeddings;
+    p.theta = row.local_theta_key ? jf::number(doc.model(), row.local_theta_key, doc.where()).value_or(10000.0)
+                                  : params.theta;
+    layer.params = p;
+  }
+  return layer;
+}
+
+}  // namespace posenc::model_layers
