@@ -116,13 +116,14 @@ TEST(CliSpec, SpecAgreesWithFreqsOnEveryConfig) {
   }
 }
 
-TEST(CliSpec, Exaone45IsAKnownFamilyWithTheScheduleOfItsTextConfig) {
+TEST(CliSpec, Exaone45IsAKnownFamilyWithTheThetaOfItsRopeParameters) {
   const auto r = run("spec --json --config " + reference_dir() + "/configs-extra/EXAONE-4.5-33B__constructed.json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err.find("not in posenc's family table"), std::string::npos) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("model_type"), "exaone4_5");
   EXPECT_TRUE(j.at("family_known").get<bool>());
+  for (const auto& n : j.at("notes")) EXPECT_EQ(n.get<std::string>().find("rope_theta absent"), std::string::npos) << n;
   EXPECT_FALSE(j.at("layers").at(3).at("rope").get<bool>());
   const auto f = run_json("freqs --config " + reference_dir() + "/configs-extra/EXAONE-4.5-33B__constructed.json");
   EXPECT_EQ(f.at("rope_theta"), 1e6);

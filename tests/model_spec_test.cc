@@ -307,6 +307,7 @@ TEST(ModelSpec, Exaone45WrapperIsReadThroughItsTextConfig) {
     const ModelSpec s = built(c);
     ASSERT_NE(s.family, nullptr) << text_type;
     EXPECT_NE(std::string(s.family->hf_source).find("modeling_exaone4.py"), std::string::npos);
+    for (const auto& n : s.rope.notes) EXPECT_EQ(n.find("rope_theta absent"), std::string::npos) << n;
     ASSERT_EQ(s.layers.size(), 64u);
     EXPECT_FALSE(s.layers[3].rope);  // LLLG: the global layers are NoPE (hybrid)
     ASSERT_TRUE(s.layers[0].rope);

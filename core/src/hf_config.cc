@@ -60,6 +60,19 @@ struct Parser {
   // with its HF source; a family without a row reads the generic keys only. Found once, by ConfigDoc.
   const FamilyQuirks& quirks() const { return doc.quirks(); }
 
+  // Whether the rope dict run() reads gives every layer type its own rope_theta (v5 configs
+  // keep it there: Devstral 2, EXAONE 4.5), so that a missing top-level key is no default.
+  bool rope_dict_sets_theta() const {
+    for (const char* key : {"rope_parameters", "rope_scaling"}) {
+      const auto it = model.find(key);
+      if (it == model.end() || !it->is_object()) continue;
+      const auto sets = [](const json& d) { return d.is_object() && d.contains("rope_theta") && !d["rope_theta"].is_null(); };
+      if (sets(*it)) return true;
+      return !it->empty() && std::all_of(it->begin(), it->end(), sets);
+    }
+    return false;
+  }
+
   // ---- the fields outside the rope dict -------------------------------------------------
   RopeParams base_params() {
     RopeParams p;
@@ -109,7 +122,7 @@ struct Parser {
       p.theta = 10000.0 * ratio;
       out.notes.push_back("ChatGLM: base = 10000 * rope_ratio = " + format_number(p.theta) +
                           "; pairs are interleaved (2i, 2i+1) in its own code");
-    } else {
+    } else if (!rope_dict_sets_theta()) {
       out.notes.push_back("rope_theta absent: HF's default 10000");
     }
 
