@@ -189,7 +189,7 @@ TEST(AttentionBackward, TiledEqualsTheReferenceOnEveryTarget) {
             const bool t5 = positions == AttentionPositions::kT5;
             Gradients ref(pr, t5 ? static_cast<int>(setup.t5_table.size()) : 0), fast(pr, static_cast<int>(ref.table.size()));
             attention_backward_reference(pr.inputs(), ref.view(t5), p);
-            attention_backward(pr.inputs(), fast.view(t5), p, 2);
+            attention_backward(pr.inputs(), fast.view(t5), p, {2});
             const double errors[] = {relative_error(fast.dq.view, ref.dq.view), relative_error(fast.dk.view, ref.dk.view),
                                      relative_error(fast.dv.view, ref.dv.view)};
             EXPECT_LE(errors[0], 1e-5) << "dq";
@@ -226,8 +226,8 @@ TEST(AttentionBackward, SameBitsForAnyThreadCount) {
   options.lse = pr.lse.data();
   attention(pr.q.view, pr.k.view, pr.v.view, pr.out.view, p, options);
   Gradients one(pr, static_cast<int>(setup.t5_table.size())), many(pr, static_cast<int>(setup.t5_table.size()));
-  attention_backward(pr.inputs(), one.view(true), p, 1);
-  attention_backward(pr.inputs(), many.view(true), p, 7);
+  attention_backward(pr.inputs(), one.view(true), p, {1});
+  attention_backward(pr.inputs(), many.view(true), p, {7});
   EXPECT_EQ(one.dq.bytes, many.dq.bytes);
   EXPECT_EQ(one.dk.bytes, many.dk.bytes);
   EXPECT_EQ(one.dv.bytes, many.dv.bytes);

@@ -164,7 +164,7 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
   AttentionOptions options;
   options.threads = r.threads;
   r.posenc_seconds = median_seconds(c.repeats, [&] { attention(view_of(q), view_of(k), view_of(v), view_of(out), p, options); });
-  r.extra_bytes = attention_extra_bytes(view_of(q), view_of(k), p, r.threads);
+  r.extra_bytes = attention_extra_bytes(view_of(q), view_of(k), p, options);
   r.target = attention_kernel_target();
 
   // The materialising path, as model.cc computes it.

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "attention_plan.h"
@@ -14,38 +15,34 @@
 namespace posenc {
 namespace attention_detail {
 
-Plan make_plan(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out, const AttentionParams& p) {
+Plan make_plan(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out, const AttentionParams& p,
+               const RopeTable* table) {
   validate_attention(q, k, v, out, p);
   Plan plan{&q, &k, &v, &out, &p, q.tokens, k.tokens, q.heads, q.heads / k.heads, q.head_dim,
             p.mask.past >= 0 ? p.mask.past : std::int64_t{k.tokens} - q.tokens,
-            static_cast<float>(p.scale > 0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(q.head_dim))), {}, {}};
-  if (p.positions == AttentionPositions::kRope) {
-    plan.k_angles = row_angles(p.k_positions, k.tokens, p.rope);
-    plan.queries_share_key_angles = queries_at_key_positions(p.q_positions, q.tokens, p.k_positions, k.tokens);
-    if (!plan.queries_share_key_angles) plan.q_angles = row_angles(p.q_positions, q.tokens, p.rope);
-  }
+            static_cast<float>(p.scale > 0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(q.head_dim))), nullptr};
+  if (p.positions != AttentionPositions::kRope) return plan;
+  if (table && !table->matches(p.rope))
+    throw Error("attention: the RoPE table was built for other frequencies, attention factor or angle mode");
+  const std::int64_t largest = largest_position(q, k, p);
+  if (table)
+    plan.angles = table->ensure(largest);
+  else if (builds_own_table(q, k, largest))
+    plan.angles = RopeTable(p.rope, largest + 1).ensure(largest);
   return plan;
 }
 
-bool queries_at_key_positions(const PositionIds& q_ids, int S, const PositionIds& k_ids, int T) {
-  if (!q_ids.same_for_every_batch_row() || !k_ids.same_for_every_batch_row() || q_ids.axes != k_ids.axes || S > T) return false;
-  for (int a = 0; a < q_ids.axes; ++a)
-    for (int t = 0; t < S; ++t)
-      if (q_ids.at(a, 0, t, S) != k_ids.at(a, 0, T - S + t, T)) return false;
-  return true;
+std::int64_t largest_position(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p) {
+  std::int64_t largest = 0;
+  for (const auto& [x, ids] : {std::pair{&q, &p.q_positions}, std::pair{&k, &p.k_positions}})
+    for (int a = 0; a < ids->axes; ++a)
+      for (int b = 0; b < (ids->same_for_every_batch_row() ? std::min(x->batch, 1) : x->batch); ++b)
+        for (int t = 0; t < x->tokens; ++t) largest = std::max(largest, ids->at(a, b, t, x->tokens));
+  return largest;
 }
 
-RowAngles row_angles(const PositionIds& ids, int tokens, const RopeApplyParams& rope) {
-  RowAngles a;
-  if (!ids.same_for_every_batch_row()) return a;
-  const std::size_t half = static_cast<std::size_t>(rope.num_freqs);
-  a.cos.resize(static_cast<std::size_t>(tokens) * half);
-  a.sin.resize(a.cos.size());
-  for (int t = 0; t < tokens; ++t)
-    for (std::size_t j = 0; j < half; ++j)
-      rope_cos_sin(rope.inv_freq[j], ids.at(rope.axis_of_freq ? rope.axis_of_freq[j] : 0, 0, t, tokens), rope,
-                   &a.cos[t * half + j], &a.sin[t * half + j]);
-  return a;
+bool builds_own_table(const RopeTensor& q, const RopeTensor& k, std::int64_t largest) {
+  return largest <= 2 * (std::int64_t{q.tokens} + k.tokens) + 4096;
 }
 
 }  // namespace attention_detail
@@ -116,7 +113,7 @@ void validate_attention(const RopeTensor& q, const RopeTensor& k, const RopeTens
 
 void attention_reference(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
                          const AttentionParams& params, const AttentionOptions& options) {
-  const Plan plan = make_plan(q, k, v, out, params);
+  const Plan plan = make_plan(q, k, v, out, params, options.table);
   const int D = plan.D;
   std::vector<float> qr(D), kr(D), vr(D), tmp(D), o(D);
   std::vector<double> scores(static_cast<std::size_t>(plan.T)), acc(D);

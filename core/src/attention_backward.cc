@@ -43,7 +43,7 @@ void validate_attention_backward(const AttentionBackwardInputs& in, const Attent
 
 void attention_backward_reference(const AttentionBackwardInputs& in, const AttentionGradients& grads, const AttentionParams& params) {
   validate_attention_backward(in, grads, params);
-  const Plan plan = make_plan(in.q, in.k, in.v, in.out, params);
+  const Plan plan = make_plan(in.q, in.k, in.v, in.out, params, nullptr);
   const int B = in.q.batch, S = plan.S, T = plan.T, Hq = plan.Hq, Hk = in.k.heads, D = plan.D;
   const double neg_inf = -std::numeric_limits<double>::infinity();
   // dk and dv sum over query rows and heads: in double until the end, as the rotated-frame dk.

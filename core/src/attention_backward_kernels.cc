@@ -17,10 +17,10 @@ namespace posenc {
 HWY_EXPORT(AttentionBackwardAll);
 
 void attention_backward(const AttentionBackwardInputs& in, const AttentionGradients& grads, const AttentionParams& params,
-                        int threads) {
-  const int n = kernel_threads(threads, "attention_backward");
+                        const KernelOptions& options) {
+  const int n = kernel_threads(options.threads, "attention_backward");
   validate_attention_backward(in, grads, params);
-  const attention_detail::Plan plan = attention_detail::make_plan(in.q, in.k, in.v, in.out, params);
+  const attention_detail::Plan plan = attention_detail::make_plan(in.q, in.k, in.v, in.out, params, options.table);
   if (std::int64_t{in.q.batch} * (std::int64_t{in.q.tokens} + in.k.tokens) == 0) return;
   HWY_DYNAMIC_DISPATCH(AttentionBackwardAll)(plan, in, grads, n);
 }

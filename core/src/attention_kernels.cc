@@ -27,25 +27,23 @@ HWY_EXPORT(AttentionTarget);
 void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
                const AttentionParams& params, const AttentionOptions& options) {
   const int threads = kernel_threads(options.threads, "attention");
-  const attention_detail::Plan plan = attention_detail::make_plan(q, k, v, out, params);
+  const attention_detail::Plan plan = attention_detail::make_plan(q, k, v, out, params, options.table);
   if (std::int64_t{q.batch} * q.tokens == 0) return;
   HWY_DYNAMIC_DISPATCH(AttentionAll)(plan, threads, options.lse);
 }
 
-std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p, int threads) {
+std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p, const KernelOptions& options) {
   using attention_detail::kKeyTile;
   using attention_detail::kPaddedRows;
   const std::int64_t D = q.head_dim;
   const std::int64_t floats = kPaddedRows * D * 2 + kKeyTile * D * 2 + kPaddedRows * kKeyTile + 2 * kPaddedRows + D;
-  std::int64_t bytes = floats * static_cast<std::int64_t>(sizeof(float)) * std::max(threads, 1);
-  if (p.positions == AttentionPositions::kRope) {
-    const std::int64_t table = 2 * std::int64_t{p.rope.num_freqs} * static_cast<std::int64_t>(sizeof(float));
-    if (p.k_positions.same_for_every_batch_row()) bytes += table * k.tokens;
-    if (p.q_positions.same_for_every_batch_row() &&
-        !attention_detail::queries_at_key_positions(p.q_positions, q.tokens, p.k_positions, k.tokens))
-      bytes += table * q.tokens;
-  }
-  return bytes;
+  std::int64_t bytes = floats * static_cast<std::int64_t>(sizeof(float)) * std::max(kernel_threads(options.threads, "attention"), 1);
+  if (p.positions != AttentionPositions::kRope || options.table) return bytes;
+  const std::int64_t largest = attention_detail::largest_position(q, k, p);
+  if (!attention_detail::builds_own_table(q, k, largest)) return bytes;
+  std::int64_t rows = 1;  // RopeTable's size: doubled until it covers the largest position
+  while (rows <= largest) rows *= 2;
+  return bytes + rows * 2 * std::int64_t{p.rope.num_freqs} * static_cast<std::int64_t>(sizeof(float));
 }
 
 const char* attention_kernel_target() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(AttentionTarget)()); }

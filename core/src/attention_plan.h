@@ -6,11 +6,13 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "posenc/attention.h"
 #include "posenc/half.h"
 #include "posenc/rope_apply.h"
+#include "posenc/rope_kernels.h"
 #include "posenc/t5_bias.h"
 
 namespace posenc::attention_detail {
@@ -56,66 +58,68 @@ inline void store_row(const RopeTensor& x, int b, int t, int h, const float* in)
   }
 }
 
-// RoPE's cos/sin per token index, [tokens][num_freqs] each, when every batch row has the same
-// positions (rope_cos_sin's bits): each key is rotated once per query tile that reads it, and a
-// table turns its num_freqs sincos into loads. Empty: computed per row (per-row position ids).
-struct RowAngles {
-  std::vector<float> cos, sin;
-};
-
 struct Plan {
   const RopeTensor *q, *k, *v, *out;
   const AttentionParams* p;
   int S, T, Hq, group, D;
   std::int64_t past;
   float scale;
-  RowAngles q_angles, k_angles;
-  // Queries at the positions of keys T - S .. T - 1 (prefill, or decode after a cache: the usual
-  // case) read k_angles from row T - S on and keep no table of their own: one table of
-  // T x rotary_dim floats instead of two (8 MiB, not 16, at S = T = 32768 and D = 64).
-  bool queries_share_key_angles = false;
+  // RoPE's cos/sin by position id, [position][num_freqs] each, covering every position of the
+  // call: a snapshot of options.table, or of a table built for the call (make_plan). Each key
+  // is rotated once per query tile that reads it, and the table turns its num_freqs sincos into
+  // loads. Null: computed per row (rope_row_reference: the same bits, rope_cos_sin's).
+  std::shared_ptr<const RopeTable::Rows> angles;
 
   // Rotates row[D] of q or k (token t of batch row b) in place by RoPE when that is the scheme:
   // direction +1 as the forward rotates, -1 its transpose, which turns a gradient w.r.t. the
-  // rotated row into one w.r.t. the row as stored. tmp: D floats. Table row: t + shift.
-  void rotate(const RopeTensor& x, const PositionIds& ids, const RowAngles& angles, int shift, int b, int t, float* row,
-              float* tmp, int direction) const {
+  // rotated row into one w.r.t. the row as stored. tmp: D floats.
+  void rotate(const RopeTensor& x, const PositionIds& ids, int b, int t, float* row, float* tmp, int direction) const {
     if (p->positions != AttentionPositions::kRope) return;
-    const int half = p->rope.num_freqs;
+    const RopeApplyParams& rope = p->rope;
+    const int half = rope.num_freqs;
     std::copy_n(row, 2 * half, tmp);
-    if (angles.cos.empty()) {
-      RopeApplyParams rope = p->rope;
-      rope.direction = direction;
-      rope_row_reference(tmp, row, ids, b, t, x.tokens, rope);
-    } else {
-      const std::size_t at = static_cast<std::size_t>(t + shift) * half;
-      const float* sin = angles.sin.data() + at;
-      if (direction < 0) {  // the table holds +sin; rope_cos_sin gives the transpose -sin, exactly
-        thread_local std::vector<float> negated;
-        negated.resize(static_cast<std::size_t>(half));
-        for (int j = 0; j < half; ++j) negated[static_cast<std::size_t>(j)] = -sin[j];
-        sin = negated.data();
-      }
-      rope_rotate_row(tmp, row, angles.cos.data() + at, sin, half, p->rope.layout, direction);
+    if (!angles) {
+      RopeApplyParams turned = rope;
+      turned.direction = direction;
+      rope_row_reference(tmp, row, ids, b, t, x.tokens, turned);
+      return;
     }
+    const float* cos = nullptr;
+    const float* sin = nullptr;
+    // The row's own cos/sin when frequencies read different axes (M-RoPE) or the transpose
+    // needs -sin (rope_cos_sin gives exactly the negated +sin the table holds): [2][num_freqs].
+    thread_local std::vector<float> own;
+    own.resize(2 * static_cast<std::size_t>(half));
+    if (!rope.axis_of_freq) {
+      const std::size_t at = static_cast<std::size_t>(ids.at(0, b, t, x.tokens)) * half;
+      cos = angles->cos.data() + at;
+      sin = angles->sin.data() + at;
+    } else {
+      for (int j = 0; j < half; ++j) {
+        const std::size_t at = static_cast<std::size_t>(ids.at(rope.axis_of_freq[j], b, t, x.tokens)) * half + j;
+        own[static_cast<std::size_t>(j)] = angles->cos[at];
+        own[static_cast<std::size_t>(half + j)] = angles->sin[at];
+      }
+      cos = own.data();
+      sin = own.data() + half;
+    }
+    if (direction < 0) {
+      for (int j = 0; j < half; ++j) own[static_cast<std::size_t>(half + j)] = -sin[j];
+      sin = own.data() + half;
+    }
+    rope_rotate_row(tmp, row, cos, sin, half, rope.layout, direction);
   }
   // Row of q or k, rotated when the scheme is RoPE, into out[D] (tmp: D floats).
   void load_query(int b, int t, int h, float* out, float* tmp) const {
     load_row(*q, b, t, h, out);
-    rotate_query(b, t, out, tmp, 1);
+    rotate(*q, p->q_positions, b, t, out, tmp, 1);
   }
   void load_key(int b, int t, int h, float* out, float* tmp) const {
     load_row(*k, b, t, h, out);
-    rotate(*k, p->k_positions, k_angles, 0, b, t, out, tmp, 1);
+    rotate(*k, p->k_positions, b, t, out, tmp, 1);
   }
-  void unrotate_query(int b, int t, float* row, float* tmp) const { rotate_query(b, t, row, tmp, -1); }
-  void unrotate_key(int b, int t, float* row, float* tmp) const { rotate(*k, p->k_positions, k_angles, 0, b, t, row, tmp, -1); }
-  void rotate_query(int b, int t, float* row, float* tmp, int direction) const {
-    if (queries_share_key_angles)
-      rotate(*q, p->q_positions, k_angles, T - S, b, t, row, tmp, direction);
-    else
-      rotate(*q, p->q_positions, q_angles, 0, b, t, row, tmp, direction);
-  }
+  void unrotate_query(int b, int t, float* row, float* tmp) const { rotate(*q, p->q_positions, b, t, row, tmp, -1); }
+  void unrotate_key(int b, int t, float* row, float* tmp) const { rotate(*k, p->k_positions, b, t, row, tmp, -1); }
 
   bool visible(int b, std::int64_t query_index, std::int64_t j) const {
     const AttentionMask& m = p->mask;
@@ -219,15 +223,15 @@ struct Plan {
   }
 };
 
+// The largest position id of q's and k's rows on any axis (0 for none).
+std::int64_t largest_position(const RopeTensor& q, const RopeTensor& k, const AttentionParams& params);
+// Whether attention without a table builds one for the call: the positions span at most twice
+// the call's tokens plus 4096 (a table then costs about what rotating every row would).
+bool builds_own_table(const RopeTensor& q, const RopeTensor& k, std::int64_t largest);
 
-// RoPE's cos/sin per token index when ids are the same in every batch row; empty otherwise.
-RowAngles row_angles(const PositionIds& ids, int tokens, const RopeApplyParams& rope);
-// Whether every batch row has the same positions and query t sits at key T - S + t's positions
-// on every axis (then the queries read the keys' table).
-bool queries_at_key_positions(const PositionIds& q_ids, int S, const PositionIds& k_ids, int T);
-
-// Validates and fills the plan (q, k, v, out and params must outlive it).
+// Validates and fills the plan (q, k, v, out, params and table must outlive it). table: the
+// caller's (KernelOptions::table), or nullptr (one built for the call, or cos/sin per row).
 Plan make_plan(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
-               const AttentionParams& params);
+               const AttentionParams& params, const RopeTable* table);
 
 }  // namespace posenc::attention_detail

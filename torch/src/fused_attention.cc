@@ -115,7 +115,7 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
     AttentionBackwardInputs in{kernel_view(q), kernel_view(k), kernel_view(v), kernel_view(out.transpose(1, 2)), kernel_view(dout),
                                lse.data_ptr<float>()};
     AttentionGradients g{kernel_view(dq), kernel_view(dk), kernel_view(dv), dtable.defined() ? dtable.data_ptr<float>() : nullptr};
-    attention_backward(in, g, p, torch::get_num_threads());
+    attention_backward(in, g, p, {torch::get_num_threads()});
     return {dq, dk, dv, dtable, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };

@@ -18,7 +18,9 @@
 // Positions, by position id (PositionIds: explicit ids or index + offset, see rope_apply.h):
 //   kNone   NoPE
 //   kRope   q and k rotated (any RopeApplyParams: layout, partial, M-RoPE, any schedule) as
-//           they are loaded; q and k themselves are not modified
+//           they are loaded; q and k themselves are not modified. cos/sin are read by position
+//           id from a RopeTable (rope_kernels.h: the table the RoPE kernels share), so rows equal
+//           rope_apply_reference's bit for bit
 //   kAlibi  + -slope_h * (qpos - kpos)  (causal), -slope_h * |qpos - kpos| (symmetric)
 //   kT5     + table[bucket(kpos - qpos)][h]   (t5_bias.h; added after the scale, as T5 adds
 //           its bias to raw q.k: pass scale 1 for T5 models)
@@ -29,6 +31,7 @@
 #include "posenc/alibi.h"
 #include "posenc/rope_apply.h"
 #include "posenc/t5_bias.h"
+#include "posenc/threads.h"
 
 namespace posenc {
 
@@ -57,8 +60,11 @@ struct AttentionParams {
   T5BucketParams t5;
 };
 
-struct AttentionOptions {
-  int threads = 0;  // 0: every hardware thread (OpenMP); at most kMaxThreads (rope_kernels.h)
+// threads and RoPE's table (threads.h). Without a table, attention builds one for the call
+// (positions 0 .. the call's largest) when that largest position is at most 2 (S + T) + 4096,
+// and otherwise computes cos/sin per row: pass a long-lived model's table (a decode step at
+// position 100 000 then reads its rows instead of computing them).
+struct AttentionOptions : KernelOptions {
   // Optional output for the backward pass (attention_backward.h): per query row the natural log
   // of its softmax denominator, log sum_j exp(scale * q.k_j + bias_j) over the keys it sees,
   // [B, Hq, S] floats, dense. A row that sees no key gets -inf. nullptr: not written.
@@ -82,9 +88,11 @@ void attention_reference(const RopeTensor& q, const RopeTensor& k, const RopeTen
 void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
                const AttentionParams& params, const AttentionOptions& options = {});
 
-// Bytes attention() allocates beyond q, k, v and out: the per-thread tiles, plus for RoPE with
-// positions shared by every batch row a cos/sin table of (S + T) x rotary_dim floats.
-std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& params, int threads);
+// Bytes attention() allocates beyond q, k, v and out: the per-thread tiles, plus for RoPE without
+// options.table the cos/sin table it builds, (largest position + 1, rounded up to a power of
+// two) x rotary_dim floats. (A table passed in grows in place: its bytes are the caller's.)
+std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& params,
+                                   const KernelOptions& options);
 
 // The SIMD target attention() uses on this machine ("AVX3", "AVX2", ...).
 const char* attention_kernel_target();

@@ -52,8 +52,9 @@ void attention_backward_reference(const AttentionBackwardInputs& in, const Atten
 // writes dq and the T5 table's per-task partial sums, which are then added in task order. Each
 // pass recomputes P for its tiles and skips tiles the masks hide entirely. Workspace: O(threads x
 // tile x D) floats, plus D_i ([B, Hq, S] floats) and for T5 the partials (query tiles x B x Hq x
-// num_buckets doubles). threads: 0 = every hardware thread.
+// num_buckets doubles). options: threads and RoPE's table, as attention() takes them (pass the
+// forward's table: the rows it read are the rows the backward reads).
 void attention_backward(const AttentionBackwardInputs& in, const AttentionGradients& grads, const AttentionParams& params,
-                        int threads = 0);
+                        const KernelOptions& options = {});
 
 }  // namespace posenc

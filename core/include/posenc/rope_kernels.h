@@ -48,10 +48,8 @@ class RopeTable {
   mutable std::shared_ptr<const Rows> rows_;
 };
 
-struct RopeKernelOptions {
-  int threads = 0;                  // 0: every hardware thread (OpenMP); at most kMaxThreads
-  const RopeTable* table = nullptr;  // table mode; nullptr: cos/sin computed on the fly
-};
+// threads, and table mode (options.table) or cos/sin computed on the fly (nullptr): threads.h.
+using RopeKernelOptions = KernelOptions;
 
 // Rotates q, and k when not null, in place. Validates first (throws posenc::Error).
 void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& positions,
