@@ -21,14 +21,11 @@ RopeSpec yarn_spec(double prf, RopeLayout layout, bool mrope) {
   p.partial_rotary_factor = prf;
   p.factor = 4.0;
   p.original_max_position_embeddings = 64;
-  RopeSpec spec = rope_spec(compute_schedule(p), layout);
-  EXPECT_GT(spec.attention_factor, 1.1);  // the YaRN temperature scales cos and sin
-  if (mrope) {
-    const int half = static_cast<int>(spec.inv_freq.size());
-    spec.axis_of_freq = mrope_axis_map({half / 2, half / 4, half - half / 2 - half / 4}, false);
-    spec = complete_spec(std::move(spec));
-  }
-  return spec;
+  const RopeSchedule schedule = compute_schedule(p);
+  EXPECT_GT(schedule.attention_factor, 1.1);  // the YaRN temperature scales cos and sin
+  if (!mrope) return RopeSpec(schedule, layout);
+  const int half = static_cast<int>(schedule.inv_freq.size());
+  return RopeSpec(schedule, layout, mrope_axis_map({half / 2, half / 4, half - half / 2 - half / 4}, false));
 }
 
 struct Case {
@@ -104,7 +101,7 @@ TEST(TorchRopeQK, OneCallEqualsTwoForwardAndBackward) {
   for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved, RopeLayout::kDeepSeekV3})
     for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
       SCOPED_TRACE(to_string(layout));
-      const RopeSpec spec = rope_spec(s, layout);
+      const RopeSpec spec(s, layout);
       torch::manual_seed(3);
       const torch::Tensor q0 = torch::randn({2, 4, 5, 8}).to(dtype), k0 = torch::randn({2, 2, 5, 8}).to(dtype);
       const torch::Tensor wq = torch::randn({2, 4, 5, 8}).to(dtype), wk = torch::randn({2, 2, 5, 8}).to(dtype);

@@ -21,7 +21,7 @@ RopeSpec spec_of(int head_dim, double prf = 1.0, RopeLayout layout = RopeLayout:
   RopeParams p;
   p.head_dim = head_dim;
   p.partial_rotary_factor = prf;
-  return rope_spec(compute_schedule(p), layout);
+  return RopeSpec(compute_schedule(p), layout);
 }
 
 TEST(TorchRope, GradientMatchesFiniteDifferencesInDouble) {
@@ -262,6 +262,48 @@ TEST(TorchModel, ConfigErrors) {
   c = small(Scheme::kRope);
   c.n_kv_heads = 3;
   EXPECT_THROW(TransformerLM{c}, Error);
+}
+
+}  // namespace
+}  // namespace posenc::torch_layer
+
+namespace posenc::torch_layer {
+namespace {
+
+// The spec (and with it the cos/sin table attention reads) lives as long as the schedule: a new
+// one only when the runtime rule changes the frequencies (dynamic NTK past its length).
+TEST(TorchRope, RotaryEmbeddingKeepsItsSpecAndTableWhileTheScheduleHolds) {
+  RopeParams p;
+  p.head_dim = 16;
+  p.type = RopeType::kDynamic;
+  p.factor = 2.0;
+  p.max_position_embeddings = 64;
+  RotaryEmbedding rotary(p);
+  const RopeSpec first = rotary->spec_for(10);
+  ASSERT_NE(first.table(), nullptr);
+  EXPECT_EQ(rotary->spec_for(63).table(), first.table()) << "within the reference length: the same schedule and table";
+  const RopeSpec grown = rotary->spec_for(200);
+  EXPECT_NE(grown.table(), first.table()) << "dynamic NTK past 64 positions: new frequencies, a new table";
+  EXPECT_NE(grown.inv_freq(), first.inv_freq());
+  EXPECT_EQ(grown.params().inv_freq, grown.inv_freq().data()) << "params point into the spec's own storage";
+}
+
+// The fused kernel adds ALiBi's slopes from the module's buffer (as the libtorch path does), not
+// a copy of its own: changing the buffer changes both paths alike.
+TEST(TorchModel, FusedAlibiReadsTheModulesSlopes) {
+  ModelConfig c = testing::small_model(Scheme::kAlibi);
+  c.n_heads = 4;
+  TransformerLM model = testing::eval_model(c, 11);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor tokens = torch::randint(0, c.vocab_size, {2, 24}, torch::kInt64);
+  const torch::Tensor before = model->forward(tokens);
+  for (auto& buffer : model->named_buffers())
+    if (buffer.key() == "alibi.slopes") buffer.value().mul_(3.0);
+  const torch::Tensor fused = model->forward(tokens);
+  model->use_fused_attention = false;
+  const torch::Tensor plain = model->forward(tokens);
+  EXPECT_GT((fused - before).abs().max().item<double>(), 1e-3) << "the buffer reached the fused kernel";
+  EXPECT_LE((fused - plain).abs().max().item<double>(), 1e-4);
 }
 
 }  // namespace

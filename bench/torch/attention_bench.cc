@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "posenc/alibi.h"
@@ -87,17 +89,19 @@ AttentionBackwardResult time_backward(const AttentionBenchConfig& c, const Mater
   // Leaves as model.cc's q, k, v: [1, heads, S, D] views of [1, S, heads, D] memory.
   const auto leaf = [](const torch::Tensor& x) { return x.permute({0, 2, 1, 3}).detach().requires_grad_(true); };
   const bool t5 = c.scheme == "t5";
-  FusedAttentionTensors t{leaf(q), leaf(k), leaf(v), {}, {}, {}, t5_table.detach().requires_grad_(t5)};
-  t.q_positions = t.k_positions = torch::arange(S, torch::kInt64).view({1, S});
+  FusedAttentionTensors t{leaf(q), leaf(k), leaf(v), t5_table.detach().requires_grad_(t5)};
   std::vector<torch::Tensor> inputs = {t.q, t.k, t.v};
   if (t5) inputs.push_back(t.t5_table);
-  FusedAttentionSpec spec;
-  spec.causal = c.causal;
-  spec.positions = from_name<AttentionPositions>(c.scheme);  // none, rope, alibi, t5: checked by run_attention_bench
-  spec.rope = rope_spec(torch_path.schedule);
-  spec.alibi_slopes = slopes;
-  spec.alibi_mode = c.causal ? AlibiMode::kCausal : AlibiMode::kSymmetric;
-  spec.t5 = torch_path.t5;
+  AttentionParams p;
+  p.mask.causal = c.causal;
+  p.positions = from_name<AttentionPositions>(c.scheme);  // none, rope, alibi, t5: checked by run_attention_bench
+  p.alibi_mode = c.causal ? AlibiMode::kCausal : AlibiMode::kSymmetric;
+  p.t5 = torch_path.t5;
+  AttentionSpec::Data data;
+  data.q_positions = data.k_positions = torch::arange(S, torch::kInt64).view({1, S});
+  data.rope = RopeSpec(torch_path.schedule);
+  data.alibi_slopes = slopes;
+  const auto spec = std::make_shared<const AttentionSpec>(p, std::move(data));
   const torch::Tensor dout = torch::randn({1, S, H, D});  // posenc's out is [1, S, H, D]
   AttentionBackwardResult r;
   std::vector<torch::Tensor> posenc_grads, torch_grads;

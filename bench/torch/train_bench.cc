@@ -23,10 +23,10 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 RopeAutogradSpeed rope_speed(std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d, int repeats, bool token_major) {
   RopeParams params;
   params.head_dim = static_cast<int>(d);
-  const RopeSpec spec = rope_spec(compute_schedule(params));
+  const RopeSpec spec(compute_schedule(params));
   const torch::Tensor positions = torch::arange(s, torch::kInt64).repeat({b, 1});
   // HF's eager path with cos/sin given (as its rotary module hands them to attention).
-  const torch::Tensor inv = torch::tensor(spec.inv_freq);
+  const torch::Tensor inv = torch::tensor(spec.inv_freq());
   const torch::Tensor freqs = positions.to(torch::kFloat32).unsqueeze(-1) * inv;
   const torch::Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);
   const torch::Tensor cos = emb.cos(), sin = emb.sin();

@@ -4,11 +4,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "posenc/alibi.h"
 #include "posenc/attention.h"
 #include "posenc/error.h"
 #include "posenc/file_io.h"
-#include "posenc_torch/fused_attention.h"
 
 namespace posenc::torch_layer {
 namespace {
@@ -35,31 +33,6 @@ bool fused_attention_covers(const ModelConfig& c) {
     case Scheme::kT5: return true;
     default: return false;  // XL and DeBERTa: content-dependent position terms
   }
-}
-
-// q [B, H, S, Dh] (a transposed view of [B, S, H, Dh] memory), k, v [B, Hk, T, Dh] -> [B, S, H, Dh]:
-// posenc::attention over the same memory, positions applied inside (RoPE rotates q and k as it
-// loads them; ALiBi and T5 from their slopes and table), no [S, T] matrix; differentiable
-// (fused_attention.h), so training can take it too.
-torch::Tensor AttentionImpl::fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                             const ForwardContext& ctx) const {
-  FusedAttentionSpec spec;
-  spec.causal = config_.causal;
-  spec.past = ctx.past;
-  FusedAttentionTensors t{q, k, v, ctx.q_positions, ctx.k_positions, ctx.key_mask, {}};
-  if (ctx.rope) {
-    spec.positions = AttentionPositions::kRope;
-    spec.rope = *ctx.rope;
-  } else if (ctx.alibi_slopes) {
-    spec.positions = AttentionPositions::kAlibi;
-    spec.alibi_slopes = *ctx.alibi_slopes;
-    spec.alibi_mode = config_.causal ? AlibiMode::kCausal : AlibiMode::kSymmetric;
-  } else if (ctx.t5_table.defined()) {
-    spec.positions = AttentionPositions::kT5;
-    spec.t5 = config_.t5;
-    t.t5_table = ctx.t5_table;
-  }
-  return torch_layer::fused_attention(t, spec);
 }
 
 AttentionImpl::AttentionImpl(const ModelConfig& c) : config_(c) {
@@ -92,7 +65,9 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContex
     *cache_k = k;
     *cache_v = v;
   }
-  if (ctx.fused) return wo->forward(fused_attention(q, k, v, ctx).view({B, S, H * dh}));
+  // The fused kernel over the same memory (q: a transposed view of [B, S, H, Dh]) -> [B, S, H, Dh],
+  // positions applied inside, no [S, T] matrix.
+  if (ctx.fused) return wo->forward(torch_layer::fused_attention({q, k, v, ctx.t5_table}, ctx.fused).view({B, S, H * dh}));
   if (ctx.rope) {
     if (ctx.cache_rotated_keys) {
       q = rope(q, ctx.q_positions, *ctx.rope);
@@ -221,7 +196,7 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
     spec = rope->spec_for(all_positions.max().item<std::int64_t>());
     ctx.rope = &spec;
     ctx.cache_rotated_keys = cache && cache->hf_stale_keys;
-    if (cache && !cache->hf_stale_keys && ctx.past > 0 && spec.inv_freq != cache->inv_freq) {
+    if (cache && !cache->hf_stale_keys && ctx.past > 0 && spec.inv_freq() != cache->inv_freq) {
       // The schedule changed: every cached key and value is stale. Re-run the whole prefix.
       const torch::Tensor all_tokens = torch::cat({cache->tokens, tokens}, 1);
       const torch::Tensor all_mask = ctx.key_mask;
@@ -233,7 +208,7 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   if (cache) {
     cache->mask = ctx.key_mask;
     cache->tokens = cache->tokens.defined() ? torch::cat({cache->tokens, tokens}, 1) : tokens;
-    cache->inv_freq = spec.inv_freq;
+    cache->inv_freq = spec.inv_freq();
     cache->k.resize(blocks.size());
     cache->v.resize(blocks.size());
   }
@@ -261,14 +236,11 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   const bool float_cpu = embed->weight.is_cpu() && embed->weight.scalar_type() == torch::kFloat;
   const bool gradients = torch::GradMode::is_enabled();
   const bool weight_dropout = is_training() && config_.dropout > 0;  // the kernel drops no weights
-  ctx.fused = use_fused_attention && float_cpu && (!gradients || fused_training) && !weight_dropout &&
-              !ctx.cache_rotated_keys && fused_attention_covers(config_) && !recording;
-  std::vector<double> slopes;
-  if (ctx.fused && alibi) {
-    slopes = alibi_slopes(config_.n_heads);
-    ctx.alibi_slopes = &slopes;
-  } else if (ctx.fused && t5) {
-    ctx.t5_table = t5->table;  // layer 0's table, shared (T5); its gradient when training
+  const bool fused = use_fused_attention && float_cpu && (!gradients || fused_training) && !weight_dropout &&
+                     !ctx.cache_rotated_keys && fused_attention_covers(config_) && !recording;
+  if (fused) {
+    ctx.fused = fused_spec(ctx);
+    if (t5) ctx.t5_table = t5->table;  // layer 0's table, shared (T5); its gradient when training
   } else {
     if (alibi) ctx.bias = alibi->forward(ctx.q_positions, ctx.k_positions);
     if (t5) ctx.bias = t5->forward(ctx.q_positions, ctx.k_positions);  // layer 0's table, shared (T5)
@@ -276,6 +248,32 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   for (std::size_t i = 0; i < blocks.size(); ++i)
     x = blocks[i]->forward(x, ctx, cache ? &cache->k[i] : nullptr, cache ? &cache->v[i] : nullptr);
   return head->forward(ln_f->forward(x));
+}
+
+std::shared_ptr<const AttentionSpec> TransformerLMImpl::fused_spec(const ForwardContext& ctx) const {
+  AttentionParams p;
+  p.mask.causal = config_.causal;
+  p.mask.past = ctx.past;
+  AttentionSpec::Data data;
+  data.key_padding = ctx.key_mask;
+  if (ctx.rope) {
+    p.positions = AttentionPositions::kRope;
+    data.rope = *ctx.rope;
+  } else if (alibi) {
+    p.positions = AttentionPositions::kAlibi;
+    p.alibi_mode = config_.causal ? AlibiMode::kCausal : AlibiMode::kSymmetric;
+    // The buffer's float32 slopes: the kernel adds them in float32 (attention_plan.h).
+    const torch::Tensor slopes = alibi->slopes.to(torch::kDouble).contiguous();
+    data.alibi_slopes.assign(slopes.data_ptr<double>(), slopes.data_ptr<double>() + slopes.numel());
+  } else if (t5) {
+    p.positions = AttentionPositions::kT5;
+    p.t5 = config_.t5;
+  }
+  if (p.positions != AttentionPositions::kNone) {
+    data.q_positions = ctx.q_positions;
+    data.k_positions = ctx.k_positions;
+  }
+  return std::make_shared<const AttentionSpec>(p, std::move(data));
 }
 
 torch::Tensor TransformerLMImpl::forward_segment(const torch::Tensor& tokens, XLMemory& memory) {

@@ -8,6 +8,7 @@
 #include "posenc/learned.h"
 #include "posenc/sinusoidal.h"
 #include "posenc/transformer_xl.h"
+#include "posenc_torch/kernel_view.h"
 
 namespace posenc::torch_layer {
 namespace {
@@ -34,7 +35,7 @@ SinusoidalPositionalEncodingImpl::SinusoidalPositionalEncodingImpl(int dim, Sinu
 }
 
 torch::Tensor SinusoidalPositionalEncodingImpl::forward(const torch::Tensor& positions) {
-  const torch::Tensor pos = positions.to(torch::kInt64).contiguous();
+  const torch::Tensor pos = positions_view(positions, "SinusoidalPositionalEncoding: positions");
   const std::int64_t* p = pos.data_ptr<std::int64_t>();
   const std::vector<float> table = sinusoidal_table(params_, std::vector<std::int64_t>(p, p + pos.numel()));
   std::vector<std::int64_t> shape(positions.sizes().begin(), positions.sizes().end());

@@ -1,5 +1,8 @@
 #include "posenc_torch/rope.h"
 
+#include <memory>
+#include <utility>
+
 #include "posenc/error.h"
 #include "posenc/hf_config.h"
 #include "posenc/rope_kernels.h"
@@ -10,33 +13,23 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-DType dtype_of(const torch::Tensor& x) {
-  switch (x.scalar_type()) {
-    case torch::kFloat: return DType::kF32;
-    case torch::kBFloat16: return DType::kBF16;
-    case torch::kHalf: return DType::kF16;
-    default: throw Error(std::string("RoPE kernels take float32, bfloat16 or float16 tensors, got ") + c10::toString(x.scalar_type()));
-  }
-}
-
 // Rotates x and, when given, k (both [B, H, S, D], last dim contiguous, the same B and S) in
-// place through the SIMD kernels, in one call.
-void rotate_in_place(torch::Tensor& x, torch::Tensor* k, const torch::Tensor& positions, const RopeSpec& spec, int direction) {
+// place through the SIMD kernels, in one call. pos: positions_view()'s.
+void rotate_in_place(torch::Tensor& x, torch::Tensor* k, const torch::Tensor& pos, const RopeSpec& spec, int direction) {
   TORCH_CHECK(x.dim() == 4 && x.stride(3) == 1, "RoPE needs [B, H, S, D] with a contiguous last dimension");
-  const torch::Tensor pos = positions.to(torch::kInt64).contiguous();
-  const RopeTensor t = kernel_view(x);
+  const RopeTensor t = kernel_view(x, "rope: x");
   const int axes = pos.dim() == 3 ? static_cast<int>(pos.size(0)) : 1;
   TORCH_CHECK(pos.numel() == std::int64_t{axes} * t.batch * t.tokens, "positions must be [B, S] or [axes, B, S]");
   PositionIds ids = PositionIds::explicit_ids(pos.data_ptr<std::int64_t>(), axes, std::int64_t{t.batch} * t.tokens);
   // Every batch row at the same positions (no padding): cos/sin once per token, not per row.
   if (t.batch > 1 && pos.dim() == 2 && pos.eq(pos.narrow(0, 0, 1)).all().item<bool>()) ids.shared_across_batch = true;
-  RopeApplyParams p = rope_apply_params(spec.inv_freq, spec.attention_factor, spec.layout, spec.axis_of_freq);
+  RopeApplyParams p = spec.params();
   p.direction = direction;
   RopeKernelOptions options;
   options.threads = torch::get_num_threads();
   if (k) {
     TORCH_CHECK(k->dim() == 4 && k->stride(3) == 1, "RoPE needs k [B, H, S, D] with a contiguous last dimension");
-    const RopeTensor kt = kernel_view(*k);
+    const RopeTensor kt = kernel_view(*k, "rope: k");
     rope_rotate(t, &kt, ids, p, options);
   } else {
     rope_rotate(t, nullptr, ids, p, options);
@@ -47,25 +40,26 @@ void rotate_in_place(torch::Tensor& x, torch::Tensor* k, const torch::Tensor& po
 // in swapped orders).
 torch::Tensor formula(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec, double sign) {
   const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
-  const int half = static_cast<int>(spec.inv_freq.size());
-  const torch::Tensor inv = torch::tensor(std::vector<double>(spec.inv_freq.begin(), spec.inv_freq.end()), opts);
+  const RopeApplyParams& p = spec.params();
+  const int half = p.num_freqs;
+  const torch::Tensor inv = torch::tensor(std::vector<double>(p.inv_freq, p.inv_freq + half), opts);
   torch::Tensor pos = positions.to(torch::kFloat64);  // exact for positions < 2^53
   torch::Tensor angles;                               // [B, S, half]
   if (pos.dim() == 3) {                               // per-frequency axis
-    std::vector<std::int64_t> axes(spec.axis_of_freq.begin(), spec.axis_of_freq.end());
+    std::vector<std::int64_t> axes(spec.axis_of_freq().begin(), spec.axis_of_freq().end());
     const torch::Tensor picked = pos.index_select(0, torch::tensor(axes, torch::kInt64));  // [half, B, S]
     angles = picked.permute({1, 2, 0}) * inv;
   } else {
     angles = pos.unsqueeze(-1) * inv;
   }
-  const torch::Tensor c = (angles.cos() * spec.attention_factor).to(x.scalar_type()).unsqueeze(1);  // [B, 1, S, half]
-  const torch::Tensor s = (angles.sin() * spec.attention_factor * sign).to(x.scalar_type()).unsqueeze(1);
+  const torch::Tensor c = (angles.cos() * p.attention_factor).to(x.scalar_type()).unsqueeze(1);  // [B, 1, S, half]
+  const torch::Tensor s = (angles.sin() * p.attention_factor * sign).to(x.scalar_type()).unsqueeze(1);
   const torch::Tensor rot = x.narrow(-1, 0, 2 * half), pass = x.narrow(-1, 2 * half, x.size(-1) - 2 * half);
   torch::Tensor out;
-  if (spec.layout == RopeLayout::kHalfSplit) {
+  if (p.layout == RopeLayout::kHalfSplit) {
     const torch::Tensor a = rot.narrow(-1, 0, half), b = rot.narrow(-1, half, half);
     out = torch::cat({a * c - b * s, b * c + a * s}, -1);
-  } else if (spec.layout == RopeLayout::kDeepSeekV3 && sign < 0) {
+  } else if (p.layout == RopeLayout::kDeepSeekV3 && sign < 0) {
     // The transpose of DeepSeek-V3's forward (pairs in, halves out): halves in, pairs out.
     const torch::Tensor a = rot.narrow(-1, 0, half), b = rot.narrow(-1, half, half);
     out = torch::stack({a * c - b * s, b * c + a * s}, -1).flatten(-2);
@@ -73,7 +67,7 @@ torch::Tensor formula(const torch::Tensor& x, const torch::Tensor& positions, co
     const torch::Tensor pairs = rot.unflatten(-1, {half, 2});
     const torch::Tensor a = pairs.select(-1, 0), b = pairs.select(-1, 1);
     const torch::Tensor oa = a * c - b * s, ob = b * c + a * s;
-    out = spec.layout == RopeLayout::kInterleaved ? torch::stack({oa, ob}, -1).flatten(-2) : torch::cat({oa, ob}, -1);
+    out = p.layout == RopeLayout::kInterleaved ? torch::stack({oa, ob}, -1).flatten(-2) : torch::cat({oa, ob}, -1);
   }
   return torch::cat({out, pass}, -1);
 }
@@ -82,33 +76,39 @@ torch::Tensor formula(const torch::Tensor& x, const torch::Tensor& positions, co
 // [B, S, H, D] memory stays token-major, the kernels' fast order) when its channels are contiguous.
 torch::Tensor fresh_copy(const torch::Tensor& x) { return x.stride(-1) == 1 ? x.clone() : x.contiguous(); }
 
-// The spec travels in the autograd context as values (a tiny frequency tensor, the attention
-// factor, the layout), so the graph owns everything its backward needs.
-void save_spec(AutogradContext* ctx, const RopeSpec& spec) {
-  TORCH_CHECK(spec.inv_freq_tensor.defined(), "RopeSpec without tensors: build it with rope_spec() or complete_spec()");
-  ctx->saved_data["inv_freq"] = spec.inv_freq_tensor;
-  ctx->saved_data["axes"] = spec.axes_tensor;
-  ctx->saved_data["factor"] = spec.attention_factor;
-  ctx->saved_data["layout"] = static_cast<std::int64_t>(spec.layout);
-}
-
-RopeSpec load_spec(AutogradContext* ctx) {
+// The spec rides in the autograd context to the backward (a capsule: a copy shares its storage),
+// with the positions as the kernels read them.
+struct RopeSpecHolder : torch::CustomClassHolder {
+  explicit RopeSpecHolder(RopeSpec s) : spec(std::move(s)) {}
   RopeSpec spec;
-  const torch::Tensor inv = ctx->saved_data["inv_freq"].toTensor(), axes = ctx->saved_data["axes"].toTensor();
-  spec.inv_freq.assign(inv.data_ptr<float>(), inv.data_ptr<float>() + inv.numel());
-  spec.axis_of_freq.assign(axes.data_ptr<std::uint8_t>(), axes.data_ptr<std::uint8_t>() + axes.numel());
-  spec.attention_factor = ctx->saved_data["factor"].toDouble();
-  spec.layout = static_cast<RopeLayout>(ctx->saved_data["layout"].toInt());
-  return spec;
+};
+
+void save_call(AutogradContext* ctx, const torch::Tensor& positions, const RopeSpec& spec) {
+  ctx->saved_data["positions"] = positions;
+  ctx->saved_data["spec"] = c10::IValue::make_capsule(c10::make_intrusive<RopeSpecHolder>(spec));
 }
 
-// Backward of y = A x is A^T g: the same rotation with direction -1.
+const RopeSpec& saved_spec(AutogradContext* ctx) {
+  return c10::static_intrusive_pointer_cast<RopeSpecHolder>(ctx->saved_data["spec"].toCapsule())->spec;
+}
+
+// What every entry point checks first, before any memory is read: the device of each tensor
+// (kernel_view.h) and a spec with frequencies. Returns the positions as the kernels read them.
+torch::Tensor checked_positions(const torch::Tensor& positions, const RopeSpec& spec, const torch::Tensor& x,
+                                const torch::Tensor* k) {
+  require_cpu(x, "rope: x");
+  if (k) require_cpu(*k, "rope: k");
+  torch::Tensor pos = positions_view(positions, "rope: positions");
+  if (!spec.table()) throw Error("rope: the RopeSpec has no frequencies (build it from a RopeSchedule)");
+  return pos;
+}
+
+// Backward of y = A x is A^T g: the same rotation with direction -1. positions: checked_positions'.
 class RopeFunction : public torch::autograd::Function<RopeFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& positions,
                                const RopeSpec& spec) {
-    ctx->saved_data["positions"] = positions;
-    save_spec(ctx, spec);
+    save_call(ctx, positions, spec);
     if (x.scalar_type() == torch::kFloat64) return formula(x, positions, spec, 1.0);
     torch::Tensor out = fresh_copy(x);
     rotate_in_place(out, nullptr, positions, spec, +1);
@@ -117,7 +117,7 @@ class RopeFunction : public torch::autograd::Function<RopeFunction> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const torch::Tensor positions = ctx->saved_data["positions"].toTensor();
-    const RopeSpec spec = load_spec(ctx);
+    const RopeSpec& spec = saved_spec(ctx);
     const torch::Tensor& g = grads[0];
     torch::Tensor gx;
     if (g.scalar_type() == torch::kFloat64) {
@@ -136,8 +136,7 @@ class RopeQKFunction : public torch::autograd::Function<RopeQKFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& positions, const RopeSpec& spec) {
-    ctx->saved_data["positions"] = positions;
-    save_spec(ctx, spec);
+    save_call(ctx, positions, spec);
     if (q.scalar_type() == torch::kFloat64 || k.scalar_type() == torch::kFloat64)
       return {formula(q, positions, spec, 1.0), formula(k, positions, spec, 1.0)};
     torch::Tensor qo = fresh_copy(q), ko = fresh_copy(k);
@@ -147,7 +146,7 @@ class RopeQKFunction : public torch::autograd::Function<RopeQKFunction> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const torch::Tensor positions = ctx->saved_data["positions"].toTensor();
-    const RopeSpec spec = load_spec(ctx);
+    const RopeSpec& spec = saved_spec(ctx);
     torch::Tensor gq = grads[0], gk = grads[1];
     const bool exact = (gq.defined() && gq.scalar_type() == torch::kFloat64) || (gk.defined() && gk.scalar_type() == torch::kFloat64);
     if (exact) {
@@ -168,34 +167,29 @@ class RopeQKFunction : public torch::autograd::Function<RopeQKFunction> {
 
 }  // namespace
 
-RopeTensor kernel_view(const torch::Tensor& x) {
-  TORCH_CHECK(x.dim() == 4 && x.stride(3) == 1, "a kernel view needs [B, H, S, D] with a contiguous last dimension");
-  const auto n = [&](int d) { return static_cast<int>(x.size(d)); };
-  return strided(x.data_ptr(), dtype_of(x), {n(0), n(2), n(1), n(3)}, {x.stride(0), x.stride(2), x.stride(1)});
+RopeSpec::RopeSpec(const RopeSchedule& schedule, RopeLayout layout, std::vector<std::uint8_t> axis_of_freq) {
+  auto storage = std::make_shared<Storage>();
+  storage->inv_freq = schedule.inv_freq;
+  storage->axis_of_freq = std::move(axis_of_freq);
+  params_ = rope_apply_params(storage->inv_freq, schedule.attention_factor, layout, storage->axis_of_freq);
+  // One position to start with: attention grows it to the positions it reads.
+  if (params_.num_freqs > 0) storage->table = std::make_unique<RopeTable>(params_, 1);
+  storage_ = std::move(storage);
+}
+
+const RopeSpec::Storage& RopeSpec::storage() const {
+  static const Storage empty;
+  return storage_ ? *storage_ : empty;
 }
 
 std::pair<torch::Tensor, torch::Tensor> rope_qk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
                                                 const RopeSpec& spec) {
-  const variable_list out = RopeQKFunction::apply(q, k, positions, spec);
+  const variable_list out = RopeQKFunction::apply(q, k, checked_positions(positions, spec, q, &k), spec);
   return {out[0], out[1]};
 }
 
-RopeSpec rope_spec(const RopeSchedule& s, RopeLayout layout) {
-  RopeSpec spec;
-  spec.inv_freq = s.inv_freq;
-  spec.attention_factor = s.attention_factor;
-  spec.layout = layout;
-  return complete_spec(std::move(spec));
-}
-
-RopeSpec complete_spec(RopeSpec spec) {
-  spec.inv_freq_tensor = torch::tensor(std::vector<float>(spec.inv_freq.begin(), spec.inv_freq.end()), torch::kFloat32);
-  spec.axes_tensor = torch::tensor(std::vector<std::uint8_t>(spec.axis_of_freq.begin(), spec.axis_of_freq.end()), torch::kUInt8);
-  return spec;
-}
-
 torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec) {
-  return RopeFunction::apply(x, positions, spec);
+  return RopeFunction::apply(x, checked_positions(positions, spec, x, nullptr), spec);
 }
 
 torch::Tensor rope_formula(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec, bool transpose) {
@@ -203,7 +197,7 @@ torch::Tensor rope_formula(const torch::Tensor& x, const torch::Tensor& position
 }
 
 RotaryEmbeddingImpl::RotaryEmbeddingImpl(const RopeParams& params, RopeLayout layout)
-    : runtime_(params), layout_(layout) {
+    : runtime_(params), layout_(layout), spec_(runtime_.current(), layout) {
   const auto& f = runtime_.current().inv_freq;
   inv_freq = register_buffer("inv_freq", torch::tensor(std::vector<float>(f.begin(), f.end()), torch::kFloat32));
 }
@@ -215,16 +209,21 @@ RotaryEmbeddingImpl RotaryEmbeddingImpl::from_config(const std::string& path) {
 RopeSpec RotaryEmbeddingImpl::spec_for(std::int64_t max_position) {
   const RopeSchedule& s = runtime_.update(max_position);
   inv_freq.copy_(torch::tensor(std::vector<float>(s.inv_freq.begin(), s.inv_freq.end()), torch::kFloat32));
-  return rope_spec(s, layout_);
+  if (s.inv_freq != spec_.inv_freq() || s.attention_factor != spec_.params().attention_factor) spec_ = RopeSpec(s, layout_);
+  return spec_;
 }
 
 std::pair<torch::Tensor, torch::Tensor> RotaryEmbeddingImpl::forward(const torch::Tensor& q, const torch::Tensor& q_positions,
                                                                      const torch::Tensor& k, const torch::Tensor& k_positions) {
-  const std::int64_t max_position = std::max(q_positions.max().item<std::int64_t>(), k_positions.max().item<std::int64_t>());
+  require_cpu(q, "RotaryEmbedding: q");
+  require_cpu(k, "RotaryEmbedding: k");
+  const torch::Tensor q_pos = positions_view(q_positions, "RotaryEmbedding: q_positions");
+  const torch::Tensor k_pos = positions_view(k_positions, "RotaryEmbedding: k_positions");
+  const std::int64_t max_position = std::max(q_pos.max().item<std::int64_t>(), k_pos.max().item<std::int64_t>());
   const RopeSpec spec = spec_for(max_position);
-  if (q_positions.is_same(k_positions) || (q_positions.sizes() == k_positions.sizes() && torch::equal(q_positions, k_positions)))
-    return rope_qk(q, k, q_positions, spec);
-  return {rope(q, q_positions, spec), rope(k, k_positions, spec)};
+  if (q_positions.is_same(k_positions) || (q_pos.sizes() == k_pos.sizes() && torch::equal(q_pos, k_pos)))
+    return rope_qk(q, k, q_pos, spec);
+  return {rope(q, q_pos, spec), rope(k, k_pos, spec)};
 }
 
 }  // namespace posenc::torch_layer

@@ -7,12 +7,13 @@
 //   out   [B, S, Hq, D]   contiguous (reshape to [B, S, Hq * D] is free)
 //
 // Gradients reach q, k, v and, for T5, the bias table tensor. Saved for backward: q, k, v, out
-// and lse ([B, Hq, S] floats), positions and padding: O(B x S x D), never O(S x T).
+// and lse ([B, Hq, S] floats) and the spec (positions and padding): O(B x S x D), never O(S x T).
+// Every tensor must be on the CPU (kernel_view.h: an Error naming the device otherwise).
 #pragma once
 
 #include <torch/torch.h>
 
-#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "posenc/attention.h"
@@ -20,28 +21,42 @@
 
 namespace posenc::torch_layer {
 
-// Everything but the tensors: scale, masks and the position scheme (attention.h).
-struct FusedAttentionSpec {
-  double scale = 0;  // 0: 1 / sqrt(D)
-  bool causal = true;
-  std::int64_t past = -1;  // -1: T - S
-  std::int64_t sliding_window = 0, chunk = 0;
-  AttentionPositions positions = AttentionPositions::kNone;
-  RopeSpec rope;                     // kRope (1-D positions)
-  std::vector<double> alibi_slopes;  // kAlibi: [Hq]
-  AlibiMode alibi_mode = AlibiMode::kCausal;
-  T5BucketParams t5;  // kT5
+// Everything but q, k, v and T5's table: the core's AttentionParams and the storage its pointers
+// refer to. Built once and shared (a TransformerLM builds one per forward, which every layer
+// reads and the autograd graph keeps for the backward); not copyable, as params() points into it.
+class AttentionSpec {
+ public:
+  // What AttentionParams' pointers refer to.
+  struct Data {
+    torch::Tensor q_positions, k_positions;  // integer [B or 1, S], [B or 1, T]: kRope, kAlibi, kT5
+    torch::Tensor key_padding;               // [B, T], nonzero = a real key; undefined: none
+    RopeSpec rope;                           // kRope (its cos/sin table: the kernels' KernelOptions::table)
+    std::vector<double> alibi_slopes;        // kAlibi: [Hq]
+  };
+
+  // params: every value as the core takes it (scale, the masks' geometry, positions, alibi_mode,
+  // t5's buckets); its pointers are set here, into data (positions and padding as the kernels
+  // read them: positions_view, kernel_view.h), and t5_table per call from the tensor.
+  // Errors (posenc::Error) name what is missing: positions for a scheme that reads them, ...
+  AttentionSpec(const AttentionParams& params, Data data);
+  AttentionSpec(const AttentionSpec&) = delete;
+  AttentionSpec& operator=(const AttentionSpec&) = delete;
+
+  const AttentionParams& params() const { return params_; }
+  const Data& data() const { return data_; }
+
+ private:
+  Data data_;
+  AttentionParams params_;
 };
 
 struct FusedAttentionTensors {
   torch::Tensor q, k, v;
-  torch::Tensor q_positions, k_positions;  // int64 [B, S], [B, T]: kRope, kAlibi, kT5
-  torch::Tensor key_padding;               // [B, T], nonzero = a real key; undefined: none
-  torch::Tensor t5_table;                  // kT5: float32 [num_buckets, Hq] (differentiable)
+  torch::Tensor t5_table;  // kT5: float32 [num_buckets, Hq] (differentiable)
 };
 
 // softmax(q k^T * scale + bias + mask) v with positions applied inside; differentiable.
 // Errors (posenc::Error) name what is wrong: a dtype other than float32, a missing table, ...
-torch::Tensor fused_attention(const FusedAttentionTensors& tensors, const FusedAttentionSpec& spec);
+torch::Tensor fused_attention(const FusedAttentionTensors& tensors, std::shared_ptr<const AttentionSpec> spec);
 
 }  // namespace posenc::torch_layer

@@ -13,9 +13,11 @@
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "posenc_torch/fused_attention.h"
 #include "posenc_torch/model_config.h"
 #include "posenc_torch/positional.h"
 #include "posenc_torch/rope.h"
@@ -45,21 +47,22 @@ struct XLMemory {
   void clear() { layers.clear(); }
 };
 
-// What every layer of one forward shares.
+// What every layer of one forward shares, built once by TransformerLM::forward.
 struct ForwardContext {
   torch::Tensor q_positions;  // [B, S]
   torch::Tensor k_positions;  // [B, T] (T = cached + S)
   torch::Tensor key_mask;     // [B, T] bool
   std::int64_t past = 0;
-  torch::Tensor bias;         // [B or 1, H, S, T] (ALiBi, T5) or undefined
-  const RopeSpec* rope = nullptr;
+  const RopeSpec* rope = nullptr;   // RoPE's frequencies and table (both paths)
   bool cache_rotated_keys = false;  // KVCache::hf_stale_keys
   // The fused kernel (core attention.h, differentiable through fused_attention.h) instead of
-  // scores + bias + mask + softmax.
-  bool fused = false;
-  const std::vector<double>* alibi_slopes = nullptr;  // fused ALiBi
-  torch::Tensor t5_table;                             // fused T5: [num_buckets, H] (the parameter)
-  // Queries per block of the materialising path at inference (TransformerLM::attention_query_rows).
+  // scores + bias + mask + softmax: its parameters for this forward, and T5's table (layer 0's
+  // parameter, shared by every layer). Null: the materialising libtorch path.
+  std::shared_ptr<const AttentionSpec> fused;
+  torch::Tensor t5_table;
+  // The materialising path: ALiBi's or T5's bias [B or 1, H, S, T] (undefined: none), and the
+  // queries per block at inference (TransformerLM::attention_query_rows).
+  torch::Tensor bias;
   std::int64_t query_rows = 0;
 };
 
@@ -77,8 +80,6 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor last_weights;
 
  private:
-  torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                const ForwardContext& ctx) const;
   // Scores, masks, softmax and values for queries q0 .. q0 + rows of q [B, H, S, Dh] against k, v
   // [B, H, T, Dh] (RoPE applied, heads repeated): [B, rows, H * Dh], before wo.
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const ForwardContext& ctx,
@@ -161,6 +162,10 @@ class TransformerLMImpl : public torch::nn::Module {
   torch::nn::LayerNorm ln_f{nullptr};
   torch::nn::Linear head{nullptr};
   torch::nn::Dropout dropout{nullptr};
+
+  // The fused kernel's parameters for one forward (ctx's masks, positions and RoPE; ALiBi's
+  // slopes from its module's buffer; T5's buckets).
+  std::shared_ptr<const AttentionSpec> fused_spec(const ForwardContext& ctx) const;
 };
 TORCH_MODULE(TransformerLM);
 

@@ -14,7 +14,8 @@
 namespace posenc::torch_layer {
 
 // Vaswani sinusoids for any positions: [B, S] int64 -> [B, S, dim] float32, the core's table
-// (sinusoidal.h: computed in double, no max_len). No parameters, no buffers.
+// (sinusoidal.h: computed in double, no max_len). No parameters, no buffers. Positions are read
+// on the host: CPU only (kernel_view.h: an Error naming the device otherwise).
 class SinusoidalPositionalEncodingImpl : public torch::nn::Module {
  public:
   explicit SinusoidalPositionalEncodingImpl(int dim, SinusoidalLayout layout = SinusoidalLayout::kInterleaved,

@@ -5,34 +5,51 @@
 // positions are int64 [batch, seq] (or [axes, batch, seq] for M-RoPE / 2-D).
 // Forward rotates through rope_rotate() for f32 / bf16 / f16 storage; backward rotates the
 // gradient by the transpose (direction -1): nothing is saved but positions and frequencies.
-// double tensors (gradient checks) take the plain formula in double.
+// double tensors (gradient checks) take the plain formula in double. Every tensor must be on the
+// CPU (kernel_view.h: an Error naming the device otherwise).
 #pragma once
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "posenc/rope_apply.h"
+#include "posenc/rope_kernels.h"
 #include "posenc/rope_runtime.h"
+#include "posenc_torch/kernel_view.h"
 
 namespace posenc::torch_layer {
 
-// What one call needs: frequencies, attention factor, layout, axis per frequency (empty: 1-D).
-struct RopeSpec {
-  std::vector<float> inv_freq;
-  double attention_factor = 1.0;
-  RopeLayout layout = RopeLayout::kHalfSplit;
-  std::vector<std::uint8_t> axis_of_freq;
-  // The same numbers as tensors, made once by rope_spec(): the autograd graph keeps these
-  // (no per-call copies).
-  torch::Tensor inv_freq_tensor, axes_tensor;
-};
+// What one call needs: the core's RopeApplyParams (direction +1) and the storage its pointers
+// refer to, the frequencies and the axis of each, plus the cos/sin table the kernels share
+// (rope_kernels.h: grown on demand, thread-safe). The storage is immutable and shared, so a
+// copy is cheap and its params() stay valid (the autograd graph keeps one for the backward).
+class RopeSpec {
+ public:
+  RopeSpec() = default;  // no frequencies: rope() and attention refuse it
+  // axis_of_freq: empty (one position axis) or one axis per frequency (M-RoPE, 2-D vision).
+  explicit RopeSpec(const RopeSchedule& schedule, RopeLayout layout = RopeLayout::kHalfSplit,
+                    std::vector<std::uint8_t> axis_of_freq = {});
 
-RopeSpec rope_spec(const RopeSchedule& schedule, RopeLayout layout = RopeLayout::kHalfSplit);
-// Fills the tensor copies of a hand-made spec (after setting inv_freq, axis_of_freq, ...).
-RopeSpec complete_spec(RopeSpec spec);
+  const RopeApplyParams& params() const { return params_; }
+  const std::vector<float>& inv_freq() const { return storage().inv_freq; }
+  const std::vector<std::uint8_t>& axis_of_freq() const { return storage().axis_of_freq; }
+  // cos/sin of these frequencies by position (KernelOptions::table); nullptr without frequencies.
+  const RopeTable* table() const { return storage_ ? storage_->table.get() : nullptr; }
+
+ private:
+  struct Storage {
+    std::vector<float> inv_freq;
+    std::vector<std::uint8_t> axis_of_freq;
+    std::unique_ptr<RopeTable> table;
+  };
+  const Storage& storage() const;
+  std::shared_ptr<const Storage> storage_;
+  RopeApplyParams params_;
+};
 
 // Rotated copy of x, differentiable in x.
 torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec);
@@ -41,10 +58,6 @@ torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, const
 // for their gradients.
 std::pair<torch::Tensor, torch::Tensor> rope_qk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
                                                 const RopeSpec& spec);
-
-// The core kernels' view of x: logical [B, H, S, D] (any strides, contiguous channels), storage
-// float32, bfloat16 or float16 (an Error otherwise). x must outlive the view.
-RopeTensor kernel_view(const torch::Tensor& x);
 
 // The plain libtorch formula (HF's: x * cos + rotate_half(x) * sin, or rotate_every_two), with
 // angles computed in double: the reference the fused path is tested against. transpose: the
@@ -65,7 +78,8 @@ class RotaryEmbeddingImpl : public torch::nn::Module {
                                                   const torch::Tensor& k, const torch::Tensor& k_positions);
 
   // Applies the runtime rule for a call whose largest position is max_position and returns
-  // what rope() needs for it.
+  // what rope() needs for it: the same spec (and so the same cos/sin table) while the schedule
+  // stays the same.
   RopeSpec spec_for(std::int64_t max_position);
 
   // The schedule in force after the last call.
@@ -77,6 +91,7 @@ class RotaryEmbeddingImpl : public torch::nn::Module {
  private:
   RopeRuntime runtime_;
   RopeLayout layout_;
+  RopeSpec spec_;  // of the last call
 };
 TORCH_MODULE(RotaryEmbedding);
 
