@@ -17,11 +17,15 @@ double max_abs(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
 }
 
-RopeSpec spec_of(int head_dim, double prf = 1.0, RopeLayout layout = RopeLayout::kHalfSplit) {
+RopeParams params_of(int head_dim, double prf = 1.0) {
   RopeParams p;
   p.head_dim = head_dim;
   p.partial_rotary_factor = prf;
-  return RopeSpec(compute_schedule(p), layout);
+  return p;
+}
+
+RopeSpec spec_of(int head_dim, double prf = 1.0, RopeLayout layout = RopeLayout::kHalfSplit) {
+  return RopeSpec(compute_schedule(params_of(head_dim, prf)), layout);
 }
 
 TEST(TorchRope, GradientMatchesFiniteDifferencesInDouble) {
@@ -273,9 +277,8 @@ namespace {
 // The spec (and with it the cos/sin table attention reads) lives as long as the schedule: a new
 // one only when the runtime rule changes the frequencies (dynamic NTK past its length).
 TEST(TorchRope, RotaryEmbeddingKeepsItsSpecAndTableWhileTheScheduleHolds) {
-  RopeParams p;
-  p.head_dim = 16;
-  p.type = RopeType::kDynamic;
+  RopeParams p = params_of(16);
+  p.type = RopeType::kDynamic;  // the NTK base grows past max_position_embeddings
   p.factor = 2.0;
   p.max_position_embeddings = 64;
   RotaryEmbedding rotary(p);

@@ -76,8 +76,8 @@ void validate_attention(const RopeTensor& q, const RopeTensor& k, const RopeTens
                         const AttentionParams& params);
 
 // The plain version: every score of a query row in double, then its softmax and weighted sum.
-// The reference the tiled kernel is tested against (options.threads is ignored; options.lse is
-// written in double, rounded once).
+// The reference the tiled kernel is tested against (options.threads is ignored, options.table
+// read as attention() reads it; options.lse is written in double, rounded once).
 void attention_reference(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
                          const AttentionParams& params, const AttentionOptions& options = {});
 
