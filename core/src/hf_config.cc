@@ -9,30 +9,13 @@
 #include "model_layers.h"
 #include "posenc/error.h"
 #include "posenc/model_families.h"
+#include "rope_dict.h"
 
 namespace posenc {
 namespace {
 
 using nlohmann::json;
 namespace jf = json_fields;
-
-// Every key a rope dict may hold, over all types (HF's plus posenc's ntk / ntk_by_parts).
-const std::vector<std::string> kRopeKeys = {
-    "rope_type", "type", "rope_theta", "partial_rotary_factor", "factor",
-    "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale",
-    "mscale_all_dim", "truncate", "low_freq_factor", "high_freq_factor", "short_factor",
-    "long_factor", "mrope_section", "mrope_interleaved", "llama_4_scaling_beta"};
-
-// Keys every type accepts: the type itself, the base, the rotary fraction, the M-RoPE layout
-// (applied by the kernels, not the schedule) and Ministral-3's attention-side beta.
-const std::set<std::string> kCommonKeys = {"rope_type", "type", "rope_theta", "partial_rotary_factor",
-                                           "mrope_section", "mrope_interleaved",
-                                           "llama_4_scaling_beta"};
-
-std::set<std::string> keys_used_by(RopeType t) {
-  const auto& keys = rope_type_traits(t).keys;
-  return {keys.begin(), keys.end()};
-}
 
 std::string joined(const std::vector<std::string>& items) {
   std::string out;
@@ -170,106 +153,9 @@ struct Parser {
     return p;
   }
 
-  // ---- the rope dict ---------------------------------------------------------------------
-  RopeType resolve_type(const json& dict, const std::string& w) {
-    auto name_of = [&](const char* key) -> std::optional<std::string> {
-      auto s = jf::string(dict, key, w);
-      if (!s) return s;
-      if (*s == "mrope") return std::string("default");  // Qwen2-VL: M-RoPE over default freqs
-      if (*s == "su") return std::string("longrope");    // early Phi-3 name
-      if (*s == "yarn" && quirks().yarn_means_longrope) return std::string("longrope");
-      return s;
-    };
-    auto rope_type = name_of("rope_type");
-    auto legacy = name_of("type");
-    if (rope_type && legacy && *rope_type != *legacy)
-      throw Error(jf::path(w, "rope_type") + " " + jf::describe(dict["rope_type"]) + " and " + jf::path(w, "type") + " " +
-                  jf::describe(dict["type"]) + " disagree; keep one");
-    const std::string name = rope_type ? *rope_type : legacy ? *legacy : "default";
-    auto type = try_from_name<RopeType>(name);
-    if (!type)
-      throw Error(jf::path(w, rope_type ? "rope_type" : "type") + " " + jf::describe(json(name)) +
-                  " is not a rope type posenc knows; allowed: " + enum_names_joined<RopeType>(", "));
-    return *type;
-  }
-
+  // ---- the rope dict (rope_dict.h, driven by the field table) -----------------------------
   void apply_rope_dict(const json& dict, const std::string& w, RopeParams& p) {
-    for (auto it = dict.begin(); it != dict.end(); ++it) {
-      if (std::find(kRopeKeys.begin(), kRopeKeys.end(), it.key()) != kRopeKeys.end()) continue;
-      const std::string msg = jf::path(w, it.key()) + " is not a key any rope type knows (value " +
-                              jf::describe(it.value()) + "); known keys: " + joined(kRopeKeys);
-      if (!options.lenient) throw Error(msg + " (--lenient turns unknown keys into warnings)");
-      out.warnings.push_back(msg + "; ignored (--lenient)");
-    }
-    p.type = resolve_type(dict, w);
-
-    const auto used = keys_used_by(p.type);
-    for (auto it = dict.begin(); it != dict.end(); ++it) {
-      const std::string& key = it.key();
-      if (it.value().is_null() || kCommonKeys.count(key) || used.count(key)) continue;
-      if (std::find(kRopeKeys.begin(), kRopeKeys.end(), key) == kRopeKeys.end()) continue;
-      out.warnings.push_back(jf::path(w, key) + " is not used by rope_type '" + to_string(p.type) +
-                             "' (ignored)");
-    }
-
-    if (auto theta = jf::number(dict, "rope_theta", w)) {
-      if (auto top = jf::number(model, "rope_theta", where()); top && *top != *theta)
-        out.warnings.push_back(jf::path(w, "rope_theta") + " = " + format_number(*theta) +
-                               " overrides " + at("rope_theta") + " = " + format_number(*top));
-      p.theta = *theta;
-    }
-    if (auto prf = jf::number(dict, "partial_rotary_factor", w)) p.partial_rotary_factor = *prf;
-    if (used.count("factor")) p.factor = jf::number(dict, "factor", w);
-    if (p.type == RopeType::kYarn && !dict.contains("factor"))
-      throw Error("rope_type 'yarn' requires " + jf::path(w, "factor") +
-                  " (null derives it from max_position_embeddings / original_max_position_embeddings)");
-    if (p.type == RopeType::kLongRope && !p.factor)
-      out.notes.push_back("longrope without factor: max_position_embeddings / original_max_position_embeddings, as HF");
-    if (used.count("original_max_position_embeddings"))
-      p.original_max_position_embeddings = jf::integer(dict, "original_max_position_embeddings", w);
-    if (used.count("attention_factor")) p.attention_factor = jf::number(dict, "attention_factor", w);
-    if (used.count("beta_fast")) p.beta_fast = jf::number(dict, "beta_fast", w).value_or(32.0);
-    if (used.count("beta_slow")) p.beta_slow = jf::number(dict, "beta_slow", w).value_or(1.0);
-    if (used.count("mscale")) {
-      p.mscale = jf::number(dict, "mscale", w);
-      p.mscale_all_dim = jf::number(dict, "mscale_all_dim", w);
-      if (p.mscale.value_or(0) != 0 && p.mscale_all_dim.value_or(0) == 0 && !p.attention_factor)
-        out.warnings.push_back(jf::path(w, "mscale") +
-                               " without mscale_all_dim is ignored (HF rule): attention factor is 0.1 ln(factor) + 1");
-    }
-    if (used.count("truncate")) p.truncate = jf::boolean(dict, "truncate", w).value_or(true);
-    if (used.count("low_freq_factor")) {
-      p.low_freq_factor = jf::number(dict, "low_freq_factor", w);
-      p.high_freq_factor = jf::number(dict, "high_freq_factor", w);
-    }
-    if (used.count("short_factor")) {
-      p.short_factor = jf::number_list(dict, "short_factor", w).value_or(std::vector<double>{});
-      p.long_factor = jf::number_list(dict, "long_factor", w).value_or(std::vector<double>{});
-    }
-    if (auto sections = jf::integer_list(dict, "mrope_section", w)) {
-      for (auto s : *sections) {
-        if (s < 0 || s > kMaxHeadDim)
-          throw Error(jf::path(w, "mrope_section") + " entries must be in [0, " + std::to_string(kMaxHeadDim) +
-                      "], got " + std::to_string(s));
-        p.mrope_section.push_back(static_cast<int>(s));
-      }
-    }
-    p.mrope_interleaved = jf::boolean(dict, "mrope_interleaved", w).value_or(false);
-    p.llama_4_scaling_beta = jf::number(dict, "llama_4_scaling_beta", w);
-
-    // Phi-3 style: a top-level original_max_position_embeddings overrides the dict (HF v5).
-    if (rope_type_traits(p.type).needs_original_max) {
-      if (auto top = jf::integer(model, "original_max_position_embeddings", where())) {
-        if (p.original_max_position_embeddings && *p.original_max_position_embeddings != *top)
-          out.warnings.push_back(at("original_max_position_embeddings") + " = " + std::to_string(*top) +
-                                 " overrides " + jf::path(w, "original_max_position_embeddings") + " = " +
-                                 std::to_string(*p.original_max_position_embeddings) + " (HF rule)");
-        p.original_max_position_embeddings = *top;
-      } else if (!p.original_max_position_embeddings && p.max_position_embeddings) {
-        out.notes.push_back("original_max_position_embeddings absent: max_position_embeddings = " +
-                            std::to_string(*p.max_position_embeddings) + " (HF's default)");
-      }
-    }
+    read_rope_dict(dict, w, RopeDictContext{model, prefix, quirks().yarn_means_longrope, options.lenient, out}, p);
   }
 
   // ---- layer types (their rules: model_layers.h) -----------------------------------------

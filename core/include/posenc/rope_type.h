@@ -2,7 +2,6 @@
 // reads from a rope dict and requires.
 #pragma once
 
-#include <string_view>
 #include <vector>
 
 #include "posenc/names.h"
@@ -29,14 +28,14 @@ POSENC_ENUM_NAMES(RopeType, "rope_type", {RopeType::kDefault, "default"}, {RopeT
                   // frequencies), early Phi-3's "su".
                   {RopeType::kDefault, "mrope"}, {RopeType::kLongRope, "su"});
 
-// What a family reads and requires, after HF's modeling_rope_utils.py (_compute_*_parameters
-// and _validate_*_parameters): one row per RopeType, read by validate(RopeParams) and by the
-// config parser's unknown-key check, so the two cannot disagree.
+// What a family requires, after HF's modeling_rope_utils.py (_compute_*_parameters and
+// _validate_*_parameters): one row per RopeType, read by validate(RopeParams) and by the config
+// reader. Which keys a type reads is a column of the field table (RopeField::read_by,
+// rope_fields.h).
 struct RopeTypeTraits {
   RopeType type;
   bool needs_factor;        // `factor` is required
   bool needs_original_max;  // original_max_position_embeddings (the config's own when absent)
-  std::vector<std::string_view> keys;  // rope-dict keys it reads, beyond the ones every type takes
 };
 const RopeTypeTraits& rope_type_traits(RopeType type);
 

@@ -1,0 +1,131 @@
+#include "rope_dict.h"
+
+#include <algorithm>
+
+#include "posenc/error.h"
+#include "posenc/rope_fields.h"
+#include "rope_field_json.h"
+
+namespace posenc {
+namespace {
+
+using json_fields::json;
+namespace jf = json_fields;
+
+// The dict keys that name `row`'s field: HF's key and its legacy spelling.
+template <class F>
+void for_each_dict_key(const RopeField& row, F&& f) {
+  if (row.home != FieldHome::kRopeDict) return;
+  f(std::string(row.name));
+  if (row.hf_legacy) f(std::string(row.hf_legacy));
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// The rope type: rope_type, or HF's legacy `type` (both given, they must agree), with the
+// names HF maps onto another type.
+RopeType resolve_type(const json& dict, const std::string& w, const RopeDictContext& c) {
+  auto name_of = [&](const char* key) -> std::optional<std::string> {
+    auto s = jf::string(dict, key, w);
+    if (!s) return s;
+    if (*s == "mrope") return std::string("default");  // Qwen2-VL: M-RoPE over default freqs
+    if (*s == "su") return std::string("longrope");    // early Phi-3 name
+    if (*s == "yarn" && c.yarn_means_longrope) return std::string("longrope");
+    return s;
+  };
+  auto rope_type = name_of("rope_type");
+  auto legacy = name_of("type");
+  if (rope_type && legacy && *rope_type != *legacy)
+    throw Error(jf::path(w, "rope_type") + " " + jf::describe(dict["rope_type"]) + " and " + jf::path(w, "type") + " " +
+                jf::describe(dict["type"]) + " disagree; keep one");
+  const std::string name = rope_type ? *rope_type : legacy ? *legacy : "default";
+  auto type = try_from_name<RopeType>(name);
+  if (!type)
+    throw Error(jf::path(w, rope_type ? "rope_type" : "type") + " " + jf::describe(json(name)) +
+                " is not a rope type posenc knows; allowed: " + enum_names_joined<RopeType>(", "));
+  return *type;
+}
+
+// The rules beyond one key each: HF's requirements and the model-level keys that override
+// the dict.
+void apply_hf_rules(const json& dict, const std::string& w, const RopeDictContext& c, RopeParams& p) {
+  const std::string model_where = c.prefix.empty() ? "" : c.prefix.substr(0, c.prefix.size() - 1);
+  if (p.type == RopeType::kYarn && !dict.contains("factor"))
+    throw Error("rope_type 'yarn' requires " + jf::path(w, "factor") +
+                " (null derives it from max_position_embeddings / original_max_position_embeddings)");
+  if (p.type == RopeType::kLongRope && !p.factor)
+    c.out.notes.push_back("longrope without factor: max_position_embeddings / original_max_position_embeddings, as HF");
+  if (p.type == RopeType::kYarn && p.mscale.value_or(0) != 0 && p.mscale_all_dim.value_or(0) == 0 && !p.attention_factor)
+    c.out.warnings.push_back(jf::path(w, "mscale") +
+                             " without mscale_all_dim is ignored (HF rule): attention factor is 0.1 ln(factor) + 1");
+  // Phi-3 style: a top-level original_max_position_embeddings overrides the dict (HF v5).
+  if (rope_type_traits(p.type).needs_original_max) {
+    if (auto top = jf::integer(c.model, "original_max_position_embeddings", model_where)) {
+      if (p.original_max_position_embeddings && *p.original_max_position_embeddings != *top)
+        c.out.warnings.push_back(c.prefix + "original_max_position_embeddings = " + std::to_string(*top) +
+                                 " overrides " + jf::path(w, "original_max_position_embeddings") + " = " +
+                                 std::to_string(*p.original_max_position_embeddings) + " (HF rule)");
+      p.original_max_position_embeddings = *top;
+    } else if (!p.original_max_position_embeddings && p.max_position_embeddings) {
+      c.out.notes.push_back("original_max_position_embeddings absent: max_position_embeddings = " +
+                            std::to_string(*p.max_position_embeddings) + " (HF's default)");
+    }
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& rope_dict_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> out;
+    RopeParams p;
+    for_each_field(p, [&](const RopeField& row, const auto&) {
+      for_each_dict_key(row, [&](const std::string& key) { out.push_back(key); });
+    });
+    return out;
+  }();
+  return keys;
+}
+
+void read_rope_dict(const json& dict, const std::string& w, const RopeDictContext& c, RopeParams& p) {
+  const auto& known = rope_dict_keys();
+  for (auto it = dict.begin(); it != dict.end(); ++it) {
+    if (std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
+    const std::string msg = jf::path(w, it.key()) + " is not a key any rope type knows (value " +
+                            jf::describe(it.value()) + "); known keys: " + joined(known);
+    if (!c.lenient) throw Error(msg + " (--lenient turns unknown keys into warnings)");
+    c.out.warnings.push_back(msg + "; ignored (--lenient)");
+  }
+  p.type = resolve_type(dict, w, c);
+
+  for (auto it = dict.begin(); it != dict.end(); ++it) {  // in the dict's order, as the warnings were
+    if (it.value().is_null()) continue;
+    for_each_field(p, [&](const RopeField& row, const auto&) {
+      for_each_dict_key(row, [&](const std::string& key) {
+        if (key == it.key() && !row.read_by.has(p.type))
+          c.out.warnings.push_back(jf::path(w, key) + " is not used by rope_type '" + to_string(p.type) + "' (ignored)");
+      });
+    });
+  }
+
+  if (auto theta = jf::number(dict, "rope_theta", w)) {
+    const std::string model_where = c.prefix.empty() ? "" : c.prefix.substr(0, c.prefix.size() - 1);
+    if (auto top = jf::number(c.model, "rope_theta", model_where); top && *top != *theta)
+      c.out.warnings.push_back(jf::path(w, "rope_theta") + " = " + format_number(*theta) + " overrides " + c.prefix +
+                               "rope_theta = " + format_number(*top));
+  }
+  for_each_field(p, [&](const RopeField& row, auto& member) {
+    using T = std::decay_t<decltype(member)>;
+    if constexpr (!std::is_same_v<T, RopeType>) {  // the type: resolve_type above
+      if (row.home == FieldHome::kRopeDict && row.read_by.has(p.type) && dict.contains(row.name))
+        rope_field_json::read(dict, row.name, w, row, member);
+    }
+  });
+  apply_hf_rules(dict, w, c, p);
+}
+
+}  // namespace posenc
