@@ -1,6 +1,7 @@
 #include "commands.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -10,6 +11,7 @@
 
 #include "posenc/error.h"
 #include "posenc/hf_config.h"
+#include "posenc/rope_fields.h"
 #include "posenc/rope_schedule.h"
 #include "options.h"
 
@@ -20,42 +22,40 @@ struct FreqsArgs {
   ConfigArgs source;
   std::optional<std::int64_t> seq_len;
   bool json = false;
-  // Schedule flags (instead of --config). Names follow the config keys they set.
-  RopeType rope_type = RopeType::kDefault;
-  std::optional<int> head_dim;
-  std::optional<int> rotary_dim;
-  std::optional<double> theta, partial_rotary_factor, factor, attention_factor, beta_fast, beta_slow,
-      mscale, mscale_all_dim, low_freq_factor, high_freq_factor;
-  std::optional<std::int64_t> max_pos, original_max;
-  bool no_truncate = false;
-  std::vector<double> short_factor, long_factor;
-  std::vector<int> mrope_section;
+  RopeParams flags;                          // the schedule from flags, one per field-table row
   std::vector<CLI::Option*> schedule_flags;  // any of these set means "from flags"
 };
 
-RopeParams params_from_flags(const FreqsArgs& a) {
-  RopeParams p;
-  p.type = a.rope_type;
-  if (!a.head_dim) throw Error("--head-dim is required when the schedule comes from flags (or give --config)");
-  p.head_dim = *a.head_dim;
-  p.rotary_dim = a.rotary_dim;
-  if (a.theta) p.theta = *a.theta;
-  if (a.partial_rotary_factor) p.partial_rotary_factor = *a.partial_rotary_factor;
-  p.factor = a.factor;
-  p.max_position_embeddings = a.max_pos;
-  p.original_max_position_embeddings = a.original_max;
-  p.attention_factor = a.attention_factor;
-  if (a.beta_fast) p.beta_fast = *a.beta_fast;
-  if (a.beta_slow) p.beta_slow = *a.beta_slow;
-  p.mscale = a.mscale;
-  p.mscale_all_dim = a.mscale_all_dim;
-  p.truncate = !a.no_truncate;
-  p.low_freq_factor = a.low_freq_factor;
-  p.high_freq_factor = a.high_freq_factor;
-  p.short_factor = a.short_factor;
-  p.long_factor = a.long_factor;
-  p.mrope_section = a.mrope_section;
-  return p;
+// What a flag's help says beyond the row's line: the rope types that read the field.
+std::string read_by_text(const RopeField& row) {
+  if (row.read_by.is_every()) return "";
+  std::string types;
+  for (const std::string& name : enum_names<RopeType>())
+    if (row.read_by.has(from_name<RopeType>(name))) types += (types.empty() ? "" : ", ") + name;
+  return " (" + types + ")";
+}
+
+// One flag per row of the field table, named after HF's key (--rope-theta), with an older
+// spelling where posenc had one (--theta); bools are flags with a --no- form, lists take
+// comma-separated values.
+std::vector<CLI::Option*> add_rope_field_flags(CLI::App* cmd, RopeParams& flags) {
+  std::vector<CLI::Option*> out;
+  for_each_field(flags, [&](const RopeField& row, auto& member) {
+    using T = std::decay_t<decltype(member)>;
+    const std::string flag = flag_of(row.name);
+    const std::string names = row.flag_legacy ? flag + "," + row.flag_legacy : flag;
+    const std::string help = row.help + read_by_text(row);
+    if constexpr (std::is_same_v<T, RopeType>) {
+      out.push_back(add_enum_option(cmd, names, member, help));
+    } else if constexpr (std::is_same_v<T, bool>) {
+      out.push_back(cmd->add_flag(names + ",!--no-" + flag.substr(2), member, help)->capture_default_str());
+    } else if constexpr (std::is_same_v<T, std::vector<double>> || std::is_same_v<T, std::vector<int>>) {
+      out.push_back(cmd->add_option(names, member, help + "; comma-separated")->delimiter(','));
+    } else {
+      out.push_back(cmd->add_option(names, member, help)->capture_default_str());
+    }
+  });
+  return out;
 }
 
 nlohmann::json optional_json(const std::optional<std::int64_t>& v) {
@@ -138,7 +138,11 @@ void run_freqs(const FreqsArgs& a) {
   if (!a.source.config.empty()) {
     model = a.source.load();
   } else {
-    model.layers.push_back({"", true, params_from_flags(a)});
+    const auto head_dim = std::find_if(a.schedule_flags.begin(), a.schedule_flags.end(),
+                                       [](const CLI::Option* o) { return o->check_name("--head-dim"); });
+    if (head_dim == a.schedule_flags.end() || (*head_dim)->count() == 0)
+      throw Error("--head-dim is required when the schedule comes from flags (or give --config)");
+    model.layers.push_back({"", true, a.flags});
     validate(model.layers.back().params);
     advise(model.layers.back().params, model.warnings, model.notes);
   }
@@ -177,26 +181,7 @@ void add_freqs_command(CLI::App& app) {
   add_config_options(cmd, args->source, false, "layer type to show (default: full_attention; all: every one)");
   cmd->add_option("--seq-len", args->seq_len, "the schedule in force at this sequence length (dynamic, longrope)");
   add_json_flag(cmd, args->json);
-  auto& f = args->schedule_flags;
-  f.push_back(add_enum_option(cmd, "--rope-type", args->rope_type, "rope type"));
-  f.push_back(add_head_dim_option(cmd, args->head_dim, "channels per head"));
-  f.push_back(cmd->add_option("--rotary-dim", args->rotary_dim, "rotated channels (default: head_dim * partial rotary factor)"));
-  f.push_back(cmd->add_option("--partial-rotary-factor", args->partial_rotary_factor, "fraction of head_dim that rotates, in (0, 1]"));
-  f.push_back(cmd->add_option("--theta", args->theta, "rope_theta, the base (default 10000)"));
-  f.push_back(cmd->add_option("--factor", args->factor, "scale factor s"));
-  f.push_back(cmd->add_option("--max-pos", args->max_pos, "max_position_embeddings (dynamic's reference length)"));
-  f.push_back(cmd->add_option("--original-max", args->original_max, "original_max_position_embeddings"));
-  f.push_back(cmd->add_option("--attention-factor", args->attention_factor, "explicit attention factor (yarn, longrope)"));
-  f.push_back(cmd->add_option("--beta-fast", args->beta_fast, "yarn beta_fast (default 32)"));
-  f.push_back(cmd->add_option("--beta-slow", args->beta_slow, "yarn beta_slow (default 1)"));
-  f.push_back(cmd->add_option("--mscale", args->mscale, "yarn mscale (used with --mscale-all-dim)"));
-  f.push_back(cmd->add_option("--mscale-all-dim", args->mscale_all_dim, "yarn mscale_all_dim"));
-  f.push_back(cmd->add_flag("--no-truncate", args->no_truncate, "yarn: keep the correction range fractional (gpt-oss)"));
-  f.push_back(cmd->add_option("--low-freq-factor", args->low_freq_factor, "llama3 low_freq_factor"));
-  f.push_back(cmd->add_option("--high-freq-factor", args->high_freq_factor, "llama3 high_freq_factor"));
-  f.push_back(cmd->add_option("--short-factor", args->short_factor, "longrope short factors (comma-separated)")->delimiter(','));
-  f.push_back(cmd->add_option("--long-factor", args->long_factor, "longrope long factors (comma-separated)")->delimiter(','));
-  f.push_back(add_mrope_section_option(cmd, args->mrope_section, "M-RoPE sections T,H,W")->delimiter(','));
+  args->schedule_flags = add_rope_field_flags(cmd, args->flags);
   cmd->callback([args] { run_freqs(*args); });
 }
 

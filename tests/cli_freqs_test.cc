@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "cli_run.h"
+#include "posenc/rope_fields.h"
 #include "golden.h"
 
 namespace {
@@ -123,6 +124,34 @@ TEST(CliFreqs, LayerTypeSelection) {
   const CliRun r = run("freqs --config " + gemma + " --layer-type chunked_attention");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("sliding_attention"), std::string::npos) << "lists what the config has";
+}
+
+}  // namespace
+
+namespace {
+
+TEST(CliFreqs, HelpOffersEveryRopeParamsFieldUnderItsHfName) {
+  const CliRun r = run("freqs --help");
+  ASSERT_EQ(r.code, 0) << r.err;
+  int rows = 0;
+  posenc::for_each_field(posenc::RopeParams{}, [&](const posenc::RopeField& row, const auto&) {
+    ++rows;
+    const std::string flag = posenc::flag_of(row.name);
+    EXPECT_NE(r.out.find("  " + flag + " "), std::string::npos) << flag << " missing from\n" << r.out;
+  });
+  EXPECT_GT(rows, 20);
+}
+
+TEST(CliFreqs, OldFlagSpellingsEqualTheHfNames) {
+  const std::string tail = " --head-dim 64 --rope-type yarn --factor 8";
+  EXPECT_EQ(run_json("freqs --theta 5e5 --original-max 4096 --max-pos 32768 --no-truncate" + tail),
+            run_json("freqs --rope-theta 5e5 --original-max-position-embeddings 4096 --max-position-embeddings 32768 "
+                     "--no-truncate" + tail));
+  const auto beta = run_json("freqs --head-dim 64 --llama-4-scaling-beta 0.1 --mrope-section 8,12,12 --mrope-interleaved");
+  EXPECT_EQ(beta.at("llama_4_scaling_beta"), 0.1);
+  EXPECT_EQ(beta.at("mrope_interleaved"), true);
+  EXPECT_NE(run_json("freqs --head-dim 64 --rope-theta 500000").at("inv_freq"),
+            run_json("freqs --head-dim 64").at("inv_freq"));
 }
 
 }  // namespace
