@@ -10,65 +10,27 @@
 #include <unistd.h>
 
 #include "posenc/error.h"
+#include "posenc/rope_fields.h"
 #include "posenc/rope_params_json.h"
 #include "posenc_torch/model.h"
+#include "field_table_support.h"
 #include "rope_params_fixtures.h"
 #include "torch_support.h"
 
 namespace posenc::torch_layer {
 namespace {
 
-// A new field changes these sizes: serialise it (rope_params_json.cc, model_config.cc) and
-// compare it below, then update the size.
-static_assert(sizeof(RopeParams) == 280, "RopeParams changed: serialise and compare the new field");
-static_assert(sizeof(ModelConfig) == 360, "ModelConfig changed: serialise and compare the new field");
-
-void expect_same(const RopeParams& a, const RopeParams& b) {
-  EXPECT_EQ(a.type, b.type);
-  EXPECT_EQ(a.head_dim, b.head_dim);
-  EXPECT_EQ(a.partial_rotary_factor, b.partial_rotary_factor);
-  EXPECT_EQ(a.rotary_dim, b.rotary_dim);
-  EXPECT_EQ(a.theta, b.theta);
-  EXPECT_EQ(a.factor, b.factor);
-  EXPECT_EQ(a.max_position_embeddings, b.max_position_embeddings);
-  EXPECT_EQ(a.original_max_position_embeddings, b.original_max_position_embeddings);
-  EXPECT_EQ(a.attention_factor, b.attention_factor);
-  EXPECT_EQ(a.beta_fast, b.beta_fast);
-  EXPECT_EQ(a.beta_slow, b.beta_slow);
-  EXPECT_EQ(a.mscale, b.mscale);
-  EXPECT_EQ(a.mscale_all_dim, b.mscale_all_dim);
-  EXPECT_EQ(a.truncate, b.truncate);
-  EXPECT_EQ(a.low_freq_factor, b.low_freq_factor);
-  EXPECT_EQ(a.high_freq_factor, b.high_freq_factor);
-  EXPECT_EQ(a.short_factor, b.short_factor);
-  EXPECT_EQ(a.long_factor, b.long_factor);
-  EXPECT_EQ(a.mrope_section, b.mrope_section);
-  EXPECT_EQ(a.mrope_interleaved, b.mrope_interleaved);
-  EXPECT_EQ(a.llama_4_scaling_beta, b.llama_4_scaling_beta);
+// The field tables (rope_fields.h, model_config.h) drive the comparison: a new row is compared
+// with no edit here.
+template <class S>
+void expect_same(const S& a, const S& b) {
+  posenc::testing::expect_same_fields(a, b);
 }
 
-void expect_same(const ModelConfig& a, const ModelConfig& b) {
-  EXPECT_EQ(a.vocab_size, b.vocab_size);
-  EXPECT_EQ(a.d_model, b.d_model);
-  EXPECT_EQ(a.n_layers, b.n_layers);
-  EXPECT_EQ(a.n_heads, b.n_heads);
-  EXPECT_EQ(a.n_kv_heads, b.n_kv_heads);
-  EXPECT_EQ(a.d_ff, b.d_ff);
-  EXPECT_EQ(a.dropout, b.dropout);
-  EXPECT_EQ(a.causal, b.causal);
-  EXPECT_EQ(a.embed_scale, b.embed_scale);
-  EXPECT_EQ(a.scheme, b.scheme);
-  EXPECT_EQ(a.fusion, b.fusion);
-  EXPECT_EQ(a.pe_dim, b.pe_dim);
-  expect_same(a.rope, b.rope);
-  EXPECT_EQ(a.learned_positions, b.learned_positions);
-  EXPECT_EQ(a.t5.num_buckets, b.t5.num_buckets);
-  EXPECT_EQ(a.t5.max_distance, b.t5.max_distance);
-  EXPECT_EQ(a.t5.bidirectional, b.t5.bidirectional);
-  EXPECT_EQ(a.deberta_buckets, b.deberta_buckets);
-  EXPECT_EQ(a.deberta_max_relative, b.deberta_max_relative);
-  EXPECT_EQ(a.xl_clamp_len, b.xl_clamp_len);
-  EXPECT_EQ(a.xl_mem_len, b.xl_mem_len);
+TEST(TorchSerialize, TheFieldTablesCoverTheirStructs) {
+  posenc::testing::expect_table_covers(RopeParams{});
+  posenc::testing::expect_table_covers(ModelConfig{});
+  posenc::testing::expect_table_covers(T5BucketParams{});
 }
 
 ModelConfig small(Scheme scheme) {
@@ -199,7 +161,7 @@ TEST(TorchSerialize, UnknownNamesAndKeysAreErrors) {
   expect_error(replaced(good, "\"scheme\":\"sinusoidal\"", "\"scheme\":\"sinusoidall\""), "scheme must be one of nope|sinusoidal|learned|rope|mrope|alibi|t5|xl|deberta, got 'sinusoidall'");
   expect_error(replaced(good, "\"d_ff\"", "\"d_fff\""), "d_ff");
   expect_error(replaced(good, "\"beta_fast\"", "\"beta_fastt\""), "rope.beta_fastt");
-  expect_error(replaced(good, "\"type\":\"default\"", "\"type\":\"yarnn\""), "unknown rope type 'yarnn'");
+  expect_error(replaced(good, "\"rope_type\":\"default\"", "\"rope_type\":\"yarnn\""), "unknown rope type 'yarnn'");
   expect_error(replaced(good, "\"version\":2", "\"version\":3"), "version 3");
   expect_error(replaced(good, "\"bidirectional\":false", "\"bidirectional\":0"), "t5.bidirectional");
 }

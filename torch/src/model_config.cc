@@ -31,9 +31,9 @@ int get_int(const json& j, const std::string& key, const std::string& where = ""
   return v.get<int>();
 }
 
-double get_double(const json& j, const std::string& key) {
-  const json& v = at(j, key, "");
-  if (!v.is_number()) wrong("", key, "a number", v);
+double get_double(const json& j, const std::string& key, const std::string& where = "") {
+  const json& v = at(j, key, where);
+  if (!v.is_number()) wrong(where, key, "a number", v);
   return v.get<double>();
 }
 
@@ -43,9 +43,9 @@ bool get_bool(const json& j, const std::string& key, const std::string& where = 
   return v.get<bool>();
 }
 
-std::string get_string(const json& j, const std::string& key) {
-  const json& v = at(j, key, "");
-  if (!v.is_string()) wrong("", key, "a string", v);
+std::string get_string(const json& j, const std::string& key, const std::string& where = "") {
+  const json& v = at(j, key, where);
+  if (!v.is_string()) wrong(where, key, "a string", v);
   return v.get<std::string>();
 }
 
@@ -63,37 +63,66 @@ E named(const std::string& name) {
   }
 }
 
-// The fields both versions share, under the same names.
-void read_common(const json& j, ModelConfig& c) {
-  c.vocab_size = get_int(j, "vocab_size");
-  c.d_model = get_int(j, "d_model");
-  c.n_layers = get_int(j, "n_layers");
-  c.n_heads = get_int(j, "n_heads");
-  c.n_kv_heads = get_int(j, "n_kv_heads");
-  c.d_ff = get_int(j, "d_ff");
-  c.dropout = get_double(j, "dropout");
-  c.causal = get_bool(j, "causal");
-  c.embed_scale = get_bool(j, "embed_scale");
-  c.scheme = named<Scheme>(get_string(j, "scheme"));
-  c.fusion = named<Fusion>(get_string(j, "fusion"));
-  c.pe_dim = get_int(j, "pe_dim");
-  c.learned_positions = get_int(j, "learned_positions");
-  c.deberta_buckets = get_int(j, "deberta_buckets");
-  c.deberta_max_relative = get_int(j, "deberta_max_relative");
-  c.xl_clamp_len = get_int(j, "xl_clamp_len");
+// One member from j[key] (required, of the member's JSON type).
+void read_member(const json& j, const std::string& key, const std::string& where, int& v) { v = get_int(j, key, where); }
+void read_member(const json& j, const std::string& key, const std::string& where, double& v) {
+  v = get_double(j, key, where);
 }
+void read_member(const json& j, const std::string& key, const std::string& where, bool& v) { v = get_bool(j, key, where); }
+void read_member(const json& j, const std::string& key, const std::string& where, Scheme& v) {
+  v = named<Scheme>(get_string(j, key, where));
+}
+void read_member(const json& j, const std::string& key, const std::string& where, Fusion& v) {
+  v = named<Fusion>(get_string(j, key, where));
+}
+void read_member(const json& j, const std::string& key, const std::string& where, RopeParams& v) {
+  v = rope_params_from_json(at(j, key, where).dump(), where + key);
+}
+void read_member(const json& j, const std::string& key, const std::string& where, T5BucketParams& v);
+
+// Every row of `c`'s table that `version` has, each key required; any other key is an error.
+template <class C>
+void read_fields(const json& j, int version, const std::string& where, C& c, std::set<std::string> known = {}) {
+  for_each_field(c, [&](const ConfigField& row, auto&) {
+    if (row.since_version <= version) known.insert(row.name);
+  });
+  only_known(j, known, where);
+  for_each_field(c, [&](const ConfigField& row, auto& member) {
+    if (row.since_version <= version) read_member(j, row.name, where, member);
+  });
+}
+
+void read_member(const json& j, const std::string& key, const std::string& where, T5BucketParams& v) {
+  const json& t5 = at(j, key, where);
+  if (!t5.is_object()) wrong(where, key, "an object", t5);
+  read_fields(t5, kModelConfigVersion, where + key + ".", v);
+}
+
+json member_json(const RopeParams& v) { return json::parse(rope_params_to_json(v)); }
+json member_json(const T5BucketParams& v);
+json member_json(Scheme v) { return to_string(v); }
+json member_json(Fusion v) { return to_string(v); }
+template <class T>
+json member_json(const T& v) {
+  return v;
+}
+
+template <class C>
+json fields_json(const C& c) {
+  json j = json::object();
+  for_each_field(c, [&](const ConfigField& row, const auto& member) { j[row.name] = member_json(member); });
+  return j;
+}
+json member_json(const T5BucketParams& v) { return fields_json(v); }
 
 // Version 1 (no "version" key): five rope fields; T5 buckets bidirectional exactly when the
 // model was not causal.
 ModelConfig read_v1(const json& j) {
-  only_known(j, {"vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "dropout", "causal",
-                 "embed_scale", "scheme", "fusion", "pe_dim", "learned_positions", "rope_type", "rope_theta",
-                 "rope_factor", "rope_max_position_embeddings", "rope_original_max_position_embeddings",
-                 "t5_num_buckets", "t5_max_distance", "deberta_buckets", "deberta_max_relative", "xl_clamp_len"},
-             "");
   ModelConfig c;
-  read_common(j, c);
-  json rope = {{"type", get_string(j, "rope_type")}, {"theta", get_double(j, "rope_theta")}};
+  read_fields(j, 1, "", c,
+              {"rope_type", "rope_theta", "rope_factor", "rope_max_position_embeddings",
+               "rope_original_max_position_embeddings", "t5_num_buckets", "t5_max_distance"});
+  json rope = {{"rope_type", get_string(j, "rope_type")}, {"rope_theta", get_double(j, "rope_theta")}};
   if (j.contains("rope_factor")) rope["factor"] = j["rope_factor"];
   if (j.contains("rope_max_position_embeddings")) rope["max_position_embeddings"] = j["rope_max_position_embeddings"];
   if (j.contains("rope_original_max_position_embeddings"))
@@ -132,28 +161,9 @@ void ModelConfig::validate() const {
 }
 
 std::string config_to_json(const ModelConfig& c) {
-  const json j = {{"format", "posenc-model-config"},
-                  {"version", kModelConfigVersion},
-                  {"vocab_size", c.vocab_size},
-                  {"d_model", c.d_model},
-                  {"n_layers", c.n_layers},
-                  {"n_heads", c.n_heads},
-                  {"n_kv_heads", c.n_kv_heads},
-                  {"d_ff", c.d_ff},
-                  {"dropout", c.dropout},
-                  {"causal", c.causal},
-                  {"embed_scale", c.embed_scale},
-                  {"scheme", to_string(c.scheme)},
-                  {"fusion", to_string(c.fusion)},
-                  {"pe_dim", c.pe_dim},
-                  {"rope", json::parse(rope_params_to_json(c.rope))},
-                  {"learned_positions", c.learned_positions},
-                  {"t5", {{"num_buckets", c.t5.num_buckets}, {"max_distance", c.t5.max_distance},
-                          {"bidirectional", c.t5.bidirectional}}},
-                  {"deberta_buckets", c.deberta_buckets},
-                  {"deberta_max_relative", c.deberta_max_relative},
-                  {"xl_clamp_len", c.xl_clamp_len},
-                  {"xl_mem_len", c.xl_mem_len}};
+  json j = fields_json(c);
+  j["format"] = "posenc-model-config";
+  j["version"] = kModelConfigVersion;
   return j.dump();
 }
 
@@ -171,18 +181,8 @@ ModelConfig config_from_json(const std::string& text) {
     throw Error("model config version " + std::to_string(version) + " is not one this posenc reads (it reads 1 and " +
                 std::to_string(kModelConfigVersion) + "); a newer posenc wrote it");
   if (get_string(j, "format") != "posenc-model-config") throw Error("model config: format must be 'posenc-model-config'");
-  only_known(j, {"format", "version", "vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff", "dropout",
-                 "causal", "embed_scale", "scheme", "fusion", "pe_dim", "rope", "learned_positions", "t5",
-                 "deberta_buckets", "deberta_max_relative", "xl_clamp_len", "xl_mem_len"},
-             "");
   ModelConfig c;
-  read_common(j, c);
-  c.rope = rope_params_from_json(at(j, "rope", "").dump(), "rope");
-  const json& t5 = at(j, "t5", "");
-  if (!t5.is_object()) wrong("", "t5", "an object", t5);
-  only_known(t5, {"num_buckets", "max_distance", "bidirectional"}, "t5.");
-  c.t5 = {get_int(t5, "num_buckets", "t5."), get_int(t5, "max_distance", "t5."), get_bool(t5, "bidirectional", "t5.")};
-  c.xl_mem_len = get_int(j, "xl_mem_len");
+  read_fields(j, version, "", c, {"format", "version"});
   return c;
 }
 

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "posenc/rope_params.h"
 #include "posenc/schemes.h"
@@ -69,8 +70,52 @@ struct ModelConfig {
 
 inline constexpr int kModelConfigVersion = 2;
 
+// The field table of ModelConfig (and of its T5 buckets): one row per field, its JSON key and
+// the file version that brought it. It drives config_to_json, config_from_json (keys, known-key
+// check) and the round-trip test; a new field is one member and one row. Member types: int,
+// double, bool, a named enum, RopeParams (its own table, rope_fields.h), T5BucketParams.
+struct ConfigField {
+  const char* name;
+  int since_version = 1;  // version 1 kept RopeParams and the T5 buckets as flat keys
+};
+
+template <class C, class V, std::enable_if_t<std::is_same_v<std::remove_const_t<C>, ModelConfig>, int> = 0>
+void for_each_field(C& c, V&& visit) {
+  visit(ConfigField{"vocab_size"}, c.vocab_size);
+  visit(ConfigField{"d_model"}, c.d_model);
+  visit(ConfigField{"n_layers"}, c.n_layers);
+  visit(ConfigField{"n_heads"}, c.n_heads);
+  visit(ConfigField{"n_kv_heads"}, c.n_kv_heads);
+  visit(ConfigField{"d_ff"}, c.d_ff);
+  visit(ConfigField{"dropout"}, c.dropout);
+  visit(ConfigField{"causal"}, c.causal);
+  visit(ConfigField{"embed_scale"}, c.embed_scale);
+  visit(ConfigField{"scheme"}, c.scheme);
+  visit(ConfigField{"fusion"}, c.fusion);
+  visit(ConfigField{"pe_dim"}, c.pe_dim);
+  visit(ConfigField{"rope", 2}, c.rope);
+  visit(ConfigField{"learned_positions"}, c.learned_positions);
+  visit(ConfigField{"t5", 2}, c.t5);
+  visit(ConfigField{"deberta_buckets"}, c.deberta_buckets);
+  visit(ConfigField{"deberta_max_relative"}, c.deberta_max_relative);
+  visit(ConfigField{"xl_clamp_len"}, c.xl_clamp_len);
+  visit(ConfigField{"xl_mem_len", 2}, c.xl_mem_len);
+}
+
 std::string config_to_json(const ModelConfig& config);
 // Throws posenc::Error naming the key for anything unknown, mistyped or missing.
 ModelConfig config_from_json(const std::string& text);
 
 }  // namespace posenc::torch_layer
+
+namespace posenc {
+// T5's buckets inside a saved ModelConfig ("t5": {...}); beside T5BucketParams' namespace, so
+// that a call on one finds it.
+template <class C, class V, std::enable_if_t<std::is_same_v<std::remove_const_t<C>, T5BucketParams>, int> = 0>
+void for_each_field(C& t5, V&& visit) {
+  using torch_layer::ConfigField;
+  visit(ConfigField{"num_buckets"}, t5.num_buckets);
+  visit(ConfigField{"max_distance"}, t5.max_distance);
+  visit(ConfigField{"bidirectional"}, t5.bidirectional);
+}
+}  // namespace posenc
