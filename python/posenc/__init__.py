@@ -30,7 +30,8 @@ class ConfigError(Error):
 
 @dataclass
 class Layer:
-    """One attention-layer type of a model: whether it rotates, and its RopeParams fields."""
+    """One attention-layer type of a model: whether it rotates, and its RopeParams fields under
+    HF's names (rope_type, rope_theta, ...; None where unset): posenc.schedule(**params) takes them."""
     layer_type: str
     has_rope: bool
     params: Dict[str, Any]
@@ -64,7 +65,7 @@ class Model:
 
 
 def _model(d: Dict[str, Any]) -> Model:
-    layers = [Layer(l["layer_type"], l["has_rope"], json.loads(l["params_json"])) for l in d["layers"]]
+    layers = [Layer(l["layer_type"], l["has_rope"], dict(l["params"])) for l in d["layers"]]
     return Model(d["model_type"], layers, list(d["warnings"]), list(d["notes"]))
 
 
@@ -96,8 +97,9 @@ class Schedule:
 def schedule(config: Union[str, Model, None] = None, *, layer_type: Optional[str] = None,
              seq_len: Optional[int] = None, hf_compatible: bool = False, **params: Any) -> Schedule:
     """The schedule of a config (a path or a loaded Model; its layer_type) or of RopeParams
-    fields given as keywords (rope_type="yarn", theta=1e6, head_dim=128, factor=4,
-    original_max_position_embeddings=32768, ...). seq_len: the schedule in force at that length
+    fields given as keywords under HF's names (rope_type="yarn", rope_theta=1e6, head_dim=128,
+    factor=4, original_max_position_embeddings=32768, ...; every field of `posenc freqs --help`;
+    the older theta= and type= still work). seq_len: the schedule in force at that length
     (dynamic NTK, LongRoPE). hf_compatible=True replays HF's float32 arithmetic."""
     if config is not None and params:
         raise ConfigError("pass a config or RopeParams fields, not both")
@@ -106,9 +108,6 @@ def schedule(config: Union[str, Model, None] = None, *, layer_type: Optional[str
         fields = model.select(layer_type).params
     else:
         fields = dict(params)
-        if "rope_type" in fields:
-            fields["type"] = fields.pop("rope_type")
-        fields.setdefault("type", "default")
     try:
         d = _posenc.schedule(json.dumps(fields), seq_len, hf_compatible)
     except Error as e:

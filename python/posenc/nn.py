@@ -6,7 +6,7 @@ from typing import Optional, Tuple, Union
 
 import torch
 
-from . import Model, Schedule, schedule as make_schedule
+from . import Model, Schedule, _posenc, schedule as make_schedule
 from .encodings import alibi_bias, alibi_slopes, sinusoidal, t5_buckets
 from .rope import apply_rope
 
@@ -51,11 +51,12 @@ class SinusoidalPositionalEncoding(torch.nn.Module):
 
 
 class LearnedPositionalEmbedding(torch.nn.Embedding):
-    """A trainable table [num_positions, dim], N(0, 0.02) (GPT-2); a position past it raises."""
+    """A trainable table [num_positions, dim], N(0, learned_init_std = 0.02) (GPT-2, posenc's
+    kLearnedInitStd); a position past it raises."""
 
     def __init__(self, num_positions: int, dim: int) -> None:
         super().__init__(num_positions, dim)
-        torch.nn.init.normal_(self.weight, std=0.02)
+        torch.nn.init.normal_(self.weight, std=_posenc.learned_init_std)
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         if positions.numel() and (int(positions.max()) >= self.num_embeddings or int(positions.min()) < 0):
@@ -82,7 +83,7 @@ class T5RelativeBias(torch.nn.Module):
     def __init__(self, heads: int, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True) -> None:
         super().__init__()
         self.num_buckets, self.max_distance, self.bidirectional = num_buckets, max_distance, bidirectional
-        self.table = torch.nn.Parameter(torch.randn(num_buckets, heads) * 0.02)
+        self.table = torch.nn.Parameter(torch.randn(num_buckets, heads) * _posenc.learned_init_std)
 
     def forward(self, q_len: int, k_len: int, past: int = 0) -> torch.Tensor:
         rel = torch.arange(k_len).unsqueeze(0) - (torch.arange(q_len) + past).unsqueeze(1)

@@ -53,9 +53,12 @@ def _rotate(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, 
     keep, ptr, is32, axes, axis_stride, shared = _positions(positions, batch, tokens)
     if x.numel() == 0:
         return
-    _posenc.rope_rotate(x.data_ptr(), _DTYPES[x.dtype], batch, tokens, heads, dim, bs, ts, hs, ptr, is32, axes,
-                        axis_stride, shared, offset, s.inv_freq.tolist(), s.axis_of_freq, s.attention_factor, layout,
-                        direction, torch.get_num_threads())
+    _posenc.rope_rotate(data=x.data_ptr(), dtype=_DTYPES[x.dtype], batch=batch, tokens=tokens, heads=heads,
+                        head_dim=dim, batch_stride=bs, token_stride=ts, head_stride=hs, positions=ptr,
+                        positions_int32=is32, axes=axes, axis_stride=axis_stride, shared=shared, offset=offset,
+                        inv_freq=s.inv_freq.tolist(), axis_of_freq=s.axis_of_freq,
+                        attention_factor=s.attention_factor, layout=layout, direction=direction,
+                        threads=torch.get_num_threads())
     del keep
 
 

@@ -4,9 +4,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <tuple>
-
 #include <cstdint>
+#include <tuple>
+#include <type_traits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,8 +15,10 @@
 #include "posenc/deberta.h"
 #include "posenc/error.h"
 #include "posenc/hf_config.h"
+#include "posenc/learned.h"
 #include "posenc/mrope.h"
 #include "posenc/properties.h"
+#include "posenc/rope_fields.h"
 #include "posenc/rope_kernels.h"
 #include "posenc/rope_params_json.h"
 #include "posenc/rope_schedule.h"
@@ -39,13 +41,27 @@ DType dtype_named(const std::string& name) {
 }
 
 
+// RopeParams as Python keywords: one entry per field-table row under HF's name (rope_theta,
+// rope_type), None for an unset optional field. posenc.schedule(**params) takes it back.
+py::dict params_dict(const RopeParams& p) {
+  py::dict d;
+  for_each_field(p, [&](const RopeField& row, const auto& member) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(member)>, RopeType>) {
+      d[row.name] = std::string(to_string(member));
+    } else {
+      d[row.name] = py::cast(member);
+    }
+  });
+  return d;
+}
+
 py::dict model_dict(const ModelRope& m) {
   py::list layers;
   for (const LayerRope& l : m.layers) {
     py::dict d;
     d["layer_type"] = l.layer_type;
     d["has_rope"] = l.has_rope;
-    d["params_json"] = rope_params_to_json(l.params);
+    d["params"] = params_dict(l.params);
     layers.append(d);
   }
   py::dict out;
@@ -74,26 +90,80 @@ py::dict schedule_dict(const std::string& params_json, std::optional<std::int64_
   return d;
 }
 
-// Rotates one strided view in place. Pointers are integers (torch's data_ptr()); the caller
-// keeps the tensors alive and checks their device. The GIL is released while the kernel runs.
-void rope_rotate_view(std::uintptr_t data, const std::string& dtype, int batch, int tokens, int heads, int head_dim,
-                      std::int64_t batch_stride, std::int64_t token_stride, std::int64_t head_stride,
-                      std::uintptr_t positions, bool positions_int32, int axes, std::int64_t axis_stride, bool shared,
-                      std::int64_t offset, const std::vector<float>& inv_freq, const std::vector<std::uint8_t>& axis_of_freq,
-                      double attention_factor, const std::string& layout, int direction, int threads) {
-  const RopeTensor x = strided(reinterpret_cast<void*>(data), dtype_named(dtype), {batch, tokens, heads, head_dim},
-                               {batch_stride, token_stride, head_stride});
+// One call of the RoPE kernels on a strided view, as Python passes it (by keyword). Pointers
+// are integers (torch's data_ptr()); the caller keeps the tensors alive and checks their device.
+struct RotateCall {
+  std::uintptr_t data = 0;
+  std::string dtype;                      // float32 | bfloat16 | float16
+  int batch = 0, tokens = 0, heads = 0, head_dim = 0;
+  std::int64_t batch_stride = 0, token_stride = 0, head_stride = 0;  // elements
+  std::uintptr_t positions = 0;           // 0: implicit positions offset, offset + 1, ...
+  bool positions_int32 = false;
+  int axes = 1;                           // M-RoPE: 3 position axes of axis_stride ids each
+  std::int64_t axis_stride = 0;
+  bool shared = true;                     // one row of ids for every batch row
+  std::int64_t offset = 0;
+  std::vector<float> inv_freq;
+  std::vector<std::uint8_t> axis_of_freq;
+  double attention_factor = 1.0;
+  std::string layout;                     // half_split | interleaved | deepseek_v3
+  int direction = 1;                      // -1: the transpose (backward)
+  int threads = 0;
+};
+
+template <class V>
+void for_each_field(RotateCall& c, V&& visit) {
+  visit("data", c.data);
+  visit("dtype", c.dtype);
+  visit("batch", c.batch);
+  visit("tokens", c.tokens);
+  visit("heads", c.heads);
+  visit("head_dim", c.head_dim);
+  visit("batch_stride", c.batch_stride);
+  visit("token_stride", c.token_stride);
+  visit("head_stride", c.head_stride);
+  visit("positions", c.positions);
+  visit("positions_int32", c.positions_int32);
+  visit("axes", c.axes);
+  visit("axis_stride", c.axis_stride);
+  visit("shared", c.shared);
+  visit("offset", c.offset);
+  visit("inv_freq", c.inv_freq);
+  visit("axis_of_freq", c.axis_of_freq);
+  visit("attention_factor", c.attention_factor);
+  visit("layout", c.layout);
+  visit("direction", c.direction);
+  visit("threads", c.threads);
+}
+
+// Every keyword is required and known: a misspelt one is an Error naming it.
+RotateCall rotate_call(const py::kwargs& kwargs) {
+  RotateCall c;
+  std::size_t found = 0;
+  for_each_field(c, [&](const char* name, auto& member) {
+    if (!kwargs.contains(name)) throw Error(std::string("rope_rotate: keyword '") + name + "' is missing");
+    member = kwargs[name].cast<std::decay_t<decltype(member)>>();
+    ++found;
+  });
+  if (found != kwargs.size()) throw Error("rope_rotate: an unknown keyword among " + py::str(kwargs).cast<std::string>());
+  return c;
+}
+
+// Rotates one strided view in place. The GIL is released while the kernel runs.
+void rope_rotate_view(const RotateCall& c) {
+  const RopeTensor x = strided(reinterpret_cast<void*>(c.data), dtype_named(c.dtype), {c.batch, c.tokens, c.heads, c.head_dim},
+                               {c.batch_stride, c.token_stride, c.head_stride});
   PositionIds ids;
-  ids.axes = axes;
-  ids.axis_stride = axis_stride;
-  ids.offset = offset;
-  ids.shared_across_batch = shared;
-  if (positions && positions_int32) ids.ids32 = reinterpret_cast<const std::int32_t*>(positions);
-  if (positions && !positions_int32) ids.ids = reinterpret_cast<const std::int64_t*>(positions);
-  RopeApplyParams p = rope_apply_params(inv_freq, attention_factor, from_name<RopeLayout>(layout), axis_of_freq);
-  p.direction = direction;
+  ids.axes = c.axes;
+  ids.axis_stride = c.axis_stride;
+  ids.offset = c.offset;
+  ids.shared_across_batch = c.shared;
+  if (c.positions && c.positions_int32) ids.ids32 = reinterpret_cast<const std::int32_t*>(c.positions);
+  if (c.positions && !c.positions_int32) ids.ids = reinterpret_cast<const std::int64_t*>(c.positions);
+  RopeApplyParams p = rope_apply_params(c.inv_freq, c.attention_factor, from_name<RopeLayout>(c.layout), c.axis_of_freq);
+  p.direction = c.direction;
   RopeKernelOptions options;
-  options.threads = threads;
+  options.threads = c.threads;
   validate(x, ids, p);  // with the GIL held: errors become exceptions before any write
   py::gil_scoped_release release;
   rope_rotate(x, nullptr, ids, p, options);
@@ -111,7 +181,8 @@ PYBIND11_MODULE(_posenc, m) {
     return model_dict(parse_hf_config(text, ConfigOptions{lenient, hf_compatible}));
   });
   m.def("schedule", &schedule_dict);
-  m.def("rope_rotate", &rope_rotate_view);
+  m.def("rope_rotate", [](const py::kwargs& kwargs) { rope_rotate_view(rotate_call(kwargs)); });
+  m.attr("learned_init_std") = kLearnedInitStd;  // N(0, std) of learned position tables and T5 biases
   m.def("kernel_target", [] { return std::string(rope_kernel_target()); });
   m.def("max_threads", [] { return kMaxThreads; });
   m.def("sinusoidal_table", [](const std::vector<std::int64_t>& positions, int dim, const std::string& layout, double base,

@@ -68,13 +68,35 @@ def test_dynamic_rotary_follows_the_length():
 
 
 def test_checks_pass_and_can_fail():
-    results = posenc.check(dim=32, positions=2000)
-    names = {r["name"] for r in results}
-    assert "rope.relative" in names and len(results) >= 5
-    assert all(r["passed"] == (r["measured"] <= r["tolerance"]) for r in results)
-    assert all(r["passed"] for r in results), [r for r in results if not r["passed"]]
+    results = {r["name"]: r for r in posenc.check(dim=32, positions=2000)}
+    assert "rope.relative" in results and len(results) >= 5
+    assert all(r["passed"] for r in results.values()), [r for r in results.values() if not r["passed"]]
+    # The claim of rope.relative, measured through apply_rope at the C++ check's tolerance: it
+    # holds for the real rotation and fails when k is rotated by another schedule (a wrong value).
+    tolerance = results["rope.relative"]["tolerance"]
+    torch.manual_seed(3)
+    q, k = torch.randn(1, 1, 1, 32, dtype=torch.float64), torch.randn(1, 1, 1, 32, dtype=torch.float64)
+
+    def deviation(k_schedule):
+        s = posenc.schedule(head_dim=32)
+        worst = 0.0
+        for m, n in ((5, 2), (100, 0), (37, 4000)):
+            scores = [(posenc.apply_rope(q, schedule=s, offset=m + shift)
+                       * posenc.apply_rope(k, schedule=k_schedule, offset=n + shift)).sum().item() for shift in (0, 1000)]
+            worst = max(worst, abs(scores[0] - scores[1]))
+        return worst
+
+    assert deviation(posenc.schedule(head_dim=32)) <= tolerance
+    assert deviation(posenc.schedule(head_dim=32, rope_theta=500.0)) > tolerance
     with pytest.raises(posenc.ConfigError):
         posenc.check(dim=-4)
+
+
+def test_learned_tables_start_at_the_cores_init_std():
+    assert posenc._posenc.learned_init_std == 0.02
+    torch.manual_seed(0)
+    table = posenc.nn.LearnedPositionalEmbedding(4096, 64).weight
+    assert abs(table.std().item() - posenc._posenc.learned_init_std) < 1e-3
 
 
 def test_pictures_are_written(tmp_path):
@@ -83,7 +105,7 @@ def test_pictures_are_written(tmp_path):
     assert (tmp_path / "rope.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "<svg" in (tmp_path / "rope.svg").read_text()
     posenc.plot.decay("alibi", str(tmp_path / "decay.svg"))
-    s = posenc.schedule(rope_type="llama3", head_dim=64, theta=500000.0, factor=8.0, low_freq_factor=1.0,
+    s = posenc.schedule(rope_type="llama3", head_dim=64, rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
                         high_freq_factor=4.0, original_max_position_embeddings=8192)
     posenc.plot.wavelengths(s.params, str(tmp_path / "wave.svg"))
     assert "<svg" in (tmp_path / "wave.svg").read_text()

@@ -26,7 +26,7 @@ def test_golden_rope_apply(golden):
     for name in ("llama_half_split_default_d8", "neox_half_split_partial_0.5_d8"):
         case = next(c for c in golden["rope_apply"] if c["name"] == name)
         cfg = case["config_input"]
-        s = posenc.schedule(head_dim=cfg["head_dim"], theta=cfg["rope_theta"],
+        s = posenc.schedule(head_dim=cfg["head_dim"], rope_theta=cfg["rope_theta"],
                             partial_rotary_factor=cfg.get("partial_rotary_factor", 1.0))
         q, k = torch.tensor(case["q"]), torch.tensor(case["k"])  # [B, H, S, D]
         pos = torch.tensor(case["positions"]).unsqueeze(0)
@@ -41,7 +41,7 @@ def test_golden_rope_apply(golden):
 def test_against_eager_every_layout_dtype_and_memory_order(layout, dtype, tol, heads_dim):
     torch.manual_seed(0)
     s = posenc.schedule(rope_type="yarn", head_dim=64, partial_rotary_factor=0.5, factor=4.0,
-                        original_max_position_embeddings=256, theta=10000.0)
+                        original_max_position_embeddings=256, rope_theta=10000.0)
     shape = (2, 7, 3, 64) if heads_dim == 2 else (2, 3, 7, 64)
     q = torch.randn(shape).to(dtype)
     pos = torch.randint(0, 4000, (2, 7))

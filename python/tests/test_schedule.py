@@ -43,9 +43,16 @@ def test_keywords_equal_the_config(tmp_path):
     config = {"hidden_size": 512, "num_attention_heads": 4, "max_position_embeddings": 4096, "rope_theta": 1e6,
               "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}}
     from_config = posenc.schedule(str(write(tmp_path, config)))
-    from_keywords = posenc.schedule(rope_type="yarn", theta=1e6, head_dim=128, factor=4.0,
+    from_keywords = posenc.schedule(rope_type="yarn", rope_theta=1e6, head_dim=128, factor=4.0,
                                     original_max_position_embeddings=1024, max_position_embeddings=4096)
     assert torch.equal(from_config.inv_freq, from_keywords.inv_freq)
+    old_names = posenc.schedule(type="yarn", theta=1e6, head_dim=128, factor=4.0,  # posenc's names before HF's
+                                original_max_position_embeddings=1024, max_position_embeddings=4096)
+    assert torch.equal(old_names.inv_freq, from_keywords.inv_freq)
+    params = posenc.load_hf_config(str(write(tmp_path, config))).select().params
+    assert params["rope_theta"] == 1e6 and params["rope_type"] == "yarn" and params["attention_factor"] is None
+    assert "theta" not in params and "llama_4_scaling_beta" in params
+    assert torch.equal(posenc.schedule(**params).inv_freq, from_config.inv_freq)
     assert from_config.attention_factor == from_keywords.attention_factor > 1
     assert from_config.correction_range is not None and len(from_config.correction_range) == 2
 
