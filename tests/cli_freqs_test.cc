@@ -134,7 +134,8 @@ TEST(CliFreqs, HelpOffersEveryRopeParamsFieldUnderItsHfName) {
   const CliRun r = run("freqs --help");
   ASSERT_EQ(r.code, 0) << r.err;
   int rows = 0;
-  posenc::for_each_field(posenc::RopeParams{}, [&](const posenc::RopeField& row, const auto&) {
+  const posenc::RopeParams defaults;
+  posenc::for_each_field(defaults, [&](const posenc::RopeField& row, const auto&) {
     ++rows;
     const std::string flag = posenc::flag_of(row.name);
     EXPECT_NE(r.out.find("  " + flag + " "), std::string::npos) << flag << " missing from\n" << r.out;

@@ -63,7 +63,8 @@ std::pair<RopeParams, const char*> with_field_changed(int index) {
 
 int field_count() {
   int n = 0;
-  for_each_field(RopeParams{}, [&](const RopeField&, const auto&) { ++n; });
+  const RopeParams p;
+  for_each_field(p, [&](const RopeField&, const auto&) { ++n; });
   return n;
 }
 
