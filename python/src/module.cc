@@ -145,7 +145,11 @@ RotateCall rotate_call(const py::kwargs& kwargs) {
     member = kwargs[name].cast<std::decay_t<decltype(member)>>();
     ++found;
   });
-  if (found != kwargs.size()) throw Error("rope_rotate: an unknown keyword among " + py::str(kwargs).cast<std::string>());
+  if (found != kwargs.size()) {
+    std::string given;
+    for (const auto& item : kwargs) given += " " + py::cast<std::string>(item.first);
+    throw Error("rope_rotate: an unknown keyword among" + given);
+  }
   return c;
 }
 
