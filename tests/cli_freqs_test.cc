@@ -138,7 +138,8 @@ TEST(CliFreqs, HelpOffersEveryRopeParamsFieldUnderItsHfName) {
   posenc::for_each_field(defaults, [&](const posenc::RopeField& row, const auto&) {
     ++rows;
     const std::string flag = posenc::flag_of(row.name);
-    EXPECT_NE(r.out.find("  " + flag + " "), std::string::npos) << flag << " missing from\n" << r.out;
+    const bool listed = r.out.find("  " + flag + " ") != std::string::npos || r.out.find("  " + flag + ",") != std::string::npos;
+    EXPECT_TRUE(listed) << flag << " missing from\n" << r.out;
   });
   EXPECT_GT(rows, 20);
 }
