@@ -155,7 +155,7 @@ struct Parser {
 
   // ---- the rope dict (rope_dict.h, driven by the field table) -----------------------------
   void apply_rope_dict(const json& dict, const std::string& w, RopeParams& p) {
-    read_rope_dict(dict, w, RopeDictContext{model, prefix, quirks().yarn_means_longrope, options.lenient, out}, p);
+    read_rope_dict(dict, w, RopeDictContext{model, where().empty() ? std::string() : where() + ".", quirks().yarn_means_longrope, options.lenient, out}, p);
   }
 
   // ---- layer types (their rules: model_layers.h) -----------------------------------------
