@@ -10,7 +10,9 @@
 #include "lab_support.h"
 #include "posenc/error.h"
 #include "posenc_lab/extrapolate.h"
+#include "posenc_lab/result_cache.h"
 #include "posenc_lab/sort_task.h"
+#include "posenc_torch/model_config.h"
 
 namespace posenc::lab {
 namespace {
@@ -91,6 +93,24 @@ TEST(LabStaleRows, AnotherTrainingSettingIsAnErrorNamingIt) {
   EXPECT_HAS(test::error_of([&] { run_extrapolate(c); }), "steps 24 then, 30 now");
 }
 
+
+// A key written before the field table spelled RoPE's record `type`/`theta` (HF: rope_type,
+// rope_theta): the same model under older names is the same training key, another value is not.
+TEST(LabKeys, AnOlderRecordOfTheSameModelIsTheSameKey) {
+  torch_layer::ModelConfig m;
+  m.scheme = Scheme::kRope;
+  const nlohmann::json wanted = {{"model", nlohmann::json::parse(torch_layer::config_to_json(m))}, {"steps", 24}};
+  nlohmann::json older = wanted;
+  nlohmann::json& rope = older["model"]["rope"];
+  ASSERT_TRUE(rope.contains("rope_theta") && rope.contains("rope_type")) << rope.dump();
+  rope["theta"] = rope["rope_theta"];
+  rope["type"] = rope["rope_type"];
+  rope.erase("rope_theta");
+  rope.erase("rope_type");
+  EXPECT_NO_THROW(check_training_key("old.result.json", older, wanted));
+  rope["theta"] = 500000.0;
+  EXPECT_HAS(test::error_of([&] { check_training_key("old.result.json", older, wanted); }), "model ");
+}
 
 TEST(LabSortCache, OtherTestLengthsAreTestedAgainAndTheTableStaysAligned) {
   SortConfig c = test::tiny_sort("lab_sort_cache");

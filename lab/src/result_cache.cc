@@ -4,8 +4,26 @@
 
 #include "posenc/error.h"
 #include "posenc_lab/file_io.h"
+#include "posenc_torch/model_config.h"
 
 namespace posenc::lab {
+namespace {
+
+// A key written by an earlier posenc spells its model in that version's record (a version-1
+// config, `theta` where the field table now writes HF's `rope_theta`, a field added since
+// absent): it is compared by what it means, read and written again in today's form.
+nlohmann::json in_current_form(const nlohmann::json& key) {
+  if (!key.is_object() || !key.contains("model")) return key;
+  nlohmann::json k = key;
+  try {
+    k["model"] = nlohmann::json::parse(torch_layer::config_to_json(torch_layer::config_from_json(key["model"].dump())));
+  } catch (const std::exception&) {
+    return key;  // not a model this version reads: the difference is reported as it stands
+  }
+  return k;
+}
+
+}  // namespace
 
 nlohmann::json read_json_file(const std::string& path) {
   const std::string text = read_file(path, 64ull << 20);
@@ -19,12 +37,14 @@ nlohmann::json read_json_file(const std::string& path) {
 
 void check_training_key(const std::string& path, const nlohmann::json& saved, const nlohmann::json& wanted) {
   if (saved == wanted) return;
+  const nlohmann::json then_key = in_current_form(saved);
+  if (then_key == wanted) return;
   std::string diff;
-  if (saved.is_object() && wanted.is_object()) {
+  if (then_key.is_object() && wanted.is_object()) {
     for (const auto& [k, v] : wanted.items()) {
-      const auto it = saved.find(k);
-      const std::string then = it == saved.end() ? "absent" : it->dump();
-      if (it == saved.end() || *it != v) diff += (diff.empty() ? "" : ", ") + k + " " + then + " then, " + v.dump() + " now";
+      const auto it = then_key.find(k);
+      const std::string then = it == then_key.end() ? "absent" : it->dump();
+      if (it == then_key.end() || *it != v) diff += (diff.empty() ? "" : ", ") + k + " " + then + " then, " + v.dump() + " now";
     }
   }
   if (diff.size() > 600) diff = diff.substr(0, 600) + "...";
