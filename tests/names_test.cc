@@ -21,6 +21,7 @@
 #include "posenc/schemes.h"
 #include "posenc/sinusoidal.h"
 #include "posenc_torch/model_config.h"  // torch_layer::Fusion's names: a torch-free header
+#include "posenc_lab/run_settings.h"     // lab::RopeExtension's names: a torch-free header
 
 namespace posenc {
 
