@@ -112,7 +112,6 @@ void for_each_field(P& p, V&& visit) {
         p.mrope_interleaved);
   visit(RopeField{"llama_4_scaling_beta", "Ministral-3 / Llama-4 query scaling beta (attention side)"},
         p.llama_4_scaling_beta);
-  visit(RopeField{"alpha", "HunYuan's NTK-alpha (demonstration row: carried, not applied)", {T::kDynamic}}, p.alpha);
 }
 
 // A name in CLI form: "rope_theta" -> "--rope-theta".

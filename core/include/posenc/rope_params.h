@@ -60,9 +60,6 @@ struct RopeParams {
   // Ministral-3 / Llama-4 query scaling beta: an attention-side factor, not part of the schedule.
   std::optional<double> llama_4_scaling_beta;
 
-  // Demonstration row of the field table (issue 23): HunYuan's NTK-alpha, carried, not yet applied.
-  std::optional<double> alpha;
-
   // The number of rotated channels: rotary_dim if set, else int(head_dim * partial_rotary_factor).
   int rotated_dim() const;
 };
