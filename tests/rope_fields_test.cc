@@ -96,6 +96,17 @@ TEST(RopeFields, RecordsWrittenBeforeTheTableStillLoad) {
   }
 }
 
+TEST(RopeFields, ARecordMustNameItsType) {
+  // A record is a file posenc wrote: no silent "default" for a type it does not name.
+  try {
+    rope_params_from_json(R"({"head_dim": 64, "rope_theta": 10000.0})");
+    ADD_FAILURE() << "a record without rope_type loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rope.rope_type is required"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(rope_params_from_json(R"({"type": "linear", "factor": 2.0, "head_dim": 64})").type, RopeType::kLinear);
+}
+
 // Reads one rope dict as hf_config does for a model config {} (nothing at the top level).
 RopeParams read_dict(const json& dict, ModelRope& out) {
   static const json model = json::object();

@@ -26,28 +26,25 @@ std::string joined(const std::vector<std::string>& items) {
   return out;
 }
 
-// The rope type: rope_type, or HF's legacy `type` (both given, they must agree), with the
-// names HF maps onto another type.
-RopeType resolve_type(const json& dict, const std::string& w, const RopeDictContext& c) {
-  auto name_of = [&](const char* key) -> std::optional<std::string> {
-    auto s = jf::string(dict, key, w);
-    if (!s) return s;
-    if (*s == "mrope") return std::string("default");  // Qwen2-VL: M-RoPE over default freqs
-    if (*s == "su") return std::string("longrope");    // early Phi-3 name
-    if (*s == "yarn" && c.yarn_means_longrope) return std::string("longrope");
-    return s;
+// The rope type: the table's key (rope_type) or HF's legacy one (type); both given, they must
+// name the same type. The names HF maps onto another type (Qwen2-VL's "mrope", early Phi-3's
+// "su") are alias rows of RopeType's names; a family whose "yarn" means longrope says so.
+RopeType resolve_type(const json& dict, const std::string& w, const RopeDictContext& c, const RopeField& row) {
+  auto type_at = [&](const char* key) -> std::optional<RopeType> {
+    const auto name = jf::string(dict, key, w);
+    if (!name) return std::nullopt;
+    const auto type = try_from_name<RopeType>(*name);
+    if (!type)
+      throw Error(jf::path(w, key) + " " + jf::describe(json(*name)) +
+                  " is not a rope type posenc knows; allowed: " + enum_names_joined<RopeType>(", "));
+    return *type == RopeType::kYarn && c.yarn_means_longrope ? RopeType::kLongRope : *type;
   };
-  auto rope_type = name_of("rope_type");
-  auto legacy = name_of("type");
-  if (rope_type && legacy && *rope_type != *legacy)
-    throw Error(jf::path(w, "rope_type") + " " + jf::describe(dict["rope_type"]) + " and " + jf::path(w, "type") + " " +
-                jf::describe(dict["type"]) + " disagree; keep one");
-  const std::string name = rope_type ? *rope_type : legacy ? *legacy : "default";
-  auto type = try_from_name<RopeType>(name);
-  if (!type)
-    throw Error(jf::path(w, rope_type ? "rope_type" : "type") + " " + jf::describe(json(name)) +
-                " is not a rope type posenc knows; allowed: " + enum_names_joined<RopeType>(", "));
-  return *type;
+  const auto current = type_at(row.name);
+  const auto legacy = row.hf_legacy ? type_at(row.hf_legacy) : std::nullopt;
+  if (current && legacy && *current != *legacy)
+    throw Error(jf::path(w, row.name) + " " + jf::describe(dict[row.name]) + " and " + jf::path(w, row.hf_legacy) +
+                " " + jf::describe(dict[row.hf_legacy]) + " disagree; keep one");
+  return current ? *current : legacy ? *legacy : RopeType::kDefault;  // HF: no type is "default"
 }
 
 // The rules beyond one key each: HF's requirements and the model-level keys that override
@@ -100,7 +97,7 @@ void read_rope_dict(const json& dict, const std::string& w, const RopeDictContex
     if (!c.lenient) throw Error(msg + " (--lenient turns unknown keys into warnings)");
     c.out.warnings.push_back(msg + "; ignored (--lenient)");
   }
-  p.type = resolve_type(dict, w, c);
+  p.type = resolve_type(dict, w, c, rope_field_json::row_of(p, p.type));
 
   for (auto it = dict.begin(); it != dict.end(); ++it) {  // in the dict's order, as the warnings were
     if (it.value().is_null()) continue;
@@ -112,11 +109,12 @@ void read_rope_dict(const json& dict, const std::string& w, const RopeDictContex
     });
   }
 
-  if (auto theta = jf::number(dict, "rope_theta", w)) {
+  const char* theta_key = rope_field_json::row_of(p, p.theta).name;  // also a top-level key
+  if (auto theta = jf::number(dict, theta_key, w)) {
     const std::string model_where = c.prefix.empty() ? "" : c.prefix.substr(0, c.prefix.size() - 1);
-    if (auto top = jf::number(c.model, "rope_theta", model_where); top && *top != *theta)
-      c.out.warnings.push_back(jf::path(w, "rope_theta") + " = " + format_number(*theta) + " overrides " + c.prefix +
-                               "rope_theta = " + format_number(*top));
+    if (auto top = jf::number(c.model, theta_key, model_where); top && *top != *theta)
+      c.out.warnings.push_back(jf::path(w, theta_key) + " = " + format_number(*theta) + " overrides " + c.prefix +
+                               theta_key + " = " + format_number(*top));
   }
   for_each_field(p, [&](const RopeField& row, auto& member) {
     using T = std::decay_t<decltype(member)>;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "json_fields.h"
@@ -80,5 +81,18 @@ json value(const std::optional<T>& v) {
   return v ? json(*v) : json(nullptr);
 }
 inline json value(const RopeType& v) { return json(to_string(v)); }
+
+// The table's row of one member of RopeParams (found by address), so code that must treat a
+// field specially (the type, the base) still takes its keys from the table, not by hand.
+template <class M>
+RopeField row_of(const RopeParams& p, const M& target) {
+  std::optional<RopeField> found;
+  for_each_field(p, [&](const RopeField& row, const auto& member) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(member)>, M>)
+      if (&member == &target) found = row;
+  });
+  if (!found) throw Error("internal: a RopeParams member without a row in the field table");
+  return *found;
+}
 
 }  // namespace posenc::rope_field_json

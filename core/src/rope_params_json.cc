@@ -42,6 +42,11 @@ RopeParams rope_params_from_json(const std::string& text, const std::string& whe
                   " are one field; give one");
     if (current || legacy) rope_field_json::read(j, current ? row.name : row.record_legacy, where, row, member);
   });
+  // The type has no silent default: a record that does not name it is refused (Python's
+  // keywords and HF's configs supply "default" where they mean it).
+  const RopeField type = rope_field_json::row_of(p, p.type);
+  if (!j.contains(type.name) && !(type.record_legacy && j.contains(type.record_legacy)))
+    throw Error(json_fields::path(where, type.name) + " is required");
   return p;
 }
 
