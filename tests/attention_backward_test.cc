@@ -17,6 +17,7 @@
 #include "posenc/rope_schedule.h"
 
 #include "attention_test_support.h"
+#include "rope_params_fixtures.h"
 
 namespace posenc {
 namespace {
@@ -166,9 +167,7 @@ TEST(AttentionBackward, ReferenceEqualsFiniteDifferencesOfTheForward) {
 TEST(AttentionBackward, TiledEqualsTheReferenceOnEveryTarget) {
   std::mt19937 rng(12);
   const int B = 2, Hq = 4, D = 40;  // 40: a whole pair of vectors and a scalar tail on every target
-  RopeParams rp;
-  rp.head_dim = D;
-  const RopeSchedule sched = compute_schedule(rp);
+  const RopeSchedule sched = testing::plain_schedule(D);
   int cases = 0;
   double worst = 0;  // relative error of dq, dk, dv over every case
   const std::size_t targets = on_every_target([&] {
@@ -216,9 +215,7 @@ TEST(AttentionBackward, SameBitsForAnyThreadCount) {
   std::mt19937 rng(13);
   // S = 200: two query tiles per head, so T5's per-task table gradients are summed across tiles.
   const int B = 2, S = 200, T = 230, Hq = 4, Hk = 2, D = 32;
-  RopeParams rp;
-  rp.head_dim = D;
-  const RopeSchedule sched = compute_schedule(rp);
+  const RopeSchedule sched = testing::plain_schedule(D);
   BiasInputs setup;
   const AttentionParams p = params_for_case(AttentionPositions::kT5, MaskCase::kPadding, setup, sched, Hq, B, S, T, rng);
   Problem pr(B, S, T, Hq, Hk, D, rng);

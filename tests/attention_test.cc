@@ -16,6 +16,7 @@
 #include "posenc/rope_schedule.h"
 
 #include "attention_test_support.h"
+#include "rope_params_fixtures.h"
 
 namespace posenc {
 namespace {
@@ -95,6 +96,35 @@ double max_abs(const std::vector<double>& a, const Tensor4& out) {
   return worst;
 }
 
+// The largest difference between two outputs of one shape, in any layout.
+double max_diff(const Tensor4& a, const Tensor4& b) {
+  const RopeTensor& o = a.view;
+  double worst = 0;
+  for (int n = 0; n < o.batch; ++n)
+    for (int i = 0; i < o.tokens; ++i)
+      for (int h = 0; h < o.heads; ++h)
+        for (int c = 0; c < o.head_dim; ++c) worst = std::max(worst, std::abs(double{at(o, n, i, h, c)} - at(b.view, n, i, h, c)));
+  return worst;
+}
+
+// The tiled kernel on `threads` threads against the reference: each row's log-sum-exp checked
+// by expect_lse_near, the output's largest difference returned (f32 outputs; the kernel's
+// written head-major when out_head_major, so the output walk is tested too).
+double tiled_vs_reference(const Tensor4& q, const Tensor4& k, const Tensor4& v, const AttentionParams& p, int threads,
+                          bool out_head_major = false) {
+  const int B = q.view.batch, S = q.view.tokens, H = q.view.heads, D = q.view.head_dim;
+  Tensor4 ref = make(DType::kF32, B, S, H, D, false, nullptr), fast = make(DType::kF32, B, S, H, D, out_head_major, nullptr);
+  std::vector<float> ref_lse(static_cast<std::size_t>(B) * H * S, kUnwritten), fast_lse(ref_lse);
+  AttentionOptions options;
+  options.lse = ref_lse.data();
+  attention_reference(q.view, k.view, v.view, ref.view, p, options);
+  options.threads = threads;
+  options.lse = fast_lse.data();
+  attention(q.view, k.view, v.view, fast.view, p, options);
+  expect_lse_near(ref_lse, fast_lse);
+  return max_diff(ref, fast);
+}
+
 TEST(Attention, ReferenceEqualsTheMaterialisedSoftmax) {
   std::mt19937 rng(1);
   const int B = 2, S = 5, T = 9, H = 4, Hk = 2, D = 8;
@@ -148,9 +178,7 @@ TEST(Attention, RopeRotatesQueriesAndKeysAsTheyLoad) {
 TEST(Attention, TiledEqualsTheReferenceForEverySchemeMaskAndDtype) {
   std::mt19937 rng(3);
   const int B = 2, Hq = 4, Hk = 2, D = 40;  // 40: a whole pair of vectors and a scalar tail on every target
-  RopeParams rp;
-  rp.head_dim = D;
-  const RopeSchedule sched = compute_schedule(rp);
+  const RopeSchedule sched = testing::plain_schedule(D);
   int cases = 0;
   const std::size_t targets = on_every_target([&] {
   // S, T: prefill within one query tile, and spanning two (the second partial: 128-row
@@ -176,22 +204,7 @@ TEST(Attention, TiledEqualsTheReferenceForEverySchemeMaskAndDtype) {
           p.k_positions.offset = 7;
           Tensor4 q = make(dtype, B, S, Hq, D, cases % 2, &rng), k = make(dtype, B, T, Hk, D, false, &rng),
                   v = make(dtype, B, T, Hk, D, true, &rng);
-          Tensor4 ref = make(DType::kF32, B, S, Hq, D, false, nullptr), fast = make(DType::kF32, B, S, Hq, D, true, nullptr);
-          std::vector<float> ref_lse(static_cast<std::size_t>(B) * Hq * S, kUnwritten), fast_lse(ref_lse);
-          AttentionOptions options;
-          options.lse = ref_lse.data();
-          attention_reference(q.view, k.view, v.view, ref.view, p, options);
-          options.threads = 2;
-          options.lse = fast_lse.data();
-          attention(q.view, k.view, v.view, fast.view, p, options);
-          expect_lse_near(ref_lse, fast_lse);
-          std::vector<double> expected(static_cast<std::size_t>(B) * S * Hq * D);
-          for (int b = 0; b < B; ++b)
-            for (int i = 0; i < S; ++i)
-              for (int h = 0; h < Hq; ++h)
-                for (int c = 0; c < D; ++c)
-                  expected[((static_cast<std::size_t>(b) * S + i) * Hq + h) * D + c] = at(ref.view, b, i, h, c);
-          EXPECT_LE(max_abs(expected, fast), 2e-5);
+          EXPECT_LE(tiled_vs_reference(q, k, v, p, 2, true), 2e-5);
           ++cases;
         }
   });
@@ -270,9 +283,7 @@ TEST(Attention, DecodeSplitsTheKeysAcrossThreads) {
   // and the partial softmaxes merged. Causal, windowed and padded, with ALiBi and RoPE.
   std::mt19937 rng(7);
   const int T = 1000, D = 32;
-  RopeParams rp;
-  rp.head_dim = D;
-  const RopeSchedule sched = compute_schedule(rp);
+  const RopeSchedule sched = testing::plain_schedule(D);
   for (auto positions : {AttentionPositions::kNone, AttentionPositions::kAlibi, AttentionPositions::kRope})
     for (int mask = 0; mask < 3; ++mask) {
       BiasInputs setup;
@@ -284,19 +295,9 @@ TEST(Attention, DecodeSplitsTheKeysAcrossThreads) {
         p.mask.key_padding = setup.padding.data();
       }
       Tensor4 q = make(DType::kF32, 1, 1, 1, D, false, &rng), k = make(DType::kF32, 1, T, 1, D, false, &rng),
-              v = make(DType::kF32, 1, T, 1, D, false, &rng), ref = make(DType::kF32, 1, 1, 1, D, false, nullptr),
-              fast = make(DType::kF32, 1, 1, 1, D, false, nullptr);
-      std::vector<float> ref_lse(1, kUnwritten), fast_lse(1, kUnwritten);
-      AttentionOptions options;
-      options.lse = ref_lse.data();
-      attention_reference(q.view, k.view, v.view, ref.view, p, options);
-      options.threads = 5;  // 5 splits of the keys
-      options.lse = fast_lse.data();
-      attention(q.view, k.view, v.view, fast.view, p, options);
-      expect_lse_near(ref_lse, fast_lse);
-      std::vector<double> expected(D);
-      for (int c = 0; c < D; ++c) expected[c] = at(ref.view, 0, 0, 0, c);
-      EXPECT_LE(max_abs(expected, fast), 2e-5) << static_cast<int>(positions) << " mask " << mask;
+              v = make(DType::kF32, 1, T, 1, D, false, &rng);
+      // 5 threads: 5 splits of the keys
+      EXPECT_LE(tiled_vs_reference(q, k, v, p, 5), 2e-5) << static_cast<int>(positions) << " mask " << mask;
     }
 }
 
@@ -304,9 +305,7 @@ TEST(Attention, SplitKeysWithSeveralQueriesHeadsAndBiases) {
   // More threads than tasks with S > 1, GQA and every position scheme: the split and the merge.
   std::mt19937 rng(8);
   const int B = 1, S = 33, T = 1000, Hq = 4, Hk = 2, D = 40;
-  RopeParams rp;
-  rp.head_dim = D;
-  const RopeSchedule sched = compute_schedule(rp);
+  const RopeSchedule sched = testing::plain_schedule(D);
   for (auto positions : {AttentionPositions::kNone, AttentionPositions::kRope, AttentionPositions::kAlibi, AttentionPositions::kT5}) {
     BiasInputs setup;
     AttentionParams p = params_for(positions, setup, Hq, B, T, rng);
@@ -314,21 +313,9 @@ TEST(Attention, SplitKeysWithSeveralQueriesHeadsAndBiases) {
     p.mask.sliding_window = 700;
     p.q_positions.offset = T - S;
     Tensor4 q = make(DType::kF32, B, S, Hq, D, false, &rng), k = make(DType::kF32, B, T, Hk, D, false, &rng),
-            v = make(DType::kF32, B, T, Hk, D, false, &rng), ref = make(DType::kF32, B, S, Hq, D, false, nullptr),
-            fast = make(DType::kF32, B, S, Hq, D, false, nullptr);
-    std::vector<float> ref_lse(static_cast<std::size_t>(B) * Hq * S, kUnwritten), fast_lse(ref_lse);
-    AttentionOptions options;
-    options.lse = ref_lse.data();
-    attention_reference(q.view, k.view, v.view, ref.view, p, options);
-    options.threads = 16;  // 8 tasks: each split in two
-    options.lse = fast_lse.data();
-    attention(q.view, k.view, v.view, fast.view, p, options);
-    expect_lse_near(ref_lse, fast_lse);
-    std::vector<double> expected(static_cast<std::size_t>(B) * S * Hq * D);
-    for (int i = 0; i < S; ++i)
-      for (int h = 0; h < Hq; ++h)
-        for (int c = 0; c < D; ++c) expected[(static_cast<std::size_t>(i) * Hq + h) * D + c] = at(ref.view, 0, i, h, c);
-    EXPECT_LE(max_abs(expected, fast), 2e-5) << static_cast<int>(positions);
+            v = make(DType::kF32, B, T, Hk, D, false, &rng);
+    // 16 threads on 8 tasks: each split in two
+    EXPECT_LE(tiled_vs_reference(q, k, v, p, 16), 2e-5) << static_cast<int>(positions);
   }
 }
 
@@ -340,9 +327,7 @@ TEST(Attention, ExplicitScatteredPositionIds) {
   std::uniform_int_distribution<std::int64_t> any(0, 100000);
   for (auto& x : qids) x = any(rng);
   for (auto& x : kids) x = any(rng);
-  RopeParams rp;
-  rp.head_dim = D;
-  const RopeSchedule sched = compute_schedule(rp);
+  const RopeSchedule sched = testing::plain_schedule(D);
   for (auto positions : {AttentionPositions::kAlibi, AttentionPositions::kT5, AttentionPositions::kRope}) {
     BiasInputs setup;
     AttentionParams p = params_for(positions, setup, H, B, T, rng);
@@ -353,16 +338,8 @@ TEST(Attention, ExplicitScatteredPositionIds) {
     p.q_positions = {qids.data(), 1, 0};
     p.k_positions = {kids.data(), 1, 0};
     Tensor4 q = make(DType::kF32, B, S, H, D, false, &rng), k = make(DType::kF32, B, T, H, D, false, &rng),
-            v = make(DType::kF32, B, T, H, D, false, &rng), ref = make(DType::kF32, B, S, H, D, false, nullptr),
-            fast = make(DType::kF32, B, S, H, D, false, nullptr);
-    attention_reference(q.view, k.view, v.view, ref.view, p);
-    attention(q.view, k.view, v.view, fast.view, p);
-    std::vector<double> expected(static_cast<std::size_t>(B) * S * H * D);
-    for (int b = 0; b < B; ++b)
-      for (int i = 0; i < S; ++i)
-        for (int h = 0; h < H; ++h)
-          for (int c = 0; c < D; ++c) expected[((static_cast<std::size_t>(b) * S + i) * H + h) * D + c] = at(ref.view, b, i, h, c);
-    EXPECT_LE(max_abs(expected, fast), 2e-5) << static_cast<int>(positions);
+            v = make(DType::kF32, B, T, H, D, false, &rng);
+    EXPECT_LE(tiled_vs_reference(q, k, v, p, 1), 2e-5) << static_cast<int>(positions);
   }
 }
 

@@ -16,6 +16,7 @@
 #include "posenc/sinusoidal.h"
 #include "posenc/t5_bias.h"
 #include "posenc/transformer_xl.h"
+#include "rope_params_fixtures.h"
 
 namespace posenc {
 
@@ -277,9 +278,7 @@ TEST(RopeApply, AccurateAnglesStayExactAtLargePositions) {
 TEST(RopeApply, BadViewsAndPositions) {
   std::vector<float> x(8);
   const std::int64_t bad = -1;
-  RopeParams rp;
-  rp.head_dim = 8;
-  const RopeSchedule s = compute_schedule(rp);
+  const RopeSchedule s = testing::plain_schedule(8);
   EXPECT_THROW(rope_apply_reference(bshd(x.data(), {1, 1, 1, 8}), {&bad, 1, 0}, rope_apply_params(s)), Error);
   const std::int64_t ok = 0;
   EXPECT_THROW(rope_apply_reference(bshd(x.data(), {1, 1, 1, 4}), {&ok, 1, 0}, rope_apply_params(s)), Error);

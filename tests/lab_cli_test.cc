@@ -16,21 +16,19 @@ void expect_error(const std::string& args, const std::string& part) {
   EXPECT_LE(std::count(r.err.begin(), r.err.end(), '\n'), 3) << "a short error, not a trace: " << r.err;
 }
 
-TEST(LabCli, ThreadsAreBounded) {
-  const std::string out = " --out " + temp_path("_lab");
-  expect_error("lab extrapolate --threads 100000" + out, "--threads");
-  expect_error("lab extrapolate --threads -1" + out, "--threads");
-  expect_error("lab sort --threads 100000" + out, "--threads");
-  expect_error("lab sort --threads -3" + out, "--threads");
-}
-
-TEST(LabCli, LengthsAreCappedWithTheLimitNamed) {
-  const std::string out = " --out " + temp_path("_lab");
-  expect_error("lab extrapolate --train-len 2147483647" + out, "[2, 512], got 2147483647");
-  expect_error("lab extrapolate --train-len 5000" + out, "[2, 512], got 5000");
-  expect_error("lab extrapolate --eval-lens 64,16385" + out, "--eval-lens: 16385 is outside [2, 16384]");
-  expect_error("lab sort --train-len 100000" + out, "[1, 64], got 100000");
-  expect_error("lab sort --test-lens 16,100000" + out, "--test-lens");
+TEST(LabCli, ThreadsAndLengthsAreBoundedWithTheLimitNamed) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"lab extrapolate --threads 100000", "--threads"},
+      {"lab extrapolate --threads -1", "--threads"},
+      {"lab sort --threads 100000", "--threads"},
+      {"lab sort --threads -3", "--threads"},
+      {"lab extrapolate --train-len 2147483647", "[2, 512], got 2147483647"},
+      {"lab extrapolate --train-len 5000", "[2, 512], got 5000"},
+      {"lab extrapolate --eval-lens 64,16385", "--eval-lens: 16385 is outside [2, 16384]"},
+      {"lab sort --train-len 100000", "[1, 64], got 100000"},
+      {"lab sort --test-lens 16,100000", "--test-lens"},
+  };
+  for (const auto& [args, part] : cases) expect_error(args + (" --out " + temp_path("_lab")), part);
 }
 
 TEST(LabCli, EveryCommandTakesTheModelShape) {

@@ -10,6 +10,7 @@
 
 #include "posenc/error.h"
 #include "posenc/rope_kernels.h"
+#include "rope_params_fixtures.h"
 
 namespace posenc {
 namespace {
@@ -74,9 +75,7 @@ TEST(Limits, FiniteCosSinAndOutputsAtEveryPositionTypeAndDtype) {
 TEST(Limits, AccurateAngleErrorAgainstLongDouble) {
   // Documented bound: |cos, sin error| <= 1e-6 up to 2^24 (measured ~6e-8: the float32 rounding
   // of the result); beyond, the double product p * w adds up to p * w * 2^-53 (< 3e-7 at 2^31).
-  RopeParams p;
-  p.head_dim = 128;
-  const RopeSchedule s = compute_schedule(p);
+  const RopeSchedule s = testing::plain_schedule(128);
   const RopeApplyParams ap = rope_apply_params(s);
   std::mt19937_64 rng(9);
   double worst_small = 0, worst_large = 0;
@@ -97,9 +96,7 @@ TEST(Limits, AccurateAngleErrorAgainstLongDouble) {
 }
 
 TEST(ThreadSafety, ConcurrentCallersShareOneGrowingTable) {
-  RopeParams p;
-  p.head_dim = 64;
-  const RopeSchedule s = compute_schedule(p);
+  const RopeSchedule s = testing::plain_schedule(64);
   const RopeApplyParams ap = rope_apply_params(s);
   RopeTable table(ap, 8);  // tiny: every thread's call makes it grow
   auto job = [&](int id, std::vector<float>* out) {

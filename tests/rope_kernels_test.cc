@@ -16,6 +16,7 @@
 
 #include "posenc/rope_kernels.h"
 #include "rope_kernels_test_support.h"
+#include "rope_params_fixtures.h"
 
 namespace posenc {
 namespace {
@@ -86,9 +87,7 @@ TEST_F(RopeKernels, EveryTargetEqualsTheReferenceBitForBit) {
 }
 
 TEST_F(RopeKernels, LargePositionsOnTheFlyOnEveryTarget) {
-  RopeParams rp;
-  rp.head_dim = 64;
-  const RopeSchedule s = compute_schedule(rp);
+  const RopeSchedule s = testing::plain_schedule(64);
   std::mt19937 rng(11);
   const std::vector<std::int64_t> ids = {0, 65535, 131071, 1 << 24, 2147483647};
   for (const auto target : hwy::SupportedAndGeneratedTargets()) {
@@ -122,9 +121,7 @@ TEST_F(RopeKernels, HeadMajorRunsOfConsecutivePositionsEqualTheReference) {
         const int gap_at = tokens > 9 ? 300 : 4;
         ids[static_cast<std::size_t>(tokens + t)] = t < gap_at ? 7 + t : 20 + t;  // row 1: a gap
       }
-      RopeParams rp;
-      rp.head_dim = head_dim;
-      const RopeSchedule sched = compute_schedule(rp);
+      const RopeSchedule sched = testing::plain_schedule(head_dim);
       for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16})
         for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved, RopeLayout::kDeepSeekV3})
           for (int direction : {1, -1})
@@ -151,9 +148,7 @@ TEST_F(RopeKernels, HeadMajorRunsOfConsecutivePositionsEqualTheReference) {
 }
 
 TEST_F(RopeKernels, ThreadCountDoesNotChangeBits) {
-  RopeParams rp;
-  rp.head_dim = 128;
-  const RopeSchedule s = compute_schedule(rp);
+  const RopeSchedule s = testing::plain_schedule(128);
   std::mt19937 rng(3);
   Buffer one = random_buffer(DType::kBF16, 64 * 4 * 128, rng), two = one;
   const RopeApplyParams p = rope_apply_params(s);
@@ -166,9 +161,7 @@ TEST_F(RopeKernels, ThreadCountDoesNotChangeBits) {
 }
 
 TEST_F(RopeKernels, ForwardThenBackwardReturnsTheInput) {
-  RopeParams rp;
-  rp.head_dim = 128;
-  const RopeSchedule s = compute_schedule(rp);
+  const RopeSchedule s = testing::plain_schedule(128);
   std::mt19937 rng(5);
   Buffer x = random_buffer(DType::kF32, 16 * 8 * 128, rng);
   const Buffer original = x;

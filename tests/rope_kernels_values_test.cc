@@ -15,6 +15,7 @@
 #include "posenc/error.h"
 #include "posenc/rope_kernels.h"
 #include "rope_kernels_test_support.h"
+#include "rope_params_fixtures.h"
 
 namespace posenc {
 namespace {
@@ -40,9 +41,7 @@ TEST_F(RopeKernels, Bf16NarrowingEqualsTheReferenceNativeAndEmulated) {
       allow_rope_native_bf16_for_test(native);
       for (int head_dim : {96, 128})
         for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved, RopeLayout::kDeepSeekV3}) {
-          RopeParams rp;
-          rp.head_dim = head_dim;
-          const RopeSchedule schedule = compute_schedule(rp);  // p points into it
+          const RopeSchedule schedule = testing::plain_schedule(head_dim);  // p points into it
           RopeApplyParams p = rope_apply_params(schedule, layout);
           p.attention_factor = 1.0625;  // products that are not exact: every lane rounds
           const std::size_t n = ids.size() * 2 * static_cast<std::size_t>(head_dim);
@@ -102,9 +101,7 @@ TEST_F(RopeKernels, AnglesBeyondTheAccurateRangeAreRefused) {
 // A NaN or infinite attention factor is refused by name: cos and sin must be finite (the bf16
 // narrowing relies on it, and no schedule produces another).
 TEST_F(RopeKernels, ANonFiniteAttentionFactorIsRefused) {
-  RopeParams rp;
-  rp.head_dim = 4;
-  const RopeSchedule s = compute_schedule(rp);
+  const RopeSchedule s = testing::plain_schedule(4);
   std::vector<float> x(4, 1.0f);
   for (double factor : {std::nan(""), HUGE_VAL}) {
     const RopeApplyParams p = rope_apply_params(s.inv_freq, factor, RopeLayout::kHalfSplit);
@@ -118,9 +115,7 @@ TEST_F(RopeKernels, ANonFiniteAttentionFactorIsRefused) {
 }
 
 TEST_F(RopeKernels, TableGrowsAndRejectsAMismatch) {
-  RopeParams rp;
-  rp.head_dim = 8;
-  const RopeSchedule s = compute_schedule(rp);
+  const RopeSchedule s = testing::plain_schedule(8);
   const RopeApplyParams p = rope_apply_params(s);
   RopeTable table(p, 4);
   EXPECT_EQ(table.ensure(3)->positions, 4);

@@ -7,8 +7,17 @@
 #include <vector>
 
 #include "posenc/rope_params.h"
+#include "posenc/rope_schedule.h"
 
 namespace posenc::testing {
+
+// Plain RoPE (rope_type default, theta 10000) over head_dim channels: the schedule most kernel
+// and attention tests rotate with.
+inline RopeSchedule plain_schedule(int head_dim) {
+  RopeParams p;
+  p.head_dim = head_dim;
+  return compute_schedule(p);
+}
 
 inline RopeParams yarn_params(double factor, std::int64_t original_max) {
   RopeParams p;
