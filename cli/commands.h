@@ -1,5 +1,6 @@
 // Every posenc subcommand, one function each that adds it (its options and its callback) to the
-// app: the list run_cli (app.cc) assembles. Each lives in its own <name>_command.cc.
+// app: the list run_cli (app.cc) assembles. Each lives in its own <name>_command.cc, but explain
+// lives beside plot (plot_command.cc).
 #pragma once
 
 #include <stdexcept>

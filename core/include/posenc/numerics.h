@@ -1,5 +1,5 @@
 // posenc's one switch between its own arithmetic and Hugging Face's float32 arithmetic, for the
-// schedule and the angles alike (the CLI's --hf-compatible, Python's hf_float32=True).
+// schedule and the angles alike (the CLI's --hf-compatible, Python's hf_compatible=True).
 #pragma once
 
 #include "posenc/names.h"
