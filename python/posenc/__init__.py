@@ -17,8 +17,9 @@ import torch
 from . import _posenc
 
 __all__ = [
-    "ConfigError", "Error", "Layer", "Model", "Schedule", "load_hf_config", "schedule", "apply_rope",
-    "sinusoidal", "alibi_slopes", "alibi_bias", "t5_buckets", "kernel_target", "check", "mrope_position_ids", "nn", "plot", "deberta_relative_positions", "xl_relative_sinusoid",
+    "ConfigError", "Error", "Layer", "Model", "Schedule", "RopeRuntime", "load_hf_config", "schedule", "rope_fields",
+    "apply_rope",
+    "sinusoidal", "alibi_slopes", "alibi_bias", "t5_buckets", "kernel_target", "check", "mrope_position_ids", "hf", "nn", "plot", "deberta_relative_positions", "xl_relative_sinusoid",
 ]
 
 Error = _posenc.Error  # every error the C++ core raises (a ValueError)
@@ -46,22 +47,12 @@ class Model:
     notes: List[str] = field(default_factory=list)
 
     def select(self, layer_type: Optional[str] = None) -> Layer:
-        """The layer type to use: full_attention if present (or the only one), else the first with RoPE."""
-        if layer_type:
-            for layer in self.layers:
-                if layer.layer_type == layer_type:
-                    if not layer.has_rope:
-                        raise ConfigError(f"layer type '{layer_type}' applies no RoPE")
-                    return layer
-            raise ConfigError(f"no layer type '{layer_type}' in this model (it has "
-                              f"{', '.join(l.layer_type or '(uniform)' for l in self.layers)})")
-        for layer in self.layers:
-            if layer.layer_type == "full_attention" and layer.has_rope:
-                return layer
-        for layer in self.layers:
-            if layer.has_rope:
-                return layer
-        raise ConfigError("no layer of this model applies RoPE")
+        """The layer type to use: full_attention if present (or the only one), else the first with
+        RoPE (the CLI's rule, from the C++ core)."""
+        try:
+            return self.layers[_posenc.select_layer([(l.layer_type, l.has_rope) for l in self.layers], layer_type or "")]
+        except Error as e:
+            raise ConfigError(str(e)) from None
 
 
 def _model(d: Dict[str, Any]) -> Model:
@@ -99,21 +90,66 @@ def schedule(config: Union[str, Model, None] = None, *, layer_type: Optional[str
     """The schedule of a config (a path or a loaded Model; its layer_type) or of RopeParams
     fields given as keywords under HF's names (rope_type="yarn", rope_theta=1e6, head_dim=128,
     factor=4, original_max_position_embeddings=32768, ...; every field of `posenc freqs --help`;
-    the older theta= and type= still work). seq_len: the schedule in force at that length
-    (dynamic NTK, LongRoPE). hf_compatible=True replays HF's float32 arithmetic."""
+    rope_type defaults to "default", plain RoPE, as in HF; the older theta= and type= still work).
+    seq_len: the schedule in force at that length (dynamic NTK, LongRoPE). hf_compatible=True
+    replays HF's float32 arithmetic."""
+    fields = rope_fields(config, layer_type=layer_type, hf_compatible=hf_compatible, **params)
+    try:
+        return _schedule_of(_posenc.schedule(json.dumps(fields), seq_len, hf_compatible), fields)
+    except Error as e:
+        raise ConfigError(str(e)) from None
+
+
+def rope_fields(config: Union[str, Model, None] = None, *, layer_type: Optional[str] = None,
+                hf_compatible: bool = False, **params: Any) -> Dict[str, Any]:
+    """The RopeParams fields (HF's names) of a config's layer type, or of the keywords given;
+    what schedule() and the rotary modules compute from."""
     if config is not None and params:
         raise ConfigError("pass a config or RopeParams fields, not both")
     if config is not None:
         model = config if isinstance(config, Model) else load_hf_config(config, hf_compatible=hf_compatible)
-        fields = model.select(layer_type).params
-    else:
-        fields = dict(params)
-    try:
-        d = _posenc.schedule(json.dumps(fields), seq_len, hf_compatible)
-    except Error as e:
-        raise ConfigError(str(e)) from None
+        return dict(model.select(layer_type).params)
+    fields = dict(params)
+    if "rope_type" not in fields and "type" not in fields:
+        fields["rope_type"] = "default"  # HF's type when a config names none; a record must name it
+    return fields
+
+
+def _schedule_of(d: Dict[str, Any], fields: Dict[str, Any]) -> Schedule:
     return Schedule(torch.tensor(d["inv_freq"], dtype=torch.float32), d["attention_factor"], d["rope_type"],
                     d["rotary_dim"], d["rotated_dim"], d["correction_range"], list(d["axis_of_freq"]), fields)
+
+
+class RopeRuntime:
+    """HF's runtime rule over a schedule (the C++ RopeRuntime): update(max_position_id) returns the
+    Schedule in force for a call whose largest position id that is. Dynamic NTK grows its cache
+    when a call is longer than any before and resets below max_position_embeddings; LongRoPE uses
+    its long factors for a call past original_max_position_embeddings; other types are fixed."""
+
+    def __init__(self, fields: Dict[str, Any], hf_compatible: bool = False) -> None:
+        try:
+            self._runtime = _posenc.RopeRuntime(json.dumps(fields), hf_compatible)
+            self._fields = dict(fields)
+            self._last = self._runtime.update(0)
+        except Error as e:
+            raise ConfigError(str(e)) from None
+        self.current = _schedule_of(self._last, self._fields)
+
+    @property
+    def max_seq_len_cached(self) -> int:
+        """HF's max_seq_len_cached (dynamic NTK): max_position_embeddings until a longer call."""
+        return self._runtime.max_seq_len_cached
+
+    def update(self, max_position_id: int) -> Schedule:
+        if self.current.rope_type not in ("dynamic", "longrope"):
+            return self.current  # fixed: nothing to recompute
+        try:
+            d = self._runtime.update(int(max_position_id))
+        except Error as e:
+            raise ConfigError(str(e)) from None
+        if d["inv_freq"] != self._last["inv_freq"] or d["attention_factor"] != self._last["attention_factor"]:
+            self._last, self.current = d, _schedule_of(d, self._fields)
+        return self.current
 
 
 from .rope import apply_rope  # noqa: E402  (needs Schedule)
@@ -141,4 +177,4 @@ def mrope_position_ids(runs: List[Tuple[str, int, int, int, int]], merge_size: i
 def kernel_target() -> str:
     """The SIMD target the kernels use on this machine ("AVX3", "AVX2", ...)."""
     return _posenc.kernel_target()
-from . import nn, plot  # noqa: E402,F401  (posenc.nn, posenc.plot after import posenc)
+from . import hf, nn, plot  # noqa: E402,F401  (posenc.hf, posenc.nn, posenc.plot after import posenc)

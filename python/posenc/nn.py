@@ -6,35 +6,35 @@ from typing import Optional, Tuple, Union
 
 import torch
 
-from . import Model, Schedule, _posenc, schedule as make_schedule
+from . import Model, RopeRuntime, Schedule, _posenc, rope_fields
 from .encodings import alibi_bias, alibi_slopes, sinusoidal, t5_buckets
 from .rope import apply_rope
 
 
 class RotaryEmbedding(torch.nn.Module):
-    """RoPE with a model's exact schedule: from a config (path or Model) or RopeParams fields.
-    Schedules that depend on length (dynamic NTK, LongRoPE) are recomputed from max(positions)+1,
-    as HF's rotary modules do; forward(q, k, positions) returns the rotated pair."""
+    """RoPE with a model's exact schedule: from a config (path or Model) or RopeParams fields,
+    read once. Schedules that depend on length follow HF's runtime rule (RopeRuntime): dynamic
+    NTK recomputes at L = max(positions) + 1 only when L exceeds every earlier call's, and resets
+    below max_position_embeddings; LongRoPE switches to its long factors past the original
+    context. forward(q, k, positions) returns the rotated pair; inv_freq is the schedule in force."""
 
     def __init__(self, config: Union[str, Model, None] = None, *, layer_type: Optional[str] = None,
-                 layout: str = "half_split", heads_dim: int = 2, **params) -> None:
+                 layout: str = "half_split", heads_dim: int = 2, hf_compatible: bool = False, **params) -> None:
         super().__init__()
-        self._config, self._layer_type, self._params = config, layer_type, params
         self.layout, self.heads_dim = layout, heads_dim
-        self._schedule = make_schedule(config, layer_type=layer_type, **params)
-        self.register_buffer("inv_freq", self._schedule.inv_freq.clone(), persistent=False)
+        self.runtime = RopeRuntime(rope_fields(config, layer_type=layer_type, hf_compatible=hf_compatible, **params),
+                                   hf_compatible)
+        self.register_buffer("inv_freq", self.runtime.current.inv_freq.clone(), persistent=False)
 
     def schedule_for(self, seq_len: int) -> Schedule:
-        kind = self._schedule.rope_type
-        if kind in ("dynamic", "longrope"):
-            return make_schedule(self._config, layer_type=self._layer_type, seq_len=seq_len, **self._params)
-        return self._schedule
+        """The schedule for a call of seq_len = max position id + 1 (updates the runtime state)."""
+        return self.runtime.update(seq_len - 1)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor,
                 positions: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         tokens = q.shape[1] if self.heads_dim == 2 else q.shape[2]
         seq_len = int(positions.max()) + 1 if positions is not None and positions.numel() else tokens
-        s = self.schedule_for(seq_len)
+        s = self.schedule_for(max(seq_len, 1))
         self.inv_freq.copy_(s.inv_freq)
         return apply_rope(q, k, schedule=s, positions=positions, layout=self.layout, heads_dim=self.heads_dim)
 

@@ -21,6 +21,7 @@
 #include "posenc/rope_fields.h"
 #include "posenc/rope_kernels.h"
 #include "posenc/rope_params_json.h"
+#include "posenc/rope_runtime.h"
 #include "posenc/rope_schedule.h"
 #include "posenc/sinusoidal.h"
 #include "posenc/t5_bias.h"
@@ -72,9 +73,8 @@ py::dict model_dict(const ModelRope& m) {
   return out;
 }
 
-py::dict schedule_dict(const std::string& params_json, std::optional<std::int64_t> seq_len, bool hf_float32) {
-  const RopeParams params = rope_params_from_json(params_json, "params");
-  const RopeSchedule s = compute_schedule(params, seq_len, hf_float32 ? Numerics::kHfFloat32 : Numerics::kAccurate);
+// A schedule as the Python Schedule's fields; the M-RoPE axis map comes from the params.
+py::dict schedule_fields(const RopeSchedule& s, const RopeParams& params) {
   py::dict d;
   d["inv_freq"] = s.inv_freq;
   d["attention_factor"] = s.attention_factor;
@@ -89,6 +89,22 @@ py::dict schedule_dict(const std::string& params_json, std::optional<std::int64_
                                                    : mrope_axis_map(params.mrope_section, params.mrope_interleaved);
   return d;
 }
+
+Numerics numerics_of(bool hf_float32) { return hf_float32 ? Numerics::kHfFloat32 : Numerics::kAccurate; }
+
+py::dict schedule_dict(const std::string& params_json, std::optional<std::int64_t> seq_len, bool hf_float32) {
+  const RopeParams params = rope_params_from_json(params_json, "params");
+  return schedule_fields(compute_schedule(params, seq_len, numerics_of(hf_float32)), params);
+}
+
+// HF's runtime rule (RopeRuntime: dynamic NTK grows and resets, LongRoPE switches) for the
+// Python modules, so Python and C++ follow one rule; update() returns the schedule in force.
+struct PyRopeRuntime {
+  RopeParams params;
+  RopeRuntime runtime;
+  PyRopeRuntime(const std::string& params_json, bool hf_float32)
+      : params(rope_params_from_json(params_json, "params")), runtime(params, numerics_of(hf_float32)) {}
+};
 
 // One call of the RoPE kernels on a strided view, as Python passes it (by keyword). Pointers
 // are integers (torch's data_ptr()); the caller keeps the tensors alive and checks their device.
@@ -184,7 +200,20 @@ PYBIND11_MODULE(_posenc, m) {
   m.def("parse_hf_config", [](const std::string& text, bool lenient, bool hf_compatible) {
     return model_dict(parse_hf_config(text, ConfigOptions{lenient, hf_compatible}));
   });
+  // ModelRope::select over the layer types a Python Model holds: one rule for which layer type a
+  // model shows, the CLI's and Python's.
+  m.def("select_layer", [](const std::vector<std::pair<std::string, bool>>& layers, const std::string& layer_type) {
+    ModelRope model;
+    for (const auto& [type, has_rope] : layers) model.layers.push_back(LayerRope{type, has_rope, {}});
+    return static_cast<int>(&model.select(layer_type) - model.layers.data());
+  });
   m.def("schedule", &schedule_dict);
+  py::class_<PyRopeRuntime>(m, "RopeRuntime")
+      .def(py::init<const std::string&, bool>())
+      .def("update", [](PyRopeRuntime& r, std::int64_t max_position_id) {
+        return schedule_fields(r.runtime.update(max_position_id), r.params);
+      })
+      .def_property_readonly("max_seq_len_cached", [](const PyRopeRuntime& r) { return r.runtime.max_seq_len_cached(); });
   m.def("rope_rotate", [](const py::kwargs& kwargs) { rope_rotate_view(rotate_call(kwargs)); });
   m.attr("learned_init_std") = kLearnedInitStd;  // N(0, std) of learned position tables and T5 biases
   m.def("kernel_target", [] { return std::string(rope_kernel_target()); });

@@ -77,3 +77,17 @@ def test_errors_name_the_key(tmp_path):
         posenc.schedule(rope_type="linear", head_dim=64, factor=2.0, fator=1.0)
     with pytest.raises(posenc.ConfigError):
         posenc.load_hf_config(str(tmp_path / "missing.json"))
+
+
+def test_select_follows_the_cores_rule(real_configs):
+    by_name = {p.stem: p for p in real_configs}
+    qwen = posenc.load_hf_config(str(by_name["Qwen3.5-9B"]))  # linear_attention layers rotate nothing
+    assert [l.layer_type for l in qwen.layers] == ["linear_attention", "full_attention"]
+    assert qwen.select().layer_type == "full_attention"
+    with pytest.raises(posenc.ConfigError, match="'linear_attention' have no rotary embedding"):
+        qwen.select("linear_attention")
+    with pytest.raises(posenc.ConfigError, match="'sliding_attention' is not in this config; it has: "
+                                                 "linear_attention, full_attention"):
+        qwen.select("sliding_attention")
+    gemma = posenc.load_hf_config(str(by_name["gemma-3-1b-it"]))
+    assert gemma.select("sliding_attention").params["rope_theta"] == 10000.0
