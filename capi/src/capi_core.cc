@@ -111,6 +111,9 @@ RopeTensor to_tensor(const posenc_tensor* view, const char* name) {
   x.data = view->data;
   if (empty_view(x)) return x;  // nothing is read or written; data may even be NULL
   require(view->data, (n + ".data").c_str());
+  // Misaligned elements are undefined behaviour in the scalar paths (and slow in the vector ones).
+  if (reinterpret_cast<std::uintptr_t>(view->data) % dtype_size(x.dtype) != 0)
+    fail(n + ".data is not aligned to its " + std::to_string(dtype_size(x.dtype)) + "-byte elements");
   long double reach = x.head_dim;  // in long double: extent * stride may exceed int64 here
   for (Dim d : row_dims(x)) reach += static_cast<long double>(d.extent - 1) * d.stride;
   if (reach * static_cast<long double>(dtype_size(x.dtype)) > kMaxViewBytes)
@@ -160,6 +163,9 @@ PositionIds to_positions(const posenc_positions* ids, const char* name) {
   if (ids->kind != POSENC_IDS_INT32 && ids->kind != POSENC_IDS_INT64)
     fail(n + ".kind " + std::to_string(ids->kind) + " is not one of 0 (implicit), 1 (int32), 2 (int64)");
   require(ids->ids, (n + ".ids").c_str());
+  const std::size_t width = ids->kind == POSENC_IDS_INT32 ? 4 : 8;
+  if (reinterpret_cast<std::uintptr_t>(ids->ids) % width != 0)
+    fail(n + ".ids is not aligned to its " + std::to_string(width) + "-byte ids");
   PositionIds p;
   p.axes = static_cast<int>(in_range(ids->axes, 1, 3, n + ".axes"));
   p.axis_stride = in_range(ids->axis_stride, 0, std::int64_t{1} << 40, n + ".axis_stride");

@@ -85,6 +85,8 @@ static void views(void) {
   REFUSED(posenc_rope_rotate(s, &bad, NULL, &at, NULL), POSENC_ERR_ARGUMENT, "q.head_dim");
   bad = q, bad.head_stride = -D;
   REFUSED(posenc_rope_rotate(s, &bad, NULL, &at, NULL), POSENC_ERR_ARGUMENT, "q.head_stride");
+  bad = q, bad.data = (char*)x + 2;
+  REFUSED(posenc_rope_rotate(s, &bad, NULL, &at, NULL), POSENC_ERR_ARGUMENT, "q.data is not aligned");
   bad = q, bad.dtype = 7;
   REFUSED(posenc_rope_rotate(s, &bad, NULL, &at, NULL), POSENC_ERR_ARGUMENT, "q.dtype 7");
   bad = q, bad.head_stride = D / 2;  /* heads overlap by half: rotated twice */
@@ -114,6 +116,8 @@ static void views(void) {
   REFUSED(posenc_rope_rotate(s, &q, NULL, &ids, NULL), POSENC_ERR_ARGUMENT, "positions.kind 5");
   ids.kind = POSENC_IDS_INT64;
   REFUSED(posenc_rope_rotate(s, &q, NULL, &ids, NULL), POSENC_ERR_ARGUMENT, "positions.ids is NULL");
+  ids.ids = (const char*)huge_ids + 4;
+  REFUSED(posenc_rope_rotate(s, &q, NULL, &ids, NULL), POSENC_ERR_ARGUMENT, "positions.ids is not aligned");
   ids.ids = huge_ids, ids.axes = 4;
   REFUSED(posenc_rope_rotate(s, &q, NULL, &ids, NULL), POSENC_ERR_ARGUMENT, "positions.axes");
   ids.axes = 1;
