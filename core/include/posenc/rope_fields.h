@@ -110,6 +110,9 @@ void for_each_field(P& p, V&& visit) {
         p.mrope_section);
   visit(RopeField{"mrope_interleaved", "M-RoPE axes interleaved over the frequencies (Qwen3-VL)"},
         p.mrope_interleaved);
+  visit(RopeField{"alpha", "HunYuan NTK-alpha: static base rope_theta * alpha^(d/(d-2)) up to max_position_embeddings",
+                  {T::kDynamic}},
+        p.alpha);
   visit(RopeField{"llama_4_scaling_beta", "Ministral-3 / Llama-4 query scaling beta (attention side)"},
         p.llama_4_scaling_beta);
 }
