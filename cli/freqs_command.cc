@@ -93,6 +93,7 @@ nlohmann::json schedule_json(const ModelRope& model, const LayerRope& layer, con
   }
   if (const double m = deepseek_softmax_scale_multiplier(p); m != 1.0) j["deepseek_softmax_scale_multiplier"] = m;
   if (p.llama_4_scaling_beta) j["llama_4_scaling_beta"] = *p.llama_4_scaling_beta;
+  if (p.alpha) j["alpha"] = *p.alpha;
   j["warnings"] = model.warnings;
   j["notes"] = model.notes;
   return j;

@@ -72,6 +72,8 @@ json spec_json(const ModelSpec& s) {
   j["mrope_style"] = s.mrope_style ? json(to_string(*s.mrope_style)) : json(nullptr);
   j["layers"] = json::array();
   for (const LayerSpec& l : s.layers) j["layers"].push_back(layer_json(l));
+  // Layers alike but not counted (no num_hidden_layers): one entry that holds for each.
+  j["every_layer"] = s.every_layer ? layer_json(*s.every_layer) : json(nullptr);
   j["warnings"] = s.warnings;
   j["notes"] = s.rope.notes;
   return j;
@@ -116,6 +118,7 @@ void print_text(const ModelSpec& s) {
     else it->second += " " + std::to_string(l.index);
   }
   for (const auto& d : order) std::printf("layers %s\n  %s\n", indices[d].c_str(), d.c_str());
+  if (s.every_layer) std::printf("every layer (their number is not in the config)\n  %s\n", describe(s, *s.every_layer).c_str());
   for (const auto& n : s.rope.notes) std::printf("note: %s\n", n.c_str());
 }
 

@@ -51,7 +51,9 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
   if (!spec.family)
     throw Error("golden vectors need the per-layer semantics of model_type '" + spec.rope.model_type +
                 "', which posenc does not know (posenc spec shows its schedule)");
-  if (spec.layers.empty()) throw Error("golden vectors need the layer list; this config has none (posenc spec says why)");
+  // A model whose layers are alike needs no count (ModelSpec::every_layer): one layer stands for all.
+  const std::vector<LayerSpec> layers = spec.every_layer ? std::vector<LayerSpec>{*spec.every_layer} : spec.layers;
+  if (layers.empty()) throw Error("golden vectors need the layer list; this config has none (posenc spec says why)");
   const std::vector<std::int64_t> positions = params.positions.empty() ? default_golden_positions(spec) : params.positions;
   if (positions.size() > kMaxPositions)
     throw Error("--positions has " + std::to_string(positions.size()) + " entries; at most " +
@@ -74,12 +76,13 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
   g.tensors.metadata["format"] = "posenc-golden-1";
 
   std::vector<std::string> done;
-  for (const LayerSpec& l : spec.layers) {
+  for (const LayerSpec& l : layers) {
     if (std::find(done.begin(), done.end(), l.layer_type) != done.end()) continue;
     done.push_back(l.layer_type);
-    std::vector<int> members;
-    for (const LayerSpec& m : spec.layers)
+    json members = json::array();
+    for (const LayerSpec& m : layers)
       if (m.layer_type == l.layer_type) members.push_back(m.index);
+    if (spec.every_layer) members = "all";
 
     const int D = l.head_dim, R = l.rotary_dim, F = R / 2;
     RopeSchedule s;

@@ -1,6 +1,7 @@
 #include "posenc/hf_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "config_doc.h"
@@ -105,8 +106,12 @@ struct Parser {
       p.theta = 10000.0 * ratio;
       out.notes.push_back("ChatGLM: base = 10000 * rope_ratio = " + format_number(p.theta) +
                           "; pairs are interleaved (2i, 2i+1) in its own code");
-    } else if (!rope_dict_sets_theta()) {
-      out.notes.push_back("rope_theta absent: HF's default 10000");
+    } else {
+      // HF: the config class's default_theta (model-families-3.md §1), 10000 unless the row says.
+      p.theta = quirks().default_theta;
+      if (!rope_dict_sets_theta())
+        out.notes.push_back("rope_theta absent: HF's default " + format_number(p.theta) +
+                            (quirks().default_theta != 10000.0 ? " (this family's default_theta)" : ""));
     }
 
     // The rotary fraction.
@@ -156,6 +161,34 @@ struct Parser {
   // ---- the rope dict (rope_dict.h, driven by the field table) -----------------------------
   void apply_rope_dict(const json& dict, const std::string& w, RopeParams& p) {
     read_rope_dict(dict, w, RopeDictContext{model, where().empty() ? std::string() : where() + ".", quirks().yarn_means_longrope, options.lenient, out}, p);
+    apply_family_dict_rules(dict, w, p);
+  }
+
+  // What a family's own modeling code does with its rope dict, beyond RU's shared functions.
+  void apply_family_dict_rules(const json& dict, const std::string& w, RopeParams& p) {
+    if (p.alpha && !quirks().ntk_alpha) {
+      out.warnings.push_back(jf::path(w, "alpha") + " = " + format_number(*p.alpha) +
+                             " is HunYuan's NTK-alpha; RU _compute_dynamic_ntk_parameters (this family's dynamic) "
+                             "does not read it (ignored)");
+      p.alpha.reset();
+    }
+    if (p.alpha)
+      out.notes.push_back("HunYuan NTK-alpha: base = rope_theta * alpha^(d/(d-2)) = " +
+                          format_number(p.theta * std::pow(*p.alpha, static_cast<double>(p.head_dim) / (p.head_dim - 2))) +
+                          " with d = head_dim " + std::to_string(p.head_dim) +
+                          ", attention factor 1, up to max_position_embeddings; beyond it HF's dynamic_rope_update "
+                          "recomputes plain dynamic NTK from factor, without alpha");
+    // MiniCPM3Attention: yarn_apply_mscale does rope_parameters["factor"] whenever the rope
+    // type is not default, so HF v5 cannot build the published MiniCPM3-4B (longrope, no factor).
+    if (quirks().mscale_reads_factor && p.type != RopeType::kDefault && !dict.contains("factor")) {
+      const std::string why = "HF v5 raises KeyError('factor') on this config: modeling_minicpm3.py's "
+                              "yarn_apply_mscale reads " + jf::path(w, "factor") + " for any rope type but "
+                              "default, and " + w + " (rope_type '" + to_string(p.type) + "') has none";
+      if (!options.lenient) throw Error(why + " (--lenient computes what the model's own hub code does)");
+      out.warnings.push_back(why + "; --lenient: computed as the model's own hub code (modeling_minicpm3.py, "
+                             "MiniCPMLongRoPE) does, factor max_position_embeddings / original_max_position_embeddings "
+                             "and no softmax mscale");
+    }
   }
 
   // ---- layer types (their rules: model_layers.h) -----------------------------------------

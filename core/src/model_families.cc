@@ -29,6 +29,9 @@ struct Row {
   Row& theta_from_rope_ratio() { return q.theta_from_rope_ratio = true, *this; }
   Row& default_partial_rotary(double f) { return q.default_partial_rotary = f, *this; }
   Row& yarn_means_longrope() { return q.yarn_means_longrope = true, *this; }
+  Row& default_theta(double theta) { return q.default_theta = theta, *this; }
+  Row& ntk_alpha() { return q.ntk_alpha = true, *this; }
+  Row& mscale_reads_factor() { return q.mscale_reads_factor = true, *this; }
   Row& sliding_layers_unscaled(const char* local_theta_key = nullptr) {
     return q.sliding_layers_unscaled = true, q.local_theta_key = local_theta_key, *this;
   }
@@ -40,21 +43,30 @@ const std::vector<FamilyQuirks>& table() {
     std::vector<Row> r = {
         Row("|llama|", "modeling_llama.py: LlamaAttention, apply_rotary_pos_emb (rotate_half)"),
         Row("|mllama|mllama_text_model|",
-            "modeling_mllama.py: MllamaTextSelfAttention rotates, MllamaTextCrossAttention (cross_attention_layers) does not")
-            .rope_layers(RopeLayers::kNotCrossAttention),
-        Row("|mistral|mixtral|",
-            "modeling_mistral.py / modeling_mixtral.py: sliding_window=config.sliding_window on every layer")
+            "modeling_mllama.py: MllamaTextSelfAttention rotates, MllamaTextCrossAttention (cross_attention_layers) does "
+            "not; configuration_mllama.py: default_theta 500000")
+            .rope_layers(RopeLayers::kNotCrossAttention)
+            .default_theta(5e5),
+        Row("|mistral|", "modeling_mistral.py: sliding_window=config.sliding_window on every layer")
             .window(Window::kEveryLayer),
+        Row("|mixtral|", "modeling_mixtral.py: sliding_window=config.sliding_window on every layer; "
+                         "configuration_mixtral.py: default_theta 1e6")
+            .window(Window::kEveryLayer)
+            .default_theta(1e6),
         Row("|ministral3|",
             "modeling_ministral3.py: Ministral3Attention, get_llama_4_attn_scale (q *= 1 + beta log(1 + floor(p / "
             "original_max_position_embeddings)))")
             .window(Window::kEveryLayer)
             .query_scale(QueryScale::kLlama4ScalingBeta),
-        Row("|qwen2|qwen2_moe|qwen2_vl|qwen2_vl_text|qwen2_5_vl|qwen2_5_vl_text|",
-            "modeling_qwen2.py: Qwen2Attention (sliding layers: use_sliding_window and i >= max_window_layers); "
-            "modeling_qwen2_vl.py: apply_multimodal_rotary_pos_emb (mrope_section chunks)")
+        Row("|qwen2|qwen2_moe|",
+            "modeling_qwen2.py: Qwen2Attention (sliding layers: use_sliding_window and i >= max_window_layers)")
+            .window(Window::kQwen2),
+        Row("|qwen2_vl|qwen2_vl_text|qwen2_5_vl|qwen2_5_vl_text|",
+            "modeling_qwen2_vl.py: Qwen2 attention (use_sliding_window, max_window_layers), "
+            "apply_multimodal_rotary_pos_emb (mrope_section chunks); configuration_qwen2_vl.py: default_theta 1e6")
             .window(Window::kQwen2)
-            .mrope(MropeStyle::kContiguous),
+            .mrope(MropeStyle::kContiguous)
+            .default_theta(1e6),
         Row("|qwen3|qwen3_moe|", "modeling_qwen3.py: Qwen3Attention (q_norm/k_norm, then apply_rotary_pos_emb)")
             .window(Window::kQwen2)
             .qk_norm(QkNorm::kBeforeRope),
@@ -68,7 +80,8 @@ const std::vector<FamilyQuirks>& table() {
         Row("|qwen3_vl|qwen3_vl_text|qwen3_vl_moe|qwen3_vl_moe_text|",
             "modeling_qwen3_vl.py: Qwen3VLTextRotaryEmbedding.apply_interleaved_mrope, q_norm/k_norm before RoPE")
             .qk_norm(QkNorm::kBeforeRope)
-            .mrope(MropeStyle::kInterleaved),
+            .mrope(MropeStyle::kInterleaved)
+            .default_theta(5e5),
         Row("|deepseek_v2|",
             "modeling_deepseek_v2.py: DeepseekV2Attention (q = [qk_nope_head_dim | qk_rope_head_dim], apply_rotary_emb "
             "on complex pairs, self.scaling *= yarn_get_mscale(factor, mscale_all_dim)^2)")
@@ -94,10 +107,12 @@ const std::vector<FamilyQuirks>& table() {
             .default_layers(DefaultLayers::kKimiLinear),
         Row("|gpt_oss|", "modeling_gpt_oss.py: GptOssAttention (_apply_rotary_emb on halves; sliding_window on "
                          "sliding_attention layers)")
-            .window(Window::kLayerTypes, 2),
+            .window(Window::kLayerTypes, 2)
+            .default_theta(150000),
         Row("|smollm3|", "modeling_smollm3.py: SmolLM3Attention (use_rope = no_rope_layers[layer_idx])")
             .rope_layers(RopeLayers::kNoRopeLayersList)
-            .window(Window::kQwen2),
+            .window(Window::kQwen2)
+            .default_theta(2e6),
         Row("|llama4|llama4_text|",
             "modeling_llama4.py: Llama4TextAttention (use_rope from no_rope_layers; apply_rotary_emb on complex pairs; "
             "chunked attention on RoPE layers; L2 qk_norm after RoPE; attn_temperature_tuning on NoPE layers)")
@@ -105,11 +120,13 @@ const std::vector<FamilyQuirks>& table() {
             .rope_layers(RopeLayers::kNoRopeLayersList)
             .window(Window::kChunkedOnRopeLayers)
             .query_scale(QueryScale::kLlama4Temperature)
-            .qk_norm(QkNorm::kL2AfterRopeIfFlag),
+            .qk_norm(QkNorm::kL2AfterRopeIfFlag)
+            .default_theta(5e5),
         Row("|cohere|", "modeling_cohere.py: CohereRotaryEmbedding (repeat_interleave), rotate_half on (2j, 2j+1); "
                         "q/k LayerNorm before RoPE when use_qk_norm")
             .layout(L::kInterleaved)
-            .qk_norm(QkNorm::kBeforeRopeIfFlag),
+            .qk_norm(QkNorm::kBeforeRopeIfFlag)
+            .default_theta(5e5),
         Row("|cohere2|", "modeling_cohere2.py: Cohere2Attention (RoPE only when sliding_window is set, i.e. on "
                          "sliding_attention layers; rotate_half on (2j, 2j+1))")
             .layout(L::kInterleaved)
@@ -136,10 +153,19 @@ const std::vector<FamilyQuirks>& table() {
             .window(Window::kLayerTypes, 6)
             .softmax(SoftmaxScale::kQueryPreAttnScalar)
             .qk_norm(QkNorm::kBeforeRope)
-            .sliding_layers_unscaled("rope_local_base_freq"),
+            .sliding_layers_unscaled("rope_local_base_freq")
+            .default_theta(1e6),  // default_theta {"global": 1e6, "local": 1e4}
         Row("|glm|glm4|", "modeling_glm.py / modeling_glm4.py: apply_rotary_pos_emb (cos/sin repeat_interleave'd, "
                           "rotate_half on x[..., 0::2], x[..., 1::2]) over the partial rotary slice")
             .layout(L::kInterleaved),
+        // GLM-4.1V / GLM-4.5V: flat legacy configs keep the text keys at the top level, which
+        // ConfigDoc reads when there is no text_config.
+        Row("|glm4v|glm4v_text|glm4v_moe|glm4v_moe_text|",
+            "modeling_glm4v.py:445-496: apply_multimodal_rotary_pos_emb (mrope_section chunks of the rotated "
+            "part's frequencies, partial_rotary_factor 0.5), then cos/sin[..., :d/2].repeat_interleave(2) on the "
+            "first d channels: GPT-J pairs (2j, 2j+1), the rest pass through")
+            .layout(L::kInterleaved)
+            .mrope(MropeStyle::kContiguous),
         Row("|glm4_moe|", "modular_glm4_moe.py: apply_rotary_pos_emb from modeling_gpt_neox (half-split on the "
                           "partial rotary slice); q/k norm before RoPE when use_qk_norm")
             .qk_norm(QkNorm::kBeforeRopeIfFlag),
@@ -152,13 +178,15 @@ const std::vector<FamilyQuirks>& table() {
             .default_partial_rotary(0.5),
         Row("|ernie4_5|ernie4_5_moe|", "modeling_ernie4_5.py: apply_rotary_pos_emb (cos/sin built half-split, "
                                         "applied to (2j, 2j+1) pairs)")
-            .layout(L::kInterleaved),
+            .layout(L::kInterleaved)
+            .default_theta(5e5),
         Row("|lfm2|", "modeling_lfm2.py: Lfm2Attention on full_attention layers (q_layernorm/k_layernorm, then RoPE); "
                       "Lfm2ShortConv layers have no positions; configuration_lfm2.py: default layer_types from "
                       "full_attn_idxs (every layer when absent)")
             .window(Window::kLayerTypes)
             .default_layers(DefaultLayers::kFullAttnIdxs)
-            .qk_norm(QkNorm::kBeforeRope),
+            .qk_norm(QkNorm::kBeforeRope)
+            .default_theta(1e6),
         Row("|gpt_neox|", "modeling_gpt_neox.py: GPTNeoXAttention, partial apply_rotary_pos_emb (rotary_pct; "
                           "GPTNeoXConfig: 0.25 by default)")
             .default_partial_rotary(0.25),
@@ -170,10 +198,12 @@ const std::vector<FamilyQuirks>& table() {
         Row("|olmo3|", "modeling_olmo3.py: Olmo3Attention (q_norm/k_norm, then RoPE; sliding layers plain RoPE)")
             .window(Window::kLayerTypes, 4)
             .qk_norm(QkNorm::kBeforeRope)
-            .sliding_layers_unscaled(),
+            .sliding_layers_unscaled()
+            .default_theta(5e5),
         Row("|minimax_m2|", "modeling_minimax_m2.py: MiniMaxM2Attention (q/k norm when use_qk_norm, partial RoPE "
                             "over rotary_dim)")
-            .qk_norm(QkNorm::kBeforeRopeIfFlag),
+            .qk_norm(QkNorm::kBeforeRopeIfFlag)
+            .default_theta(5e6),
         Row("|dbrx|", "modeling_dbrx.py: DbrxAttention, apply_rotary_pos_emb; configuration_dbrx.py: d_model, n_heads, "
                       "max_seq_len, attn_config.rope_theta")
             .layer_count("n_layers")
@@ -183,6 +213,45 @@ const std::vector<FamilyQuirks>& table() {
         Row("|qwen|", "Qwen modeling_qwen.py (hub): apply_rotary_pos_emb (rotate_half)"),
         Row("|internlm2|", "InternLM2 modeling_internlm2.py (hub): apply_rotary_pos_emb (rotate_half)"),
         Row("|minicpm|", "MiniCPM modeling_minicpm.py (hub): apply_rotary_pos_emb (rotate_half)"),
+        Row("|minicpm3|", "modeling_minicpm3.py: MiniCPM3Attention (MLA, q = [qk_nope_head_dim | qk_rope_head_dim], "
+                          "standard apply_rotary_pos_emb (rotate_half) on the rope slice; self.scaling = "
+                          "yarn_apply_mscale(config.rope_parameters, qk_head_dim^-0.5), which reads "
+                          "rope_parameters[\"factor\"] for any non-default rope type)")
+            .mla()
+            .softmax(SoftmaxScale::kDeepSeekMla)
+            .mscale_reads_factor(),
+        Row("|hunyuan_v1_dense|hunyuan_v1_moe|",
+            "modeling_hunyuan_v1_dense.py :311-341 / modeling_hunyuan_v1_moe.py :389-413: the rotary's own NTK-alpha "
+            "(rope_type dynamic with alpha: base = rope_theta * alpha^(head_dim/(head_dim-2)), attention_scaling 1); "
+            "query_layernorm/key_layernorm after apply_rotary_pos_emb when use_qk_norm "
+            "(modeling_hunyuan_v1_moe.py:196-199); attention_head_dim when head_dim is absent")
+            .qk_norm(QkNorm::kAfterRopeIfFlag)
+            .head_dim_key("attention_head_dim")
+            .ntk_alpha(),
+        Row("|granite|granitemoe|granitemoeshared|",
+            "modeling_granite.py / modeling_granitemoe.py / modeling_granitemoeshared.py: GraniteAttention "
+            "(self.scaling = config.attention_multiplier), apply_rotary_pos_emb (rotate_half)")
+            .softmax(SoftmaxScale::kAttentionMultiplier),
+        Row("|granitemoehybrid|",
+            "modeling_granitemoehybrid.py: GraniteMoeHybridAttention on layer_types 'attention' (scaling = "
+            "attention_multiplier; rotary only when position_embedding_type == 'rope', :1049), Mamba2 on 'mamba'")
+            .rope_layers(RopeLayers::kIfPositionEmbeddingRope)
+            .window(Window::kLayerTypes)
+            .softmax(SoftmaxScale::kAttentionMultiplier),
+        Row("|jamba|", "modeling_jamba.py: JambaAttention applies no positional encoding (attention every "
+                       "attn_layer_period-th layer from attn_layer_offset, Mamba otherwise)")
+            .rope_layers(RopeLayers::kNone)
+            .window(Window::kLayerTypes)
+            .default_layers(DefaultLayers::kJamba),
+        Row("|nemotron_h|", "modeling_nemotron_h.py: NemotronHAttention applies no positional encoding; "
+                            "configuration_nemotron_h.py: hybrid_override_pattern (M mamba, * attention, - mlp, E moe)")
+            .rope_layers(RopeLayers::kNone)
+            .window(Window::kLayerTypes)
+            .default_layers(DefaultLayers::kNemotronH),
+        Row("|bamba|", "modeling_bamba.py: BambaAttention, partial apply_rotary_pos_emb (rotate_half) on layers "
+                       "at attn_layer_indices, Mamba2 otherwise")
+            .window(Window::kLayerTypes)
+            .default_layers(DefaultLayers::kBamba),
     };
     std::vector<FamilyQuirks> out;
     for (const Row& row : r) out.push_back(row.q);

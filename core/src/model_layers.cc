@@ -60,11 +60,41 @@ std::optional<std::vector<std::string>> hybrid_layer_types(const ConfigDoc& doc,
                       " (1-based); KimiLinearConfig needs every layer");
       return types;
     }
+    case DefaultLayers::kJamba: {  // JambaConfig.layers_block_type
+      const auto period = integer(doc, "attn_layer_period").value_or(8);
+      const auto offset = integer(doc, "attn_layer_offset").value_or(4);
+      if (period < 1) throw Error(doc.at("attn_layer_period") + " must be >= 1, got " + std::to_string(period));
+      for (std::int64_t i = 0; i < layers; ++i) types[i] = i % period == offset ? "attention" : "mamba";
+      return types;
+    }
+    case DefaultLayers::kNemotronH: {  // NemotronHConfig.layers_block_type
+      const auto pattern = jf::string(doc.model(), "hybrid_override_pattern", doc.where());
+      if (!pattern) return std::nullopt;
+      if (static_cast<std::int64_t>(pattern->size()) != layers)
+        throw Error(doc.at("hybrid_override_pattern") + " has " + std::to_string(pattern->size()) +
+                    " characters for " + std::to_string(layers) + " layers; they must agree");
+      for (std::int64_t i = 0; i < layers; ++i) {
+        const char c = (*pattern)[static_cast<std::size_t>(i)];
+        types[i] = c == 'M' ? "mamba" : c == '*' ? "attention" : c == '-' ? "mlp" : c == 'E' ? "moe" : "";
+        if (types[i].empty())
+          throw Error(doc.at("hybrid_override_pattern") + " character " + std::to_string(i) + " '" + c +
+                      "' is not one of M (mamba), * (attention), - (mlp), E (moe)");
+      }
+      return types;
+    }
+    case DefaultLayers::kBamba: {  // BambaConfig.layers_block_type
+      const auto idxs = jf::integer_list(doc.model(), "attn_layer_indices", doc.where());
+      for (std::int64_t i = 0; i < layers; ++i)
+        types[i] = idxs && std::find(idxs->begin(), idxs->end(), i) != idxs->end() ? "attention" : "mamba";
+      return types;
+    }
   }
   return std::nullopt;
 }
 
 }  // namespace
+
+bool is_attention(const std::string& type) { return !(type == "mamba" || type == "mlp" || type == "moe" || type == "conv"); }
 
 std::optional<std::vector<std::string>> config_layer_types(const ConfigDoc& doc) {
   const json& model = doc.model();
@@ -124,7 +154,7 @@ std::optional<std::vector<std::string>> default_layer_types(const ConfigDoc& doc
 }
 
 bool type_rotates(const ConfigDoc& doc, const std::string& type) {
-  if (type == "linear_attention" || type == "kda_attention" || type == "conv") return false;
+  if (type == "linear_attention" || type == "kda_attention" || !is_attention(type)) return false;
   switch (doc.quirks().rope_layers) {
     case RopeLayers::kSlidingOnly: return type != "full_attention";
     // HF Exaone4Attention: "We use global NoPE for hybrid attention model"; hybrid unless
@@ -133,6 +163,11 @@ bool type_rotates(const ConfigDoc& doc, const std::string& type) {
     // KimiLinearConfig: qk_rope_head_dim == 0 implies mla_use_nope.
     case RopeLayers::kNoneIfMlaUseNope:
       return !(flag(doc, "mla_use_nope", false) || integer(doc, "qk_rope_head_dim").value_or(64) == 0);
+    case RopeLayers::kNone: return false;
+    // GraniteMoeHybridModel: rotary_emb only when position_embedding_type == "rope" (the
+    // shipped "nope" and null mean none).
+    case RopeLayers::kIfPositionEmbeddingRope:
+      return jf::string(doc.model(), "position_embedding_type", doc.where()).value_or("") == "rope";
     case RopeLayers::kAll:
     case RopeLayers::kNoRopeLayersList:
     case RopeLayers::kNotCrossAttention: return true;

@@ -37,6 +37,10 @@ std::optional<std::vector<std::string>> default_layer_types(const ConfigDoc& doc
 // The sliding window: the config's, else (key absent, not null) the family's HF default.
 std::optional<std::int64_t> sliding_window(const ConfigDoc& doc);
 
+// Whether layers of `type` attend at all: not the state-space and feed-forward blocks of the
+// hybrids (mamba, Nemotron-H's mlp / moe) or LFM2's convolutions.
+bool is_attention(const std::string& type);
+
 // Whether layers of `type` rotate at all: not linear attention (Gated DeltaNet, KDA) or
 // convolutions; not Cohere 2's or hybrid EXAONE 4's full-attention layers; none under Kimi
 // Linear's mla_use_nope. "" (a model without layer types) rotates unless every layer is NoPE.

@@ -67,6 +67,7 @@ struct SpecBuilder {
       case QkNorm::kNone: return QkNormPlacement::kNone;
       case QkNorm::kBeforeRope: return QkNormPlacement::kBeforeRope;
       case QkNorm::kBeforeRopeIfFlag: return flag("use_qk_norm", false) ? QkNormPlacement::kBeforeRope : QkNormPlacement::kNone;
+      case QkNorm::kAfterRopeIfFlag: return flag("use_qk_norm", false) ? QkNormPlacement::kAfterRope : QkNormPlacement::kNone;
       case QkNorm::kL2AfterRopeIfFlag:
         return rope && flag("use_qk_norm", false) ? QkNormPlacement::kL2AfterRope : QkNormPlacement::kNone;
     }
@@ -88,9 +89,79 @@ struct SpecBuilder {
     return q;
   }
 
+  // Layer i's facts; rope_at: the index rules (no_rope_layers, cross-attention) for layer i.
+  LayerSpec layer_at(std::int64_t i, const std::string& type, bool rope_at) const {
+    LayerSpec l;
+    l.index = static_cast<int>(i);
+    l.layer_type = type;
+    const int s = schedule_for(l.layer_type);
+    const LayerRope& lr = out.rope.layers[s];
+    if (l.layer_type == "kda_attention") l.layer_type = "linear_attention";  // Kimi Linear's name for it
+    l.rope = rope_at && lr.has_rope && model_layers::type_rotates(doc, l.layer_type);
+    const auto chunk = integer("attention_chunk_size");
+    if (l.layer_type == "linear_attention") l.attention = AttentionKind::kLinear;
+    else if (!model_layers::is_attention(l.layer_type)) l.attention = AttentionKind::kNone;
+    else if (row.rope_layers == RopeLayers::kNotCrossAttention && !rope_at) l.attention = AttentionKind::kCross;
+    else if (l.layer_type == "sliding_attention") l.attention = AttentionKind::kSliding, l.window = model_layers::sliding_window(doc);
+    else if (row.window == Window::kChunkedOnRopeLayers && l.rope && chunk) {
+      l.attention = AttentionKind::kChunked, l.window = chunk, l.layer_type = "chunked_attention";
+    } else if (l.layer_type == "full_attention" || l.layer_type == "chunked_attention" || l.layer_type == "attention") {
+      l.attention = AttentionKind::kFull;  // "attention": the hybrids' name (Jamba, Bamba, Granite 4, Nemotron-H)
+    } else {
+      throw Error(at("layer_types") + " entry " + std::to_string(i) + " '" + l.layer_type +
+                  "' is not a layer type posenc knows for this family");
+    }
+    const RopeParams& p = lr.params;
+    l.layout = layout();
+    l.head_dim = p.head_dim;
+    if (row.mla) {
+      l.rotary_offset = static_cast<int>(integer("qk_nope_head_dim").value_or(0));
+      l.head_dim = l.rotary_offset + p.head_dim;
+    }
+    if (l.rope) {
+      l.schedule = s;
+      l.rotary_dim = out.schedules[s].rotary_dim;
+    }
+    l.query_scale = query_scale(l.rope, p);
+    double base = 1.0 / std::sqrt(static_cast<double>(l.head_dim));
+    if (row.softmax_scale == SoftmaxScale::kQueryPreAttnScalar)
+      if (auto q = jf::number(model, "query_pre_attn_scalar", where)) base = 1.0 / std::sqrt(*q);
+    // GraniteConfig: attention_multiplier defaults to 1.0.
+    if (row.softmax_scale == SoftmaxScale::kAttentionMultiplier)
+      base = jf::number(model, "attention_multiplier", where).value_or(1.0);
+    if (row.softmax_scale == SoftmaxScale::kDeepSeekMla && lr.has_rope)
+      l.softmax_scale_multiplier = deepseek_softmax_scale_multiplier(p);
+    l.softmax_scale = base * l.softmax_scale_multiplier;
+    l.qk_norm = qk_norm(l.rope);
+    return l;
+  }
+
+  // Without a layer count, a model whose layers are provably alike still has facts for every
+  // layer (issue 26: `posenc golden` on a config without num_hidden_layers): one rope for all,
+  // no layer_types, and no rule that picks layers by index or by a pattern.
+  bool layers_alike() const {
+    if (out.rope.layers.size() != 1 || !out.rope.layers[0].layer_type.empty()) return false;
+    if (model_layers::config_layer_types(doc)) return false;
+    if (row.rope_layers == RopeLayers::kNoRopeLayersList || row.rope_layers == RopeLayers::kNotCrossAttention)
+      return false;
+    switch (row.window) {
+      case Window::kNone:
+      case Window::kEveryLayer: return true;
+      case Window::kQwen2: return !(flag("use_sliding_window", false) && integer("sliding_window"));
+      case Window::kLayerTypes:
+      case Window::kChunkedOnRopeLayers: return false;
+    }
+    return false;
+  }
+
   void run() {
     const auto count = model_layers::layer_count(doc);
     if (!count) {
+      if (layers_alike()) {
+        const auto types = model_layers::default_layer_types(doc, 1);
+        out.every_layer = layer_at(0, types ? (*types)[0] : "full_attention", true);
+        return;
+      }
       out.warnings.push_back(at(row.layer_count_key) + " is absent: the number of layers is unknown, so no "
                              "per-layer list");
       return;
@@ -106,49 +177,7 @@ struct SpecBuilder {
       return;
     }
     const auto rope = model_layers::index_rotates(doc, layers);
-    const auto sliding = model_layers::sliding_window(doc);
-    const auto chunk = integer("attention_chunk_size");
-    for (std::int64_t i = 0; i < layers; ++i) {
-      LayerSpec l;
-      l.index = static_cast<int>(i);
-      l.layer_type = (*types)[i];
-      const int s = schedule_for(l.layer_type);
-      const LayerRope& lr = out.rope.layers[s];
-      if (l.layer_type == "kda_attention") l.layer_type = "linear_attention";  // Kimi Linear's name for it
-      l.rope = rope[i] && lr.has_rope && model_layers::type_rotates(doc, l.layer_type);
-      if (l.layer_type == "linear_attention") l.attention = AttentionKind::kLinear;
-      else if (l.layer_type == "conv") l.attention = AttentionKind::kNone;
-      else if (row.rope_layers == RopeLayers::kNotCrossAttention && !rope[i]) l.attention = AttentionKind::kCross;
-      else if (l.layer_type == "sliding_attention") l.attention = AttentionKind::kSliding, l.window = sliding;
-      else if (row.window == Window::kChunkedOnRopeLayers && l.rope && chunk) {
-        l.attention = AttentionKind::kChunked, l.window = chunk, l.layer_type = "chunked_attention";
-      } else if (l.layer_type == "full_attention" || l.layer_type == "chunked_attention") {
-        l.attention = AttentionKind::kFull;
-      } else {
-        throw Error(at("layer_types") + " entry " + std::to_string(i) + " '" + l.layer_type +
-                    "' is not a layer type posenc knows for this family");
-      }
-      const RopeParams& p = lr.params;
-      l.layout = layout();
-      l.head_dim = p.head_dim;
-      if (row.mla) {
-        l.rotary_offset = static_cast<int>(integer("qk_nope_head_dim").value_or(0));
-        l.head_dim = l.rotary_offset + p.head_dim;
-      }
-      if (l.rope) {
-        l.schedule = s;
-        l.rotary_dim = out.schedules[s].rotary_dim;
-      }
-      l.query_scale = query_scale(l.rope, p);
-      double base = 1.0 / std::sqrt(static_cast<double>(l.head_dim));
-      if (row.softmax_scale == SoftmaxScale::kQueryPreAttnScalar)
-        if (auto q = jf::number(model, "query_pre_attn_scalar", where)) base = 1.0 / std::sqrt(*q);
-      if (row.softmax_scale == SoftmaxScale::kDeepSeekMla && lr.has_rope)
-        l.softmax_scale_multiplier = deepseek_softmax_scale_multiplier(p);
-      l.softmax_scale = base * l.softmax_scale_multiplier;
-      l.qk_norm = qk_norm(l.rope);
-      out.layers.push_back(l);
-    }
+    for (std::int64_t i = 0; i < layers; ++i) out.layers.push_back(layer_at(i, (*types)[i], rope[i]));
   }
 };
 

@@ -59,6 +59,15 @@ void apply_hf_rules(const json& dict, const std::string& w, const RopeDictContex
   if (p.type == RopeType::kYarn && p.mscale.value_or(0) != 0 && p.mscale_all_dim.value_or(0) == 0 && !p.attention_factor)
     c.out.warnings.push_back(jf::path(w, "mscale") +
                              " without mscale_all_dim is ignored (HF rule): attention factor is 0.1 ln(factor) + 1");
+  // RU standardize_rope_params (:788; every layer type's dict, :806): a top-level
+  // partial_rotary_factor overwrites the dict's.
+  if (auto top = jf::number(c.model, "partial_rotary_factor", model_where)) {
+    if (p.partial_rotary_factor != *top)
+      c.out.warnings.push_back(c.prefix + "partial_rotary_factor = " + format_number(*top) + " overrides " +
+                               jf::path(w, "partial_rotary_factor") + " = " + format_number(p.partial_rotary_factor) +
+                               " (HF rule)");
+    p.partial_rotary_factor = *top;
+  }
   // Phi-3 style: a top-level original_max_position_embeddings overrides the dict (HF v5).
   if (rope_type_traits(p.type).needs_original_max) {
     if (auto top = jf::integer(c.model, "original_max_position_embeddings", model_where)) {

@@ -128,6 +128,13 @@ void validate(const RopeParams& p) {
   if (p.attention_factor) require_positive("attention_factor", *p.attention_factor);
   require_positive("beta_fast", p.beta_fast);
   require_positive("beta_slow", p.beta_slow);
+  if (p.alpha) {
+    require_positive("alpha", *p.alpha);
+    // modeling_hunyuan_v1_dense.py's NTK-alpha rotary spans config.head_dim: no partial rotary.
+    if (p.rotated_dim() != p.head_dim)
+      throw Error("alpha (HunYuan NTK-alpha) rotates the whole head (HF uses head_dim " + std::to_string(p.head_dim) +
+                  "), got a rotary dim of " + std::to_string(p.rotated_dim()));
+  }
   if (p.mscale && !std::isfinite(*p.mscale)) throw Error("mscale must be finite");
   if (p.mscale_all_dim && !std::isfinite(*p.mscale_all_dim)) throw Error("mscale_all_dim must be finite");
 

@@ -122,6 +122,10 @@ void fill_schedule(const RopeParams& p, std::optional<std::int64_t> seq_len, Rop
       const double len = std::max(static_cast<double>(seq_len.value_or(0)), max_pos);
       const double f = *p.factor;
       s.base = ntk_base(p.theta, f * len / max_pos - (f - 1), d);
+      // HunYuan (modeling_hunyuan_v1_dense.py HunYuanDenseV1RotaryEmbedding.__init__, :311-341):
+      // base = theta * alpha^(d/(d-2)), attention 1. Its forward keeps @dynamic_rope_update, which
+      // past max_position_embeddings recomputes RU _compute_dynamic_ntk_parameters: no alpha.
+      if (p.alpha && len <= max_pos) s.base = ntk_base(p.theta, *p.alpha, d);
       inv = default_inv_freq<T>(s.base, d, d / 2);
       break;
     }

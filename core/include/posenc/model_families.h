@@ -31,6 +31,8 @@ enum class RopeLayers {
   kSlidingOnlyIfHybrid, // EXAONE 4: with sliding_window set, full layers are NoPE
   kNotCrossAttention,   // Mllama text: cross_attention_layers have no RoPE
   kNoneIfMlaUseNope,    // Kimi Linear: no layer rotates when mla_use_nope (or qk_rope_head_dim == 0)
+  kNone,                // Jamba, Nemotron-H: attention layers apply no positional encoding
+  kIfPositionEmbeddingRope,  // Granite 4 (granitemoehybrid): rotary only when position_embedding_type == "rope"
 };
 
 // Where the attention kind and window of each layer come from.
@@ -55,6 +57,11 @@ enum class DefaultLayers {
   kFullAttnIdxs,         // Lfm2Config: full_attention at full_attn_idxs (default: every layer), conv otherwise
   kKimiLinear,           // KimiLinearConfig: linear_attn_config's 1-based full_attn_layers / kda_layers
                          // (transformers versions disagree on the default without them: unknown)
+  kJamba,                // JambaConfig.layers_block_type: attention when i % attn_layer_period ==
+                         // attn_layer_offset (defaults 8, 4), mamba otherwise
+  kNemotronH,            // NemotronHConfig.layers_block_type: hybrid_override_pattern, one character
+                         // per layer: M mamba, * attention, - mlp, E moe
+  kBamba,                // BambaConfig.layers_block_type: attention at attn_layer_indices, mamba otherwise
 };
 
 enum class QueryScale {
@@ -67,6 +74,7 @@ enum class SoftmaxScale {
   kHeadDim,             // head_dim^-0.5
   kQueryPreAttnScalar,  // query_pre_attn_scalar^-0.5 (Gemma 2, Gemma 3)
   kDeepSeekMla,         // (qk_nope + qk_rope)^-0.5 * mscale(factor, mscale_all_dim)^2
+  kAttentionMultiplier, // attention_multiplier itself (Granite: 1/head_dim in the shipped configs)
 };
 
 enum class QkNorm {
@@ -74,6 +82,7 @@ enum class QkNorm {
   kBeforeRope,         // RMSNorm per head on q and k, then RoPE (Qwen3, Gemma 3, OLMo, EXAONE 4)
   kBeforeRopeIfFlag,   // the same when use_qk_norm is true (MiniMax-M2, GLM-4.5)
   kL2AfterRopeIfFlag,  // Llama 4: L2 norm after RoPE on RoPE layers when use_qk_norm
+  kAfterRopeIfFlag,    // HunYuan: RMSNorm per head on q and k after RoPE when use_qk_norm
 };
 
 struct FamilyQuirks {
@@ -109,6 +118,15 @@ struct FamilyQuirks {
   // 10000), unscaled; OLMo-3 (local_theta_key null): rope_theta, unscaled.
   const char* local_theta_key = nullptr;
   bool sliding_layers_unscaled = false;
+  // HF's default_theta when the config has no rope_theta (the class attribute; the mixin's is
+  // 10000; model-families-3.md §1 lists them).
+  double default_theta = 10000.0;
+  // HunYuan: rope dict key `alpha` with type dynamic is NTK-alpha (its modeling file's own
+  // rotary); every other family's dynamic (RU _compute_dynamic_ntk_parameters) ignores it.
+  bool ntk_alpha = false;
+  // MiniCPM3: the attention's yarn_apply_mscale reads rope_parameters["factor"] for any
+  // non-default rope type, so HF raises KeyError('factor') on a dict without it.
+  bool mscale_reads_factor = false;
 };
 
 // The row for a model_type (the top level's or text_config's); nullptr when unknown.

@@ -36,7 +36,7 @@ enum class AttentionKind {
   kChunked,  // tokens of the same `window`-sized chunk (Llama 4's RoPE layers)
   kLinear,   // linear attention (Gated DeltaNet, KDA): no positions
   kCross,    // cross-attention to the image (Mllama): no positions
-  kNone,     // not attention (LFM2's short convolutions)
+  kNone,     // not attention (LFM2's short convolutions, the hybrids' Mamba and MLP blocks)
 };
 POSENC_ENUM_NAMES(AttentionKind, "attention", {AttentionKind::kFull, "full"}, {AttentionKind::kSliding, "sliding"},
                   {AttentionKind::kChunked, "chunked"}, {AttentionKind::kLinear, "linear"},
@@ -47,9 +47,11 @@ enum class QkNormPlacement {
   kNone,
   kBeforeRope,   // RMSNorm (or LayerNorm) on q and k, then RoPE
   kL2AfterRope,  // Llama 4: L2 norm after RoPE
+  kAfterRope,    // HunYuan: RMSNorm on q and k after RoPE
 };
 POSENC_ENUM_NAMES(QkNormPlacement, "qk_norm", {QkNormPlacement::kNone, "none"},
-                  {QkNormPlacement::kBeforeRope, "before_rope"}, {QkNormPlacement::kL2AfterRope, "l2_after_rope"});
+                  {QkNormPlacement::kBeforeRope, "before_rope"}, {QkNormPlacement::kL2AfterRope, "l2_after_rope"},
+                  {QkNormPlacement::kAfterRope, "after_rope"});
 
 struct LayerSpec {
   int index = 0;
@@ -73,6 +75,9 @@ struct ModelSpec {
   std::vector<RopeSchedule> schedules; // parallel to rope.layers (empty schedule where !has_rope)
   const FamilyQuirks* family = nullptr;  // nullptr: per-layer semantics unknown, layers empty
   std::vector<LayerSpec> layers;       // one per layer, in order
+  // A model whose layers are all alike but not counted (no num_hidden_layers, no layer_types):
+  // the facts of every layer, index 0 standing for each. Set only when `layers` is empty.
+  std::optional<LayerSpec> every_layer;
   std::vector<int> mrope_section;      // empty unless M-RoPE
   std::optional<MropeStyle> mrope_style;  // set with mrope_section
   std::vector<std::string> warnings;   // rope.warnings plus the spec's own

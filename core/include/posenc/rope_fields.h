@@ -44,7 +44,9 @@ class RopeTypeSet {
 // Where a model's config.json keeps a field.
 enum class FieldHome {
   kRopeDict,     // a key of rope_parameters / rope_scaling (rope_theta and partial_rotary_factor
-                 // may also sit at the top level: hf_config reads both, the dict wins)
+                 // may also sit at the top level: hf_config reads both; the dict's rope_theta
+                 // wins, the top level's partial_rotary_factor wins, as RU's
+                 // standardize_rope_params)
   kModelConfig,  // outside the rope dict, derived by hf_config's model-level rules
 };
 
@@ -110,6 +112,9 @@ void for_each_field(P& p, V&& visit) {
         p.mrope_section);
   visit(RopeField{"mrope_interleaved", "M-RoPE axes interleaved over the frequencies (Qwen3-VL)"},
         p.mrope_interleaved);
+  visit(RopeField{"alpha", "HunYuan NTK-alpha: static base rope_theta * alpha^(d/(d-2)) up to max_position_embeddings",
+                  {T::kDynamic}},
+        p.alpha);
   visit(RopeField{"llama_4_scaling_beta", "Ministral-3 / Llama-4 query scaling beta (attention side)"},
         p.llama_4_scaling_beta);
 }

@@ -57,6 +57,11 @@ struct RopeParams {
   std::vector<int> mrope_section;
   bool mrope_interleaved = false;  // Qwen3-VL axis map
 
+  // HunYuan's NTK-alpha (dynamic only; hf_config keeps it for HunYuan, whose modeling file
+  // reads it): a static base theta * alpha^(d/(d-2)), attention factor 1, up to
+  // max_position_embeddings; beyond it HF's dynamic_rope_update recomputes plain dynamic NTK.
+  std::optional<double> alpha;
+
   // Ministral-3 / Llama-4 query scaling beta: an attention-side factor, not part of the schedule.
   std::optional<double> llama_4_scaling_beta;
 
