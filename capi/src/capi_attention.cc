@@ -45,20 +45,6 @@ using namespace posenc::capi;
 
 extern "C" {
 
-POSENC_API void posenc_attention_params_init(posenc_attention_params* params) {
-  if (!params) return;
-  *params = posenc_attention_params{};
-  params->struct_size = sizeof(posenc_attention_params);
-  params->causal = 1;
-  params->past = -1;
-  params->positions = POSENC_POS_NONE;
-  params->rope_layout = POSENC_LAYOUT_MODEL;
-  params->alibi_mode = POSENC_ALIBI_CAUSAL;
-  params->t5_num_buckets = 32;
-  params->t5_max_distance = 128;
-  params->t5_bidirectional = 1;
-}
-
 POSENC_API posenc_status posenc_attention_forward(const posenc_attention_params* params, const posenc_tensor* q,
                                                   const posenc_tensor* k, const posenc_tensor* v,
                                                   const posenc_tensor* out) {

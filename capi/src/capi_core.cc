@@ -206,6 +206,15 @@ RopeApplyParams apply_params(const posenc_schedule& s, RopeLayout layout, const 
   return p;
 }
 
+// A versioned struct zeroed with its struct_size stamped; false for a null pointer.
+template <typename T>
+bool stamped(T* p) {
+  if (!p) return false;
+  *p = T{};
+  p->struct_size = sizeof(T);
+  return true;
+}
+
 }  // namespace posenc::capi
 
 using namespace posenc::capi;
@@ -215,5 +224,25 @@ extern "C" {
 POSENC_API int32_t posenc_abi_version(void) { return POSENC_ABI_VERSION; }
 
 POSENC_API const char* posenc_last_error(void) { return last_error.c_str(); }
+
+// ---- the defaults of the versioned structs (posenc.h: what a caller gets from *_init) ----
+
+POSENC_API void posenc_rope_options_init(posenc_rope_options* options) {
+  if (!stamped(options)) return;
+  options->layout = POSENC_LAYOUT_MODEL;
+  options->direction = 1;
+}
+
+POSENC_API void posenc_attention_params_init(posenc_attention_params* params) {
+  if (!stamped(params)) return;
+  params->causal = 1;
+  params->past = -1;
+  params->positions = POSENC_POS_NONE;
+  params->rope_layout = POSENC_LAYOUT_MODEL;
+  params->alibi_mode = POSENC_ALIBI_CAUSAL;
+  params->t5_num_buckets = 32;
+  params->t5_max_distance = 128;
+  params->t5_bidirectional = 1;
+}
 
 }  // extern "C"

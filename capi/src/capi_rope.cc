@@ -23,15 +23,6 @@ using namespace posenc::capi;
 
 extern "C" {
 
-POSENC_API void posenc_rope_options_init(posenc_rope_options* options) {
-  if (!options) return;
-  *options = posenc_rope_options{};
-  options->struct_size = sizeof(posenc_rope_options);
-  options->layout = POSENC_LAYOUT_MODEL;
-  options->direction = 1;
-  options->threads = 0;
-}
-
 POSENC_API posenc_status posenc_rope_rotate(const posenc_schedule* schedule, const posenc_tensor* q,
                                             const posenc_tensor* k, const posenc_positions* positions,
                                             const posenc_rope_options* options) {

@@ -67,6 +67,16 @@ LayerSpec default_layer(const LayerRope& l, const RopeSchedule& s) {
   return layer;
 }
 
+// One scalar fact of a schedule handle written to *out: the checks every getter shares.
+template <class T, class Fact>
+posenc_status scalar_out(const char* function, const posenc_schedule* schedule, T* out, Fact fact) {
+  return guarded(function, [&] {
+    const posenc_schedule& s = handle(schedule);
+    require(out, "out");
+    *out = static_cast<T>(fact(s));
+  });
+}
+
 }  // namespace
 }  // namespace posenc::capi
 
@@ -152,27 +162,18 @@ POSENC_API posenc_status posenc_schedule_axis_of_freq(const posenc_schedule* sch
 }
 
 POSENC_API posenc_status posenc_schedule_attention_factor(const posenc_schedule* schedule, double* out) {
-  return guarded(__func__, [&] {
-    const posenc_schedule& s = handle(schedule);
-    require(out, "out");
-    *out = s.has_rope ? s.schedule()->attention_factor : 1.0;
-  });
+  return scalar_out(__func__, schedule, out,
+                    [](const posenc_schedule& s) { return s.has_rope ? s.schedule()->attention_factor : 1.0; });
 }
 
 POSENC_API posenc_status posenc_schedule_rotary_dim(const posenc_schedule* schedule, int32_t* out) {
-  return guarded(__func__, [&] {
-    const posenc_schedule& s = handle(schedule);
-    require(out, "out");
-    *out = s.has_rope ? s.schedule()->rotary_dim : 0;
-  });
+  return scalar_out(__func__, schedule, out,
+                    [](const posenc_schedule& s) { return s.has_rope ? s.schedule()->rotary_dim : 0; });
 }
 
 POSENC_API posenc_status posenc_schedule_head_dim(const posenc_schedule* schedule, int32_t* out) {
-  return guarded(__func__, [&] {
-    const posenc_schedule& s = handle(schedule);
-    require(out, "out");
-    *out = s.layer.head_dim > 0 ? s.layer.head_dim : s.params.head_dim;
-  });
+  return scalar_out(__func__, schedule, out,
+                    [](const posenc_schedule& s) { return s.layer.head_dim > 0 ? s.layer.head_dim : s.params.head_dim; });
 }
 
 POSENC_API posenc_status posenc_schedule_layer(const posenc_schedule* schedule, posenc_layer_info* out) {

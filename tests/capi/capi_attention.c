@@ -135,7 +135,5 @@ int main(void) {
   plain_alibi_t5();
   rope_attention();
   encodings();
-  if (failures) fprintf(stderr, "%d checks failed\n", failures);
-  else printf("capi attention and encodings: every check passed\n");
-  return failures ? 1 : 0;
+  return finish("capi attention and encodings");
 }

@@ -90,3 +90,9 @@ void fill(float* x, int64_t n, unsigned seed) {
     x[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
   }
 }
+
+int finish(const char* what) {
+  if (failures) fprintf(stderr, "%s: %d checks failed\n", what, failures);
+  else printf("%s: every check passed\n", what);
+  return failures ? 1 : 0;
+}

@@ -42,5 +42,7 @@ posenc_tensor bshd_f32(float* data, int64_t batch, int64_t tokens, int64_t heads
 posenc_positions implicit_positions(int64_t offset);
 /* Deterministic values in [-1, 1). */
 void fill(float* x, int64_t n, unsigned seed);
+/* The program's exit status: says how many checks failed, or that every check of `what` passed. */
+int finish(const char* what);
 
 #endif

@@ -198,7 +198,5 @@ int main(void) {
   attention_and_encodings();
   /* The last error stays readable after successful calls. */
   CHECK(strstr(posenc_last_error(), "positions[0]") != NULL);
-  if (failures) fprintf(stderr, "%d checks failed\n", failures);
-  else printf("capi hostile: every argument refused with its name\n");
-  return failures ? 1 : 0;
+  return finish("capi hostile (every argument refused with its name)");
 }
