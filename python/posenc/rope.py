@@ -8,17 +8,19 @@ import torch
 from . import _posenc
 
 _LAYOUTS = ("half_split", "interleaved", "deepseek_v3")
+_BACKENDS = ("auto", "kernels", "torch")
 _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
-def _positions(positions: Optional[torch.Tensor], batch: int, tokens: int):
-    """(tensor kept alive, pointer, int32?, axes, axis_stride, shared) for the kernels."""
+def _positions(positions: Optional[torch.Tensor], batch: int, tokens: int, device: torch.device = torch.device("cpu")):
+    """(tensor kept alive, pointer, int32?, axes, axis_stride, shared) for the kernels; checks that
+    positions are on `device` (the CPU for the kernels, q's device for the torch-native path)."""
     if positions is None:
         return None, 0, False, 1, 0, True
     if not isinstance(positions, torch.Tensor) or positions.dtype not in (torch.int32, torch.int64):
         raise ValueError(f"positions must be an int32 or int64 tensor, got {getattr(positions, 'dtype', type(positions))}")
-    if positions.device.type != "cpu":
-        raise ValueError(f"positions must be on the CPU, got {positions.device}")
+    if positions.device != device:
+        raise ValueError(f"positions must be on {device} (where q and k are rotated), got {positions.device}")
     p = positions.contiguous()
     if p.numel() and int(p.min()) < 0:
         raise ValueError(f"position {int(p.min())} is negative; positions must be >= 0")
@@ -64,22 +66,30 @@ def _rotate(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, 
 
 def _formula(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, offset: int, heads_dim: int,
              sign: float) -> torch.Tensor:
-    """The eager formula in x's dtype (double): angles in double, sign -1 is the transpose."""
+    """The torch-native rotation, on x's device, differentiable by autograd: angles p * inv_freq in
+    float64 (float32 on MPS, which has no float64), cos and sin times the attention factor, the
+    rotation in float32 (float64 for a float64 x) as the kernels compute it, the result in x's
+    dtype. sign -1 is the transpose (the backward pass)."""
     batch, tokens = x.shape[0], x.shape[1] if heads_dim == 2 else x.shape[2]
+    dev = x.device
+    angle_dtype = torch.float32 if dev.type == "mps" else torch.float64
+    work = torch.float64 if x.dtype == torch.float64 else torch.float32
     half = s.inv_freq.numel()
-    inv = s.inv_freq.to(torch.float64)
+    inv = s.inv_freq.to(device=dev, dtype=angle_dtype)
     if positions is None:
-        pos = (torch.arange(tokens, dtype=torch.float64) + offset).expand(batch, tokens)
+        pos = (torch.arange(tokens, dtype=angle_dtype, device=dev) + offset).expand(batch, tokens)
         ang = pos.unsqueeze(-1) * inv
     elif positions.dim() == 3:
-        axes = torch.tensor(s.axis_of_freq, dtype=torch.int64)
-        ang = (positions.to(torch.float64) + offset).index_select(0, axes).permute(1, 2, 0) * inv
+        axes = torch.tensor(s.axis_of_freq, dtype=torch.int64, device=dev)
+        ang = (positions.to(angle_dtype) + offset).index_select(0, axes).permute(1, 2, 0) * inv
     else:
-        pos = (positions.to(torch.float64) + offset).expand(batch, tokens)
+        pos = (positions.to(angle_dtype) + offset).expand(batch, tokens)
         ang = pos.unsqueeze(-1) * inv
-    c, sn = ang.cos() * s.attention_factor, ang.sin() * s.attention_factor * sign  # [B, S, half]
+    c = (ang.cos() * s.attention_factor).to(work)
+    sn = (ang.sin() * (s.attention_factor * sign)).to(work)  # [B, S, half]
     c, sn = (c.unsqueeze(2), sn.unsqueeze(2)) if heads_dim == 2 else (c.unsqueeze(1), sn.unsqueeze(1))
-    rot, rest = x[..., : 2 * half], x[..., 2 * half:]
+    xw = x.to(work)
+    rot, rest = xw[..., : 2 * half], xw[..., 2 * half:]
     if layout == "half_split" or (layout == "deepseek_v3" and sign < 0):
         a, b = rot[..., :half], rot[..., half:]
     else:
@@ -89,7 +99,7 @@ def _formula(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str,
         out = torch.stack((oa, ob), dim=-1).flatten(-2)
     else:
         out = torch.cat((oa, ob), dim=-1)
-    return torch.cat((out, rest), dim=-1)
+    return torch.cat((out, rest), dim=-1).to(x.dtype)
 
 
 class _Rope(torch.autograd.Function):
@@ -117,13 +127,14 @@ class _Rope(torch.autograd.Function):
 
 
 def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, positions: Optional[torch.Tensor] = None,
-               layout: str = "half_split", offset: int = 0, heads_dim: int = 2,
-               inplace: bool = False) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+               layout: str = "half_split", offset: int = 0, heads_dim: int = 2, inplace: bool = False,
+               backend: str = "auto") -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Rotates q (and k) by RoPE at the given positions.
 
     q, k: [B, S, H, D] (heads_dim=2, the default) or [B, H, S, D] (heads_dim=1), float32,
-    bfloat16 or float16 on the CPU, the last dimension contiguous (any other strides: views
-    work without copies). k may have its own head count (GQA).
+    bfloat16 or float16 (on the CPU for the kernels, any device for backend "torch"), the last
+    dimension contiguous (any other strides: views work without copies). k may have its own
+    head count (GQA).
     positions: None (0 .. S-1, plus offset), int32/int64 [S], [B, S], or [3, B, S] for M-RoPE
     (the schedule's axis_of_freq says which axis each frequency reads). offset is added to
     every position (a KV-cache length).
@@ -132,7 +143,12 @@ def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, p
     Returns new tensors, differentiable (the backward pass is the transposed rotation in the
     same kernels; float64 takes the eager formula both ways). inplace=True rotates q and k in
     their own memory, without autograd, as inference engines do, and returns them.
+    backend: "kernels" (posenc's SIMD kernels, CPU tensors), "torch" (the same schedule, the
+    same angles, in torch operations on the tensors' device: a GPU), "auto" (the kernels on the
+    CPU, torch elsewhere). positions must be on q's device.
     """
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(_BACKENDS)}, got '{backend}'")
     if layout not in _LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(_LAYOUTS)}, got '{layout}'")
     if heads_dim not in (1, 2):
@@ -143,10 +159,16 @@ def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, p
     for t in tensors:
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
             raise ValueError(f"q and k must be 4-D tensors ([B, S, H, D] or [B, H, S, D]), got {getattr(t, 'shape', type(t))}")
+    if k is not None and k.device != q.device:
+        raise ValueError(f"q and k must be on one device, got {q.device} and {k.device}")
+    native = backend == "torch" or (backend == "auto" and q.device.type != "cpu")
+    if not native and q.device.type != "cpu":
+        raise ValueError(f"posenc's kernels run on the CPU, got a tensor on {q.device}: use backend='torch' or 'auto'")
+    for t in tensors:
         if t.stride(-1) != 1:
             raise ValueError("the last dimension (head_dim) must be contiguous (stride 1): call .contiguous() first")
         batch, tokens = t.shape[0], t.shape[1] if heads_dim == 2 else t.shape[2]
-        _positions(positions, batch, tokens)  # shape, dtype, device and sign, for every path
+        _positions(positions, batch, tokens, t.device)  # shape, dtype, device and sign, for every path
         if inplace and any(st == 0 and n > 1 for st, n in zip(t.stride(), t.shape)):
             raise ValueError("inplace=True on a tensor whose elements share memory (an expanded view) would rotate "
                              "them more than once: pass a tensor that owns its elements")
@@ -154,10 +176,13 @@ def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, p
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             raise ValueError("inplace=True rotates without autograd: use torch.no_grad() or inplace=False")
         for t in tensors:
-            if t.dtype == torch.float64:
+            if native or t.dtype == torch.float64:
                 t.copy_(_formula(t, positions, schedule, layout, offset, heads_dim, 1.0))
             else:
                 _rotate(t, positions, schedule, layout, offset, heads_dim, +1)
         return q if k is None else (q, k)
-    out = [_Rope.apply(t, positions, schedule, layout, offset, heads_dim) for t in tensors]
+    if native:
+        out = [_formula(t, positions, schedule, layout, offset, heads_dim, 1.0) for t in tensors]
+    else:
+        out = [_Rope.apply(t, positions, schedule, layout, offset, heads_dim) for t in tensors]
     return out[0] if k is None else (out[0], out[1])

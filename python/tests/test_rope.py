@@ -122,3 +122,46 @@ def test_bad_input_raises_with_a_message():
         posenc.apply_rope(torch.zeros(1, 2, 1, 6), schedule=s)
     with pytest.raises(ValueError, match="autograd"):
         posenc.apply_rope(torch.zeros(1, 2, 1, 16, requires_grad=True), schedule=s, inplace=True)
+
+
+@pytest.mark.parametrize("layout", ["half_split", "interleaved", "deepseek_v3"])
+def test_the_torch_native_path_equals_the_kernels(layout):
+    # What a GPU tensor runs (backend="auto" off the CPU), forced here on the CPU: the same
+    # schedule and angles in torch operations; values within float32 rounding of the kernels',
+    # gradients likewise, for f32 and bf16, implicit, [B, S] and M-RoPE positions.
+    torch.manual_seed(5)
+    yarn = posenc.schedule(rope_type="yarn", head_dim=32, partial_rotary_factor=0.5, factor=4.0,
+                           original_max_position_embeddings=64)
+    mrope = posenc.schedule(head_dim=32, mrope_section=[4, 6, 6])
+    cases = [(yarn, None, 7), (yarn, torch.randint(0, 5000, (2, 9)), 0),
+             (mrope, torch.randint(0, 300, (3, 2, 9)), 0)]
+    for s, positions, offset in cases:
+        if layout == "deepseek_v3" and positions is not None and positions.dim() == 3:
+            continue
+        for dtype, tol in ((torch.float32, 2e-6), (torch.bfloat16, 1e-2)):
+            q = torch.randn(2, 9, 3, 32).to(dtype).requires_grad_()
+            k = torch.randn(2, 9, 1, 32).to(dtype).requires_grad_()
+            outs = {}
+            for backend in ("kernels", "torch"):
+                rq, rk = posenc.apply_rope(q, k, schedule=s, positions=positions, layout=layout, offset=offset,
+                                           backend=backend)
+                (rq.float().square().sum() + (rk.float() * 3).sum()).backward()
+                outs[backend] = (rq.detach().float(), rk.detach().float(), q.grad.float(), k.grad.float())
+                q.grad, k.grad = None, None
+            for got, want in zip(outs["torch"], outs["kernels"]):
+                assert got.dtype == want.dtype and (got - want).abs().max().item() <= tol * max(1.0, want.abs().max().item())
+            assert outs["torch"][0].abs().max() > 0
+
+
+def test_the_backend_and_devices_are_checked():
+    s = posenc.schedule(head_dim=16)
+    q = torch.randn(1, 4, 2, 16)
+    with pytest.raises(ValueError, match="backend must be one of auto, kernels, torch, got 'gpu'"):
+        posenc.apply_rope(q, schedule=s, backend="gpu")
+    meta = torch.empty(1, 4, 2, 16, device="meta")
+    with pytest.raises(ValueError, match="kernels run on the CPU, got a tensor on meta"):
+        posenc.apply_rope(meta, schedule=s, backend="kernels")
+    with pytest.raises(ValueError, match="q and k must be on one device"):
+        posenc.apply_rope(q, meta, schedule=s)
+    ones = posenc.apply_rope(torch.ones(1, 4, 2, 16), schedule=s, backend="torch", inplace=False)
+    assert torch.allclose(ones, posenc.apply_rope(torch.ones(1, 4, 2, 16), schedule=s), atol=1e-6)
