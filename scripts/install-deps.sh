@@ -19,6 +19,8 @@ PACKAGES=(
   libgloo-dev
   # the Python package (pybind11 extension over the core) and its tests
   pybind11-dev python3-dev python3-pytest
+  # pip install . (pyproject.toml, setuptools backend, --no-build-isolation) into a venv
+  python3-pip python3-venv python3-setuptools
   # Debian's libtorch links the reference BLAS; OpenBLAS takes over the libblas alternative
   # (matrix products ~30x faster on this class of machine).
   libopenblas0-pthread

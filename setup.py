@@ -1,0 +1,42 @@
+"""The _posenc extension for `pip install .`: CMake builds it (the same target as `make`, over
+posenc::core and posenc::plot; no libtorch C++), setuptools packages it beside python/posenc.
+POSENC_PIP_BUILD_DIR chooses CMake's build folder (default: build-pip in the checkout, so ccache
+and a second install reuse what the first compiled)."""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = pathlib.Path(__file__).resolve().parent
+BUILD = pathlib.Path(os.environ.get("POSENC_PIP_BUILD_DIR", ROOT / "build-pip"))
+
+
+class CMakeExtension(Extension):
+    def __init__(self, name: str) -> None:
+        super().__init__(name, sources=[])
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext: Extension) -> None:
+        build = BUILD / "cmake"
+        subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                               "-DPOSENC_WITH_TORCH=OFF", "-DPOSENC_BUILD_TESTS=OFF",
+                               f"-DPython3_EXECUTABLE={sys.executable}"])
+        subprocess.check_call(["cmake", "--build", str(build), "--target", "posenc_python",
+                               "-j", str(os.cpu_count() or 1)])
+        built = sorted((build / "python" / "posenc").glob("_posenc*.so"))
+        if not built:
+            raise RuntimeError(f"CMake built no _posenc extension under {build / 'python' / 'posenc'}")
+        target = pathlib.Path(self.get_ext_fullpath(ext.name))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(built[0], target)
+
+
+# setuptools' own folders (build/, *.egg-info) go under BUILD too: the checkout's build/ is CMake's.
+(BUILD / "egg-info").mkdir(parents=True, exist_ok=True)
+setup(ext_modules=[CMakeExtension("posenc._posenc")], cmdclass={"build_ext": CMakeBuild},
+      options={"build": {"build_base": str(BUILD / "setuptools")}, "egg_info": {"egg_base": str(BUILD / "egg-info")}})
