@@ -35,7 +35,9 @@
 // the kernel rotates a second copy of the query tile and of a key tile at those positions and
 // takes, per (query, key), the near or the far score: the two score matrices the papers merge,
 // formed only for the tiles that straddle Delta = w. G = 1, w beyond every distance or k = 1 give
-// plain RoPE's bits.
+// plain RoPE's bits. Leaky ReRoPE's key positions are not integers: their cos/sin are computed
+// once per call, T x rotary/2 sincos into T x rotary floats. Measured at S = 4096, 8 heads,
+// D = 64, causal, 1 thread (posenc_attention_remap_bench): each remap within 0.87-1.10x plain RoPE.
 #pragma once
 
 #include <cstdint>
