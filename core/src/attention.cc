@@ -20,11 +20,12 @@ Plan make_plan(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
   validate_attention(q, k, v, out, p);
   Plan plan{&q, &k, &v, &out, &p, q.tokens, k.tokens, q.heads, q.heads / k.heads, q.head_dim,
             p.mask.past >= 0 ? p.mask.past : std::int64_t{k.tokens} - q.tokens,
-            static_cast<float>(p.scale > 0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(q.head_dim))), nullptr};
+            static_cast<float>(p.scale > 0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(q.head_dim))), nullptr, {}};
   if (p.positions != AttentionPositions::kRope) return plan;
   if (table && !table->matches(p.rope))
     throw Error("attention: the RoPE table was built for other frequencies, attention factor or angle mode");
-  const std::int64_t largest = largest_position(q, k, p);
+  plan.remap = {p.remap, remap_key_rows(k, p)};
+  const std::int64_t largest = table_position(q, k, p);
   if (table)
     plan.angles = table->ensure(largest);
   else if (builds_own_table(q, k, largest))
@@ -39,6 +40,12 @@ std::int64_t largest_position(const RopeTensor& q, const RopeTensor& k, const At
       for (int b = 0; b < (ids->same_for_every_batch_row() ? std::min(x->batch, 1) : x->batch); ++b)
         for (int t = 0; t < x->tokens; ++t) largest = std::max(largest, ids->at(a, b, t, x->tokens));
   return largest;
+}
+
+std::int64_t table_position(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p) {
+  const std::int64_t largest = largest_position(q, k, p);
+  const Remap remap{p.remap, nullptr};
+  return remap.integral() ? std::max(largest, static_cast<std::int64_t>(remap.query(largest))) : largest;
 }
 
 bool builds_own_table(const RopeTensor& q, const RopeTensor& k, std::int64_t largest) {
@@ -99,6 +106,7 @@ void validate_attention(const RopeTensor& q, const RopeTensor& k, const RopeTens
       validate(p.t5);
       break;
   }
+  validate_remap(q, k, p);
   if (p.positions == AttentionPositions::kAlibi || p.positions == AttentionPositions::kT5)
     for (const auto& [x, ids, name] : {std::tuple{&q, &p.q_positions, "query"}, std::tuple{&k, &p.k_positions, "key"}}) {
       if (ids->axes != 1) throw Error(std::string("attention: ") + name + " positions for a bias have one axis");
@@ -115,19 +123,26 @@ void attention_reference(const RopeTensor& q, const RopeTensor& k, const RopeTen
                          const AttentionParams& params, const AttentionOptions& options) {
   const Plan plan = make_plan(q, k, v, out, params, options.table);
   const int D = plan.D;
-  std::vector<float> qr(D), kr(D), vr(D), tmp(D), o(D);
+  std::vector<float> qr(D), qf(D), kr(D), vr(D), tmp(D), o(D);
   std::vector<double> scores(static_cast<std::size_t>(plan.T)), acc(D);
   for (int b = 0; b < q.batch; ++b)
     for (int h = 0; h < plan.Hq; ++h)
       for (int i = 0; i < plan.S; ++i) {
         plan.load_query(b, i, h, qr.data(), tmp.data());
+        if (plan.remap.on()) plan.load_query_far(b, i, h, qf.data(), tmp.data());
         double best = -std::numeric_limits<double>::infinity();
         for (int j = 0; j < plan.T; ++j) {
           scores[j] = -std::numeric_limits<double>::infinity();
           if (!plan.visible(b, plan.past + i, j)) continue;
-          plan.load_key(b, j, h / plan.group, kr.data(), tmp.data());
+          // A remap's far pairs: both rows rotated at their far positions (attention_remap.h).
+          const bool far = plan.remap.on() && plan.remap.far(params.q_positions.at(0, b, i, plan.S), params.k_positions.at(0, b, j, plan.T));
+          if (far)
+            plan.load_key_far(b, j, h / plan.group, kr.data(), tmp.data());
+          else
+            plan.load_key(b, j, h / plan.group, kr.data(), tmp.data());
+          const std::vector<float>& qrow = far ? qf : qr;
           double dot = 0;
-          for (int c = 0; c < D; ++c) dot += static_cast<double>(qr[c]) * kr[c];
+          for (int c = 0; c < D; ++c) dot += static_cast<double>(qrow[c]) * kr[c];
           scores[j] = dot * plan.scale + plan.bias(b, h, i, j);
           best = std::max(best, scores[j]);
         }

@@ -36,6 +36,9 @@ void validate_attention_backward(const AttentionBackwardInputs& in, const Attent
   for (const auto& [x, name] : all)
     if (x->dtype != DType::kF32)
       throw Error(std::string("attention_backward: ") + name + " is " + to_string(x->dtype) + "; the backward pass takes float32 only");
+  if (params.remap.kind != PositionRemapKind::kNone)
+    throw Error(std::string("attention_backward: remap ") + to_string(params.remap.kind) +
+                " is for inference and has no backward pass; expected remap none");
   if (!in.lse) throw Error("attention_backward: needs the forward's lse [B, Hq, S] (AttentionOptions::lse)");
   if (grads.t5_table_grad && params.positions != AttentionPositions::kT5)
     throw Error(std::string("attention_backward: t5_table_grad is for T5 attention, positions are '") + to_string(params.positions) + "'");

@@ -6,6 +6,10 @@
 //   masks and position terms, per element only where a tile is not wholly visible or has a bias
 //   online softmax per row (vector max, Exp, sum), then acc[r] += sum_c P[r][c] v_c
 //           register-blocked: 4 rows x 2 vectors of channels
+//   a position remap (attention_remap.h): a second query tile Qf rotated at the far positions;
+//           per key tile its branches from the positions' extremes: near only (as without a
+//           remap), far only (Qf against keys rotated far), or both (two score tiles, each
+//           element taken from its branch)
 // FMAs and a vector Exp: results differ from the scalar reference by float rounding only
 // (the tests bound it), not bit for bit.
 #if defined(POSENC_ATTENTION_KERNELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -95,13 +99,13 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
   const int splits = tasks >= threads ? 1 : static_cast<int>(std::min<std::int64_t>((threads + tasks - 1) / tasks, std::max<std::int64_t>(key_tiles, 1)));
   const std::size_t partial_size = static_cast<std::size_t>(kQueryTile) * (D + 2);  // acc rows, max, sum
   std::vector<float> partials(splits > 1 ? static_cast<std::size_t>(tasks) * splits * partial_size : 0);
+  const attention_detail::Remap& remap = plan.remap;
+  const bool remapped = remap.on();
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
 #endif
   {
-    hwy::AlignedFreeUniquePtr<float[]> buffer = hwy::AllocateAligned<float>(
-        static_cast<std::size_t>(kPaddedRows) * D * 2 + static_cast<std::size_t>(kKeyTile) * D * 2 +
-        static_cast<std::size_t>(kPaddedRows) * kKeyTile + 2 * kPaddedRows + D);
+    hwy::AlignedFreeUniquePtr<float[]> buffer = hwy::AllocateAligned<float>(attention_detail::tile_floats(D, remapped));
     float* Q = buffer.get();
     float* acc = Q + kPaddedRows * D;
     float* Kt = acc + kPaddedRows * D;
@@ -110,6 +114,9 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
     float* row_max = Sc + kPaddedRows * kKeyTile;
     float* row_sum = row_max + kPaddedRows;
     float* tmp = row_sum + kPaddedRows;
+    float* Qf = tmp + D;  // a remap's far query tile, far keys [D][kKeyTile], far scores
+    float* Ktf = Qf + kPaddedRows * D;
+    float* Sf = Ktf + kKeyTile * D;
     std::vector<std::int64_t> positions(kQueryTile + kKeyTile);
     std::vector<int> lut;
 #ifdef _OPENMP
@@ -127,6 +134,13 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
         plan.load_query(b, i0 + r, h, Q + r * D, tmp);
         for (int x = 0; x < D; ++x) Q[r * D + x] *= plan.scale;
       }
+      if (remapped) {
+        std::fill(Qf, Qf + kPaddedRows * D, 0.0f);
+        for (int r = 0; r < rows; ++r) {
+          plan.load_query_far(b, i0 + r, h, Qf + r * D, tmp);
+          for (int x = 0; x < D; ++x) Qf[r * D + x] *= plan.scale;
+        }
+      }
       std::fill(acc, acc + kPaddedRows * D, 0.0f);
       std::fill(row_max, row_max + kPaddedRows, neg_inf);
       std::fill(row_sum, row_sum + kPaddedRows, 0.0f);
@@ -140,13 +154,31 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
       }
       for (std::int64_t j0 = lo; j0 < hi; j0 += kKeyTile) {
         const int cols = static_cast<int>(std::min<std::int64_t>(kKeyTile, hi - j0));
+        int branches = attention_detail::Remap::kNear;
+        if (remapped) {
+          plan.tile_positions(b, i0, rows, j0, cols, positions.data());
+          branches = remap.branches(positions.data(), rows, positions.data() + rows, cols);
+        }
+        const bool near = branches & attention_detail::Remap::kNear, both = branches == attention_detail::Remap::kBoth;
+        float* far_keys = both ? Ktf : Kt;  // a far-only tile scores through Kt and Sc
         std::fill(Kt, Kt + kKeyTile * D, 0.0f);
+        if (both) std::fill(Ktf, Ktf + kKeyTile * D, 0.0f);
         for (int c = 0; c < cols; ++c) {
-          plan.load_key(b, static_cast<int>(j0 + c), hk, tmp, V + c * D);  // V's row as scratch
-          for (int x = 0; x < D; ++x) Kt[x * kKeyTile + c] = tmp[x];
+          if (near) {
+            plan.load_key(b, static_cast<int>(j0 + c), hk, tmp, V + c * D);  // V's row as scratch
+            for (int x = 0; x < D; ++x) Kt[x * kKeyTile + c] = tmp[x];
+          }
+          if (branches & attention_detail::Remap::kFar) {
+            plan.load_key_far(b, static_cast<int>(j0 + c), hk, tmp, V + c * D);
+            for (int x = 0; x < D; ++x) far_keys[x * kKeyTile + c] = tmp[x];
+          }
           attention_detail::load_row(*plan.v, b, static_cast<int>(j0 + c), hk, V + c * D);
         }
-        ScoreTile(Q, Kt, rows4, D, Sc);
+        ScoreTile(near ? Q : Qf, Kt, rows4, D, Sc);
+        if (both) {
+          ScoreTile(Qf, Ktf, rows4, D, Sf);
+          remap.merge(positions.data(), rows, positions.data() + rows, cols, Sf, Sc, kKeyTile);
+        }
         if (has_bias) plan.add_bias_tile(b, h, i0, rows, j0, cols, Sc, kKeyTile, positions.data(), lut);
         plan.mask_tile(b, i0, rows, j0, cols, Sc);
         for (int r = rows; r < rows4; ++r) std::fill(Sc + r * kKeyTile, Sc + (r + 1) * kKeyTile, 0.0f);

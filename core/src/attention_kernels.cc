@@ -33,13 +33,14 @@ void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
 }
 
 std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p, const KernelOptions& options) {
-  using attention_detail::kKeyTile;
-  using attention_detail::kPaddedRows;
-  const std::int64_t D = q.head_dim;
-  const std::int64_t floats = kPaddedRows * D * 2 + kKeyTile * D * 2 + kPaddedRows * kKeyTile + 2 * kPaddedRows + D;
+  const bool remapped = p.positions == AttentionPositions::kRope && p.remap.kind != PositionRemapKind::kNone;
+  const auto floats = static_cast<std::int64_t>(attention_detail::tile_floats(q.head_dim, remapped));
   std::int64_t bytes = floats * static_cast<std::int64_t>(sizeof(float)) * std::max(kernel_threads(options.threads, "attention"), 1);
+  if (p.remap.kind == PositionRemapKind::kLeakyReRope && p.positions == AttentionPositions::kRope)  // Remap::keys
+    bytes += std::int64_t{p.k_positions.same_for_every_batch_row() ? std::min(k.batch, 1) : k.batch} * k.tokens * 2 *
+             p.rope.num_freqs * static_cast<std::int64_t>(sizeof(float));
   if (p.positions != AttentionPositions::kRope || options.table) return bytes;
-  const std::int64_t largest = attention_detail::largest_position(q, k, p);
+  const std::int64_t largest = attention_detail::table_position(q, k, p);
   if (!attention_detail::builds_own_table(q, k, largest)) return bytes;
   std::int64_t rows = 1;  // RopeTable's size: doubled until it covers the largest position
   while (rows <= largest) rows *= 2;

@@ -14,6 +14,7 @@
 #include "posenc/rope_apply.h"
 #include "posenc/rope_kernels.h"
 #include "posenc/t5_bias.h"
+#include "attention_remap.h"
 
 namespace posenc::attention_detail {
 
@@ -27,6 +28,15 @@ inline constexpr int kQueryTile = 128, kKeyTile = 64;
 // cost a little and are never stored).
 inline constexpr int kRowBlock = 4;
 inline constexpr int kPaddedRows = (kQueryTile + kRowBlock - 1) / kRowBlock * kRowBlock;
+
+// Floats of one thread's tiles (attention_kernels-inl.h): query tile and accumulators, key
+// and value tiles, scores, row maximum and sum, a row of scratch; with a remap also the far
+// query tile, far keys and far scores.
+inline std::size_t tile_floats(int D, bool remapped) {
+  const std::size_t d = static_cast<std::size_t>(D);
+  const std::size_t far = remapped ? kPaddedRows * d + kKeyTile * d + std::size_t{kPaddedRows} * kKeyTile : 0;
+  return kPaddedRows * d * 2 + kKeyTile * d * 2 + std::size_t{kPaddedRows} * kKeyTile + 2 * kPaddedRows + d + far;
+}
 
 inline std::int64_t offset_of(const RopeTensor& x, int b, int t, int h) {
   return b * x.batch_stride + t * x.token_stride + h * x.head_stride;
@@ -69,6 +79,7 @@ struct Plan {
   // is rotated once per query tile that reads it, and the table turns its num_freqs sincos into
   // loads. Null: computed per row (rope_row_reference: the same bits, rope_cos_sin's).
   std::shared_ptr<const RopeTable::Rows> angles;
+  Remap remap;  // RoPE's remapped distances (attention_remap.h); off unless params.remap
 
   // Rotates row[D] of q or k (token t of batch row b) in place by RoPE when that is the scheme:
   // direction +1 as the forward rotates, -1 its transpose, which turns a gradient w.r.t. the
@@ -117,6 +128,38 @@ struct Plan {
   void load_key(int b, int t, int h, float* out, float* tmp) const {
     load_row(*k, b, t, h, out);
     rotate(*k, p->k_positions, b, t, out, tmp, 1);
+  }
+  // A remap's far branch: the row rotated at its far position (Remap::query / key). 1-D
+  // positions, direction +1; table rows where the position is integral (Self-Extend, ReRoPE:
+  // make_plan's table covers them), a leaky key's row from remap.keys, else rope_cos_sin_at.
+  void load_query_far(int b, int t, int h, float* out, float* tmp) const {
+    load_row(*q, b, t, h, out);
+    rotate_at(remap.query(p->q_positions.at(0, b, t, S)), nullptr, nullptr, out, tmp);
+  }
+  void load_key_far(int b, int t, int h, float* out, float* tmp) const {
+    load_row(*k, b, t, h, out);
+    if (!remap.keys) return rotate_at(remap.key(p->k_positions.at(0, b, t, T)), nullptr, nullptr, out, tmp);
+    const std::size_t at = static_cast<std::size_t>(remap.keys->per_batch_row ? std::int64_t{b} * T + t : t) * p->rope.num_freqs;
+    rotate_at(0, remap.keys->cos.data() + at, remap.keys->sin.data() + at, out, tmp);
+  }
+  // row rotated in place by the given cos/sin row, or at `position` when cos is null.
+  void rotate_at(double position, const float* cos, const float* sin, float* row, float* tmp) const {
+    const RopeApplyParams& rope = p->rope;
+    const int half = rope.num_freqs;
+    std::copy_n(row, 2 * half, tmp);
+    const auto whole = static_cast<std::int64_t>(position);
+    if (!cos && angles && static_cast<double>(whole) == position && whole < angles->positions) {
+      cos = angles->cos.data() + static_cast<std::size_t>(whole) * half;
+      sin = angles->sin.data() + static_cast<std::size_t>(whole) * half;
+    }
+    thread_local std::vector<float> own;
+    if (!cos) {
+      own.resize(2 * static_cast<std::size_t>(half));
+      for (int j = 0; j < half; ++j) rope_cos_sin_at(rope.inv_freq[j], position, rope, &own[static_cast<std::size_t>(j)], &own[static_cast<std::size_t>(half + j)]);
+      cos = own.data();
+      sin = own.data() + half;
+    }
+    rope_rotate_row(tmp, row, cos, sin, half, rope.layout, 1);
   }
   void unrotate_query(int b, int t, float* row, float* tmp) const { rotate(*q, p->q_positions, b, t, row, tmp, -1); }
   void unrotate_key(int b, int t, float* row, float* tmp) const { rotate(*k, p->k_positions, b, t, row, tmp, -1); }
@@ -225,6 +268,9 @@ struct Plan {
 
 // The largest position id of q's and k's rows on any axis (0 for none).
 std::int64_t largest_position(const RopeTensor& q, const RopeTensor& k, const AttentionParams& params);
+// The largest position RoPE's table must hold: largest_position, or a Self-Extend / ReRoPE far
+// query position beyond it.
+std::int64_t table_position(const RopeTensor& q, const RopeTensor& k, const AttentionParams& params);
 // Whether attention without a table builds one for the call: the positions span at most twice
 // the call's tokens plus 4096 (a table then costs about what rotating every row would).
 bool builds_own_table(const RopeTensor& q, const RopeTensor& k, std::int64_t largest);

@@ -106,6 +106,10 @@ void rope_sincos(double angle, double* sin_out, double* cos_out) {
 }
 
 void rope_cos_sin(double inv_freq, std::int64_t position, const RopeApplyParams& p, float* c, float* s) {
+  rope_cos_sin_at(inv_freq, static_cast<double>(position), p, c, s);  // exact below 2^53
+}
+
+void rope_cos_sin_at(double inv_freq, double position, const RopeApplyParams& p, float* c, float* s) {
   if (p.angles == Numerics::kHfFloat32) {
     const float angle = static_cast<float>(inv_freq) * static_cast<float>(position);
     const float factor = static_cast<float>(p.attention_factor);
@@ -114,7 +118,7 @@ void rope_cos_sin(double inv_freq, std::int64_t position, const RopeApplyParams&
   } else {
     // p < 2^31 and w a float32: the double product carries ~2^-53 relative error, i.e. < 3e-7
     // radians even at p = 2^31, and cos/sin in double are then exact to float precision.
-    const double angle = static_cast<double>(position) * inv_freq;
+    const double angle = position * inv_freq;
     double sin_angle, cos_angle;
     rope_sincos(angle, &sin_angle, &cos_angle);
     *c = static_cast<float>(cos_angle * p.attention_factor);

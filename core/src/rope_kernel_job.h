@@ -24,4 +24,8 @@ struct RotateJob {
   bool native_bf16 = false;  // the CPU narrows to bf16 itself (AVX512_BF16; rope_convert-inl.h)
 };
 
+// Runs a validated job on this machine's best target (rope_kernels.cc): rope_rotate's walk, and
+// rope_shift's (rope_shift.cc) over a one-row table.
+void dispatch_rotate(const RotateJob& job);
+
 }  // namespace posenc

@@ -113,8 +113,10 @@ void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& po
     job.table = &table_rows;
   }
   if (std::int64_t{q.batch} * q.tokens == 0) return;
-  HWY_DYNAMIC_DISPATCH(RotateAll)(job);
+  dispatch_rotate(job);
 }
+
+void dispatch_rotate(const RotateJob& job) { HWY_DYNAMIC_DISPATCH(RotateAll)(job); }
 
 namespace {
 bool native_bf16_allowed = true;

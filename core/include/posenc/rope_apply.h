@@ -152,6 +152,9 @@ inline constexpr double kC[6] = {-1.0 / 2, 1.0 / 24, -1.0 / 720, 1.0 / 40320, -1
 
 // cos and sin of one frequency at one position, scaled by the attention factor.
 void rope_cos_sin(double inv_freq, std::int64_t position, const RopeApplyParams& params, float* cos, float* sin);
+// The same at a real position (attention's remapped positions: leaky ReRoPE's qpos/k): the same
+// bits as rope_cos_sin at an integral one.
+void rope_cos_sin_at(double inv_freq, double position, const RopeApplyParams& params, float* cos, float* sin);
 
 // Rotates every head of every token in place, any storage dtype (math in float32, stores
 // rounded to nearest even). The plain, obviously-correct version: the reference the SIMD

@@ -1,0 +1,65 @@
+// posenc_attention_remap_bench: the fused attention kernel's time with each position remap beside
+// plain RoPE, core only (no libtorch). One causal prefill, [1, S, H, D] f32 q, k, v, one thread
+// by default; the variants are interleaved round by round (so a load change touches them alike)
+// and each ratio is the variant's median over plain RoPE's median of the same run.
+//
+//   posenc_attention_remap_bench [S=4096] [heads=8] [head_dim=64] [rounds=7] [threads=1]
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "posenc/attention.h"
+#include "posenc/rope_kernels.h"
+#include "posenc/rope_schedule.h"
+#include "posenc_bench/timing.h"
+
+int main(int argc, char** argv) {
+  using namespace posenc;
+  const auto arg = [&](int i, int fallback) { return argc > i ? std::atoi(argv[i]) : fallback; };
+  const int S = arg(1, 4096), H = arg(2, 8), D = arg(3, 64), rounds = arg(4, 7), threads = arg(5, 1);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> q(static_cast<std::size_t>(S) * H * D), k(q.size()), v(q.size()), out(q.size());
+  for (auto* x : {&q, &k, &v})
+    for (float& e : *x) e = normal(rng);
+  RopeParams rp;
+  rp.head_dim = D;
+  const RopeSchedule schedule = compute_schedule(rp);
+  AttentionParams plain;
+  plain.positions = AttentionPositions::kRope;
+  plain.rope = rope_apply_params(schedule);
+  const RopeTable table(plain.rope, S);  // a model's long-lived table, as inference passes it
+  AttentionOptions options;
+  options.threads = threads;
+  options.table = &table;
+  struct Variant {
+    std::string name;
+    PositionRemap remap;
+  };
+  // Windows as the papers use them at a 4k context: Self-Extend w 1024, G 8 (Jin et al.'s Llama-2
+  // settings are w 512-1024, G 4-16); ReRoPE w 512, leaky k 16 (Su's).
+  std::vector<Variant> variants = {{"rope", {}},
+                                   {"self-extend w1024 G8", {PositionRemapKind::kSelfExtend, 1024, 8, 0}},
+                                   {"rerope w512", {PositionRemapKind::kReRope, 512, 1, 0}},
+                                   {"leaky-rerope w512 k16", {PositionRemapKind::kLeakyReRope, 512, 1, 16}}};
+  const RopeTensor qv = bshd(q.data(), {1, S, H, D}), kv = bshd(k.data(), {1, S, H, D}), vv = bshd(v.data(), {1, S, H, D}),
+                   ov = bshd(out.data(), {1, S, H, D});
+  std::vector<std::vector<double>> seconds(variants.size());
+  for (int r = 0; r <= rounds; ++r)
+    for (std::size_t i = 0; i < variants.size(); ++i) {
+      AttentionParams p = plain;
+      p.remap = variants[i].remap;
+      const double s = bench::seconds_of([&] { attention(qv, kv, vv, ov, p, options); });
+      if (r > 0) seconds[i].push_back(s);  // round 0 warms caches and the table
+    }
+  std::printf("fused attention, causal prefill S %d, %d heads, D %d, f32, %d thread(s), attention target %s (RoPE kernels %s), median of %d interleaved rounds\n",
+              S, H, D, threads, attention_kernel_target(), rope_kernel_target(), rounds);
+  const double base = bench::median(seconds[0]);
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    const double m = bench::median(seconds[i]);
+    std::printf("  %-24s %8.1f ms   %.3fx plain RoPE\n", variants[i].name.c_str(), 1e3 * m, m / base);
+  }
+  return 0;
+}

@@ -1,0 +1,69 @@
+#include "attention_remap.h"
+
+#include <cmath>
+#include <string>
+
+#include "attention_plan.h"
+#include "posenc/error.h"
+
+namespace posenc {
+
+double remapped_distance(const PositionRemap& remap, std::int64_t query_position, std::int64_t key_position) {
+  const attention_detail::Remap r{remap, nullptr};
+  if (!r.on() || !r.far(query_position, key_position)) return static_cast<double>(query_position - key_position);
+  return r.query(query_position) - r.key(key_position);
+}
+
+namespace attention_detail {
+
+void validate_remap(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p) {
+  const PositionRemap& r = p.remap;
+  switch (r.kind) {
+    case PositionRemapKind::kNone: return;
+    case PositionRemapKind::kSelfExtend:
+    case PositionRemapKind::kReRope:
+    case PositionRemapKind::kLeakyReRope: break;
+    default:
+      throw Error("attention: unknown remap kind " + std::to_string(static_cast<int>(r.kind)) +
+                  "; expected none, self-extend, rerope or leaky-rerope");
+  }
+  const std::string name = std::string("attention: remap ") + to_string(r.kind);
+  if (p.positions != AttentionPositions::kRope)
+    throw Error(name + " remaps RoPE's distances; positions are '" + to_string(p.positions) + "', expected rope");
+  if (p.rope.axis_of_freq) throw Error(name + " needs one position axis (M-RoPE's axes have no single distance)");
+  if (r.window < 0 || r.window > kMaxPosition)
+    throw Error(name + ": window w = " + std::to_string(r.window) + " must be in [0, 2^31-1]");
+  if (r.kind == PositionRemapKind::kSelfExtend && (r.group < 1 || r.group > kMaxPosition))
+    throw Error(name + ": group G = " + std::to_string(r.group) + " must be in [1, 2^31-1] (1: plain RoPE)");
+  if (r.kind == PositionRemapKind::kLeakyReRope && !(r.leak > 0 && std::isfinite(r.leak)))
+    throw Error(name + ": leak k = " + format_number(r.leak) + " must be > 0 and finite (1: plain RoPE)");
+  // Far positions grow with the position (or are constant): the largest one is the largest
+  // position's, and its angles must stay where cos/sin are accurate (validate, rope_apply.h).
+  const std::int64_t largest = largest_position(q, k, p);
+  const double far = std::max(Remap{r, nullptr}.query(largest), Remap{r, nullptr}.key(largest));
+  float widest = 0;
+  for (int j = 0; j < p.rope.num_freqs; ++j) widest = std::max(widest, std::fabs(p.rope.inv_freq[j]));
+  if (!(far <= static_cast<double>(kMaxPosition)) || !(far * widest <= kMaxRopeAngle))
+    throw Error(name + ": the far query position " + format_number(far) + " (largest position " + std::to_string(largest) +
+                ") must be at most 2^31-1 with angles at most 2^31 radians");
+}
+
+std::shared_ptr<const Remap::KeyRows> remap_key_rows(const RopeTensor& k, const AttentionParams& p) {
+  if (p.positions != AttentionPositions::kRope || p.remap.kind != PositionRemapKind::kLeakyReRope) return nullptr;
+  const Remap remap{p.remap, nullptr};
+  auto rows = std::make_shared<Remap::KeyRows>();
+  rows->per_batch_row = !p.k_positions.same_for_every_batch_row();
+  const int batch = rows->per_batch_row ? k.batch : std::min(k.batch, 1), half = p.rope.num_freqs;
+  rows->cos.resize(static_cast<std::size_t>(batch) * k.tokens * half);
+  rows->sin.resize(rows->cos.size());
+  for (int b = 0; b < batch; ++b)
+    for (int t = 0; t < k.tokens; ++t) {
+      const double position = remap.key(p.k_positions.at(0, b, t, k.tokens));
+      const std::size_t at = (static_cast<std::size_t>(b) * k.tokens + t) * half;
+      for (int j = 0; j < half; ++j) rope_cos_sin_at(p.rope.inv_freq[j], position, p.rope, &rows->cos[at + j], &rows->sin[at + j]);
+    }
+  return rows;
+}
+
+}  // namespace attention_detail
+}  // namespace posenc
