@@ -163,6 +163,31 @@ TEST(CApi, RotateAndAttentionAreTheKernelsBits) {
   attention(bshd(q.data(), {1, T, H, D}), bshd(k.data(), {1, T, H, D}), bshd(v.data(), {1, T, H, D}),
             bshd(out_cpp.data(), {1, T, H, D}), cpp);
   EXPECT_EQ(out_c, out_cpp);
+
+  // The remaps reach the kernel: each equals the C++ call bit for bit and differs from plain RoPE.
+  p.sliding_window = cpp.mask.sliding_window = 0;
+  attention(bshd(q.data(), {1, T, H, D}), bshd(k.data(), {1, T, H, D}), bshd(v.data(), {1, T, H, D}),
+            bshd(out_cpp.data(), {1, T, H, D}), cpp);
+  const std::vector<float> plain = out_cpp;
+  const std::pair<int, PositionRemap> remaps[] = {
+      {POSENC_REMAP_SELF_EXTEND, {PositionRemapKind::kSelfExtend, 3, 2, 0}},
+      {POSENC_REMAP_RE_ROPE, {PositionRemapKind::kReRope, 3, 1, 0}},
+      {POSENC_REMAP_LEAKY_RE_ROPE, {PositionRemapKind::kLeakyReRope, 3, 1, 2.5}}};
+  for (const auto& [c_kind, remap] : remaps) {
+    p.remap = c_kind;
+    p.remap_window = remap.window;
+    p.remap_group = remap.group;
+    p.remap_leak = remap.leak;
+    ASSERT_EQ(posenc_attention_forward(&p, &qc, &kc, &vc, &oc), POSENC_OK) << posenc_last_error();
+    cpp.remap = remap;
+    attention(bshd(q.data(), {1, T, H, D}), bshd(k.data(), {1, T, H, D}), bshd(v.data(), {1, T, H, D}),
+              bshd(out_cpp.data(), {1, T, H, D}), cpp);
+    EXPECT_EQ(out_c, out_cpp) << c_kind;
+    EXPECT_NE(out_c, plain) << c_kind;
+  }
+  p.remap = 7;
+  EXPECT_EQ(posenc_attention_forward(&p, &qc, &kc, &vc, &oc), POSENC_ERR_ARGUMENT);
+  EXPECT_NE(std::string(posenc_last_error()).find("params->remap"), std::string::npos) << posenc_last_error();
 }
 
 TEST(CApi, CppErrorsPassThroughWithTheirText) {

@@ -1,6 +1,6 @@
 // rope_shift: re-rotating post-RoPE keys by a position delta. The SIMD shift equals its scalar
 // reference bit for bit on every target; a shift by delta equals rotating the raw keys at
-// p - delta from scratch within a measured bound (f32: float rounding; bf16 / f16: one more
+// p + delta from scratch within a measured bound (f32: float rounding; bf16 / f16: one more
 // rounding to the dtype); only the range moves; a sink + window cache after a run of evictions
 // equals one rebuilt from the survivors at their slot positions.
 #include <gtest/gtest.h>
@@ -89,7 +89,7 @@ TEST(RopeShift, EqualsRotatingAtTheShiftedPositionInEveryLayoutAndDtype) {
             PositionIds at_p = PositionIds::implicit(1000);  // token t at 1000 + t, on every axis
             at_p.axes = mrope ? 3 : 1;
             PositionIds moved = at_p;
-            moved.offset -= delta;
+            moved.offset += delta;
             const int begin = 3, end = T - 2;
             const Tensor4 raw = make(dtype, B, T, H, D, head_major, &rng);
             Tensor4 fast = copy_of(raw, head_major), scratch = copy_of(raw, head_major);
@@ -122,7 +122,7 @@ TEST(RopeShift, EqualsRotatingAtTheShiftedPositionInEveryLayoutAndDtype) {
   // Measured on the 5 targets of a Zen 4 host: f32 at most 5.6 units of 2^-24 x the pair's norm
   // (2.8 ulp); bf16 and f16 at most 2.0 units of their half-ulp, one ulp of the pair's magnitude
   // (the shifted value is rounded to the dtype twice where the fresh one is rounded once).
-  std::printf("rope_shift: %d cases on %zu targets; worst vs a fresh rotation at p - delta: f32 %.2f x 2^-24, bf16 %.2f x 2^-8, "
+  std::printf("rope_shift: %d cases on %zu targets; worst vs a fresh rotation at p + delta: f32 %.2f x 2^-24, bf16 %.2f x 2^-8, "
               "f16 %.2f x 2^-11 (of the pair's norm)\n", cases, targets, worst[0], worst[1], worst[2]);
   EXPECT_LE(worst[0], 8.0);
   EXPECT_LE(worst[1], 2.5);
@@ -155,7 +155,7 @@ TEST(RopeShift, ACacheAfterEvictionsEqualsOneRebuiltFromTheSurvivors) {
         if (static_cast<int>(slot_token.size()) == capacity) {  // evict slots [sinks, sinks + evict)
           for (int s = sinks + evict; s < capacity; ++s) copy_token(cache.view, s, cache.view, s - evict);
           slot_token.erase(slot_token.begin() + sinks, slot_token.begin() + sinks + evict);
-          rope_shift(cache.view, {p, evict, sinks, capacity - evict});
+          rope_shift(cache.view, {p, -evict, sinks, capacity - evict});
           ++shifts;
         }
         const int slot = static_cast<int>(slot_token.size());

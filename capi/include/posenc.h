@@ -201,6 +201,7 @@ POSENC_API posenc_status posenc_rope_shift_keys(const posenc_schedule* schedule,
 
 enum { POSENC_POS_NONE = 0, POSENC_POS_ROPE = 1, POSENC_POS_ALIBI = 2, POSENC_POS_T5 = 3 };
 enum { POSENC_ALIBI_CAUSAL = 0, POSENC_ALIBI_SYMMETRIC = 1 };
+enum { POSENC_REMAP_NONE = 0, POSENC_REMAP_SELF_EXTEND = 1, POSENC_REMAP_RE_ROPE = 2, POSENC_REMAP_LEAKY_RE_ROPE = 3 };
 
 typedef struct posenc_attention_params {
   uint32_t struct_size;
@@ -220,8 +221,16 @@ typedef struct posenc_attention_params {
   int32_t t5_num_buckets, t5_max_distance, t5_bidirectional;
   int32_t threads;              /* 0: every hardware thread */
   float* lse;                   /* optional [B, Hq, S] log-sum-exp per query row; NULL: none */
+  /* RoPE's distance remapped at inference (attention.h), Delta = query - key position, w window:
+   * Delta < w unchanged; beyond, SELF_EXTEND floor(q/G) - floor(k/G) + w - floor(w/G), RE_ROPE
+   * w, LEAKY_RE_ROPE w + (Delta - w) / leak. Added after lse: an older caller's shorter struct
+   * gets NONE. */
+  int32_t remap;                /* POSENC_REMAP_* */
+  int64_t remap_window;         /* w >= 0 */
+  int64_t remap_group;          /* G >= 1 (SELF_EXTEND) */
+  double remap_leak;            /* k > 0 (LEAKY_RE_ROPE) */
 } posenc_attention_params;
-/* Defaults: causal, past -1, no positions, T5 32 buckets / 128 / bidirectional. */
+/* Defaults: causal, past -1, no positions, T5 32 buckets / 128 / bidirectional, no remap (G 1). */
 POSENC_API void posenc_attention_params_init(posenc_attention_params* params);
 
 /* q [B,S,Hq,D], k and v [B,T,Hk,D] (Hq a multiple of Hk: GQA), out [B,S,Hq,D] written; out may

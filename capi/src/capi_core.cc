@@ -243,6 +243,7 @@ POSENC_API void posenc_attention_params_init(posenc_attention_params* params) {
   params->t5_num_buckets = 32;
   params->t5_max_distance = 128;
   params->t5_bidirectional = 1;
+  params->remap_group = 1;
 }
 
 }  // extern "C"

@@ -3,6 +3,7 @@
 // after the C views and ids are checked (capi_core.cc).
 #include "capi_internal.h"
 #include "posenc/rope_kernels.h"
+#include "posenc/rope_shift.h"
 
 namespace posenc::capi {
 namespace {
@@ -58,20 +59,15 @@ POSENC_API posenc_status posenc_rope_shift_keys(const posenc_schedule* schedule,
     in_range(delta, -kMaxPosition, kMaxPosition, "delta");
     RopeApplyParams params = apply_params(s, layout_of(o.layout, s, "options->layout"), __func__);
     if (delta == 0 || empty_view(kt)) return;
-    // R(p + d) = R(d) R(p): rotate every token by |d| (by its transpose for d < 0, the exact
-    // inverse with attention factor 1). The factor was applied at p already, so not again; every
-    // M-RoPE axis moves by d, which is a 1-D rotation of every frequency by d.
-    // DeepSeek-V3 keys were written in half-split order: they move as half-split pairs.
-    if (params.layout == RopeLayout::kDeepSeekV3) params.layout = RopeLayout::kHalfSplit;
-    params.attention_factor = 1.0;
-    params.axis_of_freq = nullptr;
-    params.direction = delta > 0 ? 1 : -1;
-    const std::vector<std::int64_t> ids(static_cast<std::size_t>(kt.tokens), delta > 0 ? delta : -delta);
-    PositionIds positions = PositionIds::explicit_ids(ids.data());
-    positions.shared_across_batch = true;
+    // The core's rope_shift (rope_shift.h): the attention factor not applied again, DeepSeek-V3
+    // keys as the half-split pairs they are stored in, every M-RoPE axis moved; p -> p + delta.
+    RopeShiftParams shift;
+    shift.rope = params;
+    shift.rope.direction = 1;
+    shift.delta = delta;
     KernelOptions kernel;
     kernel.threads = o.threads;
-    rope_rotate(kt, nullptr, positions, params, kernel);
+    rope_shift(kt, shift, kernel);
   });
 }
 

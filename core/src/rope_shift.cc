@@ -12,8 +12,8 @@
 namespace posenc {
 namespace {
 
-// One shift as a rotation the RoPE walks understand: the view of tokens [begin, end), R(-delta)
-// as direction -1 at position |delta| (or R(+|delta|), direction +1, when delta < 0) with
+// One shift as a rotation the RoPE walks understand: the view of tokens [begin, end), R(delta)
+// as direction +1 at position |delta| (or R(-|delta|), direction -1, when delta < 0) with
 // attention factor 1, and every token at that one position, on every axis.
 struct ShiftCall {
   RopeTensor range;
@@ -35,7 +35,7 @@ struct ShiftCall {
                   std::to_string(keys.tokens) + "] with begin <= end (end -1: the last token)");
     distance = p.delta < 0 ? -p.delta : p.delta;
     rope.attention_factor = 1.0;  // applied once, at the keys' first rotation
-    rope.direction = p.delta > 0 ? -1 : 1;
+    rope.direction = p.delta > 0 ? 1 : -1;
     if (rope.layout == RopeLayout::kDeepSeekV3) rope.layout = RopeLayout::kHalfSplit;  // its stored order
     if (keys.data) range.data = static_cast<std::uint8_t*>(keys.data) + p.begin * keys.token_stride * dtype_size(keys.dtype);
     range.tokens = end - p.begin;
