@@ -1,7 +1,7 @@
 """apply_rope: the C++ kernels as a torch.autograd.Function (backward = the transposed rotation)."""
 from __future__ import annotations
 
-from typing import Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
 
@@ -35,9 +35,8 @@ def _positions(positions: Optional[torch.Tensor], batch: int, tokens: int, devic
     raise ValueError(f"positions must be [S], [B, S] or [axes, B, S] with B={batch}, S={tokens}; got {list(p.shape)}")
 
 
-def _rotate(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, offset: int, heads_dim: int,
-            direction: int) -> None:
-    """Rotates x in place through the SIMD kernels."""
+def _view(x: torch.Tensor, s, layout: str, heads_dim: int) -> Dict[str, Any]:
+    """The kernels' keywords for x's strided view and the schedule (x checked for the kernels)."""
     if x.dim() != 4:
         raise ValueError(f"q and k must be 4-D ([B, S, H, D] or [B, H, S, D]), got {x.dim()}-D")
     if x.device.type != "cpu":
@@ -46,21 +45,32 @@ def _rotate(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, 
         raise ValueError(f"RoPE kernels take float32, bfloat16 or float16 tensors, got {x.dtype}")
     if x.stride(-1) != 1:
         raise ValueError("the last dimension (head_dim) must be contiguous")
+    return dict(_strided(x, heads_dim), inv_freq=s.inv_freq.tolist(), axis_of_freq=s.axis_of_freq,
+                attention_factor=s.attention_factor, layout=layout, threads=torch.get_num_threads())
+
+
+def _strided(x: torch.Tensor, heads_dim: int) -> Dict[str, Any]:
+    """x as the core's view: data pointer, dtype, [B, S, H, D] and strides in elements (heads_dim 2:
+    x is [B, S, H, D]; 1: [B, H, S, D]). The kernels and attention read views this way."""
     if heads_dim == 2:
         batch, tokens, heads, dim = x.shape
         bs, ts, hs = x.stride(0), x.stride(1), x.stride(2)
     else:
         batch, heads, tokens, dim = x.shape
         bs, hs, ts = x.stride(0), x.stride(1), x.stride(2)
-    keep, ptr, is32, axes, axis_stride, shared = _positions(positions, batch, tokens)
+    return dict(data=x.data_ptr(), dtype=_DTYPES[x.dtype], batch=batch, tokens=tokens, heads=heads, head_dim=dim,
+                batch_stride=bs, token_stride=ts, head_stride=hs)
+
+
+def _rotate(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, offset: int, heads_dim: int,
+            direction: int) -> None:
+    """Rotates x in place through the SIMD kernels."""
+    view = _view(x, s, layout, heads_dim)
+    keep, ptr, is32, axes, axis_stride, shared = _positions(positions, view["batch"], view["tokens"])
     if x.numel() == 0:
         return
-    _posenc.rope_rotate(data=x.data_ptr(), dtype=_DTYPES[x.dtype], batch=batch, tokens=tokens, heads=heads,
-                        head_dim=dim, batch_stride=bs, token_stride=ts, head_stride=hs, positions=ptr,
-                        positions_int32=is32, axes=axes, axis_stride=axis_stride, shared=shared, offset=offset,
-                        inv_freq=s.inv_freq.tolist(), axis_of_freq=s.axis_of_freq,
-                        attention_factor=s.attention_factor, layout=layout, direction=direction,
-                        threads=torch.get_num_threads())
+    _posenc.rope_rotate(positions=ptr, positions_int32=is32, axes=axes, axis_stride=axis_stride, shared=shared,
+                        offset=offset, direction=direction, **view)
     del keep
 
 
@@ -186,3 +196,49 @@ def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, p
     else:
         out = [_Rope.apply(t, positions, schedule, layout, offset, heads_dim) for t in tensors]
     return out[0] if k is None else (out[0], out[1])
+
+
+def rope_shift(k: torch.Tensor, delta: int, *, schedule, layout: str = "half_split", heads_dim: int = 2,
+               begin: int = 0, end: Optional[int] = None) -> torch.Tensor:
+    """Re-rotates post-RoPE keys in place by `delta` positions: a key rotated at p becomes the key
+    rotated at p + delta (llama.cpp's K-shift sign; a negative delta closes a gap of evicted
+    positions, as a sinks + window cache does). Tokens [begin, end) move (end None: to the last).
+    The attention factor is not applied again (it was, at p); deepseek_v3 keys move as the
+    half-split pairs they are stored in; every M-RoPE axis moves by delta. k: [B, T, H, D]
+    (heads_dim=2) or [B, H, T, D]; on the CPU the SIMD kernels (the core's rope_shift), elsewhere
+    torch operations with the same angles. Returns k."""
+    if layout not in _LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(_LAYOUTS)}, got '{layout}'")
+    if heads_dim not in (1, 2):
+        raise ValueError(f"heads_dim must be 1 ([B, H, T, D]) or 2 ([B, T, H, D]), got {heads_dim}")
+    if not isinstance(delta, int) or isinstance(delta, bool):
+        raise ValueError(f"delta must be an int, got {delta!r}")
+    if not isinstance(k, torch.Tensor) or k.dim() != 4:
+        raise ValueError(f"k must be a 4-D tensor ([B, T, H, D] or [B, H, T, D]), got {getattr(k, 'shape', type(k))}")
+    if torch.is_grad_enabled() and k.requires_grad:
+        raise ValueError("rope_shift rotates k in place, without autograd: use torch.no_grad()")
+    tokens = k.shape[1] if heads_dim == 2 else k.shape[2]
+    stop = tokens if end is None else end
+    if not (isinstance(begin, int) and isinstance(stop, int) and 0 <= begin <= stop <= tokens):
+        raise ValueError(f"the token range [{begin}, {end}) must lie in [0, {tokens}] with begin <= end")
+    if k.device.type == "cpu" and k.dtype != torch.float64:
+        _posenc.rope_shift(delta, begin, stop, positions=0, positions_int32=False, axes=1, axis_stride=0,
+                           shared=True, offset=0, direction=1, **_view(k, schedule, layout, heads_dim))
+        return k
+    if abs(delta) > 2**31 - 1:
+        raise ValueError(f"delta {delta} must be in [-(2^31-1), 2^31-1]")
+    part = k.narrow(1 if heads_dim == 2 else 2, begin, stop - begin)
+    pure = _PureRotation(schedule.inv_freq, schedule.rotary_dim)
+    at = torch.full((stop - begin,), abs(delta), dtype=torch.int64, device=k.device)
+    moved = _formula(part, at, pure, "half_split" if layout == "deepseek_v3" else layout, 0, heads_dim,
+                     1.0 if delta >= 0 else -1.0)
+    with torch.no_grad():
+        part.copy_(moved)
+    return k
+
+
+class _PureRotation:
+    """A schedule's frequencies with attention factor 1 (a shift does not apply it again)."""
+
+    def __init__(self, inv_freq: torch.Tensor, rotary_dim: int) -> None:
+        self.inv_freq, self.rotary_dim, self.attention_factor, self.axis_of_freq = inv_freq, rotary_dim, 1.0, []

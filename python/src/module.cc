@@ -23,6 +23,7 @@
 #include "posenc/rope_params_json.h"
 #include "posenc/rope_runtime.h"
 #include "posenc/rope_schedule.h"
+#include "posenc/rope_shift.h"
 #include "posenc/sinusoidal.h"
 #include "posenc/t5_bias.h"
 #include "posenc/transformer_xl.h"
@@ -169,10 +170,20 @@ RotateCall rotate_call(const py::kwargs& kwargs) {
   return c;
 }
 
+// The call's strided view and its kernel parameters.
+RopeTensor view_of(const RotateCall& c) {
+  return strided(reinterpret_cast<void*>(c.data), dtype_named(c.dtype), {c.batch, c.tokens, c.heads, c.head_dim},
+                 {c.batch_stride, c.token_stride, c.head_stride});
+}
+RopeApplyParams apply_params_of(const RotateCall& c) {
+  RopeApplyParams p = rope_apply_params(c.inv_freq, c.attention_factor, from_name<RopeLayout>(c.layout), c.axis_of_freq);
+  p.direction = c.direction;
+  return p;
+}
+
 // Rotates one strided view in place. The GIL is released while the kernel runs.
 void rope_rotate_view(const RotateCall& c) {
-  const RopeTensor x = strided(reinterpret_cast<void*>(c.data), dtype_named(c.dtype), {c.batch, c.tokens, c.heads, c.head_dim},
-                               {c.batch_stride, c.token_stride, c.head_stride});
+  const RopeTensor x = view_of(c);
   PositionIds ids;
   ids.axes = c.axes;
   ids.axis_stride = c.axis_stride;
@@ -180,8 +191,7 @@ void rope_rotate_view(const RotateCall& c) {
   ids.shared_across_batch = c.shared;
   if (c.positions && c.positions_int32) ids.ids32 = reinterpret_cast<const std::int32_t*>(c.positions);
   if (c.positions && !c.positions_int32) ids.ids = reinterpret_cast<const std::int64_t*>(c.positions);
-  RopeApplyParams p = rope_apply_params(c.inv_freq, c.attention_factor, from_name<RopeLayout>(c.layout), c.axis_of_freq);
-  p.direction = c.direction;
+  const RopeApplyParams p = apply_params_of(c);
   RopeKernelOptions options;
   options.threads = c.threads;
   validate(x, ids, p);  // with the GIL held: errors become exceptions before any write
@@ -189,7 +199,24 @@ void rope_rotate_view(const RotateCall& c) {
   rope_rotate(x, nullptr, ids, p, options);
 }
 
+// Shifts post-RoPE keys in place by delta positions (rope_shift.h: p -> p + delta), tokens
+// [begin, end); the call's positions and offset are not read (the keys' own are not needed).
+void rope_shift_view(const RotateCall& c, std::int64_t delta, int begin, int end) {
+  RopeShiftParams shift;
+  shift.rope = apply_params_of(c);
+  shift.delta = delta;
+  shift.begin = begin;
+  shift.end = end;
+  KernelOptions options;
+  options.threads = c.threads;
+  rope_shift(view_of(c), shift, options);  // validates before it writes
+}
+
 }  // namespace
+
+namespace posenc {
+void add_attention(py::module_& m);  // attention_module.cc
+}  // namespace posenc
 
 PYBIND11_MODULE(_posenc, m) {
   m.doc() = "posenc's C++ core (use the posenc package, not this module)";
@@ -215,6 +242,10 @@ PYBIND11_MODULE(_posenc, m) {
       })
       .def_property_readonly("max_seq_len_cached", [](const PyRopeRuntime& r) { return r.runtime.max_seq_len_cached(); });
   m.def("rope_rotate", [](const py::kwargs& kwargs) { rope_rotate_view(rotate_call(kwargs)); });
+  add_attention(m);
+  m.def("rope_shift", [](std::int64_t delta, int begin, int end, const py::kwargs& kwargs) {
+    rope_shift_view(rotate_call(kwargs), delta, begin, end);
+  });
   m.attr("learned_init_std") = kLearnedInitStd;  // N(0, std) of learned position tables and T5 biases
   m.def("kernel_target", [] { return std::string(rope_kernel_target()); });
   m.def("max_threads", [] { return kMaxThreads; });
@@ -252,27 +283,14 @@ PYBIND11_MODULE(_posenc, m) {
   });
   m.def("plot_heatmap", [](const std::string& scheme, int dim, std::int64_t first, std::int64_t count, int heads, int head,
                            double base, const std::string& out) {
-    plot::HeatmapRequest r;
-    r.scheme = scheme;
-    r.dim = dim;
-    r.first = first;
-    r.count = count;
-    r.heads = heads;
-    r.head = head;
-    r.base = base;
+    plot::HeatmapRequest r{scheme, dim, first, count, heads, head, base};  // figures.h's order; seed and t5: defaults
     return plot::write_heatmap_files(plot::heatmap_data(r), out);
   });
   m.def("plot_chart", [](const std::string& kind, const std::string& scheme_or_params, int dim, int heads,
                          std::int64_t max_distance, double base, const std::string& out) {
     std::string svg;
     if (kind == "decay") {
-      plot::DecayRequest r;
-      r.scheme = scheme_or_params;
-      r.dim = dim;
-      r.heads = heads;
-      r.max_distance = max_distance;
-      r.base = base;
-      svg = plot::decay_svg(r);
+      svg = plot::decay_svg({scheme_or_params, dim, heads, max_distance, base});  // figures.h's order; t5: default
     } else {  // wavelengths of RopeParams given as JSON
       svg = plot::wavelength_svg(plot::wavelength_data(rope_params_from_json(scheme_or_params, "params"), "wavelengths"));
     }

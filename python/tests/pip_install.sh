@@ -20,6 +20,8 @@ configs = pathlib.Path(os.environ["POSENC_EXAMPLES"])
 s = posenc.schedule(str(configs / "llama3-128k.json"))
 q, k = torch.randn(1, 16, 32, 128), torch.randn(1, 16, 8, 128)
 q, k = posenc.apply_rope(q, k, schedule=s)
+out = posenc.attention(q, k, torch.randn(1, 16, 8, 128), alibi=posenc.alibi_slopes(32))
+posenc.rope_shift(k.detach().clone(), -4, schedule=s)
 cos, sin = posenc.hf.RotaryEmbedding(str(configs / "llama3-128k.json"))(q, torch.arange(16)[None, :])
 assert cos.shape == (1, 16, 128)
 assert not [c["name"] for c in posenc.check() if not c["passed"]]

@@ -165,3 +165,35 @@ def test_the_backend_and_devices_are_checked():
         posenc.apply_rope(q, meta, schedule=s)
     ones = posenc.apply_rope(torch.ones(1, 4, 2, 16), schedule=s, backend="torch", inplace=False)
     assert torch.allclose(ones, posenc.apply_rope(torch.ones(1, 4, 2, 16), schedule=s), atol=1e-6)
+
+
+@pytest.mark.parametrize("layout", ["half_split", "interleaved", "deepseek_v3"])
+def test_rope_shift_equals_rotating_at_the_new_position(layout):
+    # A key rotated at p, shifted by delta, is the key rotated at p + delta: on the kernels and on
+    # the torch-native path (what a GPU runs), YaRN's attention factor applied once.
+    torch.manual_seed(8)
+    s = posenc.schedule(rope_type="yarn", head_dim=32, factor=4.0, original_max_position_embeddings=64)
+    raw = torch.randn(2, 12, 3, 32)
+    for delta in (300, -5, 1):
+        for backend in ("kernels", "torch"):
+            k = posenc.apply_rope(raw, schedule=s, layout=layout, offset=100)
+            before = k.clone()
+            if backend == "torch":  # the native path, forced: a float64 copy takes it on the CPU
+                k = k.double()
+            posenc.rope_shift(k, delta, schedule=s, layout=layout, begin=2, end=10)
+            fresh = posenc.apply_rope(raw, schedule=s, layout=layout, offset=100 + delta)
+            assert (k[:, 2:10].float() - fresh[:, 2:10]).abs().max().item() <= 2e-5, (delta, backend)
+            assert torch.equal(k[:, :2].float(), before[:, :2]) and torch.equal(k[:, 10:].float(), before[:, 10:])
+
+
+def test_rope_shift_refuses_bad_input_by_name():
+    s = posenc.schedule(head_dim=16)
+    k = torch.randn(1, 4, 2, 16)
+    with pytest.raises(ValueError, match=r"token range \[3, 2\)"):
+        posenc.rope_shift(k, 1, schedule=s, begin=3, end=2)
+    with pytest.raises(ValueError, match="delta 4294967296"):
+        posenc.rope_shift(k, 2**32, schedule=s)
+    with pytest.raises(ValueError, match="delta must be an int"):
+        posenc.rope_shift(k, 1.5, schedule=s)
+    with pytest.raises(ValueError, match="without autograd"):
+        posenc.rope_shift(k.requires_grad_(), 1, schedule=s)

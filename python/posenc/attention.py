@@ -1,0 +1,137 @@
+"""posenc.attention: softmax(q k^T * scale + bias + mask) v with positions computed on the fly
+(RoPE, ALiBi, T5, or none), never an S x T matrix: the core's fused kernel forward and backward
+as a torch.autograd.Function, and the inference-time remaps of RoPE's distance (Self-Extend,
+ReRoPE, leaky ReRoPE)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple, Union
+
+import torch
+
+from . import Schedule, _posenc
+from .rope import _DTYPES, _strided as _view
+
+
+@dataclass(frozen=True)
+class SelfExtend:
+    """Self-Extend (Jin et al. 2024): distances below `window` kept, beyond it
+    floor(i/G) - floor(j/G) + window - floor(window/G) with G = `group`."""
+    group: int
+    window: int
+
+
+@dataclass(frozen=True)
+class ReRoPE:
+    """ReRoPE (Su 2023): distance min(Delta, window); with `leak` k, window + (Delta - window) / k."""
+    window: int
+    leak: Optional[float] = None
+
+
+Remap = Union[SelfExtend, ReRoPE, None]
+
+
+def _remap_fields(remap: Remap) -> Dict[str, Any]:
+    if remap is None:
+        return dict(remap="none", remap_window=0, remap_group=1, remap_leak=0.0)
+    if isinstance(remap, SelfExtend):
+        return dict(remap="self-extend", remap_window=remap.window, remap_group=remap.group, remap_leak=0.0)
+    if isinstance(remap, ReRoPE):
+        if remap.leak is None:
+            return dict(remap="rerope", remap_window=remap.window, remap_group=1, remap_leak=0.0)
+        return dict(remap="leaky-rerope", remap_window=remap.window, remap_group=1, remap_leak=float(remap.leak))
+    raise ValueError(f"remap must be posenc.SelfExtend, posenc.ReRoPE or None, got {type(remap).__name__}")
+
+
+class _Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, t5_table, params, keep, heads_dim, threads):  # type: ignore[override]
+        batch, tokens, heads = q.shape[0], q.shape[1 if heads_dim == 2 else 2], q.shape[2 if heads_dim == 2 else 1]
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+        lse = torch.empty(batch, heads, tokens, dtype=torch.float32)
+        _posenc.attention(_view(q, heads_dim), _view(k, heads_dim), _view(v, heads_dim), _view(out, heads_dim), params,
+                          lse.data_ptr(), threads)
+        ctx.mark_non_differentiable(lse)
+        ctx.save_for_backward(q, k, v, out, lse, t5_table if t5_table is not None else torch.empty(0))
+        ctx.has_t5, ctx.params, ctx.keep, ctx.heads_dim, ctx.threads = t5_table is not None, params, keep, heads_dim, threads
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):  # type: ignore[override]
+        q, k, v, out, lse, t5_table = ctx.saved_tensors
+        if ctx.params["remap"] != "none":
+            raise RuntimeError("posenc.attention: a remapped distance (Self-Extend, ReRoPE) is for inference; it has "
+                               "no backward pass")
+        f32 = [t.float().contiguous() for t in (q, k, v, out, dout)]  # the backward's math is float32
+        dq, dk, dv = (torch.empty_like(t) for t in f32[:3])
+        table = t5_table.detach().float().contiguous() if ctx.has_t5 else None
+        t5_grad = torch.zeros_like(table) if table is not None else None
+        hd = ctx.heads_dim
+        params = dict(ctx.params, t5_table=table.data_ptr() if table is not None else 0)
+        _posenc.attention_backward(*(_view(t, hd) for t in f32), lse.data_ptr(),
+                                   dict(dq=_view(dq, hd), dk=_view(dk, hd), dv=_view(dv, hd)),
+                                   t5_grad.data_ptr() if t5_grad is not None else 0, params, ctx.threads)
+        return (dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), t5_grad.to(t5_table.dtype) if t5_grad is not None else None,
+                None, None, None, None)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = True, scale: Optional[float] = None,
+              rope: Optional[Schedule] = None, rope_layout: str = "half_split", alibi: Optional[torch.Tensor] = None,
+              t5: Optional[torch.Tensor] = None, t5_max_distance: int = 128, window: Optional[int] = None,
+              chunk: Optional[int] = None, key_padding_mask: Optional[torch.Tensor] = None, kv_offset: int = 0,
+              heads_dim: int = 2, remap: Remap = None,
+              return_lse: bool = False) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+    """Fused attention on the CPU, differentiable (the core's tiled backward, float32 math).
+
+    q [B, S, Hq, D], k and v [B, T, Hk, D] (heads_dim=2; heads_dim=1 for [B, H, S, D]), float32,
+    bfloat16 or float16, channels contiguous; Hq a multiple of Hk (GQA). Query i sits at key index
+    T - S + i (prefill, or decode after a cache); key j at position kv_offset + j.
+    Positions, one of: rope (a posenc.Schedule; q and k are rotated as they load, not modified;
+    rope_layout as apply_rope's), alibi (slopes [Hq], e.g. posenc.alibi_slopes(H); symmetric when
+    causal=False), t5 (the bucket table [num_buckets, Hq], learnable: it gets a gradient;
+    bidirectional buckets when causal=False; T5 adds its bias to raw q.k: pass scale=1), or none.
+    Masks: causal, window (sliding), chunk (Llama 4), key_padding_mask [B, T] (bool or 0/1, True
+    = a real key). scale: 1/sqrt(D) when None. remap (RoPE, inference only): posenc.SelfExtend or
+    posenc.ReRoPE. Returns out [like q] and, with return_lse, each row's log-sum-exp [B, Hq, S]."""
+    tensors = {"q": q, "k": k, "v": v}
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            raise ValueError(f"{name} must be a 4-D tensor, got {getattr(t, 'shape', type(t))}")
+        if t.device.type != "cpu":
+            raise ValueError(f"posenc.attention runs on the CPU, got {name} on {t.device}")
+        if t.dtype not in _DTYPES:
+            raise ValueError(f"{name} must be float32, bfloat16 or float16, got {t.dtype}")
+    if heads_dim not in (1, 2):
+        raise ValueError(f"heads_dim must be 1 or 2, got {heads_dim}")
+    if sum(x is not None for x in (rope, alibi, t5)) > 1:
+        raise ValueError("give one of rope, alibi and t5")
+    if remap is not None and rope is None:
+        raise ValueError("remap changes RoPE's distances: it needs rope=")
+    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+    batch, s_len, heads = q.shape[0], q.shape[1 if heads_dim == 2 else 2], q.shape[2 if heads_dim == 2 else 1]
+    t_len = k.shape[1 if heads_dim == 2 else 2]
+    keep = []
+    params: Dict[str, Any] = dict(scale=0.0 if scale is None else float(scale), causal=bool(causal), past=-1,
+                                  window=int(window or 0), chunk=int(chunk or 0), positions="none",
+                                  q_offset=kv_offset + t_len - s_len, k_offset=kv_offset, key_padding=0, **_remap_fields(remap))
+    if key_padding_mask is not None:
+        if tuple(key_padding_mask.shape) != (batch, t_len):
+            raise ValueError(f"key_padding_mask must be [B, T] = [{batch}, {t_len}], got {list(key_padding_mask.shape)}")
+        mask = key_padding_mask.to(torch.uint8).contiguous()
+        keep.append(mask)
+        params["key_padding"] = mask.data_ptr()
+    if rope is not None:
+        params.update(positions="rope", inv_freq=rope.inv_freq.tolist(), axis_of_freq=rope.axis_of_freq,
+                      attention_factor=rope.attention_factor, layout=rope_layout)
+    if alibi is not None:
+        params.update(positions="alibi", alibi_slopes=[float(x) for x in torch.as_tensor(alibi).flatten()],
+                      alibi_symmetric=not causal)
+    if t5 is not None:
+        if not isinstance(t5, torch.Tensor) or t5.dim() != 2 or t5.shape[1] != heads:
+            raise ValueError(f"t5 must be the bucket table [num_buckets, Hq={heads}], got {getattr(t5, 'shape', type(t5))}")
+        table = t5.detach().float().contiguous()  # what the kernel reads, alive for the call
+        keep.append(table)
+        params.update(positions="t5", t5_table=table.data_ptr(), t5_num_buckets=int(t5.shape[0]),
+                      t5_max_distance=int(t5_max_distance), t5_bidirectional=not causal)
+    out, lse = _Attention.apply(q, k, v, t5, params, keep, heads_dim, torch.get_num_threads())
+    return (out, lse) if return_lse else out
