@@ -17,18 +17,13 @@ PasskeyConfig tiny_passkey(const std::string& out) {
   c.corpus = test::tiny_corpus();
   c.schemes = {"rope", "alibi"};
   c.extensions = {RopeExtension::kNone, RopeExtension::kPi};
-  c.training.train_len = 32;
+  c.training = {32, 6, 4, 3e-3, 2, 2, test::fresh_dir(out)};  // train_len, steps, batch, lr, warm-up, checkpoints, out
   c.multiples = {1, 2};
   c.depths = {0, 1};
-  c.training.steps = 6;
-  c.training.batch = 4;
-  c.training.warmup = 2;
   c.shape = {1, 32, 2};  // layers, d_model, heads
   c.finetune_steps = 2;
   c.samples = 3;
   c.curve_chars = 256;
-  c.training.checkpoint_every = 2;
-  c.training.out_dir = test::fresh_dir(out);
   return c;
 }
 

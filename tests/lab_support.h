@@ -51,16 +51,11 @@ inline ExtrapolateConfig tiny(const std::string& out, std::vector<std::string> s
   c.corpus = tiny_corpus();
   c.schemes = std::move(schemes);
   c.extensions = {RopeExtension::kNone, RopeExtension::kPi, RopeExtension::kDynamic};
-  c.training.train_len = 16;
+  c.training = {16, 24, 8, 2e-3, 4, 5, fresh_dir(out)};  // train_len, steps, batch, lr, warm-up, checkpoints, out
   c.eval_lens = {16, 32};
-  c.training.steps = 24;
-  c.training.batch = 8;
-  c.training.warmup = 4;
   c.shape = {1, 32, 2};  // layers, d_model, heads
   c.eval_chars = 512;
   c.incremental_tokens = 64;
-  c.training.checkpoint_every = 5;
-  c.training.out_dir = fresh_dir(out);
   return c;
 }
 
