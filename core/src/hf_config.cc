@@ -218,7 +218,16 @@ struct Parser {
     if (params_v5 && legacy && *params_v5 != *legacy)
       throw Error(at("rope_parameters") + " and " + at("rope_scaling") + " are both set and differ; keep one");
     const json* dict = params_v5 ? params_v5 : legacy;
-    const std::string dict_where = at(params_v5 ? "rope_parameters" : "rope_scaling");
+    std::string dict_where = at(params_v5 ? "rope_parameters" : "rope_scaling");
+    // A family whose config class fills rope_parameters when absent (Gemma4TextConfig).
+    const json defaults = quirks().default_rope_parameters && !dict && !jf::number(model, "rope_theta", w)
+                              ? json::parse(quirks().default_rope_parameters)
+                              : json();
+    if (!defaults.is_null()) {
+      dict = &defaults;
+      dict_where = at("rope_parameters") + " (the family's default)";
+      out.notes.push_back("rope_parameters absent: the family's defaults " + defaults.dump());
+    }
 
     const bool per_layer = dict && !dict->empty() &&
                            std::all_of(dict->begin(), dict->end(), [](const json& v) { return v.is_object(); });

@@ -32,6 +32,10 @@ struct Row {
   Row& default_theta(double theta) { return q.default_theta = theta, *this; }
   Row& ntk_alpha() { return q.ntk_alpha = true, *this; }
   Row& mscale_reads_factor() { return q.mscale_reads_factor = true, *this; }
+  Row& global_head_dim(int d) { return q.default_global_head_dim = d, *this; }
+  Row& last_layer_full() { return q.last_layer_full = true, *this; }
+  Row& kv_sharing() { return q.kv_sharing = true, *this; }
+  Row& default_rope_parameters(const char* json) { return q.default_rope_parameters = json, *this; }
   Row& sliding_layers_unscaled(const char* local_theta_key = nullptr) {
     return q.sliding_layers_unscaled = true, q.local_theta_key = local_theta_key, *this;
   }
@@ -155,6 +159,36 @@ const std::vector<FamilyQuirks>& table() {
             .qk_norm(QkNorm::kBeforeRope)
             .sliding_layers_unscaled("rope_local_base_freq")
             .default_theta(1e6),  // default_theta {"global": 1e6, "local": 1e4}
+        Row("|gemma3n|gemma3n_text|",
+            "modeling_gemma3n.py: Gemma3nTextAttention (q_norm/k_norm, then RoPE; scaling = 1.0; the last "
+            "num_kv_shared_layers layers read the K/V of the last earlier layer of their type, kv_shared_layer_index); "
+            "configuration_gemma3n.py: layer i full_attention when (i + 1) % 5 == 0, sliding_window 512, sliding "
+            "layers at rope_local_base_freq (1e4), a legacy rope_scaling on full_attention only")
+            .window(Window::kLayerTypes, 5)
+            .default_sliding_window(512)
+            .softmax(SoftmaxScale::kOne)
+            .qk_norm(QkNorm::kBeforeRope)
+            .sliding_layers_unscaled("rope_local_base_freq")
+            .kv_sharing()
+            .default_theta(1e6),
+        Row("|gemma4|gemma4_text|",
+            "modeling_gemma4.py: Gemma4TextAttention (q_norm/k_norm, then apply_rotary_pos_emb (rotate_half) over "
+            "the layer's head_dim; scaling = 1.0; the last num_kv_shared_layers layers read the K/V of the last "
+            "earlier layer of their type); configuration_gemma4.py Gemma4TextConfig.__post_init__: layer_types every "
+            "6th full (last layer forced full), sliding_window 512, rope_parameters per layer type (sliding default "
+            "1e4, full proportional 1e6 prf 0.25), full layers' head_dim = global_head_dim (512) by per_layer_config; "
+            "RU _compute_proportional_rope_parameters: exponent over head_dim, zero frequencies after int(prf * "
+            "head_dim // 2)")
+            .window(Window::kLayerTypes, 6)
+            .last_layer_full()
+            .default_sliding_window(512)
+            .softmax(SoftmaxScale::kOne)
+            .qk_norm(QkNorm::kBeforeRope)
+            .global_head_dim(512)
+            .kv_sharing()
+            .default_rope_parameters(
+                R"({"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}, )"
+                R"("full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0}})"),
         Row("|glm|glm4|", "modeling_glm.py / modeling_glm4.py: apply_rotary_pos_emb (cos/sin repeat_interleave'd, "
                           "rotate_half on x[..., 0::2], x[..., 1::2]) over the partial rotary slice")
             .layout(L::kInterleaved),

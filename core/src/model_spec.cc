@@ -26,6 +26,14 @@ double QueryScalingAt(const QueryScaling& q, std::int64_t p) {
   return 1.0;
 }
 
+// The channels that rotate: frequency j < rotated / 2 of the rotary block [offset, offset + R)
+// moves channels j and j + R/2 under rotate_half, 2j and 2j + 1 under the interleaved pairings
+// (DeepSeek-V3 reads interleaved pairs); frequencies past rotated / 2 are zero and move nothing.
+std::vector<std::array<int, 2>> rotated_channels(RopeLayout layout, int offset, int R, int rotated) {
+  if (rotated <= 0 || rotated >= R || layout != RopeLayout::kHalfSplit) return {{offset, offset + (rotated > 0 ? rotated : R)}};
+  return {{offset, offset + rotated / 2}, {offset + R / 2, offset + R / 2 + rotated / 2}};
+}
+
 struct SpecBuilder {
   const ConfigDoc& doc;
   const json& model;  // text_config or the top level
@@ -121,6 +129,7 @@ struct SpecBuilder {
     if (l.rope) {
       l.schedule = s;
       l.rotary_dim = out.schedules[s].rotary_dim;
+      l.rotated_channels = rotated_channels(l.layout, l.rotary_offset, l.rotary_dim, out.schedules[s].rotated_dim);
     }
     l.query_scale = query_scale(l.rope, p);
     double base = 1.0 / std::sqrt(static_cast<double>(l.head_dim));
@@ -129,6 +138,7 @@ struct SpecBuilder {
     // GraniteConfig: attention_multiplier defaults to 1.0.
     if (row.softmax_scale == SoftmaxScale::kAttentionMultiplier)
       base = jf::number(model, "attention_multiplier", where).value_or(1.0);
+    if (row.softmax_scale == SoftmaxScale::kOne) base = 1.0;
     if (row.softmax_scale == SoftmaxScale::kDeepSeekMla && lr.has_rope)
       l.softmax_scale_multiplier = deepseek_softmax_scale_multiplier(p);
     l.softmax_scale = base * l.softmax_scale_multiplier;
@@ -178,6 +188,28 @@ struct SpecBuilder {
     }
     const auto rope = model_layers::index_rotates(doc, layers);
     for (std::int64_t i = 0; i < layers; ++i) out.layers.push_back(layer_at(i, (*types)[i], rope[i]));
+    if (row.kv_sharing) share_kv(*types);
+  }
+
+  // Gemma3nTextAttention / Gemma4TextAttention: layers from first = L - num_kv_shared_layers on
+  // take the K/V of the last layer of their type before first (kv_shared_layer_index: HF's
+  // prev_layers[::-1].index, a ValueError when no earlier layer has the type).
+  void share_kv(const std::vector<std::string>& types) {
+    const std::int64_t layers = static_cast<std::int64_t>(types.size());
+    const auto shared = integer("num_kv_shared_layers").value_or(0);
+    if (shared < 0 || shared >= layers)
+      throw Error(at("num_kv_shared_layers") + " must be in [0, " + std::to_string(layers - 1) + "] (layers " +
+                  std::to_string(layers) + "), got " + std::to_string(shared));
+    const std::int64_t first = layers - shared;
+    for (std::int64_t i = first; i < layers; ++i) {
+      std::int64_t from = first - 1;
+      while (from >= 0 && types[from] != types[i]) --from;
+      if (from < 0)
+        throw Error(at("num_kv_shared_layers") + " = " + std::to_string(shared) + ": layer " + std::to_string(i) +
+                    " ('" + types[i] + "') shares K/V, but no layer before " + std::to_string(first) +
+                    " has its type (HF raises ValueError)");
+      out.layers[i].kv_shared_from = static_cast<int>(from);
+    }
   }
 };
 

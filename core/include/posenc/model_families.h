@@ -75,6 +75,7 @@ enum class SoftmaxScale {
   kQueryPreAttnScalar,  // query_pre_attn_scalar^-0.5 (Gemma 2, Gemma 3)
   kDeepSeekMla,         // (qk_nope + qk_rope)^-0.5 * mscale(factor, mscale_all_dim)^2
   kAttentionMultiplier, // attention_multiplier itself (Granite: 1/head_dim in the shipped configs)
+  kOne,                 // 1.0: q/k RMS-normed, no scale (Gemma 3n, Gemma 4)
 };
 
 enum class QkNorm {
@@ -127,6 +128,19 @@ struct FamilyQuirks {
   // MiniCPM3: the attention's yarn_apply_mscale reads rope_parameters["factor"] for any
   // non-default rope type, so HF raises KeyError('factor') on a dict without it.
   bool mscale_reads_factor = false;
+
+  // ---- Gemma 3n / Gemma 4 ------------------------------------------------------------------
+  // Gemma4TextConfig.__post_init__: full_attention layers get head_dim = global_head_dim (this
+  // default when the key is absent) through per_layer_config; 0: no such key.
+  int default_global_head_dim = 0;
+  // Gemma4TextConfig.__post_init__: the last layer is forced to full_attention (HF warns).
+  bool last_layer_full = false;
+  // The last num_kv_shared_layers layers read the K/V (rotated keys included) of the last earlier
+  // layer of their type (Gemma3nTextAttention / Gemma4TextAttention kv_shared_layer_index).
+  bool kv_sharing = false;
+  // The rope dicts HF uses when the config has none (Gemma4TextConfig's default_rope_params),
+  // as JSON text; nullptr: the generic rope_theta reading.
+  const char* default_rope_parameters = nullptr;
 };
 
 // The row for a model_type (the top level's or text_config's); nullptr when unknown.

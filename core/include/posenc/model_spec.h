@@ -5,6 +5,7 @@
 // hf_config.h, read from the same parsed document. `posenc spec` prints this.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -68,6 +69,13 @@ struct LayerSpec {
   double softmax_scale_multiplier = 1;  // DeepSeek MLA mscale^2; 1 when none
   QkNormPlacement qk_norm = QkNormPlacement::kNone;
   int schedule = -1;            // index into ModelSpec::schedules; -1 when !rope
+  // The channels that rotate, as [begin, end) ranges: [rotary_offset, rotary_offset + rotary_dim)
+  // unless the schedule has zero frequencies (proportional), whose channels pass through: Gemma 4's
+  // 64 angles over head_dim 512 rotate [0, 64) and [256, 320) under rotate_half. Empty when !rope.
+  std::vector<std::array<int, 2>> rotated_channels;
+  // Gemma 3n / 4: the earlier layer whose K/V (its rotated keys) this layer attends with; the
+  // layer rotates only its queries. nullopt: the layer computes its own K/V.
+  std::optional<int> kv_shared_from;
 };
 
 struct ModelSpec {
