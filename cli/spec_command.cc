@@ -49,6 +49,9 @@ json layer_json(const LayerSpec& l) {
   else if (q.rule == QueryScale::kLlama4ScalingBeta)
     j["query_scale"] = {{"rule", q.name()}, {"beta", q.scale}, {"original_max_position_embeddings", q.floor_scale},
                         {"formula", "1 + beta * log(1 + floor(p / original_max_position_embeddings))"}};
+  else if (q.rule == QueryScale::kQwenLogN)
+    j["query_scale"] = {{"rule", q.name()}, {"seq_length", q.floor_scale},
+                        {"formula", "log(p + 1) / log(seq_length) when p + 1 > seq_length, else 1 (p: cache index)"}};
   return j;
 }
 
@@ -67,6 +70,8 @@ json spec_json(const ModelSpec& s) {
       e["rotary_dim"] = r.rotary_dim;
       e["attention_factor"] = r.attention_factor;  // on cos and sin (logits get its square)
       e["inv_freq"] = std::vector<double>(r.inv_freq.begin(), r.inv_freq.end());
+      // Qwen-1: a prefill longer than this fixes a larger base (freqs --seq-len L shows it).
+      if (l.ntk_prefill_length) e["ntk_prefill_length"] = *l.ntk_prefill_length;
     }
     j["schedules"].push_back(e);
   }

@@ -141,5 +141,54 @@ TEST(Families4, Gemma4ConfigDefaults) {
   EXPECT_THROW(parse_model_spec(t.dump()), Error);
 }
 
+
+// Qwen-1 (remote modeling_qwen.py): QWenAttention's logn_list[p] = log(p + 1, seq_length) past
+// seq_length, on the query at cache index p; golden writes the same scales.
+TEST(Families4, QwenLogNQueryScalePastSeqLength) {
+  const ModelSpec spec = load_model_spec(real("Qwen-1_8B"));
+  const QueryScaling& q = spec.layers.at(0).query_scale;
+  EXPECT_EQ(q.rule, QueryScale::kQwenLogN);
+  EXPECT_EQ(q.at(0), 1.0);
+  EXPECT_EQ(q.at(8191), 1.0);  // p + 1 = 8192 is not > seq_length
+  EXPECT_DOUBLE_EQ(q.at(8192), std::log(8193.0) / std::log(8192.0));
+  EXPECT_DOUBLE_EQ(q.at(16383), 14.0 / 13.0);  // log_8192(16384) = 14 / 13
+  const Golden g = make_golden(spec, GoldenParams{{0, 8191, 8192, 16383}, 0});
+  const json entry = json::parse(g.manifest_json).at("layer_types").at(0);
+  EXPECT_EQ(entry.at("query_scale_rule"), "qwen_logn_attn");
+  EXPECT_NEAR(entry.at("query_scales")[3].get<double>(), 14.0 / 13.0, 1e-15);
+  json c = read_json(real("Qwen-1_8B"));
+  c["use_logn_attn"] = false;
+  EXPECT_EQ(parse_model_spec(c.dump()).layers.at(0).query_scale.rule, QueryScale::kNone);
+}
+
+// QWenModel.forward with use_dynamic_ntk: a prefill of L tokens takes get_ntk_alpha(L) =
+// max(2^ceil(log2(L / S) + 1) - 1, 1) and base = theta * alpha^(d/(d-2)), S = seq_length 8192.
+TEST(Families4, QwenDynamicNtkAlphaIsFixedAtPrefill) {
+  const ModelRope m = load_hf_config(real("Qwen-1_8B"));
+  const LayerRope& l = m.select();
+  ASSERT_EQ(l.ntk_prefill_length, 8192);
+  struct Case { std::int64_t L; double alpha; };
+  for (const Case& c : {Case{1, 1}, Case{4096, 1}, Case{8192, 1}, Case{8193, 3}, Case{16384, 3}, Case{16385, 7},
+                        Case{131072, 31}, Case{131073, 63}}) {
+    SCOPED_TRACE(c.L);
+    EXPECT_EQ(qwen_ntk_alpha(c.L, 8192), c.alpha);
+    const RopeSchedule s = compute_schedule(prefill_params(l, c.L), c.L);
+    const double base = 1e4 * std::pow(c.alpha, 128.0 / 126.0);
+    for (int i = 0; i < 64; ++i) {
+      const double want = 1 / std::pow(base, 2.0 * i / 128);
+      EXPECT_NEAR(s.inv_freq[i], want, 1e-7 * want) << i;  // float32 storage
+    }
+  }
+  // golden's default positions reach 131071: one prefill of 131072 tokens, alpha 31.
+  const Golden g = make_golden(load_model_spec(real("Qwen-1_8B")), GoldenParams{});
+  EXPECT_EQ(json::parse(g.manifest_json).at("layer_types").at(0).at("qwen_ntk_alpha"), 31.0);
+  json c = read_json(real("Qwen-1_8B"));
+  c["use_dynamic_ntk"] = false;
+  EXPECT_FALSE(parse_hf_config(c.dump()).select().ntk_prefill_length);
+  c["use_dynamic_ntk"] = true;
+  c["seq_length"] = 2048;  // seq_length, not max_position_embeddings (8192), is Qwen's length
+  EXPECT_EQ(parse_hf_config(c.dump()).select().ntk_prefill_length, 2048);
+}
+
 }  // namespace
 }  // namespace posenc

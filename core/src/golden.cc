@@ -88,7 +88,8 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
     RopeSchedule s;
     if (l.rope) {
       // HF's float32 schedule: at p = 131071 one ulp of inv_freq moves the angle by ~4e-3 rad.
-      s = compute_schedule(spec.rope.layers[l.schedule].params, max_pos + 1, Numerics::kHfFloat32);
+      // One prefill of seq_len tokens: Qwen-1's use_dynamic_ntk fixes its base from that length.
+      s = compute_schedule(prefill_params(spec.rope.layers[l.schedule], max_pos + 1), max_pos + 1, Numerics::kHfFloat32);
       check_angle_range(s, max_pos);
     }
     RopeApplyParams ap = rope_apply_params(s, l.layout);
@@ -141,6 +142,8 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
                   {"query_scales", query_scales},
                   {"tensors", json::array()}};
     if (const char* order = output_order(l.layout)) entry["output_order"] = order;
+    if (l.rope && spec.rope.layers[l.schedule].ntk_prefill_length)
+      entry["qwen_ntk_alpha"] = qwen_ntk_alpha(max_pos + 1, *spec.rope.layers[l.schedule].ntk_prefill_length);
     // Gemma 3n / 4: these layers attend with an earlier layer's rotated K/V (same positions,
     // same schedule, so the same k_out); member -> the layer it reads.
     json shared = json::object();

@@ -36,6 +36,7 @@ struct Row {
   Row& last_layer_full() { return q.last_layer_full = true, *this; }
   Row& kv_sharing() { return q.kv_sharing = true, *this; }
   Row& default_rope_parameters(const char* json) { return q.default_rope_parameters = json, *this; }
+  Row& qwen_seq_length() { return q.qwen_seq_length = true, *this; }
   Row& sliding_layers_unscaled(const char* local_theta_key = nullptr) {
     return q.sliding_layers_unscaled = true, q.local_theta_key = local_theta_key, *this;
   }
@@ -244,7 +245,14 @@ const std::vector<FamilyQuirks>& table() {
             .shape_keys("d_model", "n_heads")
             .max_pos_key("max_seq_len")
             .theta_in_attn_config(),
-        Row("|qwen|", "Qwen modeling_qwen.py (hub): apply_rotary_pos_emb (rotate_half)"),
+        Row("|qwen|", "Qwen modeling_qwen.py (hub): apply_rotary_pos_emb (rotate_half); QWenModel.forward: with "
+                      "use_dynamic_ntk a prefill of L > seq_length tokens takes get_ntk_alpha(L) = 2^ceil(log2(L / "
+                      "seq_length) + 1) - 1 and RotaryEmbedding base = rotary_emb_base * alpha^(d/(d-2)), kept "
+                      "(_ntk_alpha_cached_list) for decode; QWenAttention: with use_logn_attn the query at cache "
+                      "index p is multiplied by logn_list[p] = log(p + 1) / log(seq_length) when p + 1 > seq_length "
+                      "(p <= 32766, the list's end)")
+            .query_scale(QueryScale::kQwenLogN)
+            .qwen_seq_length(),
         Row("|internlm2|", "InternLM2 modeling_internlm2.py (hub): apply_rotary_pos_emb (rotate_half)"),
         Row("|minicpm|", "MiniCPM modeling_minicpm.py (hub): apply_rotary_pos_emb (rotate_half)"),
         Row("|minicpm3|", "modeling_minicpm3.py: MiniCPM3Attention (MLA, q = [qk_nope_head_dim | qk_rope_head_dim], "

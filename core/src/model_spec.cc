@@ -22,6 +22,11 @@ double QueryScalingAt(const QueryScaling& q, std::int64_t p) {
       return 1.0 + q.scale * std::log1p(std::floor((static_cast<double>(p) + 1.0) / q.floor_scale));
     case QueryScale::kLlama4ScalingBeta:
       return 1.0 + q.scale * std::log(1.0 + std::floor(static_cast<double>(p) / q.floor_scale));
+    case QueryScale::kQwenLogN: {
+      // logn_list[p] = math.log(p + 1, seq_length) when p + 1 > seq_length: log(x) / log(base).
+      const double i = static_cast<double>(p) + 1.0;
+      return i > q.floor_scale ? std::log(i) / std::log(q.floor_scale) : 1.0;
+    }
   }
   return 1.0;
 }
@@ -93,6 +98,12 @@ struct SpecBuilder {
       q.rule = row.query_scale;
       q.scale = *p.llama_4_scaling_beta;
       q.floor_scale = static_cast<double>(resolved_original_max(p));
+    } else if (row.query_scale == QueryScale::kQwenLogN && flag("use_logn_attn", false)) {
+      // QWenAttention: logn_tensor over config.seq_length (hf_config reads it into max_position_embeddings).
+      if (!p.max_position_embeddings || *p.max_position_embeddings < 2)
+        throw Error(at("use_logn_attn") + " is true but " + at("seq_length") + " is absent or < 2");
+      q.rule = row.query_scale;
+      q.floor_scale = static_cast<double>(*p.max_position_embeddings);
     }
     return q;
   }
@@ -222,6 +233,7 @@ const char* QueryScaling::name() const {
     case QueryScale::kNone: return "none";
     case QueryScale::kLlama4Temperature: return "llama4_attn_temperature_tuning";
     case QueryScale::kLlama4ScalingBeta: return "llama_4_scaling_beta";
+    case QueryScale::kQwenLogN: return "qwen_logn_attn";
   }
   return "none";
 }

@@ -68,6 +68,7 @@ enum class QueryScale {
   kNone,
   kLlama4Temperature,  // NoPE layers: q *= 1 + attn_scale * log1p(floor((p + 1) / floor_scale))
   kLlama4ScalingBeta,  // every layer: q *= 1 + beta * log(1 + floor(p / original_max))
+  kQwenLogN,           // Qwen-1 use_logn_attn: q *= log(p + 1) / log(seq_length) when p + 1 > seq_length
 };
 
 enum class SoftmaxScale {
@@ -141,6 +142,9 @@ struct FamilyQuirks {
   // The rope dicts HF uses when the config has none (Gemma4TextConfig's default_rope_params),
   // as JSON text; nullptr: the generic rope_theta reading.
   const char* default_rope_parameters = nullptr;
+  // Qwen-1 (remote modeling_qwen.py): seq_length is the context both rules use, and
+  // use_dynamic_ntk fixes an NTK-alpha at prefill (LayerRope::ntk_prefill_length).
+  bool qwen_seq_length = false;
 };
 
 // The row for a model_type (the top level's or text_config's); nullptr when unknown.

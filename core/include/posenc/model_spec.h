@@ -24,10 +24,12 @@ struct QueryScaling {
   //   (Llama4TextAttention; p is the cache position, hence the + 1).
   // Ministral 3: llama_4_scaling_beta and original_max_position_embeddings,
   //   q *= 1 + beta * log(1 + floor(p / original_max)) (get_llama_4_attn_scale; p = position_ids).
+  // Qwen-1: use_logn_attn, floor_scale = seq_length, q *= log(p + 1) / log(seq_length) past it
+  //   (QWenAttention logn_list; p is the cache index).
   double scale = 0;
   double floor_scale = 1;
   double at(std::int64_t position) const;  // 1 for kNone
-  const char* name() const;  // "llama4_attn_temperature_tuning", "llama_4_scaling_beta", "none"
+  const char* name() const;  // "llama4_attn_temperature_tuning", "llama_4_scaling_beta", "qwen_logn_attn", "none"
 };
 
 // What a layer's attention attends to.
