@@ -154,7 +154,7 @@ void run_freqs(const FreqsArgs& a) {
     bool first = true;
     for (const LayerRope& layer : model.layers) {
       if (!layer.has_rope) continue;
-      const RopeSchedule s = compute_schedule(layer.params, a.seq_len, numerics);
+      const RopeSchedule s = compute_schedule(prefill_params(layer, a.seq_len), a.seq_len, numerics);
       if (a.json) {
         all["layers"].push_back(schedule_json(model, layer, s, a.source.hf_compatible));
       } else {
@@ -167,7 +167,7 @@ void run_freqs(const FreqsArgs& a) {
     return;
   }
   const LayerRope& layer = model.select(a.source.layer_type);
-  const RopeSchedule s = compute_schedule(layer.params, a.seq_len, numerics);
+  const RopeSchedule s = compute_schedule(prefill_params(layer, a.seq_len), a.seq_len, numerics);
   if (a.json)
     std::cout << schedule_json(model, layer, s, a.source.hf_compatible).dump(1) << "\n";
   else

@@ -40,6 +40,8 @@ json layer_json(const LayerSpec& l) {
             {"qk_norm", l.qk_norm == QkNormPlacement::kNone ? json(nullptr) : json(to_string(l.qk_norm))},
             {"schedule", l.schedule < 0 ? json(nullptr) : json(l.schedule)}};
   if (const char* order = output_order(l.layout)) j["output_order"] = order;
+  j["rotated_channels"] = l.rotated_channels;  // [begin, end) ranges; two for Gemma 4's proportional
+  j["kv_shared_from"] = l.kv_shared_from ? json(*l.kv_shared_from) : json(nullptr);
   const QueryScaling& q = l.query_scale;
   if (q.rule == QueryScale::kLlama4Temperature)
     j["query_scale"] = {{"rule", q.name()}, {"attn_scale", q.scale}, {"floor_scale", q.floor_scale},
@@ -47,6 +49,9 @@ json layer_json(const LayerSpec& l) {
   else if (q.rule == QueryScale::kLlama4ScalingBeta)
     j["query_scale"] = {{"rule", q.name()}, {"beta", q.scale}, {"original_max_position_embeddings", q.floor_scale},
                         {"formula", "1 + beta * log(1 + floor(p / original_max_position_embeddings))"}};
+  else if (q.rule == QueryScale::kQwenLogN)
+    j["query_scale"] = {{"rule", q.name()}, {"seq_length", q.floor_scale},
+                        {"formula", "log(p + 1) / log(seq_length) when p + 1 > seq_length, else 1 (p: cache index)"}};
   return j;
 }
 
@@ -65,6 +70,8 @@ json spec_json(const ModelSpec& s) {
       e["rotary_dim"] = r.rotary_dim;
       e["attention_factor"] = r.attention_factor;  // on cos and sin (logits get its square)
       e["inv_freq"] = std::vector<double>(r.inv_freq.begin(), r.inv_freq.end());
+      // Qwen-1: a prefill longer than this fixes a larger base (freqs --seq-len L shows it).
+      if (l.ntk_prefill_length) e["ntk_prefill_length"] = *l.ntk_prefill_length;
     }
     j["schedules"].push_back(e);
   }
@@ -84,9 +91,11 @@ std::string describe(const ModelSpec& s, const LayerSpec& l) {
   std::string d = l.layer_type + ": ";
   if (l.rope) {
     const RopeSchedule& r = s.schedules[l.schedule];
+    std::string channels;
+    for (const auto& c : l.rotated_channels)
+      channels += (channels.empty() ? "" : " and ") + ("[" + std::to_string(c[0]) + ", " + std::to_string(c[1]) + ")");
     d += "RoPE " + std::string(to_string(r.type)) + ", " + pairing_name(l.layout) +
-         (output_order(l.layout) ? " (output in half-split order)" : "") + " pairs, channels [" +
-         std::to_string(l.rotary_offset) + ", " + std::to_string(l.rotary_offset + l.rotary_dim) + ") of " +
+         (output_order(l.layout) ? " (output in half-split order)" : "") + " pairs, channels " + channels + " of " +
          std::to_string(l.head_dim) + ", attention factor " + format_number(r.attention_factor);
   } else {
     d += "no positional encoding (NoPE)";
@@ -97,6 +106,7 @@ std::string describe(const ModelSpec& s, const LayerSpec& l) {
   d += "; softmax scale " + format_number(l.softmax_scale);
   if (l.softmax_scale_multiplier != 1) d += " (x" + format_number(l.softmax_scale_multiplier) + " mscale^2)";
   if (l.qk_norm != QkNormPlacement::kNone) d += "; q/k norm " + std::string(to_string(l.qk_norm));
+  if (l.kv_shared_from) d += "; K/V (rotated keys) of layer " + std::to_string(*l.kv_shared_from);
   return d;
 }
 

@@ -117,6 +117,9 @@ TEST(CliSpec, SpecAgreesWithFreqsOnEveryConfig) {
       ASSERT_NE(f, nullptr) << "freqs has no schedule for the rotating layers of type " << type;
       for (const char* key : {"rope_type", "rotary_dim", "inv_freq", "attention_factor"})
         EXPECT_EQ(s.at(key), f->at(key)) << type << " " << key;
+      int rotated = 0;  // the rotated channels spec names are the channels freqs gives a frequency
+      for (const auto& c : l.at("rotated_channels")) rotated += c[1].get<int>() - c[0].get<int>();
+      EXPECT_EQ(rotated, f->at("rotated_dim").get<int>()) << type;
     }
     if (spec.at("layers").empty()) continue;  // unknown family: the schedule alone
     for (const auto& f : freqs) {

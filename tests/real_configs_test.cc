@@ -62,6 +62,7 @@ const std::map<std::string, Expected> kExpected = {
     {"gemma-2b", {"default", 256, 256, 1e4, 0}},
     {"gemma-3-1b-it", {"default", 256, 256, 1e6, 2}},
     {"gemma-3-27b-it", {"linear", 128, 128, 1e6, 2}},
+    {"gemma-4-31B-it", {"proportional", 512, 512, 1e6, 2}},  // full layers: global_head_dim
     {"gpt-oss-20b", {"yarn", 64, 64, 150000, 2}},
     {"internlm2_5-7b-chat", {"dynamic", 128, 128, 1e6, 0}},
     {"phi-1", {"default", 64, 32, 1e4, 0}},
@@ -102,7 +103,9 @@ TEST(RealConfigs, EveryFileIsAcceptedAndReadAsHfDoes) {
     EXPECT_EQ(layer.params.theta, want.theta);
     EXPECT_EQ(want.layer_types == 0 ? 1u : want.layer_types, model.layers.size());
     EXPECT_EQ(s.inv_freq.size() * 2, static_cast<std::size_t>(s.rotary_dim));
-    for (float f : s.inv_freq) EXPECT_TRUE(std::isfinite(f) && f > 0);
+    // proportional (Gemma 4): zero frequencies past rotated_dim / 2 by design.
+    for (std::size_t i = 0; i < s.inv_freq.size(); ++i)
+      EXPECT_TRUE(std::isfinite(s.inv_freq[i]) && (static_cast<int>(i) < s.rotated_dim / 2 ? s.inv_freq[i] > 0 : s.inv_freq[i] == 0)) << i;
     EXPECT_TRUE(std::isfinite(s.attention_factor) && s.attention_factor > 0);
   }
   closedir(dir);

@@ -124,7 +124,7 @@ typedef struct posenc_layer_info {
   int64_t window;            /* sliding window or chunk size; -1 none */
   double softmax_scale;      /* on q.k, multiplier included */
   double softmax_scale_multiplier; /* DeepSeek mscale^2; 1 when none */
-  int32_t query_scale_rule;  /* 0 none, 1 Llama 4 temperature, 2 llama_4_scaling_beta */
+  int32_t query_scale_rule;  /* 0 none, 1 Llama 4 temperature, 2 llama_4_scaling_beta, 3 Qwen-1 logN */
   double query_scale;        /* attn_scale or beta */
   double query_floor_scale;  /* floor_scale or original_max_position_embeddings */
   double attention_factor;   /* on cos and sin (logits get its square) */

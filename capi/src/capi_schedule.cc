@@ -19,7 +19,8 @@ static_assert(static_cast<int>(AttentionKind::kFull) == POSENC_ATTENTION_FULL &&
               static_cast<int>(AttentionKind::kLinear) == POSENC_ATTENTION_LINEAR &&
               static_cast<int>(AttentionKind::kCross) == POSENC_ATTENTION_CROSS &&
               static_cast<int>(AttentionKind::kNone) == POSENC_ATTENTION_NONE);
-static_assert(static_cast<int>(QueryScale::kLlama4Temperature) == 1 && static_cast<int>(QueryScale::kLlama4ScalingBeta) == 2);
+static_assert(static_cast<int>(QueryScale::kLlama4Temperature) == 1 && static_cast<int>(QueryScale::kLlama4ScalingBeta) == 2 &&
+              static_cast<int>(QueryScale::kQwenLogN) == 3);
 
 constexpr std::uint32_t kKnownFlags = POSENC_CONFIG_LENIENT | POSENC_CONFIG_HF_COMPATIBLE | POSENC_CONFIG_HF_FLOAT32;
 

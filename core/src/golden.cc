@@ -88,7 +88,8 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
     RopeSchedule s;
     if (l.rope) {
       // HF's float32 schedule: at p = 131071 one ulp of inv_freq moves the angle by ~4e-3 rad.
-      s = compute_schedule(spec.rope.layers[l.schedule].params, max_pos + 1, Numerics::kHfFloat32);
+      // One prefill of seq_len tokens: Qwen-1's use_dynamic_ntk fixes its base from that length.
+      s = compute_schedule(prefill_params(spec.rope.layers[l.schedule], max_pos + 1), max_pos + 1, Numerics::kHfFloat32);
       check_angle_range(s, max_pos);
     }
     RopeApplyParams ap = rope_apply_params(s, l.layout);
@@ -134,12 +135,21 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
                   {"head_dim", D},
                   {"rotary_offset", l.rotary_offset},
                   {"rotary_dim", R},
+                  {"rotated_channels", l.rotated_channels},
                   {"attention_factor", l.rope ? s.attention_factor : 1.0},
                   {"softmax_scale", l.softmax_scale},
                   {"query_scale_rule", l.query_scale.name()},
                   {"query_scales", query_scales},
                   {"tensors", json::array()}};
     if (const char* order = output_order(l.layout)) entry["output_order"] = order;
+    if (l.rope && spec.rope.layers[l.schedule].ntk_prefill_length)
+      entry["qwen_ntk_alpha"] = qwen_ntk_alpha(max_pos + 1, *spec.rope.layers[l.schedule].ntk_prefill_length);
+    // Gemma 3n / 4: these layers attend with an earlier layer's rotated K/V (same positions,
+    // same schedule, so the same k_out); member -> the layer it reads.
+    json shared = json::object();
+    for (const LayerSpec& m : layers)
+      if (m.layer_type == l.layer_type && m.kv_shared_from) shared[std::to_string(m.index)] = *m.kv_shared_from;
+    if (!shared.empty()) entry["kv_shared_from"] = shared;
     std::vector<F32Tensor> made;
     if (l.rope) made.push_back(std::move(cos)), made.push_back(std::move(sin));
     for (F32Tensor* t : {&q, &k, &q_out, &k_out, &logits}) made.push_back(std::move(*t));

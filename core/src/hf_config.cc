@@ -146,8 +146,16 @@ struct Parser {
       }
     }
 
-    // Context lengths.
-    if (auto mp = jf::integer(model, "max_position_embeddings", w)) {
+    // Context lengths. Qwen-1's code reads seq_length (QWenAttention.seq_length), never
+    // max_position_embeddings.
+    const auto qwen_len = quirks().qwen_seq_length ? jf::integer(model, "seq_length", w) : std::nullopt;
+    if (qwen_len) {
+      p.max_position_embeddings = *qwen_len;
+      if (auto mp = jf::integer(model, "max_position_embeddings", w); mp && *mp != *qwen_len)
+        out.notes.push_back("max_position_embeddings = seq_length = " + std::to_string(*qwen_len) +
+                            " (Qwen-1's code reads seq_length; the config's max_position_embeddings " +
+                            std::to_string(*mp) + " is unused)");
+    } else if (auto mp = jf::integer(model, "max_position_embeddings", w)) {
       p.max_position_embeddings = *mp;
     } else if (auto msl = quirks().max_pos_key ? jf::integer(model, quirks().max_pos_key, w) : std::nullopt) {
       p.max_position_embeddings = *msl;
@@ -209,6 +217,23 @@ struct Parser {
                         "attention); RoPE pairs are interleaved (2i, 2i+1), as complex numbers");
   }
 
+  // Qwen-1's use_dynamic_ntk (absent: not applied; QWenConfig's own default was not read).
+  void note_qwen_ntk() {
+    if (!quirks().qwen_seq_length || !jf::boolean(model, "use_dynamic_ntk", where()).value_or(false)) return;
+    for (LayerRope& layer : out.layers) {
+      if (!layer.has_rope) continue;
+      if (!layer.params.max_position_embeddings)
+        throw Error(at("use_dynamic_ntk") + " is true but " + at("seq_length") +
+                    " is absent: Qwen-1's NTK-alpha needs the training length");
+      layer.ntk_prefill_length = layer.params.max_position_embeddings;
+    }
+    out.notes.push_back("Qwen-1 use_dynamic_ntk: the schedule shown is a prefill of at most seq_length = " +
+                        std::to_string(out.layers[0].params.max_position_embeddings.value_or(0)) +
+                        " tokens; a prefill of L tokens beyond it fixes base = rope_theta * alpha^(d/(d-2)), alpha = "
+                        "2^ceil(log2(L / seq_length) + 1) - 1, for the whole generation (--seq-len L shows it; "
+                        "RopeRuntime does not model the prefill/decode split)");
+  }
+
   void run() {
     note_llama4_layers();
     RopeParams base = base_params();
@@ -218,7 +243,16 @@ struct Parser {
     if (params_v5 && legacy && *params_v5 != *legacy)
       throw Error(at("rope_parameters") + " and " + at("rope_scaling") + " are both set and differ; keep one");
     const json* dict = params_v5 ? params_v5 : legacy;
-    const std::string dict_where = at(params_v5 ? "rope_parameters" : "rope_scaling");
+    std::string dict_where = at(params_v5 ? "rope_parameters" : "rope_scaling");
+    // A family whose config class fills rope_parameters when absent (Gemma4TextConfig).
+    const json defaults = quirks().default_rope_parameters && !dict && !jf::number(model, "rope_theta", w)
+                              ? json::parse(quirks().default_rope_parameters)
+                              : json();
+    if (!defaults.is_null()) {
+      dict = &defaults;
+      dict_where = at("rope_parameters") + " (the family's default)";
+      out.notes.push_back("rope_parameters absent: the family's defaults " + defaults.dump());
+    }
 
     const bool per_layer = dict && !dict->empty() &&
                            std::all_of(dict->begin(), dict->end(), [](const json& v) { return v.is_object(); });
@@ -236,6 +270,7 @@ struct Parser {
       if (types.empty()) out.layers.push_back(model_layers::layer_rope(doc, "", p, false, out.notes));
       for (const auto& t : types) out.layers.push_back(model_layers::layer_rope(doc, t, p, false, out.notes));
     }
+    note_qwen_ntk();
     for (const auto& layer : out.layers) {
       if (!layer.has_rope) continue;
       std::string scope = dict ? dict_where : (w.empty() ? "config" : w);
@@ -255,6 +290,22 @@ struct Parser {
 };
 
 }  // namespace
+
+double qwen_ntk_alpha(std::int64_t L, std::int64_t S) {
+  if (L < 1 || S < 1) throw Error("Qwen NTK-alpha needs lengths >= 1, got L " + std::to_string(L) + ", seq_length " + std::to_string(S));
+  // math.log(x, 2) is log(x) / log(2), not log2(x): the same double, even where they differ.
+  const double context_value = std::log(static_cast<double>(L) / static_cast<double>(S)) / std::log(2.0) + 1;
+  return std::max(std::pow(2.0, std::ceil(context_value)) - 1, 1.0);
+}
+
+RopeParams prefill_params(const LayerRope& layer, std::optional<std::int64_t> L) {
+  RopeParams p = layer.params;
+  if (!layer.ntk_prefill_length || !L) return p;
+  const double alpha = qwen_ntk_alpha(*L, *layer.ntk_prefill_length);
+  const int d = p.rotated_dim();
+  p.theta = p.theta * std::pow(alpha, static_cast<double>(d) / (d - 2));  // RotaryEmbedding.update_rotary_pos_emb_cache
+  return p;
+}
 
 const LayerRope& ModelRope::select(const std::string& layer_type) const {
   std::vector<std::string> names;

@@ -32,6 +32,11 @@ struct Row {
   Row& default_theta(double theta) { return q.default_theta = theta, *this; }
   Row& ntk_alpha() { return q.ntk_alpha = true, *this; }
   Row& mscale_reads_factor() { return q.mscale_reads_factor = true, *this; }
+  Row& global_head_dim(int d) { return q.default_global_head_dim = d, *this; }
+  Row& last_layer_full() { return q.last_layer_full = true, *this; }
+  Row& kv_sharing() { return q.kv_sharing = true, *this; }
+  Row& default_rope_parameters(const char* json) { return q.default_rope_parameters = json, *this; }
+  Row& qwen_seq_length() { return q.qwen_seq_length = true, *this; }
   Row& sliding_layers_unscaled(const char* local_theta_key = nullptr) {
     return q.sliding_layers_unscaled = true, q.local_theta_key = local_theta_key, *this;
   }
@@ -155,6 +160,36 @@ const std::vector<FamilyQuirks>& table() {
             .qk_norm(QkNorm::kBeforeRope)
             .sliding_layers_unscaled("rope_local_base_freq")
             .default_theta(1e6),  // default_theta {"global": 1e6, "local": 1e4}
+        Row("|gemma3n|gemma3n_text|",
+            "modeling_gemma3n.py: Gemma3nTextAttention (q_norm/k_norm, then RoPE; scaling = 1.0; the last "
+            "num_kv_shared_layers layers read the K/V of the last earlier layer of their type, kv_shared_layer_index); "
+            "configuration_gemma3n.py: layer i full_attention when (i + 1) % 5 == 0, sliding_window 512, sliding "
+            "layers at rope_local_base_freq (1e4), a legacy rope_scaling on full_attention only")
+            .window(Window::kLayerTypes, 5)
+            .default_sliding_window(512)
+            .softmax(SoftmaxScale::kOne)
+            .qk_norm(QkNorm::kBeforeRope)
+            .sliding_layers_unscaled("rope_local_base_freq")
+            .kv_sharing()
+            .default_theta(1e6),
+        Row("|gemma4|gemma4_text|",
+            "modeling_gemma4.py: Gemma4TextAttention (q_norm/k_norm, then apply_rotary_pos_emb (rotate_half) over "
+            "the layer's head_dim; scaling = 1.0; the last num_kv_shared_layers layers read the K/V of the last "
+            "earlier layer of their type); configuration_gemma4.py Gemma4TextConfig.__post_init__: layer_types every "
+            "6th full (last layer forced full), sliding_window 512, rope_parameters per layer type (sliding default "
+            "1e4, full proportional 1e6 prf 0.25), full layers' head_dim = global_head_dim (512) by per_layer_config; "
+            "RU _compute_proportional_rope_parameters: exponent over head_dim, zero frequencies after int(prf * "
+            "head_dim // 2)")
+            .window(Window::kLayerTypes, 6)
+            .last_layer_full()
+            .default_sliding_window(512)
+            .softmax(SoftmaxScale::kOne)
+            .qk_norm(QkNorm::kBeforeRope)
+            .global_head_dim(512)
+            .kv_sharing()
+            .default_rope_parameters(
+                R"({"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}, )"
+                R"("full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0}})"),
         Row("|glm|glm4|", "modeling_glm.py / modeling_glm4.py: apply_rotary_pos_emb (cos/sin repeat_interleave'd, "
                           "rotate_half on x[..., 0::2], x[..., 1::2]) over the partial rotary slice")
             .layout(L::kInterleaved),
@@ -210,7 +245,14 @@ const std::vector<FamilyQuirks>& table() {
             .shape_keys("d_model", "n_heads")
             .max_pos_key("max_seq_len")
             .theta_in_attn_config(),
-        Row("|qwen|", "Qwen modeling_qwen.py (hub): apply_rotary_pos_emb (rotate_half)"),
+        Row("|qwen|", "Qwen modeling_qwen.py (hub): apply_rotary_pos_emb (rotate_half); QWenModel.forward: with "
+                      "use_dynamic_ntk a prefill of L > seq_length tokens takes get_ntk_alpha(L) = 2^ceil(log2(L / "
+                      "seq_length) + 1) - 1 and RotaryEmbedding base = rotary_emb_base * alpha^(d/(d-2)), kept "
+                      "(_ntk_alpha_cached_list) for decode; QWenAttention: with use_logn_attn the query at cache "
+                      "index p is multiplied by logn_list[p] = log(p + 1) / log(seq_length) when p + 1 > seq_length "
+                      "(p <= 32766, the list's end)")
+            .query_scale(QueryScale::kQwenLogN)
+            .qwen_seq_length(),
         Row("|internlm2|", "InternLM2 modeling_internlm2.py (hub): apply_rotary_pos_emb (rotate_half)"),
         Row("|minicpm|", "MiniCPM modeling_minicpm.py (hub): apply_rotary_pos_emb (rotate_half)"),
         Row("|minicpm3|", "modeling_minicpm3.py: MiniCPM3Attention (MLA, q = [qk_nope_head_dim | qk_rope_head_dim], "

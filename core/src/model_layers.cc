@@ -106,6 +106,8 @@ std::optional<std::vector<std::string>> config_layer_types(const ConfigDoc& doc)
     if (!t.is_string()) throw Error(doc.at("layer_types") + " entries must be strings, got " + jf::describe(t));
     types.push_back(t.get<std::string>());
   }
+  // Gemma4TextConfig.__post_init__ forces the last layer to full_attention (with a warning).
+  if (doc.quirks().last_layer_full && !types.empty()) types.back() = "full_attention";
   return types;
 }
 
@@ -150,6 +152,7 @@ std::optional<std::vector<std::string>> default_layer_types(const ConfigDoc& doc
     }
     types.push_back(slides ? "sliding_attention" : "full_attention");
   }
+  if (row.last_layer_full && !types.empty()) types.back() = "full_attention";  // Gemma4TextConfig
   return types;
 }
 
@@ -222,6 +225,19 @@ LayerRope layer_rope(const ConfigDoc& doc, const std::string& type, const RopePa
                      std::vector<std::string>& notes) {
   const FamilyQuirks& row = doc.quirks();
   LayerRope layer{type, type_rotates(doc, type), params};
+  if (row.default_global_head_dim && type == "full_attention") {
+    // Gemma4TextConfig: per_layer_config gives full-attention layers head_dim = global_head_dim,
+    // which every rope init function reads (RU: config = config.per_layer_config[layer_type]).
+    const auto global = integer(doc, "global_head_dim").value_or(row.default_global_head_dim);
+    if (global < 1 || global > kMaxHeadDim)
+      throw Error(doc.at("global_head_dim") + " must be in [1, " + std::to_string(kMaxHeadDim) + "], got " +
+                  std::to_string(global));
+    if (global != layer.params.head_dim)
+      notes.push_back("full_attention layers: head_dim = " + doc.at("global_head_dim") + " = " +
+                      std::to_string(global) + " (Gemma 4 per_layer_config), not head_dim " +
+                      std::to_string(layer.params.head_dim));
+    layer.params.head_dim = static_cast<int>(global);
+  }
   if (!layer.has_rope && type == "full_attention" && row.rope_layers == RopeLayers::kSlidingOnlyIfHybrid) {
     notes.push_back("EXAONE-4 hybrid attention: full_attention layers use no positional encoding (NoPE); "
                     "the schedule shown is the sliding_attention layers'");

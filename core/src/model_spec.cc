@@ -22,8 +22,21 @@ double QueryScalingAt(const QueryScaling& q, std::int64_t p) {
       return 1.0 + q.scale * std::log1p(std::floor((static_cast<double>(p) + 1.0) / q.floor_scale));
     case QueryScale::kLlama4ScalingBeta:
       return 1.0 + q.scale * std::log(1.0 + std::floor(static_cast<double>(p) / q.floor_scale));
+    case QueryScale::kQwenLogN: {
+      // logn_list[p] = math.log(p + 1, seq_length) when p + 1 > seq_length: log(x) / log(base).
+      const double i = static_cast<double>(p) + 1.0;
+      return i > q.floor_scale ? std::log(i) / std::log(q.floor_scale) : 1.0;
+    }
   }
   return 1.0;
+}
+
+// The channels that rotate: frequency j < rotated / 2 of the rotary block [offset, offset + R)
+// moves channels j and j + R/2 under rotate_half, 2j and 2j + 1 under the interleaved pairings
+// (DeepSeek-V3 reads interleaved pairs); frequencies past rotated / 2 are zero and move nothing.
+std::vector<std::array<int, 2>> rotated_channels(RopeLayout layout, int offset, int R, int rotated) {
+  if (rotated <= 0 || rotated >= R || layout != RopeLayout::kHalfSplit) return {{offset, offset + (rotated > 0 ? rotated : R)}};
+  return {{offset, offset + rotated / 2}, {offset + R / 2, offset + R / 2 + rotated / 2}};
 }
 
 struct SpecBuilder {
@@ -85,6 +98,12 @@ struct SpecBuilder {
       q.rule = row.query_scale;
       q.scale = *p.llama_4_scaling_beta;
       q.floor_scale = static_cast<double>(resolved_original_max(p));
+    } else if (row.query_scale == QueryScale::kQwenLogN && flag("use_logn_attn", false)) {
+      // QWenAttention: logn_tensor over config.seq_length (hf_config reads it into max_position_embeddings).
+      if (!p.max_position_embeddings || *p.max_position_embeddings < 2)
+        throw Error(at("use_logn_attn") + " is true but " + at("seq_length") + " is absent or < 2");
+      q.rule = row.query_scale;
+      q.floor_scale = static_cast<double>(*p.max_position_embeddings);
     }
     return q;
   }
@@ -121,6 +140,7 @@ struct SpecBuilder {
     if (l.rope) {
       l.schedule = s;
       l.rotary_dim = out.schedules[s].rotary_dim;
+      l.rotated_channels = rotated_channels(l.layout, l.rotary_offset, l.rotary_dim, out.schedules[s].rotated_dim);
     }
     l.query_scale = query_scale(l.rope, p);
     double base = 1.0 / std::sqrt(static_cast<double>(l.head_dim));
@@ -129,6 +149,7 @@ struct SpecBuilder {
     // GraniteConfig: attention_multiplier defaults to 1.0.
     if (row.softmax_scale == SoftmaxScale::kAttentionMultiplier)
       base = jf::number(model, "attention_multiplier", where).value_or(1.0);
+    if (row.softmax_scale == SoftmaxScale::kOne) base = 1.0;
     if (row.softmax_scale == SoftmaxScale::kDeepSeekMla && lr.has_rope)
       l.softmax_scale_multiplier = deepseek_softmax_scale_multiplier(p);
     l.softmax_scale = base * l.softmax_scale_multiplier;
@@ -178,6 +199,28 @@ struct SpecBuilder {
     }
     const auto rope = model_layers::index_rotates(doc, layers);
     for (std::int64_t i = 0; i < layers; ++i) out.layers.push_back(layer_at(i, (*types)[i], rope[i]));
+    if (row.kv_sharing) share_kv(*types);
+  }
+
+  // Gemma3nTextAttention / Gemma4TextAttention: layers from first = L - num_kv_shared_layers on
+  // take the K/V of the last layer of their type before first (kv_shared_layer_index: HF's
+  // prev_layers[::-1].index, a ValueError when no earlier layer has the type).
+  void share_kv(const std::vector<std::string>& types) {
+    const std::int64_t layers = static_cast<std::int64_t>(types.size());
+    const auto shared = integer("num_kv_shared_layers").value_or(0);
+    if (shared < 0 || shared >= layers)
+      throw Error(at("num_kv_shared_layers") + " must be in [0, " + std::to_string(layers - 1) + "] (layers " +
+                  std::to_string(layers) + "), got " + std::to_string(shared));
+    const std::int64_t first = layers - shared;
+    for (std::int64_t i = first; i < layers; ++i) {
+      std::int64_t from = first - 1;
+      while (from >= 0 && types[from] != types[i]) --from;
+      if (from < 0)
+        throw Error(at("num_kv_shared_layers") + " = " + std::to_string(shared) + ": layer " + std::to_string(i) +
+                    " ('" + types[i] + "') shares K/V, but no layer before " + std::to_string(first) +
+                    " has its type (HF raises ValueError)");
+      out.layers[i].kv_shared_from = static_cast<int>(from);
+    }
   }
 };
 
@@ -190,6 +233,7 @@ const char* QueryScaling::name() const {
     case QueryScale::kNone: return "none";
     case QueryScale::kLlama4Temperature: return "llama4_attn_temperature_tuning";
     case QueryScale::kLlama4ScalingBeta: return "llama_4_scaling_beta";
+    case QueryScale::kQwenLogN: return "qwen_logn_attn";
   }
   return "none";
 }

@@ -13,6 +13,8 @@
 // are never errors.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,7 +32,20 @@ struct LayerRope {
   std::string layer_type;  // "full_attention", "sliding_attention", ...; "" for a uniform model
   bool has_rope = true;    // false for layer types that rotate nothing (linear attention)
   RopeParams params;
+  // Qwen-1 (modeling_qwen.py QWenModel.forward, get_ntk_alpha; use_dynamic_ntk): a prefill of L
+  // tokens past this length (the config's seq_length) fixes alpha for the whole generation;
+  // nullopt: no such rule. prefill_params() applies it.
+  std::optional<std::int64_t> ntk_prefill_length;
 };
+
+// Qwen-1's NTK-alpha for a prefill of L tokens over seq_length S (get_ntk_alpha):
+// max(2^ceil(log2(L / S) + 1) - 1, 1) -- 1 up to S, 3 up to 2S, 7 up to 4S, ...
+double qwen_ntk_alpha(std::int64_t L, std::int64_t S);
+
+// The params in force after a prefill of L tokens: with ntk_prefill_length, rope_theta becomes
+// QWen's RotaryEmbedding base theta * alpha^(d/(d-2)) (d = rotated dim), which decode reuses;
+// otherwise layer.params unchanged (their own rope type handles L: dynamic, longrope).
+RopeParams prefill_params(const LayerRope& layer, std::optional<std::int64_t> L);
 
 struct ModelRope {
   std::string model_type;

@@ -68,6 +68,7 @@ enum class QueryScale {
   kNone,
   kLlama4Temperature,  // NoPE layers: q *= 1 + attn_scale * log1p(floor((p + 1) / floor_scale))
   kLlama4ScalingBeta,  // every layer: q *= 1 + beta * log(1 + floor(p / original_max))
+  kQwenLogN,           // Qwen-1 use_logn_attn: q *= log(p + 1) / log(seq_length) when p + 1 > seq_length
 };
 
 enum class SoftmaxScale {
@@ -75,6 +76,7 @@ enum class SoftmaxScale {
   kQueryPreAttnScalar,  // query_pre_attn_scalar^-0.5 (Gemma 2, Gemma 3)
   kDeepSeekMla,         // (qk_nope + qk_rope)^-0.5 * mscale(factor, mscale_all_dim)^2
   kAttentionMultiplier, // attention_multiplier itself (Granite: 1/head_dim in the shipped configs)
+  kOne,                 // 1.0: q/k RMS-normed, no scale (Gemma 3n, Gemma 4)
 };
 
 enum class QkNorm {
@@ -127,6 +129,22 @@ struct FamilyQuirks {
   // MiniCPM3: the attention's yarn_apply_mscale reads rope_parameters["factor"] for any
   // non-default rope type, so HF raises KeyError('factor') on a dict without it.
   bool mscale_reads_factor = false;
+
+  // ---- Gemma 3n / Gemma 4 ------------------------------------------------------------------
+  // Gemma4TextConfig.__post_init__: full_attention layers get head_dim = global_head_dim (this
+  // default when the key is absent) through per_layer_config; 0: no such key.
+  int default_global_head_dim = 0;
+  // Gemma4TextConfig.__post_init__: the last layer is forced to full_attention (HF warns).
+  bool last_layer_full = false;
+  // The last num_kv_shared_layers layers read the K/V (rotated keys included) of the last earlier
+  // layer of their type (Gemma3nTextAttention / Gemma4TextAttention kv_shared_layer_index).
+  bool kv_sharing = false;
+  // The rope dicts HF uses when the config has none (Gemma4TextConfig's default_rope_params),
+  // as JSON text; nullptr: the generic rope_theta reading.
+  const char* default_rope_parameters = nullptr;
+  // Qwen-1 (remote modeling_qwen.py): seq_length is the context both rules use, and
+  // use_dynamic_ntk fixes an NTK-alpha at prefill (LayerRope::ntk_prefill_length).
+  bool qwen_seq_length = false;
 };
 
 // The row for a model_type (the top level's or text_config's); nullptr when unknown.

@@ -5,6 +5,7 @@
 // hf_config.h, read from the same parsed document. `posenc spec` prints this.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,10 +24,12 @@ struct QueryScaling {
   //   (Llama4TextAttention; p is the cache position, hence the + 1).
   // Ministral 3: llama_4_scaling_beta and original_max_position_embeddings,
   //   q *= 1 + beta * log(1 + floor(p / original_max)) (get_llama_4_attn_scale; p = position_ids).
+  // Qwen-1: use_logn_attn, floor_scale = seq_length, q *= log(p + 1) / log(seq_length) past it
+  //   (QWenAttention logn_list; p is the cache index).
   double scale = 0;
   double floor_scale = 1;
   double at(std::int64_t position) const;  // 1 for kNone
-  const char* name() const;  // "llama4_attn_temperature_tuning", "llama_4_scaling_beta", "none"
+  const char* name() const;  // "llama4_attn_temperature_tuning", "llama_4_scaling_beta", "qwen_logn_attn", "none"
 };
 
 // What a layer's attention attends to.
@@ -68,6 +71,13 @@ struct LayerSpec {
   double softmax_scale_multiplier = 1;  // DeepSeek MLA mscale^2; 1 when none
   QkNormPlacement qk_norm = QkNormPlacement::kNone;
   int schedule = -1;            // index into ModelSpec::schedules; -1 when !rope
+  // The channels that rotate, as [begin, end) ranges: [rotary_offset, rotary_offset + rotary_dim)
+  // unless the schedule has zero frequencies (proportional), whose channels pass through: Gemma 4's
+  // 64 angles over head_dim 512 rotate [0, 64) and [256, 320) under rotate_half. Empty when !rope.
+  std::vector<std::array<int, 2>> rotated_channels;
+  // Gemma 3n / 4: the earlier layer whose K/V (its rotated keys) this layer attends with; the
+  // layer rotates only its queries. nullopt: the layer computes its own K/V.
+  std::optional<int> kv_shared_from;
 };
 
 struct ModelSpec {
