@@ -16,8 +16,8 @@ RopeRuntime::RopeRuntime(RopeParams params, Numerics numerics)
 }
 
 const RopeSchedule& RopeRuntime::update(std::int64_t max_position_id) {
-  if (max_position_id < 0 || max_position_id >= kMaxPosition)
-    throw Error("max position id must be in [0, 2^31-2], got " + std::to_string(max_position_id));
+  if (max_position_id < 0 || max_position_id > kMaxPosition)
+    throw Error("max position id must be in [0, 2^31-1], got " + std::to_string(max_position_id));
   const std::int64_t len = max_position_id + 1;
   if (params_.type == RopeType::kDynamic) {
     const std::int64_t cached_at_entry = max_seq_len_cached_;

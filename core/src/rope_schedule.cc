@@ -229,8 +229,10 @@ double wavelength(double inv_freq) { return inv_freq > 0 ? 2 * kPi / inv_freq : 
 RopeSchedule compute_schedule(const RopeParams& params, std::optional<std::int64_t> seq_len,
                               Numerics numerics) {
   validate(params);
-  if (seq_len && (*seq_len < 1 || *seq_len > kMaxPosition))
-    throw Error("seq_len must be in [1, 2^31-1], got " + std::to_string(*seq_len));
+  // A sequence's length is its last position + 1: positions reach kMaxPosition, so lengths reach
+  // 2^31 (golden and RopeRuntime at position 2^31-1 asked for a length the user never gave).
+  if (seq_len && (*seq_len < 1 || *seq_len > kMaxPosition + 1))
+    throw Error("seq_len must be in [1, 2^31] (positions 0 .. 2^31-1), got " + std::to_string(*seq_len));
   RopeSchedule s;
   s.type = params.type;
   s.head_dim = params.head_dim;
