@@ -203,8 +203,9 @@ struct Parser {
   // Llama 4 (model-semantics.md): no_rope_layers[i] == 1 means layer i rotates; absent, every
   // no_rope_layer_interval-th layer is NoPE. The schedule itself is the same for every rotating
   // layer, so this is a note, not a layer type.
-  void note_llama4_layers() {
-    if (quirks().query_scale != QueryScale::kLlama4Temperature) return;
+  // Returns false when no layer rotates (no_rope_layers all 0).
+  bool note_llama4_layers() {
+    if (quirks().query_scale != QueryScale::kLlama4Temperature) return true;
     const auto listed = model_layers::no_rope_layers(doc);
     const std::int64_t layers =
         !listed.empty() ? static_cast<std::int64_t>(listed.size())
@@ -215,6 +216,7 @@ struct Parser {
     out.notes.push_back("Llama 4: " + std::to_string(rotating) + " of " + std::to_string(layers) +
                         " layers use RoPE (no_rope_layers), the others no positional encoding (NoPE, global "
                         "attention); RoPE pairs are interleaved (2i, 2i+1), as complex numbers");
+    return rotating > 0 || layers == 0;
   }
 
   // Qwen-1's use_dynamic_ntk (absent: not applied; QWenConfig's own default was not read).
@@ -235,7 +237,7 @@ struct Parser {
   }
 
   void run() {
-    note_llama4_layers();
+    const bool any_layer_rotates = note_llama4_layers();
     RopeParams base = base_params();
     const std::string w = where();
     const json* params_v5 = jf::object(model, "rope_parameters", w);
@@ -286,6 +288,10 @@ struct Parser {
       for (const auto& m : warnings) out.warnings.push_back(scope + ": " + m);
       for (const auto& m : notes) out.notes.push_back(scope + ": " + m);
     }
+    // Validated above, but used by no layer: freqs, explain and golden must not show a RoPE
+    // the model never applies (explain said "rotates 128 of 128 channels" for an all-NoPE Llama 4).
+    if (!any_layer_rotates)
+      for (auto& layer : out.layers) layer.has_rope = false;
   }
 };
 

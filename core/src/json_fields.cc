@@ -115,6 +115,40 @@ std::optional<std::int64_t> integer(const json& obj, const std::string& key, con
   return i;
 }
 
+std::optional<std::int64_t> integer_in(const json& obj, const std::string& key, const std::string& where,
+                                       std::int64_t lo, std::int64_t hi) {
+  const auto v = integer(obj, key, where);
+  if (v && (*v < lo || *v > hi))
+    throw Error(path(where, key) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                std::to_string(*v));
+  return v;
+}
+
+std::optional<double> number_in(const json& obj, const std::string& key, const std::string& where, double lo, double hi) {
+  const auto v = number(obj, key, where);
+  if (v && !(*v >= lo && *v <= hi))
+    throw Error(path(where, key) + " must be a finite number in [" + format_number(lo) + ", " + format_number(hi) +
+                "], got " + format_number(*v));
+  return v;
+}
+
+std::optional<double> positive_number(const json& obj, const std::string& key, const std::string& where) {
+  const auto v = number(obj, key, where);
+  if (v && !(*v > 0 && std::isfinite(*v)))
+    throw Error(path(where, key) + " must be a finite number > 0, got " + format_number(*v));
+  return v;
+}
+
+std::optional<std::vector<std::int64_t>> integer_list_in(const json& obj, const std::string& key, const std::string& where,
+                                                         std::int64_t lo, std::int64_t hi) {
+  const auto list = integer_list(obj, key, where);
+  for (std::size_t i = 0; list && i < list->size(); ++i)
+    if ((*list)[i] < lo || (*list)[i] > hi)
+      throw Error(path(where, key) + " entry " + std::to_string(i) + " is " + std::to_string((*list)[i]) +
+                  "; expected a layer index in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return list;
+}
+
 std::optional<bool> boolean(const json& obj, const std::string& key, const std::string& where) {
   return typed<bool>(obj, key, where, [](const json& v) { return v.is_boolean(); }, "true or false");
 }

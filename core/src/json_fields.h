@@ -26,6 +26,17 @@ std::string path(const std::string& where, const std::string& key);
 
 std::optional<double> number(const json& obj, const std::string& key, const std::string& where);
 std::optional<std::int64_t> integer(const json& obj, const std::string& key, const std::string& where);
+// The same reads with a range: a value outside [lo, hi] is a posenc::Error naming where.key, the
+// range and the value (issue 33: per-layer keys such as qk_nope_head_dim or sliding_window made
+// golden write out of bounds or spec print nonsense). number_in also refuses NaN and infinities.
+std::optional<std::int64_t> integer_in(const json& obj, const std::string& key, const std::string& where,
+                                       std::int64_t lo, std::int64_t hi);
+// A finite number > 0 (a divisor, a scale): zero, negatives, NaN and infinities are errors.
+std::optional<double> positive_number(const json& obj, const std::string& key, const std::string& where);
+std::optional<double> number_in(const json& obj, const std::string& key, const std::string& where, double lo, double hi);
+// Every entry of an integer list in [lo, hi] (layer indices), the same error per entry.
+std::optional<std::vector<std::int64_t>> integer_list_in(const json& obj, const std::string& key, const std::string& where,
+                                                         std::int64_t lo, std::int64_t hi);
 std::optional<bool> boolean(const json& obj, const std::string& key, const std::string& where);
 std::optional<std::string> string(const json& obj, const std::string& key, const std::string& where);
 std::optional<std::vector<double>> number_list(const json& obj, const std::string& key,

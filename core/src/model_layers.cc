@@ -14,6 +14,15 @@ namespace jf = json_fields;
 std::optional<std::int64_t> integer(const ConfigDoc& doc, const char* key) {
   return jf::integer(doc.model(), key, doc.where());
 }
+// sliding_window as the config gives it, range-checked: a window is a token count >= 1 (a
+// negative one was printed as "sliding attention (-4096)").
+std::optional<std::int64_t> given_window(const ConfigDoc& doc) {
+  return jf::integer_in(doc.model(), "sliding_window", doc.where(), 1, kMaxPosition);
+}
+// Layer indices of a list key, each in [0, layers).
+std::optional<std::vector<std::int64_t>> layer_indices(const ConfigDoc& doc, const char* key, std::int64_t layers) {
+  return jf::integer_list_in(doc.model(), key, doc.where(), 0, layers - 1);
+}
 bool flag(const ConfigDoc& doc, const char* key, bool absent) {
   return jf::boolean(doc.model(), key, doc.where()).value_or(absent);
 }
@@ -37,7 +46,7 @@ std::optional<std::vector<std::string>> hybrid_layer_types(const ConfigDoc& doc,
       return types;
     }
     case DefaultLayers::kFullAttnIdxs: {  // Lfm2Config: full_attn_idxs, default every layer
-      const auto idxs = jf::integer_list(doc.model(), "full_attn_idxs", doc.where());
+      const auto idxs = layer_indices(doc, "full_attn_idxs", layers);
       for (std::int64_t i = 0; i < layers; ++i)
         types[i] = !idxs || std::find(idxs->begin(), idxs->end(), i) != idxs->end() ? "full_attention" : "conv";
       return types;
@@ -83,7 +92,7 @@ std::optional<std::vector<std::string>> hybrid_layer_types(const ConfigDoc& doc,
       return types;
     }
     case DefaultLayers::kBamba: {  // BambaConfig.layers_block_type
-      const auto idxs = jf::integer_list(doc.model(), "attn_layer_indices", doc.where());
+      const auto idxs = layer_indices(doc, "attn_layer_indices", layers);
       for (std::int64_t i = 0; i < layers; ++i)
         types[i] = idxs && std::find(idxs->begin(), idxs->end(), i) != idxs->end() ? "attention" : "mamba";
       return types;
@@ -122,23 +131,23 @@ std::optional<std::int64_t> layer_count(const ConfigDoc& doc) {
 std::optional<std::int64_t> sliding_window(const ConfigDoc& doc) {
   const FamilyQuirks& row = doc.quirks();
   if (!doc.model().contains("sliding_window") && row.default_sliding_window) return row.default_sliding_window;
-  return integer(doc, "sliding_window");
+  return given_window(doc);
 }
 
 std::optional<std::vector<std::string>> default_layer_types(const ConfigDoc& doc, std::int64_t layers) {
   const FamilyQuirks& row = doc.quirks();
   if (row.window == Window::kLayerTypes && row.default_layers != DefaultLayers::kFullEvery)
     return hybrid_layer_types(doc, layers);
-  const auto sliding = integer(doc, "sliding_window");
   std::vector<std::string> types;
   for (std::int64_t i = 0; i < layers; ++i) {
     bool slides = false;
     switch (row.window) {
       case Window::kNone:
       case Window::kChunkedOnRopeLayers: break;
-      case Window::kEveryLayer: slides = sliding.has_value(); break;
-      case Window::kQwen2:
-        slides = flag(doc, "use_sliding_window", false) && sliding && i >= integer(doc, "max_window_layers").value_or(0);
+      case Window::kEveryLayer: slides = given_window(doc).has_value(); break;
+      case Window::kQwen2:  // Qwen2Config ignores sliding_window unless use_sliding_window
+        slides = flag(doc, "use_sliding_window", false) && given_window(doc) &&
+                 i >= integer(doc, "max_window_layers").value_or(0);
         break;
       case Window::kLayerTypes: {
         // HF Gemma2Config / Gemma3TextConfig / ...: every n-th layer is global, the rest slide.
@@ -196,9 +205,8 @@ std::vector<bool> index_rotates(const ConfigDoc& doc, std::int64_t layers) {
       break;
     }
     case RopeLayers::kNotCrossAttention:
-      for (std::int64_t c : jf::integer_list(doc.model(), "cross_attention_layers", doc.where())
-                                .value_or(std::vector<std::int64_t>{}))
-        if (c >= 0 && c < layers) rope[c] = false;
+      for (std::int64_t c : layer_indices(doc, "cross_attention_layers", layers).value_or(std::vector<std::int64_t>{}))
+        rope[c] = false;
       break;
     default: break;
   }

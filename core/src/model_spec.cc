@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "config_doc.h"
 #include "config_text.h"
@@ -91,9 +92,14 @@ struct SpecBuilder {
     QueryScaling q;
     if (row.query_scale == QueryScale::kLlama4Temperature && !rope && flag("attn_temperature_tuning", true)) {
       q.rule = row.query_scale;
-      q.scale = jf::number(model, "attn_scale", where).value_or(0.1);
-      q.floor_scale = jf::number(model, "floor_scale", where).value_or(8192);
-      if (q.floor_scale <= 0) throw Error(at("floor_scale") + " must be > 0, got " + format_number(q.floor_scale));
+      q.scale = jf::number_in(model, "attn_scale", where, 0, std::numeric_limits<double>::max()).value_or(0.1);
+      q.floor_scale = jf::positive_number(model, "floor_scale", where).value_or(8192);
+      // Each finite alone, the product can still overflow (attn_scale 1e308, floor_scale 1e-300):
+      // the scale at the last position a kernel accepts must be finite too.
+      if (!std::isfinite(q.at(kMaxPosition)))
+        throw Error(at("attn_scale") + " " + format_number(q.scale) + " with " + at("floor_scale") + " " +
+                    format_number(q.floor_scale) + " makes the query scale at position 2^31-1 infinite; expected "
+                    "a finite scale (Llama 4: attn_scale 0.1, floor_scale 8192)");
     } else if (row.query_scale == QueryScale::kLlama4ScalingBeta && p.llama_4_scaling_beta.value_or(0) != 0) {
       q.rule = row.query_scale;
       q.scale = *p.llama_4_scaling_beta;
@@ -117,7 +123,10 @@ struct SpecBuilder {
     const LayerRope& lr = out.rope.layers[s];
     if (l.layer_type == "kda_attention") l.layer_type = "linear_attention";  // Kimi Linear's name for it
     l.rope = rope_at && lr.has_rope && model_layers::type_rotates(doc, l.layer_type);
-    const auto chunk = integer("attention_chunk_size");
+    // A window or chunk is a token count: read (and range-checked) only by the families that use it.
+    const auto chunk = row.window == Window::kChunkedOnRopeLayers
+                           ? jf::integer_in(model, "attention_chunk_size", where, 1, kMaxPosition)
+                           : std::nullopt;
     if (l.layer_type == "linear_attention") l.attention = AttentionKind::kLinear;
     else if (!model_layers::is_attention(l.layer_type)) l.attention = AttentionKind::kNone;
     else if (row.rope_layers == RopeLayers::kNotCrossAttention && !rope_at) l.attention = AttentionKind::kCross;
@@ -134,7 +143,8 @@ struct SpecBuilder {
     l.layout = layout();
     l.head_dim = p.head_dim;
     if (row.mla) {
-      l.rotary_offset = static_cast<int>(integer("qk_nope_head_dim").value_or(0));
+      // Channels like every other count (hf_config.cc's channels()): golden writes at rotary_offset.
+      l.rotary_offset = static_cast<int>(jf::integer_in(model, "qk_nope_head_dim", where, 0, kMaxHeadDim - p.head_dim).value_or(0));
       l.head_dim = l.rotary_offset + p.head_dim;
     }
     if (l.rope) {
@@ -145,10 +155,10 @@ struct SpecBuilder {
     l.query_scale = query_scale(l.rope, p);
     double base = 1.0 / std::sqrt(static_cast<double>(l.head_dim));
     if (row.softmax_scale == SoftmaxScale::kQueryPreAttnScalar)
-      if (auto q = jf::number(model, "query_pre_attn_scalar", where)) base = 1.0 / std::sqrt(*q);
+      if (auto q = jf::positive_number(model, "query_pre_attn_scalar", where)) base = 1.0 / std::sqrt(*q);
     // GraniteConfig: attention_multiplier defaults to 1.0.
     if (row.softmax_scale == SoftmaxScale::kAttentionMultiplier)
-      base = jf::number(model, "attention_multiplier", where).value_or(1.0);
+      base = jf::positive_number(model, "attention_multiplier", where).value_or(1.0);
     if (row.softmax_scale == SoftmaxScale::kOne) base = 1.0;
     if (row.softmax_scale == SoftmaxScale::kDeepSeekMla && lr.has_rope)
       l.softmax_scale_multiplier = deepseek_softmax_scale_multiplier(p);
@@ -168,7 +178,7 @@ struct SpecBuilder {
     switch (row.window) {
       case Window::kNone:
       case Window::kEveryLayer: return true;
-      case Window::kQwen2: return !(flag("use_sliding_window", false) && integer("sliding_window"));
+      case Window::kQwen2: return !(flag("use_sliding_window", false) && model_layers::sliding_window(doc));
       case Window::kLayerTypes:
       case Window::kChunkedOnRopeLayers: return false;
     }
