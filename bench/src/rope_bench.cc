@@ -76,18 +76,31 @@ RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
   const TargetScope target_scope(c.target);
   if (c.tokens < 1 || c.heads < 1 || c.kv_heads < 0 || c.head_dim < 2 || c.head_dim % 2 != 0 || c.repeats < 1)
     throw Error("bench needs tokens, heads >= 1, kv_heads >= 0, an even head_dim >= 2 and repeats >= 1");
-  const std::int64_t q_elems = std::int64_t{c.tokens} * c.heads * c.head_dim;
-  const std::int64_t k_elems = std::int64_t{c.tokens} * c.kv_heads * c.head_dim;
   // q and k, plus a ceiling buffer of the same bytes: 2^27 elements of f32 is 1 GiB in all.
-  // Repeats x elements bounds the time (each repeat is a kernel pass and a ceiling pass).
+  // Repeats x elements bounds the time (each repeat is a kernel pass and a ceiling pass); a
+  // repeat costs at least kMinRepeatElements however small the shape (threads start, timers).
   constexpr std::int64_t kMaxElements = std::int64_t{1} << 27, kMaxWork = std::int64_t{1} << 31;
-  if (q_elems + k_elems > kMaxElements)
-    throw Error("bench shape has " + std::to_string(q_elems + k_elems) + " q + k elements, more than the limit of " +
-                std::to_string(kMaxElements) + " (2^27: 1 GiB of float32 with the ceiling buffer)");
-  if (c.repeats > kMaxWork / (q_elems + k_elems))
-    throw Error("bench repeats " + std::to_string(c.repeats) + " x " + std::to_string(q_elems + k_elems) +
-                " elements is more than " + std::to_string(kMaxWork) + " element passes (2^31: some seconds); use at most " +
-                std::to_string(kMaxWork / (q_elems + k_elems)) + " repeats for this shape");
+  constexpr std::int64_t kMinRepeatElements = std::int64_t{1} << 16;
+  // Each product checked as it is formed: --tokens 2^30 --heads 2^30 wrapped to 0 and the
+  // repeats check below divided by it (SIGFPE).
+  std::int64_t q_elems = 0, k_elems = 0, qk = 0;
+  const bool overflow = __builtin_mul_overflow(std::int64_t{c.tokens}, std::int64_t{c.heads}, &q_elems) ||
+                        __builtin_mul_overflow(q_elems, std::int64_t{c.head_dim}, &q_elems) ||
+                        __builtin_mul_overflow(std::int64_t{c.tokens}, std::int64_t{c.kv_heads}, &k_elems) ||
+                        __builtin_mul_overflow(k_elems, std::int64_t{c.head_dim}, &k_elems) ||
+                        __builtin_add_overflow(q_elems, k_elems, &qk);
+  if (overflow || qk > kMaxElements)
+    throw Error("bench shape --tokens " + std::to_string(c.tokens) + " x (--heads " + std::to_string(c.heads) +
+                " + --kv-heads " + std::to_string(c.kv_heads) + ") x --head-dim " + std::to_string(c.head_dim) +
+                " is " + (overflow ? std::string("beyond 2^63") : std::to_string(qk)) +
+                " q + k elements, more than the limit of " + std::to_string(kMaxElements) +
+                " (2^27: 1 GiB of float32 with the ceiling buffer)");
+  const std::int64_t per_repeat = std::max(qk, kMinRepeatElements);
+  if (c.repeats > kMaxWork / per_repeat)
+    throw Error("bench --repeats " + std::to_string(c.repeats) + " x " + std::to_string(per_repeat) +
+                " elements (at least " + std::to_string(kMinRepeatElements) + " per repeat) is more than " +
+                std::to_string(kMaxWork) + " element passes (2^31: some seconds); use at most " +
+                std::to_string(kMaxWork / per_repeat) + " repeats for this shape");
   const std::size_t esize = dtype_size(c.dtype);
   // 64-byte aligned, as tensors from torch or any allocator for SIMD are.
   AlignedBytes q(static_cast<std::size_t>(q_elems) * esize), k(static_cast<std::size_t>(k_elems) * esize);
