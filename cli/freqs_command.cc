@@ -50,7 +50,7 @@ std::vector<CLI::Option*> add_rope_field_flags(CLI::App* cmd, RopeParams& flags)
     } else if constexpr (std::is_same_v<T, bool>) {
       out.push_back(cmd->add_flag(names + ",!--no-" + flag.substr(2), member, help)->capture_default_str());
     } else if constexpr (std::is_same_v<T, std::vector<double>> || std::is_same_v<T, std::vector<int>>) {
-      out.push_back(cmd->add_option(names, member, help + "; comma-separated")->delimiter(','));
+      out.push_back(add_list_option(cmd, names, member, help));
     } else {
       out.push_back(cmd->add_option(names, member, help)->capture_default_str());
     }

@@ -35,9 +35,7 @@ void add_golden_command(CLI::App& app) {
                                                "positional treatment, logits, per layer type (safetensors + manifest)");
   add_config_options(cmd, args->source, true, "");
   add_out_option(cmd, args->out, "directory for golden.safetensors and manifest.json")->required();
-  add_positions_option(cmd, args->positions,
-                  "positions, comma-separated (default: 0,1,127,4095, the original context, 4x it, 131071)")
-      ->delimiter(',');
+  add_positions_option(cmd, args->positions, "positions (default: 0,1,127,4095, the original context, 4x it, 131071)");
   add_seed_option(cmd, args->seed, "seed of q and k");
   cmd->callback([args] { run_golden(*args); });
 }

@@ -5,11 +5,14 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "posenc/hf_config.h"
 #include "posenc/names.h"
 #include "posenc/numerics.h"
 #include "posenc/rope_kernels.h"
+#include "ranges.h"
 
 namespace posenc::cli {
 
@@ -38,9 +41,36 @@ ConfigGroup add_config_options(CLI::App* cmd, ConfigArgs& args, bool required,
                                const std::string& layer_help = "layer type (default: full attention)");
 
 // --seed, --dim: the same name and the same check everywhere; `help` says what they seed or size.
+// An unsigned seed refuses a sign: CLI11 converted --seed -1 to 18446744073709551615.
 template <typename T>
 CLI::Option* add_seed_option(CLI::App* cmd, T& seed, const std::string& help) {
-  return cmd->add_option("--seed", seed, help)->capture_default_str();
+  CLI::Option* o = cmd->add_option("--seed", seed, help)->capture_default_str();
+  if constexpr (std::is_unsigned_v<T>)
+    o->check(CLI::Validator(
+        [](std::string& v) {
+          return v.find('-') == std::string::npos ? std::string()
+                                                  : "must be an integer in [0, 2^64-1], got " + v;
+        },
+        "UINT"));
+  return o;
+}
+
+// A comma-separated list flag ("--positions 0,1,127"): split by split_list (an empty item is an
+// error naming the flag, where CLI11's delimiter dropped it), each item converted as CLI11
+// converts a T (a bad item is a posenc::Error naming it). Every list flag is added here.
+template <typename T>
+CLI::Option* add_list_option(CLI::App* cmd, const std::string& names, std::vector<T>& target, const std::string& help) {
+  const std::string flag = names.substr(0, names.find(','));  // the first name: messages name it
+  auto set = [&target, flag](const std::string& text) {
+    std::vector<T> values;
+    for (const std::string& item : split_list(text, flag)) {
+      T v{};
+      if (!CLI::detail::lexical_cast(item, v)) throw Error(flag + ": '" + item + "' is not a valid item");
+      values.push_back(v);
+    }
+    target = std::move(values);
+  };
+  return cmd->add_option_function<std::string>(names, set, help + "; comma-separated")->type_name("LIST");
 }
 template <typename T>
 CLI::Option* add_dim_option(CLI::App* cmd, T& dim, const std::string& help) {
@@ -75,10 +105,16 @@ CLI::Option* add_enum_option(CLI::App* cmd, const std::string& flag, E& target, 
 
 // Options whose name recurs across commands, one meaning each (a head count, a scheme name, a
 // list of positions, ...): the name is written here once, `help` says what it is in the command.
+template <typename T>
+struct is_list : std::false_type {};
+template <typename T>
+struct is_list<std::vector<T>> : std::true_type {};
+// A vector target makes the option a list flag (add_list_option).
 #define POSENC_CLI_OPTION(function, flag)                                          \
   template <typename T>                                                            \
   CLI::Option* function(CLI::App* cmd, T& target, const std::string& help) {       \
-    return cmd->add_option(flag, target, help);                                    \
+    if constexpr (is_list<T>::value) return add_list_option(cmd, flag, target, help); \
+    else return cmd->add_option(flag, target, help);                               \
   }
 POSENC_CLI_OPTION(add_heads_option, "--heads")
 POSENC_CLI_OPTION(add_head_dim_option, "--head-dim")

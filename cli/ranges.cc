@@ -19,6 +19,20 @@ std::int64_t parse_one(const std::string& token, const std::string& flag) {
 
 }  // namespace
 
+std::vector<std::string> split_list(const std::string& text, const std::string& flag) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  while (true) {
+    const auto comma = text.find(',', start);
+    items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (items.back().empty())
+      throw Error(flag + ": item " + std::to_string(items.size()) + " of '" +
+                  (text.size() > 60 ? text.substr(0, 57) + "..." : text) + "' is empty; expected comma-separated values");
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
+
 std::vector<std::int64_t> parse_int_list(const std::string& text, const std::string& flag, std::int64_t lo,
                                          std::int64_t hi, std::size_t max_count) {
   std::vector<std::int64_t> out;
@@ -37,16 +51,11 @@ std::vector<std::int64_t> parse_int_list(const std::string& text, const std::str
     for (std::int64_t v = a; v < b; ++v) out.push_back(v);
     return out;
   }
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const auto comma = text.find(',', start);
-    const std::string token = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const std::string& token : split_list(text, flag)) {
     const std::int64_t v = parse_one(token, flag);
     check(v);
     out.push_back(v);
     if (out.size() > max_count) throw Error(flag + ": more than " + std::to_string(max_count) + " values");
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return out;
 }
