@@ -38,6 +38,10 @@ CliRun run_command(const std::string& prefix, const std::string& args) {
 
 CliRun run(const std::string& args) { return run_command("", args); }
 
+CliRun run_limited(const std::string& shell_limits, const std::string& args) {
+  return run_command(shell_limits + "exec ", args);
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 #define POSENC_TEST_ASAN 1
 #elif defined(__has_feature)

@@ -19,6 +19,8 @@ CliRun run(const std::string& args);                 // posenc ARGS
 // limit (`megabytes`; an allocation beyond it fails): a hang or a runaway allocation shows as a
 // wrong exit code instead of stalling or swapping the test machine.
 CliRun run_bounded(const std::string& args, int seconds = 20, int megabytes = 2048);
+// posenc ARGS after a shell prefix that sets its limits, e.g. "ulimit -f 128; " (a file-size limit).
+CliRun run_limited(const std::string& shell_limits, const std::string& args);
 nlohmann::json run_json(const std::string& args);    // posenc ARGS --json; expects exit 0
 std::string write_config(const nlohmann::json& config);  // a temp file holding config
 

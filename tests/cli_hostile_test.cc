@@ -1,0 +1,125 @@
+// Hostile inputs of issue 33 on the framework-free commands (spec, golden, bench rope, the list
+// and seed flags, a file-size limit): each ends with exit code 2 and a message naming the value,
+// never a signal (exit -1 here), a silent default or a file left half-written.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+
+#include <fstream>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_run.h"
+#include "golden.h"
+
+namespace {
+
+using posenc::testing::CliRun;
+using posenc::testing::reference_dir;
+using posenc::testing::run_bounded;
+using posenc::testing::run_limited;
+using posenc::testing::temp_path;
+using posenc::testing::write_config;
+
+::testing::AssertionResult clean_error(const CliRun& r, std::initializer_list<std::string> parts) {
+  if (r.code != 2) return ::testing::AssertionFailure() << "exit code " << r.code << ", stderr: " << r.err;
+  for (const auto& part : parts)
+    if (r.err.find(part) == std::string::npos) return ::testing::AssertionFailure() << "'" << part << "' not in: " << r.err;
+  return ::testing::AssertionSuccess();
+}
+#define EXPECT_CLEAN_ERROR(r, ...) EXPECT_TRUE(clean_error((r), {__VA_ARGS__}))
+
+nlohmann::json real_config(const std::string& name) {
+  return nlohmann::json::parse(posenc::testing::read_file(reference_dir() + "/real-configs/" + name + ".json"));
+}
+
+// Names in dir ending in suffix.
+int files_ending(const std::string& dir, const std::string& suffix) {
+  int n = 0;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      n += name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    }
+    ::closedir(d);
+  }
+  return n;
+}
+
+// F1: golden wrote out of bounds (SIGSEGV) and spec printed "channels [-64, 0) of 0".
+TEST(CliHostile, MlaNopeChannelsOutOfRangeAreRefusedBySpecAndGolden) {
+  for (const std::string& value : {"-64", "-32", "2147483648", "1099511627776"}) {
+    nlohmann::json c = real_config("DeepSeek-V2-Lite");
+    c["qk_nope_head_dim"] = std::stoll(value);
+    const std::string cfg = write_config(c);
+    for (const std::string& command : {"spec --config " + cfg, "golden --config " + cfg + " --out " + temp_path("_g")}) {
+      SCOPED_TRACE(command);
+      EXPECT_CLEAN_ERROR(run_bounded(command), "qk_nope_head_dim must be in [0, 65472]", "got " + value);
+    }
+  }
+}
+
+// F8: a softmax scale of inf (query_pre_attn_scalar 0) reached the manifest as null.
+TEST(CliHostile, MeaninglessPerLayerValuesAreRefusedBySpec) {
+  nlohmann::json gemma = real_config("gemma-3-1b-it");
+  gemma["query_pre_attn_scalar"] = 0;
+  EXPECT_CLEAN_ERROR(run_bounded("spec --config " + write_config(gemma)), "query_pre_attn_scalar must be a finite number > 0");
+  nlohmann::json window = real_config("gemma-3-1b-it");
+  window["sliding_window"] = -4096;
+  EXPECT_CLEAN_ERROR(run_bounded("golden --out " + temp_path("_g") + " --config " + write_config(window)),
+                     "sliding_window must be in [1, 2147483647], got -4096");
+}
+
+// F11: position 2^31-1 is valid for the kernels; golden asked the schedule for seq_len 2^31.
+TEST(CliHostile, GoldenAcceptsTheLastValidPosition) {
+  const std::string dir = temp_path("_g");
+  const CliRun r = run_bounded("golden --config " + reference_dir() + "/real-configs/Qwen3-8B.json --out " + dir +
+                               " --positions 0,2147483647");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto m = nlohmann::json::parse(posenc::testing::read_file(dir + "/manifest.json"));
+  EXPECT_EQ(m.at("seq_len"), 2147483648LL);
+  EXPECT_CLEAN_ERROR(run_bounded("golden --config " + reference_dir() + "/real-configs/Qwen3-8B.json --out " + dir +
+                                 " --positions 2147483648"),
+                     "positions must be in [0, 2^31-1], got 2147483648");
+}
+
+// F18: "" was position 0, "0,,1" was 0,1 and --seed -1 was 2^64-1, all silently.
+TEST(CliHostile, EmptyListItemsAndSignedSeedsAreRefused) {
+  const std::string golden = "golden --config " + reference_dir() + "/real-configs/Qwen3-8B.json --out " + temp_path("_g");
+  EXPECT_CLEAN_ERROR(run_bounded(golden + " --positions ''"), "--positions: item 1 of '' is empty");
+  EXPECT_CLEAN_ERROR(run_bounded(golden + " --positions 0,,1"), "--positions: item 2 of '0,,1' is empty");
+  EXPECT_CLEAN_ERROR(run_bounded(golden + " --positions 1,"), "--positions: item 2 of '1,' is empty");
+  EXPECT_CLEAN_ERROR(run_bounded(golden + " --seed -1"), "--seed", "got -1");
+  EXPECT_CLEAN_ERROR(run_bounded("table --scheme sinusoidal --dim 8 --seed -5 --positions 0,1"), "--seed", "got -5");
+  // The schedule's list flags (freqs --long-factor, --mrope-section) are list flags too.
+  EXPECT_CLEAN_ERROR(run_bounded("freqs --head-dim 8 --mrope-section 1,,1"), "--mrope-section: item 2");
+  EXPECT_CLEAN_ERROR(run_bounded("freqs --head-dim 8 --mrope-section 1,x,1"), "--mrope-section: 'x' is not a valid item");
+}
+
+// F4: tokens x heads x head_dim wrapped int64 to 0 and the repeats check divided by it (SIGFPE);
+// F9: 2^30 repeats of a 2-element shape passed the work budget and died by bad_alloc.
+TEST(CliHostile, BenchShapesThatWrapOrRepeatsWithoutEndAreRefused) {
+  EXPECT_CLEAN_ERROR(run_bounded("bench rope --tokens 1073741824 --heads 1073741824 --head-dim 16 --kv-heads 0"),
+                     "--tokens 1073741824", "beyond 2^63");
+  EXPECT_CLEAN_ERROR(run_bounded("bench rope --tokens 2147483647 --heads 2147483647 --head-dim 2147483646"),
+                     "beyond 2^63");
+  EXPECT_CLEAN_ERROR(run_bounded("bench rope --tokens 65536 --heads 65536 --head-dim 64 --kv-heads 0"),
+                     "is 274877906944 q + k elements, more than the limit of 134217728");
+  EXPECT_CLEAN_ERROR(run_bounded("bench rope --tokens 1 --heads 1 --head-dim 2 --kv-heads 0 --repeats 1073741824"),
+                     "--repeats 1073741824", "use at most 32768 repeats");
+}
+
+// F15: under RLIMIT_FSIZE the CLI died by SIGXFSZ mid-write, leaving golden.safetensors.tmp.
+TEST(CliHostile, AFileSizeLimitIsAnErrorAndLeavesNoTempFile) {
+  const std::string dir = temp_path("_g");
+  std::string positions = "0";
+  for (int p = 1; p < 200; ++p) positions += "," + std::to_string(p);  // about 1 MB of tensors
+  const CliRun r = run_limited("ulimit -f 64; ", "golden --config " + reference_dir() +
+                                                     "/real-configs/Qwen3-8B.json --out " + dir + " --positions " + positions);
+  EXPECT_CLEAN_ERROR(r, "cannot write " + dir + "/golden.safetensors", "File too large");
+  EXPECT_EQ(files_ending(dir, ".tmp"), 0);
+  EXPECT_EQ(files_ending(dir, ".safetensors"), 0);
+}
+
+}  // namespace
