@@ -7,13 +7,10 @@
 
 #include "options.h"
 #include "posenc/error.h"
-#include "posenc/file_io.h"
 #include "posenc/gguf.h"
 
 namespace posenc::cli {
 namespace {
-
-constexpr std::uint64_t kMaxGgufBytes = std::uint64_t{1} << 36;  // 64 GiB: real models; read whole
 
 struct GgufArgs {
   std::string file;
@@ -21,9 +18,8 @@ struct GgufArgs {
 };
 
 void run_gguf(const GgufArgs& a) {
-  // Only the metadata and the small positional tensors matter, but GGUF puts tensor data after
-  // the metadata: files are read whole up to the limit.
-  const GgufFile f = parse_gguf(read_file(a.file, kMaxGgufBytes));
+  // Only the header and the small positional tensors are read, whatever the model's size.
+  const GgufFile f = read_gguf(a.file);
   const GgufRope r = gguf_rope(f);
   std::printf("architecture %s (GGUF v%u, %zu keys, %zu tensors)\n", r.arch.c_str(), f.version, f.metadata.size(),
               f.tensors.size());

@@ -40,6 +40,13 @@ struct Keys {
     return v->number;
   }
   std::optional<double> f32(const std::string& suffix) { return typed(suffix, kF32); }
+  // An f32 that must satisfy `ok`; else an error naming the key, the value and `expected`.
+  template <typename Ok>
+  std::optional<double> f32(const std::string& suffix, Ok ok, const char* expected) {
+    const auto v = typed(suffix, kF32);
+    if (v && !ok(*v)) throw Error("GGUF: " + arch + "." + suffix + " must be " + expected + ", got " + format_number(*v));
+    return v;
+  }
   std::optional<double> u32(const std::string& suffix) { return typed(suffix, kU32); }
   // attention.head_count: llama-model.cpp reads it with get_key_or_arr (one u32, or one per layer).
   std::optional<double> u32_or_first(const std::string& suffix) {
@@ -69,7 +76,9 @@ bool close(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(std::
 GgufRope gguf_rope(const GgufFile& f) {
   GgufRope r;
   const GgufValue* arch = f.find("general.architecture");
-  if (!arch || arch->type != kString) throw Error("GGUF: general.architecture (a string) is missing");
+  if (!arch) throw Error("GGUF: general.architecture (a string) is missing");
+  if (arch->type != kString)
+    throw Error("GGUF: general.architecture must be string, got " + std::string(type_name(arch->type)) + " " + arch->to_string());
   r.arch = arch->text;
   Keys k{f, r.arch, r};
   // llama-model.cpp load_hparams: n_rot defaults to the head size (key_length, else n_embd / n_head).
@@ -106,13 +115,16 @@ GgufRope gguf_rope(const GgufFile& f) {
   r.n_ctx_orig = static_cast<std::int64_t>(k.u32("rope.scaling.original_context_length").value_or(ctx.value_or(0)));
   // llama_hparams defaults (llama-hparams.h): ext_factor -1 ("not set": 1 for yarn, else 0 in
   // llama_context), yarn_attn_factor 1, beta_fast 32, beta_slow 1, rope_attn_factor 1, log_mul 0.
-  r.ext_factor = k.f32("rope.scaling.yarn_ext_factor").value_or(-1.0);
+  // Each value in the range an engine can use (issue 33: 1e30, negatives and zeros were taken).
+  const auto positive = [](double v) { return v > 0; };
+  r.ext_factor = k.f32("rope.scaling.yarn_ext_factor", [](double v) { return v <= 1; },
+                       "in [0, 1] (the YaRN mix; negative: unset)").value_or(-1.0);
   if (r.ext_factor < 0) r.ext_factor = r.scaling_type == "yarn" ? 1.0 : 0.0;
-  const double yarn_attn_factor = k.f32("rope.scaling.yarn_attn_factor").value_or(1.0);
-  const double rope_attn_factor = k.f32("rope.scaling.attn_factor").value_or(1.0);
-  const double log_mul = k.f32("rope.scaling.yarn_log_multiplier").value_or(0.0);
-  r.beta_fast = k.f32("rope.scaling.yarn_beta_fast").value_or(32.0);
-  r.beta_slow = k.f32("rope.scaling.yarn_beta_slow").value_or(1.0);
+  const double yarn_attn_factor = k.f32("rope.scaling.yarn_attn_factor", positive, "> 0").value_or(1.0);
+  const double rope_attn_factor = k.f32("rope.scaling.attn_factor", positive, "> 0").value_or(1.0);
+  const double log_mul = k.f32("rope.scaling.yarn_log_multiplier", [](double v) { return v >= 0; }, ">= 0").value_or(0.0);
+  r.beta_fast = k.f32("rope.scaling.yarn_beta_fast", positive, "> 0").value_or(32.0);
+  r.beta_slow = k.f32("rope.scaling.yarn_beta_slow", positive, "> 0").value_or(1.0);
   k.find("rope.dimension_sections");
   k.find("attention.sliding_window");
 
@@ -129,6 +141,11 @@ GgufRope gguf_rope(const GgufFile& f) {
   if (ff && static_cast<int>(ff->size()) != n)
     throw Error("GGUF: tensor " + r.freq_factors_tensor + " has " + std::to_string(ff->size()) + " values; n_rot / 2 = " +
                 std::to_string(n) + " expected");
+  // A divisor is a positive number: a zero gave inv_freq inf, a NaN nan, a negative a reversed turn.
+  for (std::size_t i = 0; ff && i < ff->size(); ++i)
+    if (!((*ff)[i] > 0) || !std::isfinite((*ff)[i]))
+      throw Error("GGUF: tensor " + r.freq_factors_tensor + " entry " + std::to_string(i) + " is " +
+                  format_number((*ff)[i]) + "; expected a finite divisor > 0");
   const double freq_scale = 1.0 / r.factor;
   double low = 0, high = 0;
   if (r.ext_factor != 0) {
@@ -146,6 +163,12 @@ GgufRope gguf_rope(const GgufFile& f) {
       const double mix = ramp * r.ext_factor;
       inv = inv * (1 - mix) + extrap * mix;
     }
+    // Beyond pi radians per position consecutive positions alias (the angle of p + 1 reads as a
+    // turn backwards): no engine can use such a frequency (rope.scaling.factor 1e-30 made 1e30).
+    if (!(inv > 0 && inv <= M_PI))
+      throw Error("GGUF: frequency " + std::to_string(i) + " is " + format_number(inv) + " radians per position (from " +
+                  r.arch + ".rope.freq_base, rope.scaling.factor " + format_number(r.factor) +
+                  (ff ? " and " + r.freq_factors_tensor : std::string()) + "); expected a value in (0, pi]");
     r.inv_freq.push_back(static_cast<float>(inv));
   }
   // The multiplier on cos and sin. ggml's rope_yarn multiplies attn_factor by 1 + 0.1 ln(1 / freq_scale)

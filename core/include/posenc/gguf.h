@@ -8,8 +8,15 @@
 //
 // Value types: 0 u8, 1 i8, 2 u16, 3 i16, 4 u32, 5 i32, 6 f32, 7 bool, 8 string,
 // 9 array (u32 element type, u64 count, elements), 10 u64, 11 i64, 12 f64 (gguf.h of ggml).
-// Only the positional tensors' data are read: rope_freqs.weight (llama3's per-frequency
-// divisors) and rope_factors_long/short.weight (LongRoPE), F32 or F16.
+// Only the header and the positional tensors' data are read: rope_freqs.weight (llama3's
+// per-frequency divisors) and rope_factors_long/short.weight (LongRoPE), F32 or F16. A model's
+// weights (gigabytes) are never read, and a metadata array (a tokenizer's 150k strings) is kept
+// as its first kGgufHeldValues values and its count, so memory stays bounded by the header.
+//
+// The structure is checked as ggml's gguf_init_from_file checks it, so a file llama.cpp would
+// refuse is refused here: duplicate keys or tensor names, general.alignment not a u32 power of
+// two, a tensor type ggml does not know or a row that is not whole blocks, dims whose product
+// overflows, a tensor not at the running (aligned) offset, tensor data past the end of the file.
 #pragma once
 
 #include <cstdint>
@@ -23,13 +30,16 @@
 
 namespace posenc {
 
+inline constexpr std::size_t kGgufHeldValues = 64;  // of an array, the values kept (the rest: count)
+
 struct GgufValue {
   std::uint32_t type = 0;        // the GGUF value type (0..12)
   std::uint32_t elem_type = 0;   // arrays: the element type
   double number = 0;             // numbers and bools (exact for |integers| <= 2^53)
   std::string text;              // strings
-  std::vector<double> numbers;   // arrays of numbers or bools
-  std::vector<std::string> strings;  // arrays of strings
+  std::vector<double> numbers;   // arrays of numbers or bools: the first kGgufHeldValues
+  std::vector<std::string> strings;  // arrays of strings: the first kGgufHeldValues
+  std::uint64_t count = 0;       // arrays read from a file: the element count in the file
   std::string to_string() const;  // for reports: 1e+06, "yarn", [16, 24, 24]
 };
 
@@ -49,8 +59,12 @@ struct GgufFile {
 };
 
 // Parses a GGUF file's bytes. Throws posenc::Error naming the offset and what was expected for
-// a bad magic or version, a truncated file, an unknown value type, a size beyond the file.
+// a bad magic or version, a truncated file, an unknown value type, a size beyond the file, and
+// each structural check above.
 GgufFile parse_gguf(const std::string& bytes);
+// The same from a file, reading the header in bounded windows and seeking to the positional
+// tensors: a 70B model is checked in the memory of its header.
+GgufFile read_gguf(const std::string& path);
 
 // The bytes of a GGUF v3 file with this metadata and the positional tensors (F32) as its only
 // tensors; for tests and seed corpora.
