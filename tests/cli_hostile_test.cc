@@ -49,13 +49,13 @@ int files_ending(const std::string& dir, const std::string& suffix) {
 
 // F1: golden wrote out of bounds (SIGSEGV) and spec printed "channels [-64, 0) of 0".
 TEST(CliHostile, MlaNopeChannelsOutOfRangeAreRefusedBySpecAndGolden) {
-  for (const std::string& value : {"-64", "-32", "2147483648", "1099511627776"}) {
+  for (const char* value : {"-64", "-32", "2147483648", "1099511627776"}) {
     nlohmann::json c = real_config("DeepSeek-V2-Lite");
     c["qk_nope_head_dim"] = std::stoll(value);
     const std::string cfg = write_config(c);
     for (const std::string& command : {"spec --config " + cfg, "golden --config " + cfg + " --out " + temp_path("_g")}) {
       SCOPED_TRACE(command);
-      EXPECT_CLEAN_ERROR(run_bounded(command), "qk_nope_head_dim must be in [0, 65472]", "got " + value);
+      EXPECT_CLEAN_ERROR(run_bounded(command), "qk_nope_head_dim must be in [0, 65472]", std::string("got ") + value);
     }
   }
 }
@@ -69,6 +69,18 @@ TEST(CliHostile, MeaninglessPerLayerValuesAreRefusedBySpec) {
   window["sliding_window"] = -4096;
   EXPECT_CLEAN_ERROR(run_bounded("golden --out " + temp_path("_g") + " --config " + write_config(window)),
                      "sliding_window must be in [1, 2147483647], got -4096");
+}
+
+// F9: head_dim 65536 at 4096 positions grew to 3.3 GB before bad_alloc (internal error, exit 1).
+TEST(CliHostile, GoldenEstimatesItsSizeBeforeAllocating) {
+  nlohmann::json c = real_config("Qwen3-8B");
+  c["head_dim"] = 65536;
+  std::string positions = "0";
+  for (int p = 1; p < 4096; ++p) positions += "," + std::to_string(p);
+  const CliRun r = run_bounded("golden --config " + write_config(c) + " --out " + temp_path("_g") + " --positions " + positions,
+                               20, 1024);
+  EXPECT_CLEAN_ERROR(r, "golden vectors for 4096 positions and 1 layer type(s) (head_dim 65536) need",
+                     "give fewer --positions");
 }
 
 // F11: position 2^31-1 is valid for the kernels; golden asked the schedule for seq_len 2^31.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
@@ -16,6 +17,30 @@ namespace {
 using nlohmann::json;
 
 constexpr std::size_t kMaxPositions = 4096;  // logits are [P, P]
+// What one golden run may cost, estimated before anything is allocated (issue 33: head_dim
+// 65536 at 4096 positions grew to 3.3 GB before bad_alloc; head_dim 8192 ran past two minutes).
+constexpr double kMaxGoldenBytes = double(std::uint64_t{1} << 30);  // tensors and their serialized copy
+constexpr double kMaxGoldenProducts = double(std::uint64_t{1} << 34);  // P x P x head_dim per layer type
+
+// Refuses a job beyond the bounds, naming the sizes that make it.
+void check_golden_size(const std::vector<LayerSpec>& layers, double P) {
+  double bytes = 0, products = 0;
+  std::vector<std::string> seen;
+  std::string shapes;
+  for (const LayerSpec& l : layers) {
+    if (std::find(seen.begin(), seen.end(), l.layer_type) != seen.end()) continue;
+    seen.push_back(l.layer_type);
+    const double D = l.head_dim, R = l.rotary_dim;
+    bytes += 2 * 4 * (4 * P * D + 2 * P * R + P * P);  // q, k, q_out, k_out, cos, sin, logits; x2 serialized
+    products += P * P * D;
+    shapes += (shapes.empty() ? "" : ", ") + std::string("head_dim ") + std::to_string(l.head_dim);
+  }
+  if (bytes > kMaxGoldenBytes || products > kMaxGoldenProducts)
+    throw Error("golden vectors for " + format_number(P) + " positions and " + std::to_string(seen.size()) +
+                " layer type(s) (" + shapes + ") need " + format_number(std::ceil(bytes / 1048576)) + " MiB and " +
+                format_number(products) + " logit products; at most " + format_number(kMaxGoldenBytes / 1048576) +
+                " MiB and 2^34 products: give fewer --positions");
+}
 
 // splitmix64 (Steele, Lea, Flood 2014): the same stream on every platform. Each value uses
 // 24 bits, so it is exact in float32: k / 2^23 - 1 in [-1, 1).
@@ -62,6 +87,7 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
     if (p < 0 || p > kMaxPosition) throw Error("positions must be in [0, 2^31-1], got " + std::to_string(p));
   const std::int64_t max_pos = *std::max_element(positions.begin(), positions.end());
   const std::int64_t P = static_cast<std::int64_t>(positions.size());
+  check_golden_size(layers, static_cast<double>(P));
 
   Golden g;
   json manifest = {{"format", "posenc-golden-1"},
