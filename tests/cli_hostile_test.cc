@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <initializer_list>
@@ -132,6 +133,19 @@ TEST(CliHostile, AFileSizeLimitIsAnErrorAndLeavesNoTempFile) {
   EXPECT_CLEAN_ERROR(r, "cannot write " + dir + "/golden.safetensors", "File too large");
   EXPECT_EQ(files_ending(dir, ".tmp"), 0);
   EXPECT_EQ(files_ending(dir, ".safetensors"), 0);
+}
+
+// golden's two files are one set: a manifest that cannot be written leaves the old tensors, not
+// new tensors beside an old manifest.
+TEST(CliHostile, GoldenReplacesBothFilesOrNeither) {
+  const std::string dir = temp_path("_g");
+  const std::string golden = "golden --config " + reference_dir() + "/real-configs/Qwen3-8B.json --out " + dir;
+  ASSERT_EQ(run_bounded(golden + " --seed 1").code, 0);
+  const std::string before = posenc::testing::read_file(dir + "/golden.safetensors");
+  ASSERT_EQ(::mkdir((dir + "/manifest.json.tmp").c_str(), 0755), 0);  // the manifest's temp file cannot be created
+  EXPECT_CLEAN_ERROR(run_bounded(golden + " --seed 2"), "cannot write " + dir + "/manifest.json");
+  EXPECT_EQ(posenc::testing::read_file(dir + "/golden.safetensors"), before);
+  EXPECT_EQ(files_ending(dir, "safetensors.tmp"), 0);
 }
 
 }  // namespace

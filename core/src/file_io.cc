@@ -25,9 +25,8 @@ void rename_over(const std::string& tmp, const std::string& path) {
   }
 }
 
-}  // namespace
-
-void write_file_atomic(const std::string& path, const std::string& bytes) {
+// Writes <path>.tmp whole and fsync'ed; on failure removes it and throws naming path and errno.
+std::string write_temp(const std::string& path, const std::string& bytes) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(path, "cannot create " + tmp, errno);
@@ -45,7 +44,29 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     ::unlink(tmp.c_str());
     fail(path, "wrote " + std::to_string(done) + " of " + std::to_string(bytes.size()) + " bytes", err);
   }
-  rename_over(tmp, path);
+  return tmp;
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& bytes) { rename_over(write_temp(path, bytes), path); }
+
+void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<std::string> tmps;
+  try {
+    for (const auto& [path, bytes] : files) tmps.push_back(write_temp(path, bytes));
+  } catch (...) {
+    for (const auto& t : tmps) ::unlink(t.c_str());
+    throw;
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    try {
+      rename_over(tmps[i], files[i].first);
+    } catch (...) {
+      for (std::size_t j = i + 1; j < tmps.size(); ++j) ::unlink(tmps[j].c_str());
+      throw;
+    }
+  }
 }
 
 std::string read_file(const std::string& path, std::uint64_t max_bytes) {

@@ -192,8 +192,8 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
 void write_golden(const Golden& golden, const std::string& dir) {
   if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
     throw Error("cannot create directory " + dir + ": " + std::strerror(errno));
-  write_file_atomic(dir + "/golden.safetensors", safetensors_bytes(golden.tensors));
-  write_file_atomic(dir + "/manifest.json", golden.manifest_json);
+  // One set: a failed manifest must not leave new tensors beside an old manifest.
+  write_files_atomic({{dir + "/golden.safetensors", safetensors_bytes(golden.tensors)}, {dir + "/manifest.json", golden.manifest_json}});
 }
 
 }  // namespace posenc

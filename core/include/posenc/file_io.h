@@ -7,11 +7,18 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace posenc {
 
 // Writes bytes to path atomically (temp file, fsync, rename).
 void write_file_atomic(const std::string& path, const std::string& bytes);
+
+// A set of files that belong together (golden.safetensors and its manifest): every temp file is
+// written first, and only when all are complete are they renamed; a failure removes every temp
+// file and replaces none, so the old set stays whole rather than half new.
+void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files);
 
 // The whole file (a regular file of at most max_bytes; more is an Error naming the limit).
 std::string read_file(const std::string& path, std::uint64_t max_bytes);
