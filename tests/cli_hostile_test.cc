@@ -84,6 +84,17 @@ TEST(CliHostile, GoldenEstimatesItsSizeBeforeAllocating) {
                      "give fewer --positions");
 }
 
+// F8: explain opened with "RoPE (default) rotates 128 of 128 channels" for a model none of
+// whose layers rotates (Llama 4, no_rope_layers all 0); now it says that no layer uses RoPE.
+TEST(CliHostile, ExplainSaysWhenNoLayerRotates) {
+  const nlohmann::json c = {{"model_type", "llama4_text"}, {"hidden_size", 512}, {"num_attention_heads", 4},
+                            {"head_dim", 128}, {"num_hidden_layers", 2}, {"rope_theta", 500000.0},
+                            {"no_rope_layers", {0, 0}}};
+  const std::string cfg = write_config(c);
+  EXPECT_CLEAN_ERROR(run_bounded("explain --config " + cfg), "no layer type of this model uses RoPE");
+  EXPECT_CLEAN_ERROR(run_bounded("freqs --config " + cfg), "no layer type of this model uses RoPE");
+}
+
 // F11: position 2^31-1 is valid for the kernels; golden asked the schedule for seq_len 2^31.
 TEST(CliHostile, GoldenAcceptsTheLastValidPosition) {
   const std::string dir = temp_path("_g");
