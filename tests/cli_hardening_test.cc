@@ -23,15 +23,6 @@ using posenc::testing::temp_path;
 
 bool mentions(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-// Exit code 2 and every part named on stderr.
-::testing::AssertionResult clean_error(const CliRun& r, std::initializer_list<std::string> parts) {
-  if (r.code != 2) return ::testing::AssertionFailure() << "exit code " << r.code << ", stderr: " << r.err;
-  for (const auto& part : parts)
-    if (!mentions(r.err, part)) return ::testing::AssertionFailure() << "'" << part << "' not in: " << r.err;
-  return ::testing::AssertionSuccess();
-}
-
-#define EXPECT_CLEAN_ERROR(r, ...) EXPECT_TRUE(clean_error((r), {__VA_ARGS__}))
 
 bool exists(const std::string& path) {
   struct stat st {};

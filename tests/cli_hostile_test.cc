@@ -23,13 +23,6 @@ using posenc::testing::run_limited;
 using posenc::testing::temp_path;
 using posenc::testing::write_config;
 
-::testing::AssertionResult clean_error(const CliRun& r, std::initializer_list<std::string> parts) {
-  if (r.code != 2) return ::testing::AssertionFailure() << "exit code " << r.code << ", stderr: " << r.err;
-  for (const auto& part : parts)
-    if (r.err.find(part) == std::string::npos) return ::testing::AssertionFailure() << "'" << part << "' not in: " << r.err;
-  return ::testing::AssertionSuccess();
-}
-#define EXPECT_CLEAN_ERROR(r, ...) EXPECT_TRUE(clean_error((r), {__VA_ARGS__}))
 
 nlohmann::json real_config(const std::string& name) {
   return nlohmann::json::parse(posenc::testing::read_file(reference_dir() + "/real-configs/" + name + ".json"));

@@ -60,6 +60,13 @@ CliRun run_bounded(const std::string& args, int seconds, int megabytes) {
   return run_command(memory + "exec timeout -s KILL " + std::to_string(seconds) + " ", args);
 }
 
+::testing::AssertionResult clean_error(const CliRun& r, std::initializer_list<std::string> parts) {
+  if (r.code != 2) return ::testing::AssertionFailure() << "exit code " << r.code << ", stderr: " << r.err;
+  for (const auto& part : parts)
+    if (r.err.find(part) == std::string::npos) return ::testing::AssertionFailure() << "'" << part << "' not in: " << r.err;
+  return ::testing::AssertionSuccess();
+}
+
 nlohmann::json run_json(const std::string& args) {
   const CliRun r = run(args + " --json");
   EXPECT_EQ(r.code, 0) << args << "\n" << r.err;

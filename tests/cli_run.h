@@ -1,6 +1,9 @@
 // Running the posenc binary from tests: exit code, stdout and stderr.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -23,6 +26,10 @@ CliRun run_bounded(const std::string& args, int seconds = 20, int megabytes = 20
 CliRun run_limited(const std::string& shell_limits, const std::string& args);
 nlohmann::json run_json(const std::string& args);    // posenc ARGS --json; expects exit 0
 std::string write_config(const nlohmann::json& config);  // a temp file holding config
+
+// Exit code 2 and every part named on stderr (a hostile input refused cleanly).
+::testing::AssertionResult clean_error(const CliRun& r, std::initializer_list<std::string> parts);
+#define EXPECT_CLEAN_ERROR(r, ...) EXPECT_TRUE(posenc::testing::clean_error((r), {__VA_ARGS__}))
 
 // posenc ARGS refused as a usage error: exit 2 with `mention` in stderr.
 struct UsageError {
