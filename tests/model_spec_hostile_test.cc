@@ -69,7 +69,7 @@ TEST(ModelSpecHostile, ScalesAreFinitePositiveNumbers) {
   json llama4 = {{"model_type", "llama4_text"}, {"hidden_size", 512}, {"num_attention_heads", 4}, {"head_dim", 128},
                  {"num_hidden_layers", 4}, {"rope_theta", 500000.0}};
   for (const auto& [key, value, says] :
-       {std::tuple<const char*, double, const char*>{"attn_scale", -0.1, "attn_scale must be a finite number in [0,"},
+       {std::tuple<const char*, double, const char*>{"attn_scale", -0.1, "attn_scale must be a finite number >= 0, got -0.1"},
         {"attn_scale", 1e308, "query scale at position 2^31-1 infinite"},
         {"floor_scale", 0.0, "floor_scale must be a finite number > 0"},
         {"floor_scale", 1e-300, "query scale at position 2^31-1 infinite"}}) {

@@ -1,6 +1,7 @@
 #include "json_fields.h"
 
 #include <cmath>
+#include <limits>
 
 #include "posenc/error.h"
 
@@ -127,8 +128,10 @@ std::optional<std::int64_t> integer_in(const json& obj, const std::string& key, 
 std::optional<double> number_in(const json& obj, const std::string& key, const std::string& where, double lo, double hi) {
   const auto v = number(obj, key, where);
   if (v && !(*v >= lo && *v <= hi))
-    throw Error(path(where, key) + " must be a finite number in [" + format_number(lo) + ", " + format_number(hi) +
-                "], got " + format_number(*v));
+    throw Error(path(where, key) + " must be a finite number " +
+                (hi == std::numeric_limits<double>::max() ? ">= " + format_number(lo)
+                                                          : "in [" + format_number(lo) + ", " + format_number(hi) + "]") +
+                ", got " + format_number(*v));
   return v;
 }
 
