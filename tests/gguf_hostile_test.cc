@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -178,6 +179,19 @@ TEST(GgufHostile, AModelSizedFileIsReadInTheMemoryOfItsHeader) {
     ADD_FAILURE() << e.what();
   }
   ::truncate(path.c_str(), 0);
+  std::remove(path.c_str());
+}
+
+// A FIFO given as the file: opening it waited for a writer; now it is refused at once.
+TEST(GgufHostile, AFifoIsRefusedWithoutWaiting) {
+  const std::string path = ::testing::TempDir() + "posenc_gguf_fifo_" + std::to_string(::getpid());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
+  try {
+    read_gguf(path);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+  }
   std::remove(path.c_str());
 }
 

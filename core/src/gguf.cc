@@ -290,7 +290,8 @@ GgufFile parse_gguf(const std::string& bytes) {
 }
 
 GgufFile read_gguf(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is then refused as not a regular file).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw Error("cannot read " + path + ": " + std::strerror(errno));
   struct Closer {
     int fd;
