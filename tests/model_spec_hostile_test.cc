@@ -3,6 +3,7 @@
 // every command that reads a ModelSpec (spec, golden, Python) refuses it alike.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -42,7 +43,8 @@ std::string spec_error(const json& config) {
   do {                                                                         \
     const std::string err = spec_error(config);                                \
     EXPECT_FALSE(err.empty()) << "accepted";                                   \
-    for (const char* part : {__VA_ARGS__}) EXPECT_NE(err.find(part), std::string::npos) << err; \
+    for (const std::string& part : std::initializer_list<std::string>{__VA_ARGS__})            \
+      EXPECT_NE(err.find(part), std::string::npos) << err;                                     \
   } while (0)
 
 TEST(ModelSpecHostile, QkNopeHeadDimIsAChannelCount) {
