@@ -143,7 +143,7 @@ void run_freqs(const FreqsArgs& a) {
                                        [](const CLI::Option* o) { return o->check_name("--head-dim"); });
     if (head_dim == a.schedule_flags.end() || (*head_dim)->count() == 0)
       throw Error("--head-dim is required when the schedule comes from flags (or give --config)");
-    model.layers.push_back({"", true, a.flags});
+    model.layers.push_back({"", true, a.flags, std::nullopt});
     validate(model.layers.back().params);
     advise(model.layers.back().params, model.warnings, model.notes);
   }

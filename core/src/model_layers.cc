@@ -232,7 +232,7 @@ std::vector<std::string> rope_layer_types(const ConfigDoc& doc) {
 LayerRope layer_rope(const ConfigDoc& doc, const std::string& type, const RopeParams& params, bool own_params,
                      std::vector<std::string>& notes) {
   const FamilyQuirks& row = doc.quirks();
-  LayerRope layer{type, type_rotates(doc, type), params};
+  LayerRope layer{type, type_rotates(doc, type), params, std::nullopt};
   if (row.default_global_head_dim && type == "full_attention") {
     // Gemma4TextConfig: per_layer_config gives full-attention layers head_dim = global_head_dim,
     // which every rope init function reads (RU: config = config.per_layer_config[layer_type]).

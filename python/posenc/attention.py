@@ -7,7 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple, Union
 
+import math
+
 import torch
+from torch.autograd.function import once_differentiable
 
 from . import Schedule, _posenc
 from .rope import _DTYPES, _strided as _view
@@ -31,15 +34,26 @@ class ReRoPE:
 Remap = Union[SelfExtend, ReRoPE, None]
 
 
+def _count(name: str, value: Any, lo: int, hi: int) -> int:
+    """An integer argument in [lo, hi], or a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
+    return value
+
+
 def _remap_fields(remap: Remap) -> Dict[str, Any]:
     if remap is None:
         return dict(remap="none", remap_window=0, remap_group=1, remap_leak=0.0)
     if isinstance(remap, SelfExtend):
-        return dict(remap="self-extend", remap_window=remap.window, remap_group=remap.group, remap_leak=0.0)
+        return dict(remap="self-extend", remap_window=_count("SelfExtend.window", remap.window, 0, 2**31 - 1),
+                    remap_group=_count("SelfExtend.group", remap.group, 1, 2**31 - 1), remap_leak=0.0)
     if isinstance(remap, ReRoPE):
+        window = _count("ReRoPE.window", remap.window, 0, 2**31 - 1)
         if remap.leak is None:
-            return dict(remap="rerope", remap_window=remap.window, remap_group=1, remap_leak=0.0)
-        return dict(remap="leaky-rerope", remap_window=remap.window, remap_group=1, remap_leak=float(remap.leak))
+            return dict(remap="rerope", remap_window=window, remap_group=1, remap_leak=0.0)
+        if isinstance(remap.leak, bool) or not isinstance(remap.leak, (int, float)) or not remap.leak > 0:
+            raise ValueError(f"ReRoPE.leak must be a number > 0 (None: ReRoPE without a leak), got {remap.leak!r}")
+        return dict(remap="leaky-rerope", remap_window=window, remap_group=1, remap_leak=float(remap.leak))
     raise ValueError(f"remap must be posenc.SelfExtend, posenc.ReRoPE or None, got {type(remap).__name__}")
 
 
@@ -57,6 +71,7 @@ class _Attention(torch.autograd.Function):
         return out, lse
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, dout, _dlse):  # type: ignore[override]
         q, k, v, out, lse, t5_table = ctx.saved_tensors
         if ctx.params["remap"] != "none":
@@ -107,31 +122,58 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         raise ValueError("give one of rope, alibi and t5")
     if remap is not None and rope is None:
         raise ValueError("remap changes RoPE's distances: it needs rope=")
+    if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a finite number > 0 (None: 1/sqrt(head_dim)), got {scale!r}")
+    kv_offset = _count("kv_offset", kv_offset, 0, 2**31 - 1)
+    window = _count("window", window, 1, 2**31 - 1) if window is not None else 0
+    chunk = _count("chunk", chunk, 1, 2**31 - 1) if chunk is not None else 0
+    if window and not causal:
+        raise ValueError("window is a causal sliding window (the W keys up to the query); with causal=False it "
+                         "would be one-sided: not supported")
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     batch, s_len, heads = q.shape[0], q.shape[1 if heads_dim == 2 else 2], q.shape[2 if heads_dim == 2 else 1]
     t_len = k.shape[1 if heads_dim == 2 else 2]
+    if batch * s_len * t_len == 0:  # nothing to attend: an empty output, or zeros for queries that see no key
+        out = q * 0 + (k.sum() + v.sum()) * 0  # zeros, connected to q, k and v for autograd
+        lse = torch.full((batch, heads, s_len), float("-inf"))
+        return (out, lse) if return_lse else out
     keep = []
     params: Dict[str, Any] = dict(scale=0.0 if scale is None else float(scale), causal=bool(causal), past=-1,
-                                  window=int(window or 0), chunk=int(chunk or 0), positions="none",
-                                  q_offset=kv_offset + t_len - s_len, k_offset=kv_offset, key_padding=0, **_remap_fields(remap))
+                                  window=window, chunk=chunk, positions="none", q_offset=kv_offset + t_len - s_len,
+                                  k_offset=kv_offset, key_padding=0, **_remap_fields(remap))
     if key_padding_mask is not None:
-        if tuple(key_padding_mask.shape) != (batch, t_len):
-            raise ValueError(f"key_padding_mask must be [B, T] = [{batch}, {t_len}], got {list(key_padding_mask.shape)}")
+        if not isinstance(key_padding_mask, torch.Tensor) or tuple(key_padding_mask.shape) != (batch, t_len):
+            raise ValueError(f"key_padding_mask must be [B, T] = [{batch}, {t_len}], got "
+                             f"{list(getattr(key_padding_mask, 'shape', [type(key_padding_mask).__name__]))}")
+        if key_padding_mask.device.type != "cpu":
+            raise ValueError(f"key_padding_mask must be on the CPU, got {key_padding_mask.device}")
+        if key_padding_mask.dtype.is_floating_point or key_padding_mask.dtype.is_complex:
+            raise ValueError(f"key_padding_mask must be bool or integer 0/1 (True, 1: a real key; the opposite of "
+                             f"nn.MultiheadAttention's), got {key_padding_mask.dtype}")
+        if key_padding_mask.dtype != torch.bool and ((key_padding_mask != 0) & (key_padding_mask != 1)).any():
+            raise ValueError("key_padding_mask holds values other than 0 and 1 (1: a real key)")
         mask = key_padding_mask.to(torch.uint8).contiguous()
         keep.append(mask)
         params["key_padding"] = mask.data_ptr()
     if rope is not None:
+        if rope.axis_of_freq:
+            raise ValueError("posenc.attention takes 1-D positions: an M-RoPE schedule (mrope_section) is not supported")
         params.update(positions="rope", inv_freq=rope.inv_freq.tolist(), axis_of_freq=rope.axis_of_freq,
                       attention_factor=rope.attention_factor, layout=rope_layout)
     if alibi is not None:
-        params.update(positions="alibi", alibi_slopes=[float(x) for x in torch.as_tensor(alibi).flatten()],
-                      alibi_symmetric=not causal)
+        slopes = torch.as_tensor(alibi)
+        if slopes.dim() != 1 or slopes.numel() != heads:
+            raise ValueError(f"alibi must be the {heads} slopes of the query heads ([Hq]), got {list(slopes.shape)}")
+        params.update(positions="alibi", alibi_slopes=[float(x) for x in slopes], alibi_symmetric=not causal)
     if t5 is not None:
         if not isinstance(t5, torch.Tensor) or t5.dim() != 2 or t5.shape[1] != heads:
             raise ValueError(f"t5 must be the bucket table [num_buckets, Hq={heads}], got {getattr(t5, 'shape', type(t5))}")
+        if t5.device.type != "cpu":
+            raise ValueError(f"the t5 table must be on the CPU, got {t5.device}")
         table = t5.detach().float().contiguous()  # what the kernel reads, alive for the call
         keep.append(table)
         params.update(positions="t5", t5_table=table.data_ptr(), t5_num_buckets=int(t5.shape[0]),
-                      t5_max_distance=int(t5_max_distance), t5_bidirectional=not causal)
+                      t5_max_distance=_count("t5_max_distance", t5_max_distance, 1, 2**31 - 1),
+                      t5_bidirectional=not causal)
     out, lse = _Attention.apply(q, k, v, t5, params, keep, heads_dim, torch.get_num_threads())
     return (out, lse) if return_lse else out

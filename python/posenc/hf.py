@@ -6,8 +6,8 @@
 
 A user swaps `model.model.rotary_emb` for it to try another schedule, or checks an engine's cos
 and sin against it. The arithmetic is HF's: inv_freq from posenc's schedule in HF's float32 steps
-(Numerics::kHfFloat32, the bits of HF's rope_init_fn or within 1 ulp), the angles as one float32
-product (HF's inv_freq @ position_ids), cos and sin times attention_scaling, cast to x's dtype.
+(Numerics::kHfFloat32, the bits of HF's rope_init_fn or within 1 ulp; dynamic NTK at some
+lengths within 2 ulps, posenc the closer to the exact value), the angles as one float32 product (HF's inv_freq @ position_ids), cos and sin times attention_scaling, cast to x's dtype.
 Dynamic NTK and LongRoPE follow dynamic_rope_update's rule (posenc's RopeRuntime). Half-split
 (rotate_half) families only: M-RoPE position ids ([3, B, S]) are refused here; posenc.apply_rope
 takes them.

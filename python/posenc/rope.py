@@ -221,12 +221,17 @@ def rope_shift(k: torch.Tensor, delta: int, *, schedule, layout: str = "half_spl
     stop = tokens if end is None else end
     if not (isinstance(begin, int) and isinstance(stop, int) and 0 <= begin <= stop <= tokens):
         raise ValueError(f"the token range [{begin}, {end}) must lie in [0, {tokens}] with begin <= end")
+    if any(st == 0 and n > 1 for st, n in zip(k.stride(), k.shape)):
+        raise ValueError("rope_shift on a tensor whose elements share memory (an expanded view) would rotate them "
+                         "more than once: pass a tensor that owns its elements")
+    if abs(delta) > 2**31 - 1:
+        raise ValueError(f"delta {delta} must be in [-(2^31-1), 2^31-1]")
+    if k.numel() == 0 or begin == stop or delta == 0:
+        return k
     if k.device.type == "cpu" and k.dtype != torch.float64:
         _posenc.rope_shift(delta, begin, stop, positions=0, positions_int32=False, axes=1, axis_stride=0,
                            shared=True, offset=0, direction=1, **_view(k, schedule, layout, heads_dim))
         return k
-    if abs(delta) > 2**31 - 1:
-        raise ValueError(f"delta {delta} must be in [-(2^31-1), 2^31-1]")
     part = k.narrow(1 if heads_dim == 2 else 2, begin, stop - begin)
     pure = _PureRotation(schedule.inv_freq, schedule.rotary_dim)
     at = torch.full((stop - begin,), abs(delta), dtype=torch.int64, device=k.device)

@@ -231,7 +231,7 @@ PYBIND11_MODULE(_posenc, m) {
   // model shows, the CLI's and Python's.
   m.def("select_layer", [](const std::vector<std::pair<std::string, bool>>& layers, const std::string& layer_type) {
     ModelRope model;
-    for (const auto& [type, has_rope] : layers) model.layers.push_back(LayerRope{type, has_rope, {}});
+    for (const auto& [type, has_rope] : layers) model.layers.push_back(LayerRope{type, has_rope, {}, std::nullopt});
     return static_cast<int>(&model.select(layer_type) - model.layers.data());
   });
   m.def("schedule", &schedule_dict);
@@ -283,14 +283,15 @@ PYBIND11_MODULE(_posenc, m) {
   });
   m.def("plot_heatmap", [](const std::string& scheme, int dim, std::int64_t first, std::int64_t count, int heads, int head,
                            double base, const std::string& out) {
-    plot::HeatmapRequest r{scheme, dim, first, count, heads, head, base};  // figures.h's order; seed and t5: defaults
-    return plot::write_heatmap_files(plot::heatmap_data(r), out);
+    const plot::HeatmapRequest d;  // figures.h's order; seed and t5 at their defaults
+    return plot::write_heatmap_files(plot::heatmap_data({scheme, dim, first, count, heads, head, base, d.seed, d.t5}), out);
   });
   m.def("plot_chart", [](const std::string& kind, const std::string& scheme_or_params, int dim, int heads,
                          std::int64_t max_distance, double base, const std::string& out) {
     std::string svg;
     if (kind == "decay") {
-      svg = plot::decay_svg({scheme_or_params, dim, heads, max_distance, base});  // figures.h's order; t5: default
+      const plot::DecayRequest d;  // figures.h's order; t5 at its default
+      svg = plot::decay_svg({scheme_or_params, dim, heads, max_distance, base, d.t5});
     } else {  // wavelengths of RopeParams given as JSON
       svg = plot::wavelength_svg(plot::wavelength_data(rope_params_from_json(scheme_or_params, "params"), "wavelengths"));
     }

@@ -74,9 +74,10 @@ def test_every_position_scheme_and_mask_equals_eager_attention():
             (dict(rope=s), dict(inv_freq=inv, factor=s.attention_factor)),
             (dict(alibi=slopes), dict(slopes=slopes)),
             (dict(t5=table, scale=1.0), dict(t5=table.double(), scale=1.0)),
-            (dict(rope=s, window=4, key_padding_mask=padding), dict(inv_freq=inv, factor=s.attention_factor, window=4,
-                                                                     padding=padding)),
+            (dict(rope=s, key_padding_mask=padding), dict(inv_freq=inv, factor=s.attention_factor, padding=padding)),
         ]
+        if causal:  # a sliding window is causal (refused with causal=False)
+            cases.append((dict(rope=s, window=4), dict(inv_freq=inv, factor=s.attention_factor, window=4)))
         for mine, theirs in cases:
             got = posenc.attention(q, k, v, causal=causal, **mine)
             want = eager(d["q"], d["k"], d["v"], causal=causal, **theirs)
@@ -151,5 +152,24 @@ def test_bad_input_raises_with_the_value_named():
         posenc.attention(q.to("meta"), k, v)
     with pytest.raises(ValueError, match="heads"):  # Hq not a multiple of Hk: the core names it
         posenc.attention(q[:, :, :3], k, v)
-    with pytest.raises(ValueError, match="window"):
-        posenc.attention(q, k, v, rope=posenc.schedule(head_dim=16), remap=posenc.SelfExtend(group=0, window=-1))
+    with pytest.raises(ValueError, match=r"SelfExtend.window must be an integer in \[0, 2147483647\], got -1"):
+        posenc.attention(q, k, v, rope=posenc.schedule(head_dim=16), remap=posenc.SelfExtend(group=2, window=-1))
+    with pytest.raises(ValueError, match=r"alibi must be the 4 slopes of the query heads \(\[Hq\]\), got \[1\]"):
+        posenc.attention(q, k, v, alibi=torch.tensor([0.5]))
+    with pytest.raises(ValueError, match="key_padding_mask must be bool or integer 0/1"):
+        posenc.attention(q, k, v, key_padding_mask=torch.zeros(2, 13))
+    with pytest.raises(ValueError, match="values other than 0 and 1"):
+        posenc.attention(q, k, v, key_padding_mask=torch.full((2, 13), 2))
+    with pytest.raises(ValueError, match="scale must be a finite number > 0"):
+        posenc.attention(q, k, v, scale=0.0)
+    with pytest.raises(ValueError, match="with causal=False it would be one-sided"):
+        posenc.attention(q, k, v, causal=False, window=3)
+    with pytest.raises(ValueError, match=r"kv_offset must be an integer in \[0, 2147483647\], got 1.5"):
+        posenc.attention(q, k, v, kv_offset=1.5)
+
+
+def test_empty_inputs_give_empty_or_zero_outputs():
+    q, k, v = inputs()
+    assert posenc.attention(q[:, :0], k, v).shape == (2, 0, 4, 16)
+    out, lse = posenc.attention(q, k[:, :0], v[:, :0], return_lse=True)
+    assert torch.equal(out, torch.zeros_like(q)) and torch.isinf(lse).all()

@@ -195,5 +195,8 @@ def test_rope_shift_refuses_bad_input_by_name():
         posenc.rope_shift(k, 2**32, schedule=s)
     with pytest.raises(ValueError, match="delta must be an int"):
         posenc.rope_shift(k, 1.5, schedule=s)
+    with pytest.raises(ValueError, match="share memory"):
+        posenc.rope_shift(torch.randn(1, 1, 2, 16).expand(1, 4, 2, 16), 1, schedule=s)
+    assert posenc.rope_shift(k[:, :0], 3, schedule=s).shape == (1, 0, 2, 16)  # nothing to move
     with pytest.raises(ValueError, match="without autograd"):
         posenc.rope_shift(k.requires_grad_(), 1, schedule=s)
