@@ -22,7 +22,7 @@ def sinusoidal(positions: Union[torch.Tensor, Sequence[int]], dim: int, layout: 
     (base^(-2i/d)) or "fairseq" (base^(-i/(d/2 - 1)))."""
     p = _ints(positions)
     rows = _posenc.sinusoidal_table(p.flatten().tolist(), dim, layout, base, freq)
-    return torch.tensor(rows, dtype=torch.float32).view(*p.shape, dim)
+    return torch.from_numpy(rows).view(*p.shape, dim)  # the core's buffer, not a copy through a list
 
 
 def alibi_slopes(heads: int) -> torch.Tensor:
@@ -52,10 +52,10 @@ def deberta_relative_positions(q_len: int, k_len: int, position_buckets: int = 2
     """DeBERTa's relative position i - j after its log buckets, [q_len, k_len] int64 (as HF's
     build_relative_position)."""
     rel = _posenc.deberta_relative_positions(q_len, k_len, position_buckets, max_relative_positions)
-    return torch.tensor(rel, dtype=torch.int64).view(q_len, k_len)
+    return torch.from_numpy(rel).view(q_len, k_len)
 
 
 def xl_relative_sinusoid(dim: int, klen: int, clamp_len: int = 0) -> torch.Tensor:
     """Transformer-XL's relative sinusoid for distances klen-1 .. 0 (HF's pos_emb, half_split
     layout [sin | cos]), [klen, dim] float32; distances past clamp_len (> 0) are clamped."""
-    return torch.tensor(_posenc.xl_relative_sinusoid(dim, klen, clamp_len), dtype=torch.float32).view(klen, dim)
+    return torch.from_numpy(_posenc.xl_relative_sinusoid(dim, klen, clamp_len)).view(klen, dim)

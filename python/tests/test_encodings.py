@@ -119,3 +119,17 @@ def test_mrope_position_ids_text_image_text():
     assert ids[:, :3].tolist() == [[0, 1, 2]] * 3
     assert ids[0, 3:7].tolist() == [3] * 4 and ids[1, 3:7].tolist() == [3, 3, 4, 4] and ids[2, 3:7].tolist() == [3, 4, 3, 4]
     assert delta == int(ids.max()) + 1 - ids.shape[1]
+
+
+def test_large_encodings_cost_their_own_size_not_a_python_list():
+    # A [100000, 1024] float32 table is 390 MiB; through a Python list it peaked at ~12x that.
+    import subprocess
+    import sys
+    code = (
+        "import resource, torch, posenc\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "t = posenc.sinusoidal(torch.arange(100000), 1024)\n"
+        "assert t.shape == (100000, 1024) and t.dtype == torch.float32\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024 / t.numel() / 4)\n")
+    ratio = float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+    assert ratio < 2.5, f"peak memory {ratio:.1f}x the result's size"
