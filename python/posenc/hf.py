@@ -49,7 +49,7 @@ class RotaryEmbedding(torch.nn.Module):
             raise ConfigError(str(e)) from None
         fields = model.select(layer_type).params
         self.runtime = RopeRuntime(fields, hf_compatible=True)  # HF's float32 arithmetic
-        s = self.runtime.current
+        s = self._schedule = self.runtime.current
         self.rope_type = s.rope_type
         self.register_buffer("inv_freq", s.inv_freq.clone(), persistent=False)
         self.original_inv_freq = s.inv_freq.clone()
@@ -68,9 +68,10 @@ class RotaryEmbedding(torch.nn.Module):
             raise ValueError(f"position {int(position_ids.min())} is negative; position_ids must be >= 0")
         if position_ids.numel():  # dynamic_rope_update: the schedule for max(position_ids) + 1
             s = self.runtime.update(int(position_ids.max()))
-            if not torch.equal(s.inv_freq, self.inv_freq.cpu()):
+            if s is not self._schedule:  # the runtime returns the same Schedule until it changes
+                self._schedule = s
                 self.inv_freq = s.inv_freq.to(self.inv_freq.device)
-            self.attention_scaling = s.attention_factor
+                self.attention_scaling = s.attention_factor
             self.max_seq_len_cached = self.runtime.max_seq_len_cached
         inv = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1).to(x.device)
         freqs = (inv @ position_ids[:, None, :].float().to(x.device)).transpose(1, 2)  # [B, S, rotary_dim/2]

@@ -1,6 +1,7 @@
 """apply_rope: the C++ kernels as a torch.autograd.Function (backward = the transposed rotation)."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
@@ -233,7 +234,7 @@ def rope_shift(k: torch.Tensor, delta: int, *, schedule, layout: str = "half_spl
                            shared=True, offset=0, direction=1, **_view(k, schedule, layout, heads_dim))
         return k
     part = k.narrow(1 if heads_dim == 2 else 2, begin, stop - begin)
-    pure = _PureRotation(schedule.inv_freq, schedule.rotary_dim)
+    pure = dataclasses.replace(schedule, attention_factor=1.0, axis_of_freq=[])  # a pure rotation, every axis alike
     at = torch.full((stop - begin,), abs(delta), dtype=torch.int64, device=k.device)
     moved = _formula(part, at, pure, "half_split" if layout == "deepseek_v3" else layout, 0, heads_dim,
                      1.0 if delta >= 0 else -1.0)
@@ -241,9 +242,3 @@ def rope_shift(k: torch.Tensor, delta: int, *, schedule, layout: str = "half_spl
         part.copy_(moved)
     return k
 
-
-class _PureRotation:
-    """A schedule's frequencies with attention factor 1 (a shift does not apply it again)."""
-
-    def __init__(self, inv_freq: torch.Tensor, rotary_dim: int) -> None:
-        self.inv_freq, self.rotary_dim, self.attention_factor, self.axis_of_freq = inv_freq, rotary_dim, 1.0, []
