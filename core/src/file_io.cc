@@ -52,6 +52,12 @@ std::string write_temp(const std::string& path, const std::string& bytes) {
 void write_file_atomic(const std::string& path, const std::string& bytes) { rename_over(write_temp(path, bytes), path); }
 
 void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files) {
+  // A target that is a directory would fail its rename after the others were in place: refuse
+  // it before any byte is written.
+  for (const auto& [path, bytes] : files) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail(path, "it is a directory", 0);
+  }
   std::vector<std::string> tmps;
   try {
     for (const auto& [path, bytes] : files) tmps.push_back(write_temp(path, bytes));

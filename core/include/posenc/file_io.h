@@ -17,7 +17,8 @@ void write_file_atomic(const std::string& path, const std::string& bytes);
 
 // A set of files that belong together (golden.safetensors and its manifest): every temp file is
 // written first, and only when all are complete are they renamed; a failure removes every temp
-// file and replaces none, so the old set stays whole rather than half new.
+// file and replaces none, so the old set stays whole rather than half new. A target that is a
+// directory is refused before anything is written.
 void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files);
 
 // The whole file (a regular file of at most max_bytes; more is an Error naming the limit).
