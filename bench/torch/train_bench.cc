@@ -119,7 +119,8 @@ DataParallelResult run_data_parallel_bench(const TrainBenchConfig& c, const lab:
     throw Error("a batch of " + std::to_string(c.batch) + " rows cannot be split across " + std::to_string(result.world_size) + " ranks");
   std::vector<DataParallelSpeed> speeds;
   {
-    lab::World world(launch);
+    const nlohmann::json plan = {{"command", "bench train"}, {"models", c.schemes}, {"world_size", result.world_size}};
+    lab::World world(launch, plan.dump());
     torch::set_num_threads(result.threads_per_rank);
     for (const std::string& name : c.schemes) {
       DataParallelSpeed s;

@@ -178,7 +178,7 @@ PasskeyResult run_passkey(const PasskeyConfig& c) {
   // This process alone (the environment's RANK and WORLD_SIZE are for the commands that take --nproc).
   LaunchConfig alone;
   alone.resolved = true;
-  const RunRanks run = open_run(t, alone);
+  const RunRanks run = open_run(t, alone, "lab passkey", c.schemes);
   PasskeyResult result;
   result.notes.push_back("dynamic: the prompt is read in one pass, so its scale is length / train_len (NTK at that scale), "
                          "which is also the scale HF's dynamic NTK uses at prefill");

@@ -66,11 +66,12 @@ std::optional<ModelRows> run_model(std::size_t i, World* world, const RunHooks& 
 
 }  // namespace
 
-RunRanks open_run(const TrainSettings& training, const LaunchConfig& launch) {
+RunRanks open_run(const TrainSettings& training, const LaunchConfig& launch, const std::string& command,
+                  const std::vector<std::string>& models) {
   // Default one thread: measured on the 2-vCPU machines this project runs on, libtorch trained
   // these small models 3x slower with 2 threads than with 1.
   torch::set_num_threads(training.threads > 0 ? training.threads : 1);
-  return join_run(launch, training.out_dir, training.batch);
+  return join_run(launch, training.out_dir, training.batch, {{"command", command}, {"models", models}});
 }
 
 bool run_models(const RunRanks& run, std::size_t count, const RunHooks& hooks) {
