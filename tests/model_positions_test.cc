@@ -9,6 +9,7 @@
 #include "golden.h"
 #include "posenc/alibi.h"
 #include "posenc/error.h"
+#include "posenc/golden.h"
 #include "posenc/hf_config.h"
 #include "posenc/model_positions.h"
 #include "posenc/model_spec.h"
@@ -138,6 +139,12 @@ TEST(ModelPositions, RopeReadersRefuseNamingTheSchemeAndPointingAtSpec) {
     const ModelSpec spec = parse_model_spec(config_text(name));  // spec describes it instead
     EXPECT_FALSE(spec.positions.is_rope());
     EXPECT_TRUE(spec.layers.empty() && spec.schedules.empty());
+    try {  // golden vectors are RoPE's
+      make_golden(spec, {});
+      ADD_FAILURE() << "golden made for a model without RoPE";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("no rotary embedding"), std::string::npos) << e.what();
+    }
   }
 }
 
