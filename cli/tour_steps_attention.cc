@@ -82,7 +82,8 @@ StepResult permutation_step(const StepContext&) {
 }
 
 // (e + p) W_Q W_K^T (e + p)^T expands into four terms (Ke et al. 2021, TUPE, eq. 3); the last,
-// p_m W_Q W_K^T p_n, no longer depends on m - n alone once W_Q, W_K are not the identity.
+// p_m W_Q W_K^T p_n, no longer depends on m - n alone once W_Q, W_K are not the identity (Yan et
+// al. 2019, TENER, section 3.2 and its figure 3).
 StepResult cross_terms_step(const StepContext& context) {
   StepResult r;
   constexpr int d = 64, kPositions = 256, kMaxK = 32;
@@ -136,6 +137,9 @@ StepResult cross_terms_step(const StepContext& context) {
     ks.push_back(k);
   }
   raw_spread /= raw_scale, proj_spread /= proj_scale;
+  int first_rise = 0;  // the raw product falls with k only at first: the first k where it rises
+  for (std::size_t k = 1; k < raw0.size() && !first_rise; ++k)
+    if (raw0[k] > raw0[k - 1]) first_rise = static_cast<int>(k);
   r.lines.push_back({"Add a sinusoidal position p to a token embedding e (d = 64), project with random W_Q, W_K: the "
                      "score of tokens 3 and 7 is " + num(full) + " = e.e " + num(ee) + " + e.p " + num(ep) + " + p.e " +
                      num(pe_) + " + p.p " + num(pp) + ". Two of the four terms mix content with position.",
@@ -148,6 +152,10 @@ StepResult cross_terms_step(const StepContext& context) {
                      "未投影时 p_m . p_(m+k) 只取决于 k（随 m 的变化为其大小的 " + under(raw_spread) +
                      "）；经过 W_Q W_K^T 后，同一乘积随 m 变化达其大小的 " + num(proj_spread, 3) +
                      "：教程里画的干净的相对形式在投影后就没有了。"});
+  r.lines.push_back({"Nor is the raw product the monotone decay some tutorials describe: p_0 . p_k falls from k = 0 and "
+                     "first rises again at k = " + std::to_string(first_rise) + " (d = 64; the chart shows both).",
+                     "未投影的乘积也不是一些教程所说的单调衰减：p_0 . p_k 从 k = 0 开始下降，在 k = " +
+                     std::to_string(first_rise) + " 处第一次回升（d = 64；图中两者都有）。"});
   r.claims.push_back({"cross_terms.sum",
                       {"the score equals the sum of its four terms", "分数等于四项之和"},
                       std::fabs(full - (ee + ep + pe_ + pp)) / std::fabs(full), 1e-12, true});

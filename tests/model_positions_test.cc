@@ -48,6 +48,20 @@ TEST(ModelPositions, BertIsALearnedTableOfMaxPositionEmbeddingsRows) {
   EXPECT_TRUE(m.notes.empty());
 }
 
+TEST(ModelPositions, Gpt2IsALearnedTableOfNPositionsRows) {
+  // GPT2Config: n_positions (max_position_embeddings in its attribute_map), n_embd, n_layer.
+  const ModelPositions m = parse_model_positions(json{{"model_type", "gpt2"}, {"n_positions", 1024}, {"n_embd", 768},
+                                                      {"n_layer", 12}}.dump());
+  ASSERT_EQ(m.stacks.size(), 1u);
+  EXPECT_EQ(m.stacks[0].scheme, PositionScheme::kLearnedAbsolute);
+  EXPECT_EQ(m.stacks[0].rows, 1024);
+  EXPECT_EQ(m.stacks[0].width, 768);
+  EXPECT_EQ(m.stacks[0].layers, 12);
+  const ModelPositions alias = parse_model_positions(json{{"model_type", "gpt2"}, {"max_position_embeddings", 2048}}.dump());
+  EXPECT_EQ(alias.stacks[0].rows, 2048);
+  EXPECT_EQ(alias.notes.size(), 1u);  // n_embd absent: GPT2Config's 768, said in a note
+}
+
 TEST(ModelPositions, BloomAndFalconWithAlibiHaveThePapersSlopesForTheirHeads) {
   // build_alibi_tensor: H a power of two gets 2^(-8k/H), k = 1..H.
   for (const auto& [name, heads] : {std::pair{"bloom-560m__constructed", 16}, std::pair{"falcon-rw-1b__constructed", 32}}) {
