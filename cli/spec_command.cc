@@ -72,6 +72,7 @@ json positions_json(const ModelPositions& m) {
       e["heads"] = p.heads;
       e["slopes"] = p.alibi_slopes;
       e["slopes_float32"] = std::vector<double>(p.alibi_slopes_f32.begin(), p.alibi_slopes_f32.end());
+      e["bias_scale"] = p.alibi_bias_scale;  // Falcon: 1/sqrt(head_dim) on q.k + bias together
     }
     if (p.scheme == PositionScheme::kT5Buckets) {
       e["heads"] = p.heads;

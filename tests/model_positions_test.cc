@@ -76,6 +76,9 @@ TEST(ModelPositions, BloomAndFalconWithAlibiHaveThePapersSlopesForTheirHeads) {
     for (int k = 1; k <= heads; ++k) EXPECT_DOUBLE_EQ(s.alibi_slopes[k - 1], std::exp2(-8.0 * k / heads)) << k;
     EXPECT_EQ(s.alibi_slopes_f32, alibi_slopes_bloom_f32(heads));
   }
+  // BLOOM adds the bias to the scaled q.k; Falcon scales both by 1/sqrt(head_dim), 2048 / 32 = 64.
+  EXPECT_EQ(positions("bloom-560m__constructed").stacks[0].alibi_bias_scale, 1.0);
+  EXPECT_EQ(positions("falcon-rw-1b__constructed").stacks[0].alibi_bias_scale, 0.125);
   // Not a power of two: the odd terms of the 2c sequence follow (12 heads: c = 8, then 2^(-4k/8), k = 1, 3, 5, 7).
   const ModelPositions twelve = parse_model_positions(json{{"model_type", "bloom"}, {"n_head", 12}}.dump());
   EXPECT_DOUBLE_EQ(twelve.stacks[0].alibi_slopes[8], std::exp2(-0.5));
@@ -135,6 +138,8 @@ TEST(ModelPositions, BadKeysAreRefusedNamingTheKeyAndTheValue) {
   expect_refused({{"model_type", "t5"}, {"relative_attention_max_distance", 4}}, "max_distance");
   expect_refused({{"model_type", "whisper"}, {"d_model", 383}}, "d_model is 383");
   expect_refused({{"model_type", "gpt2"}, {"n_positions", -1}}, "n_positions");
+  expect_refused({{"model_type", "falcon"}, {"alibi", true}, {"num_attention_heads", 3}, {"hidden_size", 64}},
+                 "not a multiple");
 }
 
 TEST(ModelPositions, RopeReadersRefuseNamingTheSchemeAndPointingAtSpec) {

@@ -1,5 +1,6 @@
 #include "posenc/model_positions.h"
 
+#include <cmath>
 #include <string_view>
 
 #include "config_doc.h"
@@ -65,9 +66,8 @@ PositionStack alibi(const char* source, std::int64_t heads) {
   s.facts.push_back("slopes: c = 2^floor(log2 H) heads get 2^(-8k/c), k = 1..c; the other H - c heads the odd "
                     "terms 2^(-4k/c), k = 1, 3, 5, ... (Press et al. 2022, get_slopes; HF build_alibi_tensor, in "
                     "float32)");
-  s.facts.push_back("the bias is slope_h * (key position over the non-pad tokens), added to q.k/sqrt(head_dim); "
-                    "softmax makes it -slope_h * (i - j) under the causal mask; no position embedding, no length "
-                    "limit");
+  s.facts.push_back("the bias is slope_h * (key position over the non-pad tokens); softmax makes it -slope_h * (i - j) "
+                    "under the causal mask; no position embedding, no length limit");
   return s;
 }
 
@@ -119,13 +119,22 @@ std::optional<ModelPositions> read_scheme(const ConfigDoc& doc) {
     PositionStack s = alibi("modeling_bloom.py: build_alibi_tensor(attention_mask, num_heads, dtype)",
                             k.integer("n_head", "num_attention_heads", 1, kMaxHeads, 8, "BloomConfig"));
     s.layers = k.layers("n_layer", "num_hidden_layers");
+    s.facts.push_back("BloomAttention adds the bias to q.k / sqrt(head_dim) (baddbmm with beta 1): the slopes act as they are");
     m.stacks.push_back(s);
   } else if (is("falcon") && jf::boolean(doc.model(), "alibi", doc.where()).value_or(false)) {
-    PositionStack s = alibi("modeling_falcon.py: FalconModel with config.alibi builds build_alibi_tensor (copied from "
-                            "Bloom's) instead of the rotary embedding",
-                            k.integer("num_attention_heads", "n_head", 1, kMaxHeads, 71, "FalconConfig"));
+    const auto heads = k.integer("num_attention_heads", "n_head", 1, kMaxHeads, 71, "FalconConfig");
+    const auto hidden = k.integer("hidden_size", nullptr, 1, kMaxWidth, 4544, "FalconConfig");
+    if (hidden % heads != 0)
+      throw Error(doc.at("hidden_size") + " " + std::to_string(hidden) + " is not a multiple of " +
+                  doc.at("num_attention_heads") + " " + std::to_string(heads) + "; expected head_dim = hidden_size / heads");
+    PositionStack s = alibi("modeling_falcon.py: FalconModel with config.alibi: build_alibi_tensor (Bloom's slopes, cast "
+                            "to bfloat16 before the multiply) instead of the rotary embedding",
+                            heads);
     s.layers = k.layers("num_hidden_layers", "n_layer");
-    s.facts.push_back("Falcon casts the slopes to bfloat16 before multiplying (docs/reference/hf-reference.md, section 6)");
+    s.alibi_bias_scale = 1.0 / std::sqrt(static_cast<double>(hidden / heads));
+    s.facts.push_back("FalconAttention scales q.k + bias together by 1/sqrt(head_dim) = " + format_number(s.alibi_bias_scale) +
+                      " (attention_logits *= inv_norm_factor), so each slope acts multiplied by it; the slopes are "
+                      "rounded to bfloat16 first");
     m.stacks.push_back(s);
   } else if (is("t5") || is("mt5")) {
     const auto heads = k.integer("num_heads", nullptr, 1, kMaxHeads, 8, "T5Config");

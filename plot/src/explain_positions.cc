@@ -46,10 +46,15 @@ void sinusoidal_lines(const PositionStack& s, std::vector<std::string>& L, const
 }
 
 void alibi_lines(const PositionStack& s, std::vector<std::string>& L, const std::string& at) {
-  double min_slope = s.alibi_slopes.front(), max_slope = min_slope;
-  for (double v : s.alibi_slopes) min_slope = std::fmin(min_slope, v), max_slope = std::fmax(max_slope, v);
+  // The slope the softmax sees: Falcon scales the bias by 1/sqrt(head_dim) with q.k.
+  double min_slope = s.alibi_slopes.front() * s.alibi_bias_scale, max_slope = min_slope;
+  for (double v : s.alibi_slopes)
+    min_slope = std::fmin(min_slope, v * s.alibi_bias_scale), max_slope = std::fmax(max_slope, v * s.alibi_bias_scale);
   L.push_back(at + "no position embedding: each of the " + std::to_string(s.heads) + " heads subtracts slope * distance "
               "from its attention scores (ALiBi, Press et al. 2022; " + s.hf_source + ").");
+  if (s.alibi_bias_scale != 1)
+    L.push_back(at + "The bias is scaled with q.k by " + g(s.alibi_bias_scale) + " (1/sqrt(head_dim)) before the softmax, so "
+                "the slopes below are the paper's times " + g(s.alibi_bias_scale) + ".");
   L.push_back(at + "Slopes from " + g(max_slope) + " (head 0) to " + g(min_slope) + ": a key 100 tokens back loses " +
               g(100 * max_slope) + " in the steepest head (weight x e^-" + g(100 * max_slope) + "), " +
               g(100 * min_slope) + " in the gentlest, so some heads look locally and some far.");

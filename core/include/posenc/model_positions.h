@@ -51,6 +51,9 @@ struct PositionStack {
   int heads = 0;
   std::vector<double> alibi_slopes;      // kAlibi: the paper's slopes in double (alibi_slopes())
   std::vector<float> alibi_slopes_f32;   // kAlibi: as build_alibi_tensor computes them in float32
+  // kAlibi: what HF multiplies the bias by before the softmax. BLOOM adds it to q.k / sqrt(d)
+  // (1); Falcon scales q.k + bias together by 1/sqrt(head_dim), so its slopes act divided by it.
+  double alibi_bias_scale = 1;
   T5BucketParams buckets;                // kT5Buckets
   std::vector<std::string> facts;        // what else HF does with it, one sentence each
 };
