@@ -191,6 +191,53 @@ TEST(AttentionBias, TiledBackwardEqualsTheReferenceOnEveryTarget) {
   std::printf("attention bias backward: %d cases on %zu targets (worst relative error %.1e)\n", cases, targets, worst);
 }
 
+// Explicit position ids: batch row 0 increasing with gaps, row 1 two packed sequences (ids
+// restart, so a tile's distances are not one band): the table's per-element paths, forward and
+// backward, on every target.
+TEST(AttentionBias, ExplicitPositionIdsReadTheTableByDistance) {
+  std::mt19937 rng(28);
+  const int B = 2, S = 150, T = 150, Hq = 2, Hk = 1, D = 16, length = 450;
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(B) * T);
+  std::int64_t at = 0;
+  for (int t = 0; t < T; ++t) ids[static_cast<std::size_t>(t)] = at += 1 + static_cast<std::int64_t>(rng() % 3);
+  for (int t = 0; t < T; ++t) ids[static_cast<std::size_t>(T + t)] = t < 70 ? t : t - 70;
+  int cases = 0;
+  on_every_target([&] {
+    for (const DistanceSide side : {DistanceSide::kAbsolute, DistanceSide::kSigned})
+      for (const bool causal : {true, false}) {
+        SCOPED_TRACE(std::string(to_string(side)) + (causal ? ", causal" : ", bidirectional"));
+        std::vector<float> values(static_cast<std::size_t>(Hq) * (side == DistanceSide::kSigned ? 2 * length - 1 : length));
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        for (float& x : values) x = normal(rng);
+        AttentionParams p;
+        p.positions = AttentionPositions::kDistanceTable;
+        p.distance_table = {values.data(), length, side};
+        p.q_positions = p.k_positions = PositionIds::explicit_ids(ids.data());
+        p.mask.causal = causal;
+        Problem pr(B, S, T, Hq, Hk, D, rng);
+        Tensor4 ref = make(DType::kF32, B, S, Hq, D, false, nullptr);
+        attention_reference(pr.q.view, pr.k.view, pr.v.view, ref.view, p);
+        AttentionOptions options;
+        options.lse = pr.lse.data();
+        attention(pr.q.view, pr.k.view, pr.v.view, pr.out.view, p, options);
+        EXPECT_LE(relative_error(pr.out.view, ref.view), 2e-6);
+        BackwardRun slow{Gradients(pr, 0), std::vector<float>(values.size())}, fast{Gradients(pr, 0), slow.table};
+        attention_backward_reference(pr.inputs(), gradients_view(slow, BiasCase::kSigned), p);
+        attention_backward(pr.inputs(), gradients_view(fast, BiasCase::kSigned), p, {2});
+        EXPECT_LE(relative_error(fast.grads.dq.view, slow.grads.dq.view), 1e-5);
+        EXPECT_LE(relative_error(fast.grads.dk.view, slow.grads.dk.view), 1e-5);
+        double error = 0, scale = 1;
+        for (std::size_t x = 0; x < values.size(); ++x) {
+          error = std::max<double>(error, std::abs(fast.table[x] - slow.table[x]));
+          scale = std::max<double>(scale, std::abs(slow.table[x]));
+        }
+        EXPECT_LE(error / scale, 1e-5) << "dtable";
+        ++cases;
+      }
+  });
+  EXPECT_GT(cases, 0);
+}
+
 // The double reference's gradients of the table and of c against central differences of the
 // double forward reference, every entry.
 TEST(AttentionBias, ReferenceGradientsOfTableAndGateEqualFiniteDifferences) {

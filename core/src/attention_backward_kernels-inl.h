@@ -140,25 +140,32 @@ void TileGradients(const attention_detail::Plan& plan, int b, int h, int i0, int
 }
 
 // A distance table's gradient: partial[column(qpos - kpos)] += dS over one tile (the table's
-// row of the task's head; dS is 0 where the masks hide a key).
+// row of the task's head; dS is 0 where the masks hide a key). Consecutive positions (the usual
+// case) put each distance on one diagonal of the tile: its rows + cols - 1 diagonals are summed in
+// float (at most kQueryTile terms each) and added to the double partial once per tile; scattered
+// explicit ids go element by element.
 void AddDistanceGradients(const attention_detail::Plan& plan, int b, int i0, int rows, std::int64_t j0, int cols, BackwardTiles& t,
                           double* partial) {
   plan.tile_positions(b, i0, rows, j0, cols, t.positions.data());
   const std::int64_t* qp = t.positions.data();
   const std::int64_t* kp = qp + rows;
   const DistanceTable& table = plan.p->distance_table;
-  const std::int64_t shift = table.side == DistanceSide::kSigned ? table.length - 1 : 0;
-  // As add_bias_tile: a signed table or a tile whose every Delta is >= 0 needs no abs.
-  if (table.side == DistanceSide::kSigned || *std::min_element(qp, qp + rows) >= *std::max_element(kp, kp + cols)) {
-    for (int r = 0; r < rows; ++r) {
-      double* at = partial + qp[r] + shift;
-      const float* ds = t.dS + r * BackwardTiles::kKeys;
-      for (int c = 0; c < cols; ++c) at[-kp[c]] += ds[c];
-    }
+  bool consecutive = true;
+  for (int r = 1; consecutive && r < rows; ++r) consecutive = qp[r] == qp[0] + r;
+  for (int c = 1; consecutive && c < cols; ++c) consecutive = kp[c] == kp[0] + c;
+  if (!consecutive) {
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) partial[table.column(qp[r] - kp[c])] += t.dS[r * BackwardTiles::kKeys + c];
     return;
   }
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) partial[std::llabs(qp[r] - kp[c])] += t.dS[r * BackwardTiles::kKeys + c];
+  float diagonals[BackwardTiles::kRows + BackwardTiles::kKeys] = {};  // [r - c + cols - 1]
+  for (int r = 0; r < rows; ++r) {
+    float* d = diagonals + r + cols - 1;
+    const float* ds = t.dS + r * BackwardTiles::kKeys;
+    for (int c = 0; c < cols; ++c) d[-c] += ds[c];
+  }
+  const std::int64_t first = qp[0] - kp[0] - (cols - 1);  // the distance of diagonal 0
+  for (int x = 0; x < rows + cols - 1; ++x) partial[table.column(first + x)] += diagonals[x];
 }
 
 // X [rows4][kKeyTile] -> T [cols4][kPaddedRows].
