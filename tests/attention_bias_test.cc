@@ -20,6 +20,7 @@
 
 #include "attention_backward_support.h"
 #include "attention_test_support.h"
+#include "expect_error.h"
 #include "rope_params_fixtures.h"
 
 namespace posenc {
@@ -82,40 +83,49 @@ bool applies(BiasCase bias, MaskCase mask, int S, int T) {
   return !(bias == BiasCase::kGate && mask == MaskCase::kPast && (T - S) / 2 + 1 + S > T);
 }
 
+// Calls f(S, T, Hk, bias, setup, params) for every size, kv head count (MHA, GQA), bias and mask
+// the tiled tests walk, each with its trace.
+template <class F>
+void for_each_case(std::mt19937& rng, int B, int Hq, F&& f) {
+  for (const auto& [S, T] : kSizes)
+    for (int Hk : {Hq, Hq / 2})
+      for (BiasCase bias : kBiases)
+        for (MaskCase mask : kMasks) {
+          if (!applies(bias, mask, S, T)) continue;
+          SCOPED_TRACE("S " + std::to_string(S) + " T " + std::to_string(T) + " Hk " + std::to_string(Hk) + " " + name(bias) + ", " + name(mask));
+          BiasSetup setup;
+          const AttentionParams p = bias_params(bias, mask, setup, Hq, B, S, T, rng);
+          f(S, T, Hk, bias, setup, p);
+        }
+}
+
 TEST(AttentionBias, TiledForwardEqualsTheReferenceOnEveryTarget) {
   std::mt19937 rng(21);
   const int B = 2, Hq = 4, D = 40;
   double worst = 0;
   int cases = 0;
   const std::size_t targets = on_every_target([&] {
-    for (const auto& [S, T] : kSizes)
-      for (int Hk : {4, 2})
-        for (BiasCase bias : kBiases)
-          for (MaskCase mask : kMasks) {
-            if (!applies(bias, mask, S, T)) continue;
-            SCOPED_TRACE("S " + std::to_string(S) + " T " + std::to_string(T) + " Hk " + std::to_string(Hk) + " " + name(bias) + ", " + name(mask));
-            BiasSetup setup;
-            const AttentionParams p = bias_params(bias, mask, setup, Hq, B, S, T, rng);
-            Problem pr(B, S, T, Hq, Hk, D, rng);
-            Tensor4 ref = make(DType::kF32, B, S, Hq, D, false, nullptr);
-            std::vector<float> lse_ref(pr.lse.size());
-            AttentionOptions options;
-            options.lse = lse_ref.data();
-            attention_reference(pr.q.view, pr.k.view, pr.v.view, ref.view, p, options);
-            options.lse = pr.lse.data();
-            options.threads = 2;
-            attention(pr.q.view, pr.k.view, pr.v.view, pr.out.view, p, options);
-            const double e = relative_error(pr.out.view, ref.view);
-            EXPECT_LE(e, 2e-6);
-            for (std::size_t x = 0; x < lse_ref.size(); ++x) {
-              if (std::isinf(lse_ref[x]))  // a row that sees no key
-                ASSERT_EQ(pr.lse[x], lse_ref[x]) << x;
-              else
-                ASSERT_NEAR(pr.lse[x], lse_ref[x], 2e-6 * std::max(1.0f, std::abs(lse_ref[x]))) << x;
-            }
-            worst = std::max(worst, e);
-            ++cases;
-          }
+    for_each_case(rng, B, Hq, [&](int S, int T, int Hk, BiasCase, BiasSetup&, const AttentionParams& p) {
+      Problem pr(B, S, T, Hq, Hk, D, rng);
+      Tensor4 ref = make(DType::kF32, B, S, Hq, D, false, nullptr);
+      std::vector<float> lse_ref(pr.lse.size());
+      AttentionOptions options;
+      options.lse = lse_ref.data();
+      attention_reference(pr.q.view, pr.k.view, pr.v.view, ref.view, p, options);
+      options.lse = pr.lse.data();
+      options.threads = 2;
+      attention(pr.q.view, pr.k.view, pr.v.view, pr.out.view, p, options);
+      const double e = relative_error(pr.out.view, ref.view);
+      EXPECT_LE(e, 2e-6);
+      for (std::size_t x = 0; x < lse_ref.size(); ++x) {
+        if (std::isinf(lse_ref[x]))  // a row that sees no key
+          ASSERT_EQ(pr.lse[x], lse_ref[x]) << x;
+        else
+          ASSERT_NEAR(pr.lse[x], lse_ref[x], 2e-6 * std::max(1.0f, std::abs(lse_ref[x]))) << x;
+      }
+      worst = std::max(worst, e);
+      ++cases;
+    });
   });
   std::printf("attention bias forward: %d cases on %zu targets (worst relative error %.1e)\n", cases, targets, worst);
 }
@@ -155,38 +165,31 @@ TEST(AttentionBias, TiledBackwardEqualsTheReferenceOnEveryTarget) {
   double worst = 0;
   int cases = 0;
   const std::size_t targets = on_every_target([&] {
-    for (const auto& [S, T] : kSizes)
-      for (int Hk : {4, 2})
-        for (BiasCase bias : kBiases)
-          for (MaskCase mask : kMasks) {
-            if (!applies(bias, mask, S, T)) continue;
-            SCOPED_TRACE("S " + std::to_string(S) + " T " + std::to_string(T) + " Hk " + std::to_string(Hk) + " " + name(bias) + ", " + name(mask));
-            BiasSetup setup;
-            const AttentionParams p = bias_params(bias, mask, setup, Hq, B, S, T, rng);
-            Problem pr(B, S, T, Hq, Hk, D, rng);
-            AttentionOptions options;
-            options.lse = pr.lse.data();
-            attention(pr.q.view, pr.k.view, pr.v.view, pr.out.view, p, options);
-            const std::vector<float> start(setup.values.size(), 0.25f);  // added to, not overwritten
-            BackwardRun ref{Gradients(pr, 0), start}, fast{Gradients(pr, 0), start};
-            attention_backward_reference(pr.inputs(), gradients_view(ref, bias), p);
-            attention_backward(pr.inputs(), gradients_view(fast, bias), p, {2});
-            const double errors[] = {relative_error(fast.grads.dq.view, ref.grads.dq.view), relative_error(fast.grads.dk.view, ref.grads.dk.view),
-                                     relative_error(fast.grads.dv.view, ref.grads.dv.view)};
-            EXPECT_LE(errors[0], 1e-5) << "dq";
-            EXPECT_LE(errors[1], 1e-5) << "dk";
-            EXPECT_LE(errors[2], 1e-5) << "dv";
-            // The table's or c's gradient: sums of dS that may cancel to ~0, so the scale's floor is 1.
-            double error = 0, scale = 1;
-            for (std::size_t x = 0; x < start.size(); ++x) {
-              error = std::max<double>(error, std::abs(fast.table[x] - ref.table[x]));
-              scale = std::max<double>(scale, std::abs(ref.table[x] - 0.25f));
-            }
-            EXPECT_LE(error / scale, 1e-5) << (bias == BiasCase::kGate ? "dc" : "dtable");
-            for (double e : errors) worst = std::max(worst, e);
-            worst = std::max(worst, error / scale);
-            ++cases;
-          }
+    for_each_case(rng, B, Hq, [&](int S, int T, int Hk, BiasCase bias, BiasSetup& setup, const AttentionParams& p) {
+      Problem pr(B, S, T, Hq, Hk, D, rng);
+      AttentionOptions options;
+      options.lse = pr.lse.data();
+      attention(pr.q.view, pr.k.view, pr.v.view, pr.out.view, p, options);
+      const std::vector<float> start(setup.values.size(), 0.25f);  // added to, not overwritten
+      BackwardRun ref{Gradients(pr, 0), start}, fast{Gradients(pr, 0), start};
+      attention_backward_reference(pr.inputs(), gradients_view(ref, bias), p);
+      attention_backward(pr.inputs(), gradients_view(fast, bias), p, {2});
+      const double errors[] = {relative_error(fast.grads.dq.view, ref.grads.dq.view), relative_error(fast.grads.dk.view, ref.grads.dk.view),
+                               relative_error(fast.grads.dv.view, ref.grads.dv.view)};
+      EXPECT_LE(errors[0], 1e-5) << "dq";
+      EXPECT_LE(errors[1], 1e-5) << "dk";
+      EXPECT_LE(errors[2], 1e-5) << "dv";
+      // The table's or c's gradient: sums of dS that may cancel to ~0, so the scale's floor is 1.
+      double error = 0, scale = 1;
+      for (std::size_t x = 0; x < start.size(); ++x) {
+        error = std::max<double>(error, std::abs(fast.table[x] - ref.table[x]));
+        scale = std::max<double>(scale, std::abs(ref.table[x] - 0.25f));
+      }
+      EXPECT_LE(error / scale, 1e-5) << (bias == BiasCase::kGate ? "dc" : "dtable");
+      for (double e : errors) worst = std::max(worst, e);
+      worst = std::max(worst, error / scale);
+      ++cases;
+    });
   });
   std::printf("attention bias backward: %d cases on %zu targets (worst relative error %.1e)\n", cases, targets, worst);
 }
@@ -311,15 +314,6 @@ TEST(AttentionBias, AConstantForgetGateIsAlibisKernel) {
       // |c| <= 300 x 0.105 = 32: its rounding (ulp 4e-6) moves scores by that much.
       EXPECT_LE(relative_error(pr.out.view, alibi_out.view), 2e-5);
     }
-  }
-}
-
-void expect_error(const std::function<void()>& f, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << part << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
   }
 }
 

@@ -18,17 +18,10 @@
 #include "posenc/kerple.h"
 #include "posenc/sandwich.h"
 
+#include "expect_error.h"
+
 namespace posenc {
 namespace {
-
-void expect_error(const std::function<void()>& f, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << part << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
 
 // |a - ref| <= 1e-6 |ref| (and exact at ref = 0).
 void expect_relative(float a, double ref, const std::string& where) {
