@@ -7,20 +7,19 @@
 namespace posenc::cli {
 namespace {
 
-// A comma-separated list of names, each item made a T by parse (which throws naming a bad one);
-// empty items are dropped, so `--schemes ''` leaves an empty list, which the run refuses by name
-// ("--schemes is empty") before anything is trained. shown: the default's names.
+// A comma-separated list of names (split_list: an empty item, or an empty list, is an error
+// naming the flag), each item made a T by parse (which throws naming a bad one). shown: the
+// default's names.
 template <typename T, typename Parse>
 CLI::Option* add_name_list(CLI::App* cmd, const std::string& flag, std::vector<T>* target, const std::vector<std::string>& shown,
                            Parse parse, const std::string& help) {
   std::string joined;
   for (const auto& n : shown) joined += (joined.empty() ? "" : ",") + n;
-  auto set = [target, parse](const std::vector<std::string>& items) {
+  auto set = [target, parse, flag](const std::string& text) {
     target->clear();
-    for (const auto& item : items)
-      if (!item.empty()) target->push_back(parse(item));
+    for (const auto& item : split_list(text, flag)) target->push_back(parse(item));
   };
-  return cmd->add_option_function<std::vector<std::string>>(flag, set, help)->delimiter(',')->default_str(joined);
+  return cmd->add_option_function<std::string>(flag, set, help)->type_name("LIST")->default_str(joined);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "lab_options.h"
+#include "options.h"
 #include "posenc/error.h"
 #include "posenc_lab/extrapolate.h"
 #include "posenc_lab/passkey.h"
@@ -23,8 +24,8 @@ void add_lab_passkey_command(CLI::App& lab) {
   add_lab_run_options(cmd, {&c.schemes, &c.training, &c.shape, &c.seed, &c.corpus, &a->json, nullptr}, "characters");
   // Comma-separated lists, checked with every other setting by validate_passkey.
   add_extensions_option(cmd, &c.extensions);
-  cmd->add_option("--multiples", c.multiples, "grid lengths as multiples of the training length")->delimiter(',')->capture_default_str();
-  cmd->add_option("--depths", c.depths, "depths of the key in [0, 1]")->delimiter(',')->capture_default_str();
+  add_list_option(cmd, "--multiples", c.multiples, "grid lengths as multiples of the training length")->capture_default_str();
+  add_list_option(cmd, "--depths", c.depths, "depths of the key in [0, 1]")->capture_default_str();
   cmd->add_option("--finetune-steps", c.finetune_steps, "fine-tune steps per RoPE extension at 2x the training length (0: zero-shot only)")->capture_default_str();
   cmd->add_option("--batch", c.training.batch, "sequences per training step")->capture_default_str();
   cmd->add_option("--lr", c.training.lr, "peak learning rate")->capture_default_str();

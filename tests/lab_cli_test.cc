@@ -38,6 +38,8 @@ TEST(LabCli, EveryCommandTakesTheModelShape) {
       {"lab sort --heads 3 --d-model 64", "--d-model must be a multiple of 6 (heads x an even head width), got 64"},
       {"lab passkey --layers 0", "--layers must be in [1, 64], got 0"},
       {"lab extrapolate --heads 0", "--heads must be in [1, 256], got 0"},
+      // Refused before anything is allocated (it reached 14.7 GB before failing).
+      {"lab extrapolate --d-model 4096 --layers 64", "GB this machine can give"},
   };
   for (const auto& [args, part] : cases) expect_error(args + (" --out " + temp_path("_lab")), part);
 }
@@ -45,11 +47,14 @@ TEST(LabCli, EveryCommandTakesTheModelShape) {
 TEST(LabCli, EmptyOrBogusListsAreRejectedUpFront) {
   const std::string dir = temp_path("_lab");
   const std::string out = " --out " + dir;
-  expect_error("lab extrapolate --schemes ''" + out, "--schemes is empty");
-  expect_error("lab extrapolate --extensions ''" + out, "--extensions is empty");
+  expect_error("lab extrapolate --schemes ''" + out, "--schemes: item 1 of '' is empty");
+  expect_error("lab extrapolate --schemes rope,,alibi" + out, "--schemes: item 2 of 'rope,,alibi' is empty");
+  expect_error("lab extrapolate --extensions ''" + out, "--extensions: item 1 of '' is empty");
+  expect_error("lab passkey --depths ''" + out, "--depths: item 1 of '' is empty");
+  expect_error("lab passkey --multiples 1,,2" + out, "--multiples: item 2 of '1,,2' is empty");
   expect_error("lab extrapolate --extensions none,bogus" + out, "--extensions must be one of none|pi|ntk|dynamic|yarn, got 'bogus'");
   expect_error("lab extrapolate --schemes rope,nonsense" + out, "'nonsense'");
-  expect_error("lab sort --schemes ''" + out, "--schemes is empty");
+  expect_error("lab sort --schemes ''" + out, "--schemes: item 1 of '' is empty");
   EXPECT_FALSE(std::filesystem::exists(dir)) << "rejected before anything was trained or written";
 }
 

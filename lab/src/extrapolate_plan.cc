@@ -69,7 +69,7 @@ nlohmann::json evaluation_key(const ModelPlan& p, const ExtrapolateConfig& c) {
 void validate(const ExtrapolateConfig& c) {
   check_range("--train-len", c.training.train_len, 2, kMaxTrainLen);
   check_training(c.training);
-  check_shape(c.shape);
+  check_shape(c.shape, c.training);
   check_range("warmup", c.training.warmup, 1, kMaxSteps);
   check_range("eval_chars", c.eval_chars, 1, 1 << 24);
   check_range("incremental_tokens", c.incremental_tokens, 0, 1 << 16);

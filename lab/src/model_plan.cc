@@ -1,5 +1,7 @@
 #include "model_plan.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -34,13 +36,24 @@ void check_training(const TrainSettings& t) {
   if (!(t.lr > 0 && t.lr < 1)) throw Error("lr must be in (0, 1), got " + format_number(t.lr));
 }
 
-void check_shape(const ModelShape& s) {
+void check_shape(const ModelShape& s, const TrainSettings& t) {
   check_range("--layers", s.layers, 1, 64);
   check_range("--heads", s.heads, 1, 256);
   check_range("--d-model", s.d_model, 2 * s.heads, 4096);
   if (s.d_model % (2 * s.heads) != 0)
     throw Error("--d-model must be a multiple of " + std::to_string(2 * s.heads) + " (heads x an even head width), got " +
                 std::to_string(s.d_model));
+  const double d = s.d_model, tokens = double(t.batch) * t.train_len;
+  const double weights = 12.0 * d * d * s.layers;
+  const double activations = s.layers * tokens * (2.0 * 34.0 * d + 2.0 * 5.0 * s.heads * t.train_len);
+  const double need = 16.0 * weights + activations;
+  const double memory = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+  if (memory > 0 && need > 0.8 * memory)
+    throw Error("--d-model " + std::to_string(s.d_model) + " --layers " + std::to_string(s.layers) + " with " +
+                std::to_string(t.batch) + " sequences of " + std::to_string(t.train_len) + " tokens needs about " +
+                format_number(need / 1e9) + " GB to train (weights, gradients, AdamW's moments and activations in float32), " +
+                "more than the " + format_number(0.8 * memory / 1e9) + " GB this machine can give (80% of its memory): " +
+                "use a smaller model, a shorter --train-len or a smaller batch");
 }
 
 std::vector<std::string> extension_names(const std::vector<RopeExtension>& extensions) {

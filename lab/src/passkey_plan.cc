@@ -48,7 +48,7 @@ void validate_passkey(const PasskeyConfig& c) {
   check_training(t);
   check_range("--samples", c.samples, 1, 4096);
   check_range("--finetune-steps", c.finetune_steps, 0, kMaxSteps);
-  check_shape(c.shape);
+  check_shape(c.shape, t);
   check_range("warmup", t.warmup, 1, kMaxSteps);
   check_range("--probe-every", c.probe_every, 0, kMaxSteps);
   check_range("curve_chars", c.curve_chars, 1, 1 << 24);

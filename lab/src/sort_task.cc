@@ -54,7 +54,7 @@ namespace {
 void validate(const SortConfig& c) {
   check_range("--train-len", c.training.train_len, 1, kMaxSortTrainLen);
   check_training(c.training);
-  check_shape(c.shape);
+  check_shape(c.shape, c.training);
   check_range("test_sequences", c.test_sequences, 1, 1024);
   if (c.test_lens.empty()) throw Error("--test-lens is empty: give at least one test length");
   for (int len : c.test_lens) check_range("--test-lens", len, 1, kMaxSortTestLen);

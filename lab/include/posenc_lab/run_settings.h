@@ -49,7 +49,11 @@ struct ModelShape {
 // Throws Error naming the first setting out of range. The training length's range is the
 // command's own (checked by it); so is warmup, which only kWarmupCosine reads.
 void check_training(const TrainSettings& training);
-void check_shape(const ModelShape& shape);
+// shape's ranges, and that training it fits this machine's memory: weights, gradients and
+// AdamW's two moments (16 bytes a weight) plus a float32 estimate of the activations of
+// training.batch sequences of training.train_len (Korthikanti et al. 2022's per-layer count,
+// doubled for float32); more than 80% of physical memory is an Error naming the sizes.
+void check_shape(const ModelShape& shape, const TrainSettings& training);
 
 // RoPE's inference-time length extensions (scale = eval_len / train_len), no retraining: none,
 // position interpolation (Chen et al. 2023), NTK-aware base scaling, dynamic NTK (the scale of
