@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -14,9 +15,11 @@
 #include "posenc/deberta.h"
 #include "posenc/error.h"
 #include "posenc/hf_config.h"
+#include "posenc/kerple.h"
 #include "posenc/learned.h"
 #include "posenc/mrope.h"
 #include "posenc/rope_apply.h"
+#include "posenc/sandwich.h"
 #include "posenc/schemes.h"
 #include "posenc/sinusoidal.h"
 #include "posenc/t5_bias.h"
@@ -248,6 +251,41 @@ json table_deberta(const TableArgs& a) {
   return {{"relative", rel}, {"buckets", buckets}};
 }
 
+// A distance bias's table (distance_bias.h) at the distances of --relative (|query - key|): Kerple
+// at posenc's initial parameters (kerple_init), Sandwich (parameter-free).
+json table_distance(const TableArgs& a, Scheme scheme) {
+  if (!a.heads) throw Error("--scheme " + a.scheme + " needs --heads H");
+  const auto rel = parse_int_list(a.relative, "--relative", -kMaxPosition, kMaxPosition, kMaxRows);
+  std::int64_t longest = 0;
+  for (auto r : rel) longest = std::max<std::int64_t>(longest, std::llabs(r));
+  require_values(static_cast<std::size_t>(longest) + 1, static_cast<std::size_t>(*a.heads), "distance table (heads x distances)");
+  std::vector<float> table;
+  json out = json::object();
+  if (scheme == Scheme::kKerple) {
+    const KerpleParams p = kerple_init(*a.heads, KerpleKind::kLog);
+    table = kerple_table(p, longest + 1);
+    out = {{"kind", "log"}, {"r1", p.r1}, {"r2", p.r2}};
+  } else {
+    const SandwichParams p{*a.heads, a.dim};
+    table = sandwich_table(p, longest + 1);
+    out = {{"dim", a.dim}};
+  }
+  json bias = json::array();
+  for (int h = 0; h < *a.heads; ++h) {
+    std::vector<float> row;
+    for (auto r : rel) row.push_back(table[static_cast<std::size_t>(h) * (longest + 1) + std::llabs(r)]);
+    if (!a.json) {
+      std::printf("head %-4d", h);
+      for (std::size_t i = 0; i < rel.size(); ++i) std::printf(" %lld:%.6g", static_cast<long long>(rel[i]), row[i]);
+      std::printf("\n");
+    }
+    bias.push_back(row);
+  }
+  out["relative"] = rel;
+  out["bias"] = bias;
+  return out;
+}
+
 void run_table(const TableArgs& a) {
   const Scheme scheme = from_name<Scheme>(a.scheme);
   for (const auto& [flag, entry] : a.applies)
@@ -267,6 +305,11 @@ void run_table(const TableArgs& a) {
     case Scheme::kT5: out = table_t5(a); break;
     case Scheme::kXl: out = table_xl(a); break;
     case Scheme::kDeberta: out = table_deberta(a); break;
+    case Scheme::kKerple:
+    case Scheme::kSandwich: out = table_distance(a, scheme); break;
+    case Scheme::kFox:
+      throw Error("--scheme fox has no table: its bias comes from the tokens (a forget gate per token and head; "
+                  "with a constant gate gamma it is ALiBi with slope -log gamma: posenc table alibi)");
   }
   if (a.json) {
     out["scheme"] = a.scheme;
@@ -283,7 +326,8 @@ void add_table_command(CLI::App& app) {
   add_json_flag(cmd, a->json);
   // Options that apply to some schemes only: giving one to another scheme is an error.
   auto opt = [&](CLI::Option* o, std::set<std::string> schemes) { a->applies[o->get_name()] = {o, std::move(schemes)}; };
-  opt(add_dim_option(cmd, a->dim, "model or head dimension"), {"sinusoidal", "learned", "rope", "xl"});
+  opt(add_dim_option(cmd, a->dim, "model or head dimension (sandwich: the sinusoids' d')"),
+      {"sinusoidal", "learned", "rope", "xl", "sandwich"});
   opt(add_positions_option(cmd, a->positions, "positions: 0,1,2,10 or A:B")->capture_default_str(),
       {"sinusoidal", "learned", "rope", "alibi"});
   opt(add_enum_option(cmd, "--layout", a->sinusoidal.layout, "interleaved (Vaswani) or half_split (Marian, fairseq)"), {"sinusoidal"});
@@ -295,14 +339,15 @@ void add_table_command(CLI::App& app) {
   opt(cmd->add_option("--offset", a->offset, "extra leading rows (BART/OPT: 2)")->capture_default_str(), {"learned"});
   opt(cmd->add_option("--std", a->std, "init standard deviation")->capture_default_str(), {"learned"});
   opt(add_seed_option(cmd, a->seed, "init seed"), {"learned"});
-  opt(add_heads_option(cmd, a->heads, "number of heads"), {"alibi"});
+  opt(add_heads_option(cmd, a->heads, "number of heads"), {"alibi", "kerple", "sandwich"});
   opt(cmd->add_flag("--symmetric", a->symmetric, "encoder bias -slope*|i-j| (with --positions)"), {"alibi"});
   opt(cmd->add_option("--num-buckets", a->t5.num_buckets, "T5 buckets")->capture_default_str(), {"t5"});
   opt(add_max_distance_option(cmd, a->t5.max_distance, "T5 max distance")->capture_default_str(), {"t5"});
   opt(cmd->add_flag("--bidirectional", a->bidirectional, "encoder buckets"), {"t5"});
   opt(add_causal_flag(cmd, a->causal, "decoder buckets"), {"t5"});
-  opt(cmd->add_option("--relative", a->relative, "relative positions A:B (T5: key - query; DeBERTa: query - key)")->capture_default_str(),
-      {"t5", "deberta"});
+  opt(cmd->add_option("--relative", a->relative,
+                      "relative positions A:B (T5: key - query; DeBERTa, kerple, sandwich: query - key)")->capture_default_str(),
+      {"t5", "deberta", "kerple", "sandwich"});
   opt(cmd->add_option("--klen", a->klen, "Transformer-XL key length (memory + segment)")->capture_default_str(), {"xl"});
   opt(cmd->add_option("--clamp-len", a->clamp_len, "Transformer-XL clamp_len (0: none)")->capture_default_str(), {"xl"});
   opt(cmd->add_option("--position-buckets", a->deberta.position_buckets, "DeBERTa position_buckets (0: none)")->capture_default_str(),

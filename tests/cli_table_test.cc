@@ -202,4 +202,21 @@ TEST(CliLab, AttentionOfACharacterModelOnText) {
   EXPECT_NE(unknown.err.find("'T'"), std::string::npos) << unknown.err;
 }
 
+// Kerple at posenc's initial parameters and Sandwich, read at |query - key|; FoX has no table.
+TEST(CliTable, DistanceBiases) {
+  const auto kerple = run_json("table --scheme kerple --heads 2 --relative -3:4");
+  EXPECT_EQ(kerple.at("r1"), (std::vector<double>{1, 1}));
+  const auto& row = kerple.at("bias")[0];  // relative -3 .. 3: symmetric, 0 at 0, falling with |d|
+  EXPECT_EQ(row[3].get<double>(), 0.0);
+  EXPECT_FALSE(std::signbit(row[3].get<double>())) << "+0, not -0";
+  EXPECT_EQ(row[0], row[6]);
+  EXPECT_NEAR(row[4].get<double>(), -std::log1p(kerple.at("r2")[0].get<double>()), 1e-7);
+  const auto sandwich = run_json("table --scheme sandwich --heads 2 --dim 8 --relative 0:3");
+  EXPECT_EQ(sandwich.at("bias")[0][0].get<double>(), 0.0);
+  EXPECT_LT(sandwich.at("bias")[0][2].get<double>(), sandwich.at("bias")[0][1].get<double>());
+  const CliRun fox = run("table --scheme fox");
+  EXPECT_EQ(fox.code, 2);
+  EXPECT_NE(fox.err.find("no table"), std::string::npos) << fox.err;
+}
+
 }  // namespace

@@ -209,8 +209,10 @@ namespace {
 // Inference through the fused kernel equals the materialising path: every scheme it covers,
 // causal and bidirectional, GQA, left padding, and decode steps with a KV cache.
 TEST(TorchFusedAttention, EqualsTheMaterialisingPath) {
-  for (Scheme s : {Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kRope, Scheme::kAlibi, Scheme::kT5})
+  for (Scheme s : {Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kRope, Scheme::kAlibi, Scheme::kT5,
+                   Scheme::kKerple, Scheme::kSandwich, Scheme::kFox})
     for (bool causal : {true, false}) {
+      if (s == Scheme::kFox && !causal) continue;  // FoX is causal (its config refuses otherwise)
       SCOPED_TRACE(std::string(to_string(s)) + (causal ? " causal" : " bidirectional"));
       ModelConfig c = testing::small_model(s, 30);
       c.causal = causal;
@@ -239,10 +241,13 @@ TEST(TorchFusedAttention, EqualsTheMaterialisingPath) {
 
 // Training through the fused kernel (fused_training: its backward pass) gives the loss and every
 // parameter's gradient that autograd through the materialising path gives: each scheme it
-// covers, causal and bidirectional, GQA, left padding; T5's table and RoPE's rotation included.
+// covers, causal and bidirectional, GQA, left padding; T5's table, RoPE's rotation, Kerple's r1, r2 and
+// FoX's gates (through the kernel's gradient of c) included.
 TEST(TorchFusedAttention, TrainingGradientsEqualTheMaterialisingPath) {
-  for (Scheme s : {Scheme::kNope, Scheme::kLearned, Scheme::kRope, Scheme::kAlibi, Scheme::kT5})
+  for (Scheme s : {Scheme::kNope, Scheme::kLearned, Scheme::kRope, Scheme::kAlibi, Scheme::kT5, Scheme::kKerple,
+                   Scheme::kSandwich, Scheme::kFox})
     for (bool causal : {true, false}) {
+      if (s == Scheme::kFox && !causal) continue;
       SCOPED_TRACE(std::string(to_string(s)) + (causal ? " causal" : " bidirectional"));
       ModelConfig c = testing::small_model(s, 30);
       c.causal = causal;

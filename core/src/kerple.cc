@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "posenc/alibi.h"
 #include "posenc/error.h"
 
 namespace posenc {
@@ -29,6 +30,16 @@ double kerple_bias_reference(const KerpleParams& p, int head, std::int64_t delta
   return -r1 * std::pow(distance, r2);
 }
 
+KerpleParams kerple_init(int heads, KerpleKind kind) {
+  if (heads < 1) throw Error("kerple: heads must be >= 1, got " + std::to_string(heads));
+  const std::vector<double> slopes = alibi_slopes(heads);
+  KerpleParams p;
+  p.kind = kind;
+  p.r1 = kind == KerpleKind::kPower ? slopes : std::vector<double>(slopes.size(), 1.0);
+  p.r2 = kind == KerpleKind::kPower ? std::vector<double>(slopes.size(), 1.0) : slopes;
+  return p;
+}
+
 std::vector<float> kerple_table(const KerpleParams& p, std::int64_t length) {
   validate(p);
   if (length < 1) throw Error("kerple: table length " + std::to_string(length) + " must be >= 1");
@@ -39,7 +50,8 @@ std::vector<float> kerple_table(const KerpleParams& p, std::int64_t length) {
       const double distance = static_cast<double>(d);
       // log1p keeps small r2 * |Delta| exact where log(1 + x) would round 1 + x first.
       const double b = p.kind == KerpleKind::kLog ? -p.r1[h] * std::log1p(p.r2[h] * distance) : -p.r1[h] * std::pow(distance, p.r2[h]);
-      table[h * static_cast<std::size_t>(length) + static_cast<std::size_t>(d)] = static_cast<float>(b);
+      // + 0.0: b(0) = -r1 * 0 is -0, printed and compared as +0.
+      table[h * static_cast<std::size_t>(length) + static_cast<std::size_t>(d)] = static_cast<float>(b + 0.0);
     }
   return table;
 }

@@ -5,7 +5,7 @@
 namespace posenc {
 namespace {
 
-constexpr std::array<SchemeInfo, 9> kSchemes = {{
+constexpr std::array<SchemeInfo, 12> kSchemes = {{
     {Scheme::kNope, SchemeKind::kNone, "no positional encoding (Kazemnejad et al. 2023)"},
     {Scheme::kSinusoidal, SchemeKind::kAbsolute, "fixed sin/cos table (Vaswani et al. 2017)"},
     {Scheme::kLearned, SchemeKind::kAbsolute, "trainable table (GPT-2, BERT)"},
@@ -15,6 +15,9 @@ constexpr std::array<SchemeInfo, 9> kSchemes = {{
     {Scheme::kT5, SchemeKind::kBias, "bucketed learned bias (Raffel et al. 2020)"},
     {Scheme::kXl, SchemeKind::kBias, "relative sinusoid with u, v biases (Dai et al. 2019)"},
     {Scheme::kDeberta, SchemeKind::kBias, "disentangled attention (He et al. 2021)"},
+    {Scheme::kKerple, SchemeKind::kBias, "learned logarithmic distance bias (Chi et al. 2022)"},
+    {Scheme::kSandwich, SchemeKind::kBias, "parameter-free sinusoidal distance bias (Chi et al. 2023)"},
+    {Scheme::kFox, SchemeKind::kBias, "data-dependent forget-gate bias (Lin et al. 2025)"},
 }};
 
 }  // namespace

@@ -52,6 +52,14 @@ PositionIds ids_of(const torch::Tensor& pos) {
   return ids;
 }
 
+// Points the bias input of p's positions (T5's table, the distance table, FoX's c) at bias.
+void set_bias(AttentionParams& p, const torch::Tensor& bias) {
+  const float* values = present(bias) ? bias.data_ptr<float>() : nullptr;
+  if (p.positions == AttentionPositions::kT5) p.t5_table = values;
+  if (p.positions == AttentionPositions::kDistanceTable) p.distance_table.values = values;
+  if (p.positions == AttentionPositions::kForgetGate) p.gate_cumulative = values;
+}
+
 KernelOptions kernel_options(const AttentionSpec& spec) {
   KernelOptions options;
   options.threads = torch::get_num_threads();
@@ -68,7 +76,7 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
     const torch::Tensor tc = table.contiguous();
     const AttentionSpec& spec = *holder->spec;
     AttentionParams p = spec.params();
-    p.t5_table = present(tc) ? tc.data_ptr<float>() : nullptr;
+    set_bias(p, tc);
     const std::int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
     torch::Tensor out = torch::empty({B, S, H, D}, q.options());
     torch::Tensor lse = torch::empty({B, H, S}, q.options());
@@ -85,7 +93,7 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
     const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4], &table = saved[5];
     const AttentionSpec& spec = *c10::static_intrusive_pointer_cast<SpecHolder>(ctx->saved_data["spec"].toCapsule())->spec;
     AttentionParams p = spec.params();
-    p.t5_table = present(table) ? table.data_ptr<float>() : nullptr;
+    set_bias(p, table);
     // dout arrives [B, S, Hq, D] like out; the kernels read it as [B, Hq, S, D].
     const torch::Tensor dout = float_rows(grads[0].transpose(1, 2), "the gradient of out");
     // dq in out's memory order ([B, S, Hq, D] storage): the kernels write rows, any strides.
@@ -94,7 +102,11 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
     torch::Tensor dtable = present(table) ? torch::zeros_like(table) : torch::Tensor();
     AttentionBackwardInputs in{kernel_view(q), kernel_view(k), kernel_view(v), kernel_view(out.transpose(1, 2)),
                                kernel_view(dout, "fused_attention: the gradient of out"), lse.data_ptr<float>()};
-    AttentionGradients g{kernel_view(dq), kernel_view(dk), kernel_view(dv), dtable.defined() ? dtable.data_ptr<float>() : nullptr};
+    AttentionGradients g{kernel_view(dq), kernel_view(dk), kernel_view(dv)};
+    float* const dbias = dtable.defined() ? dtable.data_ptr<float>() : nullptr;
+    if (p.positions == AttentionPositions::kT5) g.t5_table_grad = dbias;
+    if (p.positions == AttentionPositions::kDistanceTable) g.distance_table_grad = dbias;
+    if (p.positions == AttentionPositions::kForgetGate) g.gate_cumulative_grad = dbias;
     attention_backward(in, g, p, kernel_options(spec));
     return {dq, dk, dv, dtable, torch::Tensor()};
   }
@@ -120,14 +132,18 @@ AttentionSpec::AttentionSpec(const AttentionParams& params, Data data) : data_(s
   params_.rope = data_.rope.params();
   params_.alibi_slopes = data_.alibi_slopes.empty() ? nullptr : data_.alibi_slopes.data();
   params_.t5_table = nullptr;  // per call, from the differentiable tensor
+  params_.distance_table.values = nullptr;
+  params_.gate_cumulative = nullptr;
 }
 
 torch::Tensor fused_attention(const FusedAttentionTensors& t, std::shared_ptr<const AttentionSpec> spec) {
   if (!spec) throw Error("fused_attention: needs an AttentionSpec");
   const AttentionParams& p = spec->params();
   for (const auto& [x, name] : {std::pair{&t.q, "fused_attention: q"}, std::pair{&t.k, "fused_attention: k"},
-                                std::pair{&t.v, "fused_attention: v"}, std::pair{&t.t5_table, "fused_attention: t5_table"}})
-    require_cpu(*x, name);
+                                std::pair{&t.v, "fused_attention: v"}, std::pair{&t.t5_table, "fused_attention: t5_table"},
+                                std::pair{&t.distance_table, "fused_attention: distance_table"},
+                                std::pair{&t.gate_cumulative, "fused_attention: gate_cumulative"}})
+    if (x->defined()) require_cpu(*x, name);
   if (p.positions == AttentionPositions::kT5 &&
       (!t.t5_table.defined() || t.t5_table.scalar_type() != torch::kFloat || t.t5_table.dim() != 2))
     throw Error("fused_attention: T5 needs t5_table, float32 [num_buckets, Hq]");
@@ -147,7 +163,23 @@ torch::Tensor fused_attention(const FusedAttentionTensors& t, std::shared_ptr<co
   if (d.key_padding.defined()) check_rows(d.key_padding, B, T, false, "key_padding");
   if (d.q_positions.defined()) check_rows(d.q_positions, B, S, true, "q_positions");
   if (d.k_positions.defined()) check_rows(d.k_positions, B, T, true, "k_positions");
-  const torch::Tensor table = p.positions == AttentionPositions::kT5 ? t.t5_table : absent();
+  if (p.positions == AttentionPositions::kDistanceTable) {
+    const std::int64_t width = p.distance_table.width();
+    if (!t.distance_table.defined() || t.distance_table.scalar_type() != torch::kFloat || t.distance_table.dim() != 2 ||
+        t.distance_table.size(0) != t.q.size(1) || t.distance_table.size(1) != width)
+      throw Error("fused_attention: the distance table must be float32 [Hq, width] = [" + std::to_string(t.q.size(1)) + ", " +
+                  std::to_string(width) + "], got " + (t.distance_table.defined() ? shape(t.distance_table) : "none"));
+  }
+  if (p.positions == AttentionPositions::kForgetGate &&
+      (!t.gate_cumulative.defined() || t.gate_cumulative.scalar_type() != torch::kFloat || t.gate_cumulative.dim() != 3 ||
+       t.gate_cumulative.size(0) != B || t.gate_cumulative.size(1) != t.q.size(1) || t.gate_cumulative.size(2) != T))
+    throw Error("fused_attention: FoX's gate_cumulative must be float32 [B, Hq, T] = [" + std::to_string(B) + ", " +
+                std::to_string(t.q.size(1)) + ", " + std::to_string(T) + "], got " +
+                (t.gate_cumulative.defined() ? shape(t.gate_cumulative) : "none"));
+  const torch::Tensor table = p.positions == AttentionPositions::kT5              ? t.t5_table
+                              : p.positions == AttentionPositions::kDistanceTable ? t.distance_table
+                              : p.positions == AttentionPositions::kForgetGate    ? t.gate_cumulative
+                                                                                  : absent();
   return FusedAttentionFunction::apply(t.q, t.k, t.v, table, c10::make_intrusive<SpecHolder>(std::move(spec)));
 }
 

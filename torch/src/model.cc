@@ -30,7 +30,10 @@ bool fused_attention_covers(const ModelConfig& c) {
     case Scheme::kLearned:
     case Scheme::kRope:
     case Scheme::kAlibi:
-    case Scheme::kT5: return true;
+    case Scheme::kT5:
+    case Scheme::kKerple:
+    case Scheme::kSandwich:
+    case Scheme::kFox: return true;
     default: return false;  // XL and DeBERTa: content-dependent position terms
   }
 }
@@ -46,10 +49,11 @@ AttentionImpl::AttentionImpl(const ModelConfig& c) : config_(c) {
     xl = register_module("xl", XLRelativePosition(c.d_model, c.n_heads, dh, c.xl_clamp_len, !c.causal));
   if (c.scheme == Scheme::kDeberta)
     deberta = register_module("deberta", DebertaRelative(c.d_model, c.n_heads, dh, c.deberta_buckets, c.deberta_max_relative));
+  if (c.scheme == Scheme::kFox) fox = register_module("fox", ForgetGate(c.d_model, c.n_heads));
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContext& ctx, torch::Tensor* cache_k,
-                                     torch::Tensor* cache_v, const torch::Tensor& memory) {
+                                     torch::Tensor* cache_v, const torch::Tensor& memory, torch::Tensor* cache_gate) {
   const std::int64_t B = x.size(0), S = x.size(1);
   const int H = config_.n_heads, Hk = config_.kv_heads(), dh = config_.head_dim();
   // Keys and values also come from the memory (Transformer-XL), queries only from x.
@@ -65,9 +69,19 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContex
     *cache_k = k;
     *cache_v = v;
   }
+  // FoX: this layer's cumulative gate over every key, continuing the cached keys' (c is a running
+  // sum, so the new tokens' start from the last cached value).
+  torch::Tensor gate;
+  if (fox) {
+    const bool cached = cache_gate && cache_gate->defined();
+    const torch::Tensor fresh = fox->cumulative(x, cached ? cache_gate->select(2, cache_gate->size(2) - 1) : torch::Tensor());
+    gate = cached ? torch::cat({*cache_gate, fresh}, 2) : fresh;
+    if (cache_gate) *cache_gate = gate.detach();
+  }
   // The fused kernel over the same memory (q: a transposed view of [B, S, H, Dh]) -> [B, S, H, Dh],
   // positions applied inside, no [S, T] matrix.
-  if (ctx.fused) return wo->forward(torch_layer::fused_attention({q, k, v, ctx.t5_table}, ctx.fused).view({B, S, H * dh}));
+  if (ctx.fused)
+    return wo->forward(torch_layer::fused_attention({q, k, v, ctx.t5_table, ctx.distance_table, gate}, ctx.fused).view({B, S, H * dh}));
   if (ctx.rope) {
     if (ctx.cache_rotated_keys) {
       q = rope(q, ctx.q_positions, *ctx.rope);
@@ -89,14 +103,14 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContex
   std::int64_t rows = S;
   if (!torch::GradMode::is_enabled() && !is_training() && !record)
     rows = ctx.query_rows > 0 ? ctx.query_rows : std::max<std::int64_t>(1, kQueryBlockScores / (B * H * k.size(2)));
-  if (rows >= S) return wo->forward(attend(q, k, v, ctx, 0, S));
+  if (rows >= S) return wo->forward(attend(q, k, v, ctx, 0, S, gate));
   std::vector<torch::Tensor> parts;  // [B, rows, H * Dh] each
-  for (std::int64_t q0 = 0; q0 < S; q0 += rows) parts.push_back(attend(q, k, v, ctx, q0, std::min(rows, S - q0)));
+  for (std::int64_t q0 = 0; q0 < S; q0 += rows) parts.push_back(attend(q, k, v, ctx, q0, std::min(rows, S - q0), gate));
   return wo->forward(torch::cat(parts, 1));
 }
 
 torch::Tensor AttentionImpl::attend(const torch::Tensor& q_all, const torch::Tensor& k_all, const torch::Tensor& v_all,
-                                    const ForwardContext& ctx, std::int64_t q0, std::int64_t rows) {
+                                    const ForwardContext& ctx, std::int64_t q0, std::int64_t rows, const torch::Tensor& gate) {
   const std::int64_t B = q_all.size(0), T_all = k_all.size(2);
   const int H = config_.n_heads, dh = config_.head_dim();
   // Causal: query q0 + i sees key j when j <= past + q0 + i, so keys after past + q0 + rows - 1
@@ -115,6 +129,7 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& q_all, const torch::Ten
     scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(dh));
   }
   if (ctx.bias.defined()) scores = scores + ctx.bias.narrow(2, q0, rows).narrow(3, 0, T);
+  if (gate.defined()) scores = scores + gate_bias_scores(gate.narrow(2, ctx.past + q0, rows), gate.narrow(2, 0, T));
   // Masks: padding keys always; future keys when causal (by index: key j is visible to query i
   // when j <= past + i). A large finite negative, not -inf: a fully masked row (a pad query)
   // then stays finite and cannot spread NaN into real tokens through 0 * NaN. Such a row
@@ -144,9 +159,10 @@ BlockImpl::BlockImpl(const ModelConfig& c) {
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, const ForwardContext& ctx, torch::Tensor* cache_k,
-                                 torch::Tensor* cache_v, const torch::Tensor& memory) {
+                                 torch::Tensor* cache_v, const torch::Tensor& memory, torch::Tensor* cache_gate) {
   const torch::Tensor normed_memory = memory.defined() ? ln1->forward(memory) : memory;
-  torch::Tensor h = x + dropout->forward(attention->forward(ln1->forward(x), ctx, cache_k, cache_v, normed_memory));
+  torch::Tensor h =
+      x + dropout->forward(attention->forward(ln1->forward(x), ctx, cache_k, cache_v, normed_memory, cache_gate));
   return h + dropout->forward(fc2->forward(torch::gelu(fc1->forward(ln2->forward(h)))));
 }
 
@@ -167,7 +183,13 @@ TransformerLMImpl::TransformerLMImpl(const ModelConfig& config) : config_(config
     case Scheme::kMrope: rotary = register_module("rotary", RotaryEmbedding(config_.rope)); break;
     case Scheme::kAlibi: alibi = register_module("alibi", ALiBiBias(config_.n_heads, !config_.causal)); break;
     case Scheme::kT5: t5 = register_module("t5", T5RelativeBias(config_.n_heads, config_.t5)); break;
-    default: break;
+    case Scheme::kKerple: kerple = register_module("kerple", KerpleBias(config_.n_heads)); break;
+    case Scheme::kSandwich: sandwich = register_module("sandwich", SandwichBias(config_.n_heads, config_.head_dim())); break;
+    // Their positions live elsewhere (FoX: a gate in each layer; XL, DeBERTa: in attention) or nowhere.
+    case Scheme::kNope:
+    case Scheme::kFox:
+    case Scheme::kXl:
+    case Scheme::kDeberta: break;
   }
   for (int i = 0; i < config_.n_layers; ++i) blocks.push_back(register_module("block" + std::to_string(i), Block(config_)));
   ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config_.d_model})));
@@ -211,6 +233,7 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
     cache->inv_freq = spec.inv_freq();
     cache->k.resize(blocks.size());
     cache->v.resize(blocks.size());
+    cache->gate.resize(blocks.size());
   }
   ctx.k_positions = all_positions;
   ctx.q_positions = all_positions.narrow(1, ctx.past, S).contiguous();
@@ -238,15 +261,21 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   const bool weight_dropout = is_training() && config_.dropout > 0;  // the kernel drops no weights
   const bool fused = use_fused_attention && float_cpu && (!gradients || fused_training) && !weight_dropout &&
                      !ctx.cache_rotated_keys && fused_attention_covers(config_) && !recording;
+  // Kerple's and Sandwich's table over every distance this forward has (positions 0 .. max).
+  const std::int64_t distances = all_positions.numel() ? all_positions.max().item<std::int64_t>() + 1 : 1;
+  if (kerple) ctx.distance_table = kerple->table(distances);
+  if (sandwich) ctx.distance_table = sandwich->table(distances);
   if (fused) {
     ctx.fused = fused_spec(ctx);
     if (t5) ctx.t5_table = t5->table;  // layer 0's table, shared (T5); its gradient when training
   } else {
     if (alibi) ctx.bias = alibi->forward(ctx.q_positions, ctx.k_positions);
     if (t5) ctx.bias = t5->forward(ctx.q_positions, ctx.k_positions);  // layer 0's table, shared (T5)
+    if (ctx.distance_table.defined()) ctx.bias = distance_bias_scores(ctx.distance_table, ctx.q_positions, ctx.k_positions);
   }
   for (std::size_t i = 0; i < blocks.size(); ++i)
-    x = blocks[i]->forward(x, ctx, cache ? &cache->k[i] : nullptr, cache ? &cache->v[i] : nullptr);
+    x = blocks[i]->forward(x, ctx, cache ? &cache->k[i] : nullptr, cache ? &cache->v[i] : nullptr, {},
+                           cache ? &cache->gate[i] : nullptr);
   return head->forward(ln_f->forward(x));
 }
 
@@ -268,6 +297,12 @@ std::shared_ptr<const AttentionSpec> TransformerLMImpl::fused_spec(const Forward
   } else if (t5) {
     p.positions = AttentionPositions::kT5;
     p.t5 = config_.t5;
+  } else if (ctx.distance_table.defined()) {
+    p.positions = AttentionPositions::kDistanceTable;
+    p.distance_table.length = ctx.distance_table.size(1);
+    p.distance_table.side = DistanceSide::kAbsolute;  // Kerple and Sandwich depend on |Delta|
+  } else if (config_.scheme == Scheme::kFox) {
+    p.positions = AttentionPositions::kForgetGate;  // c per layer, passed with q, k, v
   }
   if (p.positions != AttentionPositions::kNone) {
     data.q_positions = ctx.q_positions;

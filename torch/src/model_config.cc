@@ -137,7 +137,7 @@ ModelConfig read_v1(const json& j) {
 Scheme language_model_scheme(const std::string& name, const std::string& what) {
   const auto s = try_from_name<Scheme>(name);
   if (!s || *s == Scheme::kMrope)
-    throw Error(what + ": '" + name + "' is not a language-model scheme; use: nope, sinusoidal, learned, rope, alibi, t5, xl, deberta");
+    throw Error(what + ": '" + name + "' is not a language-model scheme; use: nope, sinusoidal, learned, rope, alibi, t5, xl, deberta, kerple, sandwich, fox");
   return *s;
 }
 
@@ -154,6 +154,10 @@ void ModelConfig::validate() const {
                 "use 'rope' (M-RoPE on text positions is plain RoPE)");
   if (scheme == Scheme::kRope && head_dim() % 2 != 0)
     throw Error("RoPE needs an even head_dim, got " + std::to_string(head_dim()));
+  if (scheme == Scheme::kFox && !causal)
+    throw Error("scheme 'fox' is causal: its bias sums the forget gates between a key and a later query (Lin et al. 2025)");
+  if (scheme == Scheme::kSandwich && head_dim() % 2 != 0)
+    throw Error("Sandwich's sinusoids need an even head_dim (its d'), got " + std::to_string(head_dim()));
   if (xl_clamp_len < 0 || xl_mem_len < 0) throw Error("xl_clamp_len and xl_mem_len must be >= 0");
   if (xl_mem_len > 0 && scheme != Scheme::kXl)
     throw Error("xl_mem_len " + std::to_string(xl_mem_len) + " is for the xl scheme only, got scheme '" +

@@ -30,6 +30,13 @@ struct KerpleParams {
 // or no heads).
 void validate(const KerpleParams& params);
 
+// posenc's initial parameters for `heads` heads, ALiBi's geometric slopes m_h (alibi.h) spread
+// over the heads so they start at different ranges: power r1 = m_h, r2 = 1 (exactly ALiBi at
+// initialisation); log r1 = 1, r2 = m_h (-log(1 + m_h |Delta|): ALiBi's slope near Delta = 0).
+// (Chi et al. initialise r1, r2 uniformly at random; a deterministic start makes the lab's
+// runs comparable across seeds of everything else.)
+KerpleParams kerple_init(int heads, KerpleKind kind);
+
 // The double reference: the formula above, term by term.
 double kerple_bias_reference(const KerpleParams& params, int head, std::int64_t delta);
 

@@ -6,7 +6,7 @@
 //   k, v  [B, Hk, T, D]   Hq a multiple of Hk (GQA)
 //   out   [B, S, Hq, D]   contiguous (reshape to [B, S, Hq * D] is free)
 //
-// Gradients reach q, k, v and, for T5, the bias table tensor. Saved for backward: q, k, v, out
+// Gradients reach q, k, v and the bias input: T5's table, a distance table or FoX's c. Saved for backward: q, k, v, out
 // and lse ([B, Hq, S] floats) and the spec (positions and padding): O(B x S x D), never O(S x T).
 // Every tensor must be on the CPU (kernel_view.h: an Error naming the device otherwise).
 #pragma once
@@ -50,9 +50,12 @@ class AttentionSpec {
   AttentionParams params_;
 };
 
+// The differentiable bias input of the spec's positions, if any: one of them.
 struct FusedAttentionTensors {
   torch::Tensor q, k, v;
-  torch::Tensor t5_table;  // kT5: float32 [num_buckets, Hq] (differentiable)
+  torch::Tensor t5_table;         // kT5: float32 [num_buckets, Hq]
+  torch::Tensor distance_table;   // kDistanceTable: float32 [Hq, width] (Kerple, Sandwich)
+  torch::Tensor gate_cumulative;  // kForgetGate: FoX's c, float32 [B, Hq, T]
 };
 
 // softmax(q k^T * scale + bias + mask) v with positions applied inside; differentiable.

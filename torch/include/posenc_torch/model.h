@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "posenc_torch/distance_bias.h"
 #include "posenc_torch/fused_attention.h"
 #include "posenc_torch/model_config.h"
 #include "posenc_torch/positional.h"
@@ -36,8 +37,9 @@ struct KVCache {
   // that computed them, and never rebuilt (decode then drifts from prefill when the schedule
   // changes, as it does in transformers with dynamic NTK). For measuring that drift.
   bool hf_stale_keys = false;
+  std::vector<torch::Tensor> gate;  // FoX: per layer the cumulative gate c [B, H, T] of the keys
   std::int64_t length() const { return mask.defined() ? mask.size(1) : 0; }
-  void clear() { *this = KVCache{{}, {}, {}, {}, {}, rebuilds, hf_stale_keys}; }
+  void clear() { *this = KVCache{{}, {}, {}, {}, {}, rebuilds, hf_stale_keys, {}}; }
 };
 
 // Transformer-XL memory: per layer, the last xl_mem_len inputs it saw, [B, M, d_model], detached.
@@ -60,6 +62,9 @@ struct ForwardContext {
   // parameter, shared by every layer). Null: the materialising libtorch path.
   std::shared_ptr<const AttentionSpec> fused;
   torch::Tensor t5_table;
+  // Kerple's or Sandwich's table over distances [H, L] (L = the largest position + 1), shared by
+  // every layer: the fused kernel's input, and the source of `bias` on the materialising path.
+  torch::Tensor distance_table;
   // The materialising path: ALiBi's or T5's bias [B or 1, H, S, T] (undefined: none), and the
   // queries per block at inference (TransformerLM::attention_query_rows).
   torch::Tensor bias;
@@ -71,8 +76,9 @@ class AttentionImpl : public torch::nn::Module {
   explicit AttentionImpl(const ModelConfig& config);
   // x [B, S, d_model]; with a cache layer (k, v), the new keys and values are appended to it.
   // memory [B, M, d_model] (Transformer-XL, already normalised): extra keys and values before x.
+  // cache_gate: FoX's cumulative gate of the cached keys, [B, H, T], extended by this call's.
   torch::Tensor forward(const torch::Tensor& x, const ForwardContext& ctx, torch::Tensor* cache_k, torch::Tensor* cache_v,
-                        const torch::Tensor& memory = {});
+                        const torch::Tensor& memory = {}, torch::Tensor* cache_gate = nullptr);
 
   // The attention probabilities of the last forward ([B, H, S, T]), when recording is on
   // (which keeps the materialising path: the fused kernel never forms them).
@@ -82,13 +88,15 @@ class AttentionImpl : public torch::nn::Module {
  private:
   // Scores, masks, softmax and values for queries q0 .. q0 + rows of q [B, H, S, Dh] against k, v
   // [B, H, T, Dh] (RoPE applied, heads repeated): [B, rows, H * Dh], before wo.
+  // gate: FoX's c [B, H, T] of every key (queries read theirs at past + i); undefined otherwise.
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const ForwardContext& ctx,
-                       std::int64_t q0, std::int64_t rows);
+                       std::int64_t q0, std::int64_t rows, const torch::Tensor& gate);
   ModelConfig config_;
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
   torch::nn::Dropout dropout{nullptr};
   XLRelativePosition xl{nullptr};
   DebertaRelative deberta{nullptr};
+  ForgetGate fox{nullptr};  // FoX: this layer's forget gate
 };
 TORCH_MODULE(Attention);
 
@@ -97,7 +105,7 @@ class BlockImpl : public torch::nn::Module {
   explicit BlockImpl(const ModelConfig& config);
   // memory: this layer's inputs from earlier segments (Transformer-XL), [B, M, d_model].
   torch::Tensor forward(const torch::Tensor& x, const ForwardContext& ctx, torch::Tensor* cache_k, torch::Tensor* cache_v,
-                        const torch::Tensor& memory = {});
+                        const torch::Tensor& memory = {}, torch::Tensor* cache_gate = nullptr);
   Attention attention{nullptr};
 
  private:
@@ -159,6 +167,8 @@ class TransformerLMImpl : public torch::nn::Module {
   LearnedPositionalEmbedding learned{nullptr};
   ALiBiBias alibi{nullptr};
   T5RelativeBias t5{nullptr};
+  KerpleBias kerple{nullptr};      // shared by every layer, as T5's table
+  SandwichBias sandwich{nullptr};
   torch::nn::LayerNorm ln_f{nullptr};
   torch::nn::Linear head{nullptr};
   torch::nn::Dropout dropout{nullptr};
@@ -169,8 +179,8 @@ class TransformerLMImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TransformerLM);
 
-// Whether the fused kernel covers this model's attention (NoPE, absolute, RoPE, ALiBi, T5; not
-// XL or DeBERTa, whose position terms depend on the content).
+// Whether the fused kernel covers this model's attention (NoPE, absolute, RoPE, ALiBi, T5, Kerple,
+// Sandwich, FoX; not XL or DeBERTa, whose position terms depend on the content).
 bool fused_attention_covers(const ModelConfig& config);
 
 // The config and the weights in one file (torch serialization), written whole (posenc/file_io.h:

@@ -1,0 +1,90 @@
+// The trainable biases of issue 24 in libtorch: each module's table or gate equals the core's
+// double-rounded-once function, Kerple's parameters stay positive and get the analytic gradient,
+// and the materialising bias reads the table at |q - k|.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "posenc/error.h"
+#include "posenc/forget_gate.h"
+#include "posenc/kerple.h"
+#include "posenc/sandwich.h"
+#include "posenc_torch/distance_bias.h"
+
+namespace posenc::torch_layer {
+namespace {
+
+double max_rel(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max() / b.to(torch::kFloat64).abs().max().clamp_min(1e-30))
+      .item<double>();
+}
+
+TEST(TorchDistanceBias, KerpleTablesAreTheCoresAtInitialisation) {
+  for (KerpleKind kind : {KerpleKind::kLog, KerpleKind::kPower}) {
+    KerpleBias m(6, kind);
+    const std::vector<float> core = kerple_table(kerple_init(6, kind), 300);
+    EXPECT_LE(max_rel(m->table(300), torch::tensor(core).view({6, 300})), 1e-6) << to_string(kind);
+    EXPECT_TRUE((m->r1() > 0).all().item<bool>() && (m->r2() > 0).all().item<bool>());
+  }
+  // Power at initialisation is ALiBi: r2 = 1, r1 = the slopes.
+  KerpleBias power(4, KerpleKind::kPower);
+  EXPECT_LE((power->r2() - 1).abs().max().item<double>(), 1e-12);
+}
+
+TEST(TorchDistanceBias, KerpleStaysPositiveWhereverItsRawParametersGo) {
+  KerpleBias m(3, KerpleKind::kPower);
+  torch::NoGradGuard no_grad;
+  m->raw_r1.fill_(-40);
+  m->raw_r2.fill_(40);
+  EXPECT_TRUE((m->r1() > 0).all().item<bool>());
+  EXPECT_TRUE((m->r2() <= 2).all().item<bool>() && (m->r2() > 0).all().item<bool>());
+  EXPECT_TRUE(torch::isfinite(m->table(100)).all().item<bool>());
+}
+
+// d/d raw_r1 of sum_d w_d b(d) = -sigmoid(raw_r1) sum_d w_d log1p(r2 d) (log); the power variant's
+// r2 gradient is finite at d = 0 (where 0^r2's log 0 would make it NaN).
+TEST(TorchDistanceBias, KerpleGradientIsTheAnalyticOne) {
+  KerpleBias m(2, KerpleKind::kLog);
+  const torch::Tensor w = torch::rand({2, 50}, torch::kFloat64);
+  (m->table(50).to(torch::kFloat64) * w).sum().backward();
+  const torch::Tensor d = torch::arange(50, torch::kFloat64);
+  const torch::Tensor r2 = m->r2().detach().view({2, 1});
+  const torch::Tensor want = -torch::sigmoid(m->raw_r1.detach()) * (w * torch::log1p(r2 * d)).sum(1);
+  EXPECT_LE(max_rel(m->raw_r1.grad(), want), 1e-6);
+  KerpleBias power(2, KerpleKind::kPower);
+  power->table(50).sum().backward();
+  EXPECT_TRUE(torch::isfinite(power->raw_r2.grad()).all().item<bool>());
+}
+
+TEST(TorchDistanceBias, SandwichTableIsTheCores) {
+  SandwichBias m(8, 64);
+  const std::vector<float> core = sandwich_table(SandwichParams{8, 64}, 200);
+  EXPECT_EQ(max_rel(m->table(200), torch::tensor(core).view({8, 200})), 0.0);
+  EXPECT_EQ(m->parameters().size(), 0u) << "parameter-free";
+}
+
+TEST(TorchDistanceBias, ForgetGateCumulativeIsTheCores) {
+  torch::manual_seed(4);
+  ForgetGate gate(16, 3);
+  const torch::Tensor x = torch::randn({2, 40, 16});
+  const torch::Tensor c = gate->cumulative(x);
+  const torch::Tensor logits = gate->proj->forward(x).detach().transpose(1, 2).contiguous();  // [B, H, S]
+  std::vector<float> core(static_cast<std::size_t>(logits.numel()));
+  forget_gate_cumulative(logits.data_ptr<float>(), ForgetGateShape{2, 3, 40}, core.data());
+  EXPECT_LE(max_rel(c, torch::tensor(core).view({2, 3, 40})), 1e-6);
+  // A start continues the sum: the last 10 tokens from the first 30's last value.
+  const torch::Tensor rest = gate->cumulative(x.narrow(1, 30, 10), c.select(2, 29));
+  EXPECT_LE(max_rel(rest, c.narrow(2, 30, 10)), 1e-6);
+}
+
+TEST(TorchDistanceBias, MaterialisedBiasReadsTheTableAtTheDistance) {
+  const torch::Tensor table = torch::arange(20, torch::kFloat32).view({2, 10});
+  const torch::Tensor q = torch::tensor({{3, 7}}, torch::kInt64), k = torch::tensor({{0, 5, 9}}, torch::kInt64);
+  const torch::Tensor bias = distance_bias_scores(table, q, k);  // [1, 2, 2, 3]
+  EXPECT_EQ(bias[0][1][0][2].item<float>(), 10 + 6);  // head 1, |3 - 9| = 6
+  EXPECT_EQ(bias[0][0][1][0].item<float>(), 7);       // head 0, |7 - 0|
+  EXPECT_THROW(distance_bias_scores(table, torch::tensor({{12}}, torch::kInt64), k), Error);
+}
+
+}  // namespace
+}  // namespace posenc::torch_layer

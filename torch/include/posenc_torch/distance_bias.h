@@ -1,0 +1,66 @@
+// The learned and data-dependent attention biases for libtorch (issue 24), trainable, each the
+// core's formula in torch operations so autograd reaches its parameters:
+//
+//   KerpleBias      Kerple (kerple.h): a per-head table over |Delta| from r1, r2 [H]
+//   SandwichBias    Sandwich (sandwich.h): the same kind of table, parameter-free (a buffer)
+//   ForgetGate      FoX (forget_gate.h): c = cumsum(log sigmoid(x W + b)) [B, H, S] per layer
+//
+// A distance table [H, length] is what the fused kernel takes (distance_bias.h, kAbsolute);
+// distance_bias_scores() gathers it into the [B, H, Sq, Sk] bias of the materialising path.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "posenc/kerple.h"
+
+namespace posenc::torch_layer {
+
+// r1, r2 > 0 by construction: r = softplus(raw) for r1 and log's r2, r2 = 2 sigmoid(raw) in
+// (0, 2) for power's; raw starts where r equals kerple_init(heads, kind).
+class KerpleBiasImpl : public torch::nn::Module {
+ public:
+  KerpleBiasImpl(int heads, KerpleKind kind = KerpleKind::kLog);
+  // b_h(d) for d = 0 .. length - 1: [H, length] float32, differentiable in raw_r1, raw_r2
+  // (computed in float64, as the core's table, then rounded once).
+  torch::Tensor table(std::int64_t length) const;
+  torch::Tensor r1() const;  // [H] float64
+  torch::Tensor r2() const;
+  torch::Tensor raw_r1, raw_r2;  // parameters [H] float64
+  KerpleKind kind() const { return kind_; }
+
+ private:
+  KerpleKind kind_;
+};
+TORCH_MODULE(KerpleBias);
+
+class SandwichBiasImpl : public torch::nn::Module {
+ public:
+  SandwichBiasImpl(int heads, int dim = 128);
+  torch::Tensor table(std::int64_t length) const;  // the core's sandwich_table, [H, length]
+
+ private:
+  int heads_, dim_;
+};
+TORCH_MODULE(SandwichBias);
+
+// FoX's forget gate of one layer: f = sigmoid(x W^T + b), W [H, d_model]; the cumulative gate
+// c [B, H, S] = start + cumsum over tokens of log f, accumulated in float64 and rounded once
+// (forget_gate.h's precision note). start [B, H]: the last c of the tokens before (a KV cache);
+// undefined: 0.
+class ForgetGateImpl : public torch::nn::Module {
+ public:
+  ForgetGateImpl(int d_model, int heads);
+  torch::Tensor cumulative(const torch::Tensor& x, const torch::Tensor& start = {});
+  torch::nn::Linear proj{nullptr};
+};
+TORCH_MODULE(ForgetGate);
+
+// The materialising path's bias from a distance table [H, L]: [B, H, Sq, Sk], entry
+// table[h][|q - k|] (every |q - k| must be < L: an Error naming the distance otherwise).
+torch::Tensor distance_bias_scores(const torch::Tensor& table, const torch::Tensor& q_positions, const torch::Tensor& k_positions);
+
+// FoX's bias on the materialising path: c_q [B, H, Sq] and c_k [B, H, Sk] -> c_q - c_k
+// [B, H, Sq, Sk] (the causal mask hides the keys after each query).
+torch::Tensor gate_bias_scores(const torch::Tensor& c_q, const torch::Tensor& c_k);
+
+}  // namespace posenc::torch_layer

@@ -1,0 +1,71 @@
+#include "posenc_torch/distance_bias.h"
+
+#include <string>
+
+#include "posenc/error.h"
+#include "posenc/sandwich.h"
+
+namespace posenc::torch_layer {
+namespace {
+
+// softplus^-1(y) = log(expm1(y)), and sigmoid^-1(y) = log(y / (1 - y)), elementwise.
+torch::Tensor softplus_inverse(const torch::Tensor& y) { return torch::log(torch::expm1(y)); }
+torch::Tensor inverse_sigmoid(const torch::Tensor& y) { return torch::log(y / (1 - y)); }
+
+}  // namespace
+
+KerpleBiasImpl::KerpleBiasImpl(int heads, KerpleKind kind) : kind_(kind) {
+  const KerpleParams init = kerple_init(heads, kind);
+  const torch::Tensor r1 = torch::tensor(init.r1, torch::kFloat64), r2 = torch::tensor(init.r2, torch::kFloat64);
+  raw_r1 = register_parameter("raw_r1", softplus_inverse(r1));
+  // power's r2 = 1 is the middle of (0, 2): sigmoid(0).
+  raw_r2 = register_parameter("raw_r2", kind == KerpleKind::kPower ? inverse_sigmoid(r2 / 2) : softplus_inverse(r2));
+}
+
+torch::Tensor KerpleBiasImpl::r1() const { return torch::softplus(raw_r1); }
+torch::Tensor KerpleBiasImpl::r2() const { return kind_ == KerpleKind::kPower ? 2 * torch::sigmoid(raw_r2) : torch::softplus(raw_r2); }
+
+torch::Tensor KerpleBiasImpl::table(std::int64_t length) const {
+  if (length < 1) throw Error("KerpleBias: table length " + std::to_string(length) + " must be >= 1");
+  const torch::Tensor d = torch::arange(length, torch::kFloat64).view({1, length});
+  const torch::Tensor a = r1().view({-1, 1}), b = r2().view({-1, 1});
+  if (kind_ == KerpleKind::kLog) return (-a * torch::log1p(b * d)).to(torch::kFloat32);
+  // |Delta|^r2 through exp(r2 log d) at d >= 1 and 0 at d = 0: the gradient in r2 stays finite
+  // (0^r2's log 0 would make it NaN).
+  const torch::Tensor power = torch::where(d > 0, torch::exp(b * torch::log(d.clamp_min(1))), torch::zeros_like(d));
+  return (-a * power).to(torch::kFloat32);
+}
+
+SandwichBiasImpl::SandwichBiasImpl(int heads, int dim) : heads_(heads), dim_(dim) { validate(SandwichParams{heads, dim}); }
+
+torch::Tensor SandwichBiasImpl::table(std::int64_t length) const {
+  const std::vector<float> t = sandwich_table(SandwichParams{heads_, dim_}, length);
+  return torch::tensor(t, torch::kFloat32).view({heads_, length});
+}
+
+ForgetGateImpl::ForgetGateImpl(int d_model, int heads) {
+  proj = register_module("proj", torch::nn::Linear(d_model, heads));
+  // Gates start near 1 (little forgetting), as FoX initialises its bias; the weights as Linear's.
+  torch::NoGradGuard no_grad;
+  proj->bias.fill_(5.0);
+}
+
+torch::Tensor ForgetGateImpl::cumulative(const torch::Tensor& x, const torch::Tensor& start) {
+  const torch::Tensor log_f = torch::log_sigmoid(proj->forward(x)).to(torch::kFloat64).transpose(1, 2);  // [B, H, S]
+  torch::Tensor c = log_f.cumsum(2);
+  if (start.defined()) c = c + start.to(torch::kFloat64).unsqueeze(2);
+  return c.to(torch::kFloat32);
+}
+
+torch::Tensor distance_bias_scores(const torch::Tensor& table, const torch::Tensor& q_positions, const torch::Tensor& k_positions) {
+  const torch::Tensor distance = (q_positions.unsqueeze(-1) - k_positions.unsqueeze(-2)).abs();  // [B, Sq, Sk]
+  const std::int64_t longest = distance.numel() ? distance.max().item<std::int64_t>() : 0;
+  if (longest >= table.size(1))
+    throw Error("distance bias: positions " + std::to_string(longest) + " apart, but the table covers distances 0 .. " +
+                std::to_string(table.size(1) - 1));
+  return table.index({torch::indexing::Slice(), distance}).permute({1, 0, 2, 3});  // [H, B, Sq, Sk] -> [B, H, Sq, Sk]
+}
+
+torch::Tensor gate_bias_scores(const torch::Tensor& c_q, const torch::Tensor& c_k) { return c_q.unsqueeze(-1) - c_k.unsqueeze(-2); }
+
+}  // namespace posenc::torch_layer
