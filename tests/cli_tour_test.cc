@@ -51,6 +51,20 @@ TEST(CliTour, OneStepListAndBadInput) {
   EXPECT_EQ(run("tour --lang fr").code, 2);
 }
 
+// The closing table of docs/tour.md: every audit item of issue 32 with the step that shows it, as
+// measured in the same run (a row naming a step that does not exist stops the tour).
+TEST(CliTour, CoverageNamesStepsThatRunAndPass) {
+  const auto r = run("tour --markdown");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::size_t at = r.out.find("## Coverage");
+  ASSERT_NE(at, std::string::npos);
+  const std::string table = r.out.substr(at);
+  EXPECT_EQ(count(table, "\n| "), 1 + 21) << table;  // the header and the items, one row each
+  EXPECT_NE(table.find("`posenc tour padding` (4/4 PASS)"), std::string::npos) << table;
+  EXPECT_NE(table.find("12 shown whole, 4 in part, 5 not yet"), std::string::npos) << table;
+  EXPECT_EQ(run("tour padding --markdown").out.find("## Coverage"), std::string::npos);  // only with every step
+}
+
 TEST(CliTour, CommittedDocsAreTheToursOwnOutput) {
   for (const auto& [lang, file] : {std::pair{"en", "tour.md"}, std::pair{"zh", "tour.zh.md"}}) {
     SCOPED_TRACE(file);
