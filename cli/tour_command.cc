@@ -90,9 +90,8 @@ void print_coverage_markdown(Lang lang, const std::map<std::string, Tally>& tall
       if (it == tallies.end()) throw Error(std::string("the tour's coverage names no step '") + c.step + "'");
       where = "`posenc tour " + std::string(c.step) + "` (" + std::to_string(it->second.passed) + "/" +
               std::to_string(it->second.total) + " PASS)";
-    } else if (!c.command.empty()) {
-      where = "`" + c.command + "`";
     }
+    if (!c.command.empty()) where = (c.step ? where + ", `" : "`") + c.command + "`";
     const bool shown = where != "—", done = c.not_yet.en.empty();
     (shown ? (done ? whole : part) : none) += 1;
     audited += c.audit != tour::Audit::kErratum && c.audit != tour::Audit::kPicture;

@@ -13,7 +13,7 @@ const std::vector<CoverageItem>& coverage() {
       {Audit::kMissing, {"the raw-integer-position pitfall", "原始整数位置的陷阱"}, "raw-integer", "",
        {"the two training runs with their loss curves need libtorch: not yet", "两次训练及其损失曲线需要 libtorch：尚未完成"}},
       {Audit::kMissing, {"plotting the learner's own table to debug a wrong heatmap", "画出学习者自己的表来调试错误的热图"},
-       nullptr, "posenc plot heatmap --from FILE -o table.svg", {}},
+       "heatmap-debug", "posenc plot heatmap --from FILE -o table.svg", {}},
       {Audit::kMissing, {"the sqrt(d_model) embedding scaling", "sqrt(d_model) 嵌入缩放"}, "embedding-scale", "",
        {"a lab or Python flag for it needs libtorch: not yet", "lab 或 Python 中的相应选项需要 libtorch：尚未完成"}},
       {Audit::kMissing, {"padding: positions of pads, the attention mask, positions from the mask",

@@ -17,7 +17,7 @@ struct CoverageItem {
   Audit audit;
   Text item;
   const char* step;     // the tour step that shows it, or nullptr
-  std::string command;  // else the command that shows it ("": none)
+  std::string command;  // the command that shows it (with the step, or alone; "": none)
   Text not_yet;         // what is not done (empty: nothing)
 };
 

@@ -15,6 +15,7 @@ const std::vector<Step>& steps() {
       {"embedding-scale", {"Why embeddings are multiplied by sqrt(d_model)", "为什么嵌入要乘以 sqrt(d_model)"}, embedding_scale_step},
       {"rotation", {"PE(p + k) is a rotation of PE(p)", "PE(p + k) 是 PE(p) 的旋转"}, rotation_step},
       {"erratum-base", {"Erratum: i stepping by two means base 10^8", "勘误：i 以 2 为步长意味着底数 10^8"}, erratum_base_step},
+      {"heatmap-debug", {"Debugging a heatmap: stripes mean an unused index", "调试热图：条纹意味着某个下标没被用上"}, heatmap_debug_step},
       {"float32-angles", {"div_term and float32 angles", "div_term 与 float32 角度"}, float32_angles_step},
       {"cross-terms", {"Position cross terms, and W_Q W_K", "位置交叉项与 W_Q W_K"}, cross_terms_step},
       {"padding", {"Padding: positions from the attention mask", "填充：由注意力掩码计算位置"}, padding_step},

@@ -7,9 +7,10 @@
 // The steps live in files by subject: tour_steps_attention.cc (attention without positions, the
 // position cross terms), tour_steps_absolute.cc (the raw integer position, sqrt(d_model)
 // scaling, padding and positions from the mask), tour_steps_sinusoidal.cc (the sinusoidal table,
-// its rotation, the base-10^8 erratum, float32 angles), tour_steps_tables.cc (a learned table's
-// length and its resizing, DeBERTa's buckets), tour_steps_rope.cc (RoPE's sine term, ALiBi,
-// 2-D RoPE).
+// its rotation, the base-10^8 erratum, the stripes of a wrong table, float32 angles),
+// tour_steps_tables.cc (a learned table's length and its resizing, DeBERTa's buckets),
+// tour_steps_rope.cc (RoPE's sine term, ALiBi, 2-D RoPE). tour_coverage.cc maps issue 32's audit
+// to the steps.
 #pragma once
 
 #include <cstdint>
@@ -91,6 +92,7 @@ StepResult cross_terms_step(const StepContext& context);
 StepResult sinusoidal_step(const StepContext& context);
 StepResult rotation_step(const StepContext& context);
 StepResult erratum_base_step(const StepContext& context);
+StepResult heatmap_debug_step(const StepContext& context);
 StepResult float32_angles_step(const StepContext& context);
 StepResult raw_integer_step(const StepContext& context);
 StepResult embedding_scale_step(const StepContext& context);

@@ -24,11 +24,12 @@ TEST(CliTour, EveryStepRunsAndEveryClaimPasses) {
   const auto en = run("tour --out " + dir);
   ASSERT_EQ(en.code, 0) << en.out << en.err;
   EXPECT_EQ(count(en.out, "FAIL "), 0) << en.out;
-  EXPECT_GE(count(en.out, "PASS "), 34) << en.out;
-  EXPECT_EQ(count(en.out, "[14/14]"), 1);
+  EXPECT_GE(count(en.out, "PASS "), 37) << en.out;
+  EXPECT_EQ(count(en.out, "[15/15]"), 1);
   for (const char* picture : {"sinusoidal-table.svg", "sinusoidal-dot.svg", "erratum-base.svg", "float32-angles.svg",
                               "cross-terms.svg", "rope-sine-term.svg", "alibi-head0.svg", "rope-2d.svg", "raw-integer.svg",
-                              "learned-16.svg", "learned-resized-32.svg", "deberta-buckets.svg"}) {
+                              "learned-16.svg", "learned-resized-32.svg", "deberta-buckets.svg",
+                              "heatmap-bug-no-position.svg"}) {
     const std::string path = dir + "/" + picture;
     EXPECT_TRUE(std::filesystem::exists(path)) << path;
     EXPECT_NE(posenc::testing::read_file(path).find("<svg"), std::string::npos) << path;
@@ -46,7 +47,7 @@ TEST(CliTour, OneStepListAndBadInput) {
   EXPECT_EQ(one.out.find("permutation"), std::string::npos) << one.out;
   const auto list = run("tour --list");
   EXPECT_EQ(list.code, 0);
-  EXPECT_EQ(count(list.out, "\n"), 14);
+  EXPECT_EQ(count(list.out, "\n"), 15);
   EXPECT_CLEAN_ERROR(run("tour no-such-step"), "no tour step 'no-such-step'", "permutation");
   EXPECT_EQ(run("tour --lang fr").code, 2);
 }
