@@ -95,6 +95,8 @@ TEST(UserTable, RefusesWhatIsNotATable) {
   expect_refused(write_npy("ut_1d.npy", {{1, 2, 3}}, npy("<f4", false, "(3,)")), "shape (3,); expected a 2-D table");
   expect_refused(write_npy("ut_3d.npy", kTable, npy("<f4", false, "(1, 2, 3)")), "expected a 2-D table");
   expect_refused(write_npy("ut_cut.npy", kTable, npy("<f4", false, "", 1, 2)), "22 bytes of data; shape (2, 3) of float32 needs 24");
+  expect_refused(write_npy("ut_huge.npy", kTable, npy("<f4", false, "(5000, 2)")), "5000 x 2 table; expected 1 .. 4096 rows");
+  expect_refused(write_npy("ut_negative.npy", kTable, npy("<f4", false, "(-2, 3)")), "-2 x 3 table");
   expect_refused(write_npy("ut_v9.npy", kTable, npy("<f4", false, "", 9)), "version 9");
   expect_refused(write_npy("ut_nan.npy", {{1, std::numeric_limits<double>::quiet_NaN()}}), "at row 0, column 1; expected finite");
   expect_refused(write_text("ut_word.csv", "1,2\n3,abc\n"), "line 2, column 2 is 'abc'; expected a number");
