@@ -171,7 +171,10 @@ StepResult padding_step(const StepContext&) {
       params.rope = rope_apply_params(schedule);
     }
     std::vector<float> k = x, v = x;
-    attention(bshd(x.data(), shape), bshd(k.data(), shape), bshd(v.data(), shape), bshd(out.data(), shape), params);
+    // The core's reference attention (scores in double, the one the fused kernel is tested
+    // against): differences of a few float ulps come out the same on every SIMD target, so
+    // docs/tour.md does too.
+    attention_reference(bshd(x.data(), shape), bshd(k.data(), shape), bshd(v.data(), shape), bshd(out.data(), shape), params);
     return out;
   };
   std::vector<float> padded;
@@ -196,10 +199,10 @@ StepResult padding_step(const StepContext&) {
     mask_text += (i ? " " : "") + std::to_string(mask[i]), ids_text += (i ? " " : "") + std::to_string(from_mask[i]);
   r.lines.push_back({"A batch pads a 5-token sentence on the left to 8 (attention mask " + mask_text + "). Positions from "
                      "the mask, cumsum(mask) - 1 with the pads set to 1 as Hugging Face does: " + ids_text + ". Sinusoidal "
-                     "positions are added to the embeddings; causal attention (posenc's attention(), key padding mask).",
+                     "positions are added to the embeddings; causal attention with a key padding mask (posenc's attention_reference()).",
                      "一个批次把 5 个词元的句子在左侧填充到 8（注意力掩码 " + mask_text + "）。由掩码计算位置：cumsum(mask) - 1，"
-                     "填充位置设为 1（与 Hugging Face 相同）：" + ids_text + "。正弦位置加到嵌入上；因果注意力（posenc 的 "
-                     "attention()，键填充掩码）。"});
+                     "填充位置设为 1（与 Hugging Face 相同）：" + ids_text + "。正弦位置加到嵌入上；带键填充掩码的因果注意力（posenc 的 "
+                     "attention_reference()）。"});
   r.lines.push_back({"The real tokens' outputs against the unpadded sentence: positions from the mask and the padding mask "
                      "give the same outputs (largest difference " + under(good) + "); the naive positions 0..7 put the real "
                      "tokens at 3..7 and change them by " + num(naive, 3) + "; forgetting the padding mask lets them attend "
