@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -16,6 +17,7 @@
 #endif
 #include "posenc_plot/explain.h"
 #include "posenc_plot/figures.h"
+#include "posenc_plot/user_table.h"
 #include "options.h"
 #include "ranges.h"
 
@@ -39,6 +41,26 @@ void write_chart(const std::string& svg, const std::string& out) {
   std::cout << "wrote " << out << "\n";
 }
 
+// The learner's own table, drawn with a diagnosis of the stripes a wrong index draws.
+void write_user_heatmap(const std::string& from, const std::string& out) {
+  const plot::UserTable table = plot::read_user_table(from, {static_cast<int>(kMaxHeatmapPositions), static_cast<int>(kMaxHeatmapPositions)});
+  const plot::AxisVariation v = plot::axis_variation(table);
+  char line[256];
+  std::snprintf(line, sizeof line, "%d rows x %d columns; variance down the columns (along the row index) %.4g, along the rows "
+                "(along the column index) %.4g", table.rows, table.cols, v.down_columns, v.along_rows);
+  std::cout << from << ": " << line << "\n"
+            << "diagnosis: " << (v.message.empty() ? "the values vary along both indices (no stripes from an unused index)" : v.message)
+            << "\n";
+  plot::HeatmapSpec spec;
+  spec.rows = table.rows;
+  spec.cols = table.cols;
+  spec.values = table.values;
+  spec.title = from.substr(from.find_last_of('/') + 1) + ": your table, one cell per value";
+  spec.row_label = "row index (positions?)";
+  spec.col_label = "column index (dimensions?)";
+  write_heatmap(spec, out);
+}
+
 }  // namespace
 
 void add_plot_command(CLI::App& app) {
@@ -47,12 +69,15 @@ void add_plot_command(CLI::App& app) {
 
   struct HeatmapArgs {
     plot::HeatmapRequest request;
-    std::string positions = "0:128", out;
+    std::string positions = "0:128", out, from;
     bool causal = false;
   };
   auto h = std::make_shared<HeatmapArgs>();
   CLI::App* heat = plot_cmd->add_subcommand("heatmap", "positions x dimensions, or query x key for biases");
-  add_scheme_option(heat, h->request.scheme, "sinusoidal, learned, rope, alibi, t5 or xl")->required();
+  CLI::Option* scheme = add_scheme_option(heat, h->request.scheme, "sinusoidal, learned, rope, alibi, t5 or xl");
+  heat->add_option("--from", h->from, "your own table instead of a scheme: .npy (float32/float64, 2-D) or CSV; "
+                                      "prints how its values vary along each index")
+      ->excludes(scheme);
   add_dim_option(heat, h->request.dim, "dimension");
   add_positions_option(heat, h->positions, "positions A:B (half-open)")->capture_default_str();
   add_base_option(heat, h->request.base, "frequency base")->capture_default_str();
@@ -61,6 +86,8 @@ void add_plot_command(CLI::App& app) {
   add_causal_flag(heat, h->causal, "T5: causal buckets (default bidirectional)");
   add_out_option(heat, h->out, "output .png (plus a labelled .svg) or .svg")->required();
   heat->callback([h] {
+    if (!h->from.empty()) return write_user_heatmap(h->from, h->out);
+    if (h->request.scheme.empty()) throw Error("plot heatmap needs --scheme NAME or --from FILE");
     const auto p = parse_int_list(h->positions, "--positions", 0, kMaxPosition, kMaxHeatmapPositions);
     plot::HeatmapRequest r = h->request;
     r.first = p.front();

@@ -4,10 +4,13 @@
 // fail, as `posenc check` does; the checks `check` already runs are reused by name), and draws
 // its picture with plot/ into the folder the user names.
 //
-// The steps live in three files by subject: tour_steps_attention.cc (attention without
-// positions, the position cross terms), tour_steps_sinusoidal.cc (the sinusoidal table, its
-// rotation, the base-10^8 erratum, float32 angles), tour_steps_rope.cc (RoPE's sine term, ALiBi,
-// 2-D RoPE).
+// The steps live in files by subject: tour_steps_attention.cc (attention without positions, the
+// position cross terms), tour_steps_absolute.cc (the raw integer position, sqrt(d_model)
+// scaling, padding and positions from the mask), tour_steps_sinusoidal.cc (the sinusoidal table,
+// its rotation, the base-10^8 erratum, the stripes of a wrong table, float32 angles),
+// tour_steps_tables.cc (a learned table's length and its resizing, DeBERTa's buckets),
+// tour_steps_rope.cc (RoPE's sine term, ALiBi, 2-D RoPE). tour_coverage.cc maps issue 32's audit
+// to the steps.
 #pragma once
 
 #include <cstdint>
@@ -89,7 +92,13 @@ StepResult cross_terms_step(const StepContext& context);
 StepResult sinusoidal_step(const StepContext& context);
 StepResult rotation_step(const StepContext& context);
 StepResult erratum_base_step(const StepContext& context);
+StepResult heatmap_debug_step(const StepContext& context);
 StepResult float32_angles_step(const StepContext& context);
+StepResult raw_integer_step(const StepContext& context);
+StepResult embedding_scale_step(const StepContext& context);
+StepResult padding_step(const StepContext& context);
+StepResult learned_length_step(const StepContext& context);
+StepResult deberta_buckets_step(const StepContext& context);
 StepResult rope_sine_term_step(const StepContext& context);
 StepResult alibi_step(const StepContext& context);
 StepResult rope_2d_step(const StepContext& context);

@@ -8,6 +8,7 @@
 #include "posenc/rope_schedule.h"
 #include "posenc/sinusoidal.h"
 #include "posenc_plot/figures.h"
+#include "posenc_plot/user_table.h"
 #include "tour_steps.h"
 
 namespace posenc::cli::tour {
@@ -143,6 +144,55 @@ StepResult erratum_base_step(const StepContext& context) {
                       {"and differs from the base-10^4 table", "而与底数 10^4 的表不同"}, max_diff(1e4), 0.5, false});
   draw_chart(context, r, "erratum-base.svg", {{"base 10^4 (Vaswani)", pair, wl4}, {"the loop: base 10^8", pair, wl8}},
              chart_options("wavelength of each sin/cos pair (d = 64)", "pair j", "wavelength (positions)", false, true));
+  return r;
+}
+
+// A wrong table drawn as a heatmap shows stripes when one of its indices is never used
+// (plot/src/user_table.cc: axis_variation, the diagnosis `posenc plot heatmap --from` prints).
+// Two bugs of first encodings: the position left out of the angle (PE[p, 2i] = sin(w_i), the
+// same row for every p: vertical stripes) and the raw position in every channel (horizontal).
+StepResult heatmap_debug_step(const StepContext& context) {
+  StepResult r;
+  constexpr int kPositions = 64;
+  const auto good = sinusoidal_table(vaswani(10000.0), positions_upto(kPositions));
+  const auto first_row = sinusoidal_table(vaswani(10000.0), {1});  // sin(1 * w_i), cos(1 * w_i): position left out
+  plot::UserTable right{kPositions, kDim, {good.begin(), good.end()}}, no_position{kPositions, kDim, {}}, raw{kPositions, kDim, {}};
+  for (int p = 0; p < kPositions; ++p)
+    for (int c = 0; c < kDim; ++c) no_position.values.push_back(first_row[c]), raw.values.push_back(p);
+  auto share = [](const plot::AxisVariation& v, bool rows) {  // the share of the variance along one index
+    return (rows ? v.down_columns : v.along_rows) / (v.down_columns + v.along_rows);
+  };
+  const auto v_right = plot::axis_variation(right), v_none = plot::axis_variation(no_position), v_raw = plot::axis_variation(raw);
+  r.lines.push_back({"Two bugs of first encodings, measured as posenc plot heatmap --from measures your table: the angle "
+                     "written sin(w_i) without the position gives every position the same row (variance along the position "
+                     "index " + num(share(v_none, true), 2) + " of the total: vertical stripes); the raw position in every "
+                     "channel leaves the dimension index unused (" + num(share(v_raw, false), 2) + " of the total: horizontal "
+                     "stripes).",
+                     "初学者编码中的两个错误，用 posenc plot heatmap --from 测量你的表的方式测量：把角度写成 sin(w_i) 而漏掉位置，"
+                     "每个位置得到同一行（沿位置下标的方差占总量的 " + num(share(v_none, true), 2) + "：竖条纹）；把原始位置放进每个通道，"
+                     "维度下标就没被用上（占总量的 " + num(share(v_raw, false), 2) + "：横条纹）。"});
+  r.lines.push_back({"The right table varies along both (" + num(share(v_right, true), 2) + " along the positions, " +
+                     num(share(v_right, false), 2) + " along the dimensions). The command prints which index is unused: "
+                     "\"" + v_none.message + "\".",
+                     "正确的表沿两个下标都变化（沿位置 " + num(share(v_right, true), 2) + "，沿维度 " + num(share(v_right, false), 2) +
+                     "）。该命令会指出哪个下标没被用上（英文）：\"" + v_none.message + "\"。"});
+  r.claims.push_back({"heatmap_debug.no_position_found",
+                      {"leaving the position out: no variance along the positions (share)", "漏掉位置：沿位置没有方差（占比）"},
+                      share(v_none, true), plot::kStripeShare, true});
+  r.claims.push_back({"heatmap_debug.raw_position_found",
+                      {"the raw position: no variance along the dimensions (share)", "原始位置：沿维度没有方差（占比）"},
+                      share(v_raw, false), plot::kStripeShare, true});
+  r.claims.push_back({"heatmap_debug.right_table_clean",
+                      {"the right table varies along both indices (smaller share)", "正确的表沿两个下标都变化（较小的占比）"},
+                      std::min(share(v_right, true), share(v_right, false)), plot::kStripeShare, false});
+  plot::HeatmapSpec heat;
+  heat.rows = kPositions;
+  heat.cols = kDim;
+  heat.values = no_position.values;
+  heat.title = "Bug: the position left out of the angle (every row the same: vertical stripes)";
+  heat.row_label = "position";
+  heat.col_label = "dimension";
+  draw_heatmap(context, r, "heatmap-bug-no-position.svg", heat);
   return r;
 }
 

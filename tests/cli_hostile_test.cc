@@ -128,6 +128,13 @@ TEST(CliHostile, BenchShapesThatWrapOrRepeatsWithoutEndAreRefused) {
 }
 
 // F15: under RLIMIT_FSIZE the CLI died by SIGXFSZ mid-write, leaving golden.safetensors.tmp.
+// A learner's table that never ends (no newline: one endless CSV line) is refused by its size
+// within the command's 2 GB bound, naming the file.
+TEST(CliHostile, HeatmapFromAnEndlessFileIsRefused) {
+  EXPECT_CLEAN_ERROR(run_bounded("plot heatmap --from /dev/zero -o " + temp_path("_z.svg")), "/dev/zero",
+                     "more than 128 MiB of CSV");
+}
+
 TEST(CliHostile, AFileSizeLimitIsAnErrorAndLeavesNoTempFile) {
   const std::string dir = temp_path("_g");
   std::string positions = "0";

@@ -117,6 +117,27 @@ TEST(CliCheck, PassesAndFailsHonestly) {
   EXPECT_NE(few.out.find("FAIL  rope.decay"), std::string::npos) << few.out;
 }
 
+// The learner's own table (issue 32): drawn with the stripe diagnosis; a bad file is refused by name.
+TEST(CliPlot, HeatmapFromTheLearnersTable) {
+  const std::string dir = ::testing::TempDir();
+  {
+    std::ofstream(dir + "posenc_stuck.csv") << "0,1,0.5\n0,1,0.5\n0,1,0.5\n";  // every position the same row
+    std::ofstream(dir + "posenc_fine.csv") << "0,1\n1,0\n";
+    std::ofstream(dir + "posenc_bad.csv") << "0,1\nx,2\n";
+  }
+  const CliRun stuck = run("plot heatmap --from " + dir + "posenc_stuck.csv -o " + dir + "posenc_stuck.svg");
+  ASSERT_EQ(stuck.code, 0) << stuck.err;
+  EXPECT_NE(stuck.out.find("3 rows x 3 columns"), std::string::npos) << stuck.out;
+  EXPECT_NE(stuck.out.find("diagnosis: every row is the same"), std::string::npos) << stuck.out;
+  EXPECT_NE(posenc::testing::read_file(dir + "posenc_stuck.svg").find("posenc_stuck.csv: your table"), std::string::npos);
+  const CliRun fine = run("plot heatmap --from " + dir + "posenc_fine.csv -o " + dir + "posenc_fine.svg");
+  EXPECT_NE(fine.out.find("diagnosis: the values vary along both indices"), std::string::npos) << fine.out;
+  EXPECT_CLEAN_ERROR(run("plot heatmap --from " + dir + "posenc_bad.csv -o " + dir + "x.svg"), "posenc_bad.csv",
+                     "line 2, column 1 is 'x'; expected a number");
+  EXPECT_CLEAN_ERROR(run("plot heatmap -o " + dir + "x.svg"), "needs --scheme NAME or --from FILE");
+  EXPECT_EQ(run("plot heatmap --scheme rope --from " + dir + "posenc_fine.csv -o " + dir + "x.svg").code, 2);
+}
+
 }  // namespace
 
 namespace {

@@ -24,10 +24,12 @@ TEST(CliTour, EveryStepRunsAndEveryClaimPasses) {
   const auto en = run("tour --out " + dir);
   ASSERT_EQ(en.code, 0) << en.out << en.err;
   EXPECT_EQ(count(en.out, "FAIL "), 0) << en.out;
-  EXPECT_GE(count(en.out, "PASS "), 18) << en.out;
-  EXPECT_EQ(count(en.out, "[9/9]"), 1);
+  EXPECT_GE(count(en.out, "PASS "), 37) << en.out;
+  EXPECT_EQ(count(en.out, "[15/15]"), 1);
   for (const char* picture : {"sinusoidal-table.svg", "sinusoidal-dot.svg", "erratum-base.svg", "float32-angles.svg",
-                              "cross-terms.svg", "rope-sine-term.svg", "alibi-head0.svg", "rope-2d.svg"}) {
+                              "cross-terms.svg", "rope-sine-term.svg", "alibi-head0.svg", "rope-2d.svg", "raw-integer.svg",
+                              "learned-16.svg", "learned-resized-32.svg", "deberta-buckets.svg",
+                              "heatmap-bug-no-position.svg"}) {
     const std::string path = dir + "/" + picture;
     EXPECT_TRUE(std::filesystem::exists(path)) << path;
     EXPECT_NE(posenc::testing::read_file(path).find("<svg"), std::string::npos) << path;
@@ -45,9 +47,23 @@ TEST(CliTour, OneStepListAndBadInput) {
   EXPECT_EQ(one.out.find("permutation"), std::string::npos) << one.out;
   const auto list = run("tour --list");
   EXPECT_EQ(list.code, 0);
-  EXPECT_EQ(count(list.out, "\n"), 9);
+  EXPECT_EQ(count(list.out, "\n"), 15);
   EXPECT_CLEAN_ERROR(run("tour no-such-step"), "no tour step 'no-such-step'", "permutation");
   EXPECT_EQ(run("tour --lang fr").code, 2);
+}
+
+// The closing table of docs/tour.md: every audit item of issue 32 with the step that shows it, as
+// measured in the same run (a row naming a step that does not exist stops the tour).
+TEST(CliTour, CoverageNamesStepsThatRunAndPass) {
+  const auto r = run("tour --markdown");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::size_t at = r.out.find("## Coverage");
+  ASSERT_NE(at, std::string::npos);
+  const std::string table = r.out.substr(at);
+  EXPECT_EQ(count(table, "\n| "), 1 + 21) << table;  // the header and the items, one row each
+  EXPECT_NE(table.find("`posenc tour padding` (4/4 PASS)"), std::string::npos) << table;
+  EXPECT_NE(table.find("12 shown whole, 4 in part, 5 not yet"), std::string::npos) << table;
+  EXPECT_EQ(run("tour padding --markdown").out.find("## Coverage"), std::string::npos);  // only with every step
 }
 
 TEST(CliTour, CommittedDocsAreTheToursOwnOutput) {

@@ -194,8 +194,9 @@ std::string decay_svg(const DecayRequest& r) {
   o.log_x = true;
   o.x_label = "relative distance d (tokens, log scale)";
   o.y_label = r.scheme == "t5" ? "bucket" : r.scheme == "alibi" ? "bias added to the score" : r.scheme == "rope" ? "relative upper bound of the score" : "score";
-  o.title = r.scheme == "rope" ? "RoPE long-range decay (RoFormer 3.4.3)"
-            : r.scheme == "alibi" ? "ALiBi: a straight line per head"
+  // Each title says what is drawn: the x axis is logarithmic, so ALiBi's lines -slope * d are curves here.
+  o.title = r.scheme == "rope" ? "RoPE: RoFormer's bound on the score against distance (section 3.4.3)"
+            : r.scheme == "alibi" ? "ALiBi: bias -slope * d, one curve per head (linear in d, log d axis)"
             : r.scheme == "t5" ? "T5: log-spaced buckets beyond the exact range"
                                : "Sinusoidal: dot product of encodings d apart";
   return svg_line_chart(decay_data(r), o);
