@@ -115,6 +115,15 @@ struct FamilyQuirks {
   bool theta_in_attn_config = false;              // DBRX: attn_config.rope_theta
   bool theta_from_rope_ratio = false;             // ChatGLM: base = 10000 * rope_ratio
   double default_partial_rotary = 0;              // without a fraction key: GPT-NeoX 0.25, ChatGLM 0.5
+  // The top-level keys the family's code reads for theta and the rotary fraction instead of the
+  // mixin's rope_theta / partial_rotary_factor; nullptr: the mixin's. GPTNeoXConfig (and
+  // GPTNeoXJapaneseConfig).convert_rope_params_to_dict: rope_parameters.setdefault("rope_theta",
+  // rotary_emb_base) and setdefault("partial_rotary_factor", rotary_pct), so the dict's value
+  // wins and the mixin's top-level keys are never read; Qwen-1's hub code: config.rotary_emb_base,
+  // config.rotary_pct; StableLM-epoch's hub code: config.rope_pct. The legacy spellings a family
+  // does not read are warned about and ignored (hf_config.cc), never taken silently.
+  const char* theta_key = nullptr;
+  const char* fraction_key = nullptr;
   bool yarn_means_longrope = false;               // Phi-3: rope type "yarn" is longrope (Phi3Config)
   // Sliding-window layers with a schedule of their own: Gemma 3's rope_local_base_freq (default
   // 10000), unscaled; OLMo-3 (local_theta_key null): rope_theta, unscaled.
