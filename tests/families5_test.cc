@@ -1,6 +1,8 @@
 // Issue 26, model families round three, last part: the legacy top-level keys publishers still
 // ship (GPT-NeoX's rotary_pct / rotary_emb_base, StableLM-epoch's rope_pct), read where the family
-// row says and ignored, with a warning, where HF's code for the family does not read them. Each
+// row says and ignored, with a warning, where HF's code for the family does not read them; the
+// non-RoPE families that were misread (MPT's ALiBi, OPT's / BART's / RoBERTa's offset learned
+// tables, UMT5's per-layer buckets), described as what they are. Each
 // rule is checked against the schedule derived here in double, on the real configs in tests/data
 // where one was found and on configs built in the test (from the published values) where none was.
 #include <gtest/gtest.h>
@@ -8,7 +10,10 @@
 #include <cmath>
 
 #include "golden.h"
+#include "posenc/alibi.h"
+#include "posenc/error.h"
 #include "posenc/hf_config.h"
+#include "posenc/model_positions.h"
 #include "posenc/rope_schedule.h"
 
 namespace posenc {
@@ -131,6 +136,118 @@ TEST(Families5, StableLmEpochReadsRopePct) {
   const ModelRope hf = parse_hf_config(port.dump());
   EXPECT_EQ(hf.select().params.rotated_dim(), 20);
   EXPECT_TRUE(has(hf.warnings, "rope_pct = 0.5 ignored: model_type 'stablelm' reads partial_rotary_factor"));
+}
+
+
+// ---- models without RoPE (model_positions.cc) ---------------------------------------------------
+
+ModelPositions positions(const std::string& name) {
+  return parse_model_positions(testing::read_file(testing::reference_dir() + "/positions-configs/" + name + ".json"));
+}
+
+// MPT's slopes (HF build_mpt_alibi_tensor, bias max 8) against the paper's in double: the same
+// values in the same head order, rounded once in float32 (within an ulp of the double).
+TEST(Families5, MptSlopesAreThePapersInMptsFloat32) {
+  for (int heads = 1; heads <= 64; ++heads) {
+    const std::vector<double> want = alibi_slopes(heads);
+    const std::vector<float> got = alibi_slopes_mpt_f32(heads);
+    ASSERT_EQ(got.size(), want.size()) << heads;
+    for (int h = 0; h < heads; ++h) EXPECT_NEAR(got[h], want[h], 0x1p-23 * want[h]) << heads << " " << h;
+  }
+  const ModelPositions m = positions("mpt-7b-instruct__constructed");
+  ASSERT_EQ(m.stacks.size(), 1u);
+  const PositionStack& s = m.stacks[0];
+  EXPECT_EQ(s.scheme, PositionScheme::kAlibi);
+  EXPECT_EQ(s.heads, 32);
+  EXPECT_EQ(s.layers, 32);
+  EXPECT_EQ(s.alibi_bias_scale, 1.0);  // MptAttention adds the bias after * softmax_scale
+  for (int k = 1; k <= 32; ++k) EXPECT_DOUBLE_EQ(s.alibi_slopes[k - 1], std::exp2(-8.0 * k / 32)) << k;
+  EXPECT_EQ(s.alibi_slopes_f32, alibi_slopes_mpt_f32(32));
+  EXPECT_TRUE(has(s.facts, "at most 2048 tokens"));
+  EXPECT_TRUE(m.notes.empty()) << m.notes.front();
+}
+
+// MptModel ignores attn_config: alibi false and alibi_bias_max 16 leave HF's slopes at bias max 8,
+// and each is said in a note.
+TEST(Families5, MptAttnConfigIsNotWhatHfReads) {
+  json c = json::parse(testing::read_file(testing::reference_dir() + "/positions-configs/mpt-7b-instruct__constructed.json"));
+  c["attn_config"]["alibi"] = false;
+  c["attn_config"]["alibi_bias_max"] = 16;
+  c["n_heads"] = 12;
+  const ModelPositions m = parse_model_positions(c.dump());
+  EXPECT_DOUBLE_EQ(m.stacks[0].alibi_slopes[8], std::exp2(-0.5));  // 12 heads: c = 8, then 2^(-4k/8), k odd
+  EXPECT_TRUE(has(m.notes, "attn_config.alibi is false"));
+  EXPECT_TRUE(has(m.notes, "attn_config.alibi_bias_max = 16 is ignored"));
+}
+
+// OPTLearnedPositionalEmbedding / BartLearnedPositionalEmbedding: max_position_embeddings + 2 rows,
+// position p reads row p + 2. Checked on HF's own lookup (hf-golden.json learned_absolute: a table
+// whose row r is [2r, 2r + 1]; positions 0..3 read [4, 5] .. [10, 11], position 3 of a decode step
+// after 3 cached tokens reads [10, 11]).
+TEST(Families5, OptAndBartReadRowPPlusTwo) {
+  const json golden = json::parse(testing::read_file(testing::reference_dir() + "/hf-golden.json"))["learned_absolute"];
+  const PositionStack opt = positions("opt-125m__constructed").stacks.at(0);
+  EXPECT_EQ(opt.scheme, PositionScheme::kLearnedAbsolute);
+  EXPECT_EQ(opt.rows, 2048);
+  EXPECT_EQ(opt.width, 768);
+  EXPECT_EQ(opt.layers, 12);
+  EXPECT_EQ(opt.row_offset, 2);
+  EXPECT_TRUE(has(opt.facts, "row p + 2 of a table of 2050 rows"));
+  for (int p = 0; p < 4; ++p) {
+    const json& row = golden["weight_rows_are_[2r,2r+1]"][p + opt.row_offset];
+    EXPECT_EQ(golden["bart_seq4_past0"][0][p], row) << p;
+  }
+  EXPECT_EQ(golden["bart_seq1_past3"][0][0], golden["weight_rows_are_[2r,2r+1]"][3 + opt.row_offset]);
+  const ModelPositions bart = positions("bart-large-mnli__constructed");
+  ASSERT_EQ(bart.stacks.size(), 2u);
+  for (const PositionStack& s : bart.stacks) {
+    EXPECT_EQ(s.scheme, PositionScheme::kLearnedAbsolute);
+    EXPECT_EQ(s.rows, 1024);
+    EXPECT_EQ(s.width, 1024);
+    EXPECT_EQ(s.row_offset, 2);
+    EXPECT_EQ(s.layers, 12);
+  }
+  EXPECT_EQ(bart.stacks[1].stack, "decoder");
+}
+
+// RobertaEmbeddings: create_position_ids_from_input_ids gives the first token padding_idx + 1, so
+// roberta-base's 514 rows serve 512 tokens; another pad id moves the offset with it.
+TEST(Families5, RobertaPositionsStartPastThePaddingIndex) {
+  const PositionStack s = positions("roberta-base__constructed").stacks.at(0);
+  EXPECT_EQ(s.stack, "encoder");
+  EXPECT_EQ(s.rows, 512);
+  EXPECT_EQ(s.row_offset, 2);
+  EXPECT_EQ(s.width, 768);
+  const ModelPositions zero =
+      parse_model_positions(json{{"model_type", "xlm-roberta"}, {"pad_token_id", 0}, {"max_position_embeddings", 514}}.dump());
+  EXPECT_EQ(zero.stacks[0].rows, 513);
+  EXPECT_EQ(zero.stacks[0].row_offset, 1);
+  try {
+    parse_model_positions(json{{"model_type", "roberta"}, {"max_position_embeddings", 2}}.dump());
+    ADD_FAILURE() << "accepted a table with no row for a token";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("max_position_embeddings 2 leaves no row"), std::string::npos) << e.what();
+  }
+}
+
+// UMT5Block: every self-attention layer owns a bias table (T5 shares layer 0's); the buckets
+// are T5's (bidirectional encoder, causal decoder) and the scores are not scaled.
+TEST(Families5, Umt5HasABiasTablePerLayer) {
+  const ModelPositions m = positions("umt5-base__constructed");
+  ASSERT_EQ(m.stacks.size(), 2u);
+  EXPECT_TRUE(m.stacks[0].buckets.bidirectional);
+  EXPECT_FALSE(m.stacks[1].buckets.bidirectional);
+  for (const PositionStack& s : m.stacks) {
+    EXPECT_EQ(s.scheme, PositionScheme::kT5Buckets);
+    EXPECT_EQ(s.heads, 12);
+    EXPECT_EQ(s.layers, 12);
+    EXPECT_EQ(s.buckets.num_buckets, 32);
+    EXPECT_EQ(s.buckets.max_distance, 128);
+    EXPECT_TRUE(has(s.facts, "every self-attention layer owns its own"));
+    EXPECT_NE(s.hf_source.find("modeling_umt5.py"), std::string::npos);
+  }
+  EXPECT_TRUE(has(positions("umt5-base__constructed").stacks[0].facts, "scale scores by 1"));
+  EXPECT_EQ(parse_model_positions(json{{"model_type", "umt5"}}.dump()).stacks[0].heads, 6);  // UMT5Config's default
 }
 
 }  // namespace
