@@ -14,6 +14,7 @@
 #include "posenc/error.h"
 #include "posenc/hf_config.h"
 #include "posenc/model_positions.h"
+#include "posenc/model_spec.h"
 #include "posenc/rope_schedule.h"
 
 namespace posenc {
@@ -248,6 +249,31 @@ TEST(Families5, Umt5HasABiasTablePerLayer) {
   }
   EXPECT_TRUE(has(positions("umt5-base__constructed").stacks[0].facts, "scale scores by 1"));
   EXPECT_EQ(parse_model_positions(json{{"model_type", "umt5"}}.dump()).stacks[0].heads, 6);  // UMT5Config's default
+}
+
+// ---- GLM-4.5V (glm4v_moe) ----------------------------------------------------------------------
+
+// modeling_glm4v_moe.py (as glm4v): M-RoPE sections [8, 12, 12] over the rotated half only
+// (partial_rotary_factor 0.5 of head_dim 128: 32 frequencies theta^(-2i/64)), applied in GPT-J
+// pairs (cos[..., :d/2].repeat_interleave(2)) on channels 0..63, the rest passed through; every one
+// of the 46 text layers alike (full attention, no sliding window).
+TEST(Families5, Glm45vMropeOverTheRotatedHalfOnEveryLayer) {
+  const ModelSpec spec = load_model_spec(testing::reference_dir() + "/configs-extra/GLM-4.5V__constructed.json");
+  EXPECT_EQ(spec.mrope_section, (std::vector<int>{8, 12, 12}));
+  EXPECT_EQ(spec.mrope_style, MropeStyle::kContiguous);
+  ASSERT_EQ(spec.layers.size(), 46u);
+  for (const LayerSpec& l : spec.layers) {
+    SCOPED_TRACE(l.index);
+    EXPECT_TRUE(l.rope);
+    EXPECT_EQ(l.layout, RopeLayout::kInterleaved);
+    EXPECT_EQ(l.head_dim, 128);
+    EXPECT_EQ(l.rotary_dim, 64);
+    EXPECT_EQ(l.rotated_channels, (std::vector<std::array<int, 2>>{{0, 64}}));
+    EXPECT_EQ(l.softmax_scale, 1 / std::sqrt(128.0));
+    EXPECT_EQ(l.schedule, spec.layers.front().schedule);
+  }
+  const RopeSchedule& s = spec.schedules.at(spec.layers.front().schedule);
+  expect_default_schedule(s, 1e4, 64);
 }
 
 }  // namespace
