@@ -276,5 +276,26 @@ TEST(Families5, Glm45vMropeOverTheRotatedHalfOnEveryLayer) {
   expect_default_schedule(s, 1e4, 64);
 }
 
+// ---- Falcon-H1 (falcon_h1) ---------------------------------------------------------------------
+
+// modeling_falcon_h1.py: every layer runs Mamba2 and attention side by side, so every layer
+// rotates (full head, rotate_half, theta 1e11); the keys are multiplied by key_multiplier before
+// q.k, so the logits' scale is head_dim^-0.5 * key_multiplier = 0.390625 / 8.
+TEST(Families5, FalconH1EveryLayerRotatesWithKeysScaled) {
+  const ModelSpec spec = load_model_spec(testing::reference_dir() + "/configs-extra/Falcon-H1-0.5B__constructed.json");
+  ASSERT_EQ(spec.layers.size(), 36u);
+  for (const LayerSpec& l : spec.layers) {
+    SCOPED_TRACE(l.index);
+    EXPECT_TRUE(l.rope);
+    EXPECT_EQ(l.layout, RopeLayout::kHalfSplit);
+    EXPECT_EQ(l.rotated_channels, (std::vector<std::array<int, 2>>{{0, 64}}));
+    EXPECT_DOUBLE_EQ(l.softmax_scale, 0.39062499999999994 / 8);
+  }
+  expect_default_schedule(spec.schedules.at(spec.layers.front().schedule), 1e11, 64);
+  json c = json::parse(testing::read_file(testing::reference_dir() + "/configs-extra/Falcon-H1-0.5B__constructed.json"));
+  c.erase("key_multiplier");  // FalconH1Config's default 1.0
+  EXPECT_DOUBLE_EQ(parse_model_spec(c.dump()).layers.at(0).softmax_scale, 1.0 / 8);
+}
+
 }  // namespace
 }  // namespace posenc

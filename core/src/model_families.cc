@@ -305,6 +305,11 @@ const std::vector<FamilyQuirks>& table() {
             .rope_layers(RopeLayers::kNone)
             .window(Window::kLayerTypes)
             .default_layers(DefaultLayers::kNemotronH),
+        Row("|falcon_h1|", "modeling_falcon_h1.py: FalconH1DecoderLayer runs FalconH1Mixer (Mamba2) and "
+                           "FalconH1Attention side by side in every layer (FalconH1Config.layers_block_type: 'hybrid' "
+                           "for each); FalconH1Attention: key_states = k_proj(x) * key_multiplier, then "
+                           "apply_rotary_pos_emb (rotate_half), scaling head_dim^-0.5")
+            .softmax(SoftmaxScale::kKeyMultiplier),
         Row("|bamba|", "modeling_bamba.py: BambaAttention, partial apply_rotary_pos_emb (rotate_half) on layers "
                        "at attn_layer_indices, Mamba2 otherwise")
             .window(Window::kLayerTypes)

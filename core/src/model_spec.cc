@@ -160,6 +160,9 @@ struct SpecBuilder {
     if (row.softmax_scale == SoftmaxScale::kAttentionMultiplier)
       base = jf::positive_number(model, "attention_multiplier", where).value_or(1.0);
     if (row.softmax_scale == SoftmaxScale::kOne) base = 1.0;
+    // FalconH1Config: key_multiplier defaults to 1.0; it multiplies k, hence every q.k.
+    if (row.softmax_scale == SoftmaxScale::kKeyMultiplier)
+      base *= jf::positive_number(model, "key_multiplier", where).value_or(1.0);
     if (row.softmax_scale == SoftmaxScale::kDeepSeekMla && lr.has_rope)
       l.softmax_scale_multiplier = deepseek_softmax_scale_multiplier(p);
     l.softmax_scale = base * l.softmax_scale_multiplier;

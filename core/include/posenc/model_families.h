@@ -77,6 +77,7 @@ enum class SoftmaxScale {
   kDeepSeekMla,         // (qk_nope + qk_rope)^-0.5 * mscale(factor, mscale_all_dim)^2
   kAttentionMultiplier, // attention_multiplier itself (Granite: 1/head_dim in the shipped configs)
   kOne,                 // 1.0: q/k RMS-normed, no scale (Gemma 3n, Gemma 4)
+  kKeyMultiplier,       // head_dim^-0.5 * key_multiplier: Falcon-H1 scales k before q.k (k_proj(x) * key_multiplier)
 };
 
 enum class QkNorm {
