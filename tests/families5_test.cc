@@ -297,5 +297,57 @@ TEST(Families5, FalconH1EveryLayerRotatesWithKeysScaled) {
   EXPECT_DOUBLE_EQ(parse_model_spec(c.dump()).layers.at(0).softmax_scale, 1.0 / 8);
 }
 
+// ---- Zamba2 (zamba2) ---------------------------------------------------------------------------
+
+// modeling_zamba2.py: the shared attention runs at the "hybrid" entries of layers_block_type, over
+// heads of attention_head_dim = 2 * hidden_size / heads = 224 channels, scaled by (224 / 2)^-0.5,
+// rotated (full head, rotate_half) only with use_mem_rope; the Mamba2 layers have no positions.
+TEST(Families5, Zamba2SharedAttentionAtItsHybridLayers) {
+  const std::string path = testing::reference_dir() + "/configs-extra/Zamba2-7B__constructed.json";
+  const ModelSpec spec = load_model_spec(path);
+  ASSERT_EQ(spec.layers.size(), 81u);
+  std::vector<int> hybrid;
+  for (const LayerSpec& l : spec.layers) {
+    SCOPED_TRACE(l.index);
+    if (l.layer_type != "hybrid") {
+      EXPECT_EQ(l.layer_type, "mamba");
+      EXPECT_FALSE(l.rope);
+      EXPECT_EQ(l.attention, AttentionKind::kNone);
+      continue;
+    }
+    hybrid.push_back(l.index);
+    EXPECT_TRUE(l.rope);
+    EXPECT_EQ(l.attention, AttentionKind::kFull);
+    EXPECT_EQ(l.head_dim, 224);
+    EXPECT_EQ(l.rotated_channels, (std::vector<std::array<int, 2>>{{0, 224}}));
+    EXPECT_DOUBLE_EQ(l.softmax_scale, 1 / std::sqrt(112.0));
+    expect_default_schedule(spec.schedules.at(l.schedule), 1e4, 224);
+  }
+  EXPECT_EQ(hybrid, (std::vector<int>{6, 11, 17, 23, 29, 35, 41, 47, 53, 59, 65, 71, 77}));
+  // Zamba2Config's default use_mem_rope is false: no layer rotates.
+  json c = json::parse(testing::read_file(path));
+  c.erase("use_mem_rope");
+  for (const LayerSpec& l : parse_model_spec(c.dump()).layers) EXPECT_FALSE(l.rope) << l.index;
+}
+
+// Without layers_block_type, Zamba2Config.__post_init__'s fixed list of 54 entries (hybrid at 6,
+// 12, ..., 42, 47, 51); another layer count has no default and is refused naming both.
+TEST(Families5, Zamba2DefaultLayerList) {
+  json c = json::parse(testing::read_file(testing::reference_dir() + "/configs-extra/Zamba2-7B__constructed.json"));
+  c.erase("layers_block_type");
+  c["num_hidden_layers"] = 54;
+  std::vector<int> hybrid;
+  for (const LayerSpec& l : parse_model_spec(c.dump()).layers)
+    if (l.layer_type == "hybrid") hybrid.push_back(l.index);
+  EXPECT_EQ(hybrid, (std::vector<int>{6, 12, 18, 24, 30, 36, 42, 47, 51}));
+  c["num_hidden_layers"] = 81;
+  try {
+    parse_model_spec(c.dump());
+    ADD_FAILURE() << "accepted 81 layers without layers_block_type";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("num_hidden_layers is 81 without layers_block_type"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace posenc

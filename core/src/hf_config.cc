@@ -80,7 +80,17 @@ struct Parser {
     const std::string w = where();
 
     // head_dim: DeepSeek's MLA rotates only the qk_rope_head_dim slice.
-    if (auto rope_head = jf::integer(model, "qk_rope_head_dim", w)) {
+    if (quirks().head_dim_twice_hidden) {
+      // Zamba2Config.__post_init__ overwrites attention_head_dim (HF's head_dim) with this.
+      const auto hidden = jf::integer(model, quirks().hidden_key, w);
+      const auto heads = jf::integer(model, quirks().heads_key, w);
+      if (!hidden || !heads || *heads <= 0)
+        throw Error("config needs " + at(quirks().hidden_key) + " and " + at(quirks().heads_key) + " > 0: Zamba2's "
+                    "heads span 2 * hidden_size / num_attention_heads channels");
+      p.head_dim = channels(2 * *hidden / *heads, "2 * " + at(quirks().hidden_key) + " / " + at(quirks().heads_key));
+      out.notes.push_back("head_dim = 2 * hidden_size / num_attention_heads = " + std::to_string(p.head_dim) +
+                          " (Zamba2Config: the shared attention block attends over [hidden, embedding])");
+    } else if (auto rope_head = jf::integer(model, "qk_rope_head_dim", w)) {
       p.head_dim = channels(*rope_head, at("qk_rope_head_dim"));
       out.notes.push_back("head_dim = qk_rope_head_dim = " + std::to_string(*rope_head) +
                           " (DeepSeek MLA: only that slice of q/k rotates)");

@@ -25,6 +25,8 @@ struct Row {
   Row& shape_keys(const char* hidden, const char* heads) { return q.hidden_key = hidden, q.heads_key = heads, *this; }
   Row& head_dim_key(const char* key) { return q.head_dim_key = key, *this; }
   Row& max_pos_key(const char* key) { return q.max_pos_key = key, *this; }
+  Row& layer_types_key(const char* key) { return q.layer_types_key = key, *this; }
+  Row& head_dim_twice_hidden() { return q.head_dim_twice_hidden = true, *this; }
   Row& theta_in_attn_config() { return q.theta_in_attn_config = true, *this; }
   Row& theta_from_rope_ratio() { return q.theta_from_rope_ratio = true, *this; }
   Row& default_partial_rotary(double f) { return q.default_partial_rotary = f, *this; }
@@ -310,6 +312,17 @@ const std::vector<FamilyQuirks>& table() {
                            "for each); FalconH1Attention: key_states = k_proj(x) * key_multiplier, then "
                            "apply_rotary_pos_emb (rotate_half), scaling head_dim^-0.5")
             .softmax(SoftmaxScale::kKeyMultiplier),
+        Row("|zamba2|", "modeling_zamba2.py: Zamba2Model runs the shared Zamba2AttentionDecoderLayer before the "
+                        "Mamba2 layer at the 'hybrid' entries of layers_block_type (configuration_zamba2.py: its "
+                        "default list, hybrid_layer_ids); Zamba2Attention: head_dim = attention_head_dim = 2 * "
+                        "hidden_size / heads, scaling (head_dim / 2)^-0.5, apply_rotary_pos_emb (rotate_half) only "
+                        "when config.use_mem_rope")
+            .window(Window::kLayerTypes)
+            .default_layers(DefaultLayers::kZamba2)
+            .layer_types_key("layers_block_type")
+            .rope_layers(RopeLayers::kIfUseMemRope)
+            .softmax(SoftmaxScale::kHalfHeadDim)
+            .head_dim_twice_hidden(),
         Row("|bamba|", "modeling_bamba.py: BambaAttention, partial apply_rotary_pos_emb (rotate_half) on layers "
                        "at attn_layer_indices, Mamba2 otherwise")
             .window(Window::kLayerTypes)

@@ -33,6 +33,7 @@ enum class RopeLayers {
   kNoneIfMlaUseNope,    // Kimi Linear: no layer rotates when mla_use_nope (or qk_rope_head_dim == 0)
   kNone,                // Jamba, Nemotron-H: attention layers apply no positional encoding
   kIfPositionEmbeddingRope,  // Granite 4 (granitemoehybrid): rotary only when position_embedding_type == "rope"
+  kIfUseMemRope,        // Zamba2: the shared attention rotates only when use_mem_rope (default false)
 };
 
 // Where the attention kind and window of each layer come from.
@@ -62,6 +63,8 @@ enum class DefaultLayers {
   kNemotronH,            // NemotronHConfig.layers_block_type: hybrid_override_pattern, one character
                          // per layer: M mamba, * attention, - mlp, E moe
   kBamba,                // BambaConfig.layers_block_type: attention at attn_layer_indices, mamba otherwise
+  kZamba2,               // Zamba2Config.__post_init__: 54 fixed entries, "hybrid" (shared attention block
+                         // then Mamba2) at 6, 12, ..., 42, 47, 51, Mamba2 otherwise (HF: "linear_attention")
 };
 
 enum class QueryScale {
@@ -78,6 +81,7 @@ enum class SoftmaxScale {
   kAttentionMultiplier, // attention_multiplier itself (Granite: 1/head_dim in the shipped configs)
   kOne,                 // 1.0: q/k RMS-normed, no scale (Gemma 3n, Gemma 4)
   kKeyMultiplier,       // head_dim^-0.5 * key_multiplier: Falcon-H1 scales k before q.k (k_proj(x) * key_multiplier)
+  kHalfHeadDim,         // (head_dim / 2)^-0.5: Zamba2Attention, whose heads span 2 * hidden_size / heads
 };
 
 enum class QkNorm {
@@ -113,6 +117,11 @@ struct FamilyQuirks {
   const char* heads_key = "num_attention_heads";  // DBRX: n_heads
   const char* head_dim_key = nullptr;             // ChatGLM: kv_channels
   const char* max_pos_key = nullptr;              // DBRX: max_seq_len (after max_position_embeddings)
+  // The key of the per-layer types (Zamba2Config's attribute_map: layer_types -> layers_block_type).
+  const char* layer_types_key = "layer_types";
+  // Zamba2Config.__post_init__: attention_head_dim (HF's head_dim) = 2 * hidden_size / heads, the
+  // shared block attending over the concatenation [hidden, original embedding]; any given value is overwritten.
+  bool head_dim_twice_hidden = false;
   bool theta_in_attn_config = false;              // DBRX: attn_config.rope_theta
   bool theta_from_rope_ratio = false;             // ChatGLM: base = 10000 * rope_ratio
   double default_partial_rotary = 0;              // without a fraction key: GPT-NeoX 0.25, ChatGLM 0.5
