@@ -64,6 +64,7 @@ json positions_json(const ModelPositions& m) {
     if (p.scheme == PositionScheme::kLearnedAbsolute || p.scheme == PositionScheme::kSinusoidal) {
       e["max_positions"] = p.rows;  // the table's rows: positions 0 .. rows - 1
       e["width"] = p.width;
+      e["row_offset"] = p.row_offset;  // position p reads row p + row_offset (OPT, BART 2; RoBERTa pad + 1)
     }
     if (p.scheme == PositionScheme::kSinusoidal)
       e["sinusoidal"] = {{"layout", to_string(p.sinusoidal.layout)}, {"freq", to_string(p.sinusoidal.freqs)},

@@ -157,7 +157,12 @@ TEST(CliSpec, ModelsWithoutRopeAreDescribedAndFreqsRefusesThem) {
                         Case{"bloom-560m__constructed", "alibi", "each of the 16 heads subtracts slope * distance"},
                         Case{"falcon-rw-1b__constructed", "alibi", "each of the 32 heads"},
                         Case{"t5-small", "t5_relative_buckets", "Distances 0 to 7 each have their own bucket"},
-                        Case{"whisper-tiny__constructed", "sinusoidal", "fixed sinusoidal table of 1500 rows"}}) {
+                        Case{"whisper-tiny__constructed", "sinusoidal", "fixed sinusoidal table of 1500 rows"},
+                        Case{"mpt-7b-instruct__constructed", "alibi", "each of the 32 heads subtracts slope * distance"},
+                        Case{"opt-125m__constructed", "learned_absolute", "learned table of 2048 rows"},
+                        Case{"bart-large-mnli__constructed", "learned_absolute", "decoder: a learned table of 1024 rows"},
+                        Case{"roberta-base__constructed", "learned_absolute", "learned table of 512 rows"},
+                        Case{"umt5-base__constructed", "t5_relative_buckets", "Distances 0 to 7 each have their own bucket"}}) {
     SCOPED_TRACE(c.file);
     const std::string config = " --config " + reference_dir() + "/positions-configs/" + c.file + ".json";
     const auto j = run_json("spec" + config);
@@ -185,6 +190,14 @@ TEST(CliSpec, ModelsWithoutRopeAreDescribedAndFreqsRefusesThem) {
   EXPECT_EQ(t5.at("positions").at("stacks").at(1).at("num_buckets"), 32);
   const auto bert = run_json("spec --config " + reference_dir() + "/positions-configs/bert-base-uncased.json");
   EXPECT_EQ(bert.at("positions").at("stacks").at(0).at("max_positions"), 512);
+  EXPECT_EQ(bert.at("positions").at("stacks").at(0).at("row_offset"), 0);
+  // OPTLearnedPositionalEmbedding: position p reads row p + 2; RoBERTa's first token row pad + 1 = 2.
+  for (const char* file : {"opt-125m__constructed", "roberta-base__constructed"}) {
+    const auto offset = run_json(std::string("spec --config ") + reference_dir() + "/positions-configs/" + file + ".json");
+    EXPECT_EQ(offset.at("positions").at("stacks").at(0).at("row_offset"), 2) << file;
+  }
+  const auto text = run("spec --config " + reference_dir() + "/positions-configs/umt5-base__constructed.json");
+  EXPECT_NE(text.out.find("every self-attention layer owns its own"), std::string::npos) << text.out;
 }
 
 TEST(CliSpec, RopeModelsSayRopeInTheirPositions) {

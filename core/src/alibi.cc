@@ -55,6 +55,20 @@ std::vector<float> alibi_slopes_bloom_f32(int num_heads) {
   return slopes;
 }
 
+std::vector<float> alibi_slopes_mpt_f32(int num_heads) {
+  require_heads(num_heads);
+  int h2 = 1;
+  while (h2 < num_heads) h2 *= 2;
+  std::vector<float> all;  // slope_k, k = 1..H2: m = float(k) * (8 / H2), 1 / pow(2, m), float32
+  for (int k = 1; k <= h2; ++k) all.push_back(1.0f / std::pow(2.0f, static_cast<float>(k) * (8.0f / h2)));
+  if (h2 == num_heads) return all;
+  std::vector<float> slopes;  // concat(slopes[1::2], slopes[::2])[:H]
+  for (int i = 1; i < h2; i += 2) slopes.push_back(all[i]);
+  for (int i = 0; i < h2; i += 2) slopes.push_back(all[i]);
+  slopes.resize(static_cast<std::size_t>(num_heads));
+  return slopes;
+}
+
 void alibi_add_bias_row(double slope, std::int64_t query_pos, std::int64_t key_start, int count, AlibiMode mode,
                         float* scores) {
   for (int j = 0; j < count; ++j) {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <set>
+#include <string_view>
 
 #include "config_doc.h"
 #include "config_text.h"
@@ -58,12 +60,37 @@ struct Parser {
   }
 
   // ---- the fields outside the rope dict -------------------------------------------------
+  // The spellings of one field that this family's code does not read (GPT-NeoX reads
+  // rotary_emb_base, never rope_theta; Llama reads rope_theta, never rotary_emb_base): present,
+  // they are ignored as HF ignores them, with a warning naming the key the family reads.
+  void warn_unread_spellings(std::initializer_list<const char*> spellings, const char* read_key) {
+    for (const char* key : spellings) {
+      if (std::string_view(key) == read_key || !model.contains(key)) continue;
+      const std::string who = doc.family() ? "model_type '" + doc.model_type() + "' reads " + at(read_key) +
+                                                 " (its row in the family table cites the HF code)"
+                                           : "HF's generic config reads " + at(read_key) + " (posenc does not know "
+                                             "model_type '" + doc.model_type() + "'; if its own code reads " + key +
+                                             ", its schedule differs)";
+      out.warnings.push_back(at(key) + " = " + model[key].dump() + " ignored: " + who);
+    }
+  }
+
   RopeParams base_params() {
     RopeParams p;
     const std::string w = where();
 
     // head_dim: DeepSeek's MLA rotates only the qk_rope_head_dim slice.
-    if (auto rope_head = jf::integer(model, "qk_rope_head_dim", w)) {
+    if (quirks().head_dim_twice_hidden) {
+      // Zamba2Config.__post_init__ overwrites attention_head_dim (HF's head_dim) with this.
+      const auto hidden = jf::integer(model, quirks().hidden_key, w);
+      const auto heads = jf::integer(model, quirks().heads_key, w);
+      if (!hidden || !heads || *heads <= 0)
+        throw Error("config needs " + at(quirks().hidden_key) + " and " + at(quirks().heads_key) + " > 0: Zamba2's "
+                    "heads span 2 * hidden_size / num_attention_heads channels");
+      p.head_dim = channels(2 * *hidden / *heads, "2 * " + at(quirks().hidden_key) + " / " + at(quirks().heads_key));
+      out.notes.push_back("head_dim = 2 * hidden_size / num_attention_heads = " + std::to_string(p.head_dim) +
+                          " (Zamba2Config: the shared attention block attends over [hidden, embedding])");
+    } else if (auto rope_head = jf::integer(model, "qk_rope_head_dim", w)) {
       p.head_dim = channels(*rope_head, at("qk_rope_head_dim"));
       out.notes.push_back("head_dim = qk_rope_head_dim = " + std::to_string(*rope_head) +
                           " (DeepSeek MLA: only that slice of q/k rotates)");
@@ -84,11 +111,15 @@ struct Parser {
     }
 
     // rope_theta, and where families keep it.
-    if (auto theta = jf::number(model, "rope_theta", w)) {
+    const char* theta_key = quirks().theta_key ? quirks().theta_key : "rope_theta";
+    const char* fraction_key = quirks().fraction_key ? quirks().fraction_key : "partial_rotary_factor";
+    warn_unread_spellings({"rope_theta", "rotary_emb_base"}, theta_key);
+    warn_unread_spellings({"partial_rotary_factor", "rotary_pct", "rope_pct"}, fraction_key);
+    if (auto theta = jf::number(model, theta_key, w)) {
       p.theta = *theta;
-    } else if (auto base = jf::number(model, "rotary_emb_base", w)) {
-      p.theta = *base;
-      out.notes.push_back("rope_theta = rotary_emb_base = " + format_number(*base) + " (GPT-NeoX-style key)");
+      if (quirks().theta_key)
+        out.notes.push_back("rope_theta = " + at(theta_key) + " = " + format_number(*theta) + " (the key model_type '" +
+                            doc.model_type() + "' reads)");
     } else if (const json* attn = jf::object(model, "attn_config", w);
                attn && quirks().theta_in_attn_config && attn->contains("rope_theta")) {
       auto theta = jf::number(*attn, "rope_theta", at("attn_config"));
@@ -116,13 +147,14 @@ struct Parser {
 
     // The rotary fraction.
     bool fraction_given = true;
-    if (auto prf = jf::number(model, "partial_rotary_factor", w)) {
+    if (auto prf = jf::number(model, fraction_key, w)) {
       p.partial_rotary_factor = *prf;
-    } else if (auto pct = jf::number(model, "rotary_pct", w)) {
-      p.partial_rotary_factor = *pct;
+      if (quirks().fraction_key)
+        out.notes.push_back("partial_rotary_factor = " + at(fraction_key) + " = " + format_number(*prf) +
+                            " (the key model_type '" + doc.model_type() + "' reads)");
     } else if (quirks().default_partial_rotary > 0) {
       p.partial_rotary_factor = quirks().default_partial_rotary;
-      out.notes.push_back("no partial_rotary_factor or rotary_pct: the family's default " +
+      out.notes.push_back(std::string("no ") + fraction_key + ": the family's default " +
                           format_number(p.partial_rotary_factor) + " (" + quirks().hf_source + ")");
     } else {
       fraction_given = false;
@@ -168,7 +200,8 @@ struct Parser {
 
   // ---- the rope dict (rope_dict.h, driven by the field table) -----------------------------
   void apply_rope_dict(const json& dict, const std::string& w, RopeParams& p) {
-    read_rope_dict(dict, w, RopeDictContext{model, where().empty() ? std::string() : where() + ".", quirks().yarn_means_longrope, options.lenient, out}, p);
+    read_rope_dict(dict, w, RopeDictContext{model, where().empty() ? std::string() : where() + ".", quirks().yarn_means_longrope,
+                                     !quirks().fraction_key, options.lenient, out}, p);
     apply_family_dict_rules(dict, w, p);
   }
 

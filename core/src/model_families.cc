@@ -25,9 +25,12 @@ struct Row {
   Row& shape_keys(const char* hidden, const char* heads) { return q.hidden_key = hidden, q.heads_key = heads, *this; }
   Row& head_dim_key(const char* key) { return q.head_dim_key = key, *this; }
   Row& max_pos_key(const char* key) { return q.max_pos_key = key, *this; }
+  Row& layer_types_key(const char* key) { return q.layer_types_key = key, *this; }
+  Row& head_dim_twice_hidden() { return q.head_dim_twice_hidden = true, *this; }
   Row& theta_in_attn_config() { return q.theta_in_attn_config = true, *this; }
   Row& theta_from_rope_ratio() { return q.theta_from_rope_ratio = true, *this; }
   Row& default_partial_rotary(double f) { return q.default_partial_rotary = f, *this; }
+  Row& legacy_keys(const char* theta, const char* fraction) { return q.theta_key = theta, q.fraction_key = fraction, *this; }
   Row& yarn_means_longrope() { return q.yarn_means_longrope = true, *this; }
   Row& default_theta(double theta) { return q.default_theta = theta, *this; }
   Row& ntk_alpha() { return q.ntk_alpha = true, *this; }
@@ -222,10 +225,22 @@ const std::vector<FamilyQuirks>& table() {
             .default_layers(DefaultLayers::kFullAttnIdxs)
             .qk_norm(QkNorm::kBeforeRope)
             .default_theta(1e6),
-        Row("|gpt_neox|", "modeling_gpt_neox.py: GPTNeoXAttention, partial apply_rotary_pos_emb (rotary_pct; "
-                          "GPTNeoXConfig: 0.25 by default)")
+        Row("|gpt_neox|", "modeling_gpt_neox.py: GPTNeoXAttention, partial apply_rotary_pos_emb; "
+                          "configuration_gpt_neox.py: convert_rope_params_to_dict fills the rope dict's rope_theta "
+                          "from rotary_emb_base and its partial_rotary_factor from rotary_pct (0.25 by default)")
+            .legacy_keys("rotary_emb_base", "rotary_pct")
             .default_partial_rotary(0.25),
-        Row("|stablelm|", "modeling_stablelm.py: StableLmAttention, partial apply_rotary_pos_emb"),
+        Row("|gpt_neox_japanese|", "modeling_gpt_neox_japanese.py: GPTNeoXJapaneseAttention, rotate_half on the "
+                                   "first rotary_ndims channels; configuration_gpt_neox_japanese.py: "
+                                   "convert_rope_params_to_dict reads rotary_emb_base and rotary_pct (1.0 by default)")
+            .legacy_keys("rotary_emb_base", "rotary_pct"),
+        Row("|stablelm|", "modeling_stablelm.py: StableLmAttention, partial apply_rotary_pos_emb; "
+                          "configuration_stablelm.py: partial_rotary_factor 0.25 by default")
+            .default_partial_rotary(0.25),
+        Row("|stablelm_epoch|", "StableLM-epoch modeling_stablelm_epoch.py (hub, stabilityai/stablelm-3b-4e1t before "
+                                "its HF port): Attention._init_rope, rotary_ndims = int(head_dim * config.rope_pct), "
+                                "RotaryEmbedding(base=config.rope_theta), rotate_half on the first rotary_ndims channels")
+            .legacy_keys(nullptr, "rope_pct"),
         Row("|phi|", "modeling_phi.py: PhiAttention, partial apply_rotary_pos_emb"),
         Row("|phi3|", "modeling_phi3.py: Phi3Attention (sliding_window=config.sliding_window on every layer)")
             .window(Window::kEveryLayer)
@@ -250,9 +265,11 @@ const std::vector<FamilyQuirks>& table() {
                       "seq_length) + 1) - 1 and RotaryEmbedding base = rotary_emb_base * alpha^(d/(d-2)), kept "
                       "(_ntk_alpha_cached_list) for decode; QWenAttention: with use_logn_attn the query at cache "
                       "index p is multiplied by logn_list[p] = log(p + 1) / log(seq_length) when p + 1 > seq_length "
-                      "(p <= 32766, the list's end)")
+                      "(p <= 32766, the list's end); QWenModel.__init__: rotary_ndims = int(kv_channels * "
+                      "config.rotary_pct), RotaryEmbedding(base=config.rotary_emb_base)")
             .query_scale(QueryScale::kQwenLogN)
-            .qwen_seq_length(),
+            .qwen_seq_length()
+            .legacy_keys("rotary_emb_base", "rotary_pct"),
         Row("|internlm2|", "InternLM2 modeling_internlm2.py (hub): apply_rotary_pos_emb (rotate_half)"),
         Row("|minicpm|", "MiniCPM modeling_minicpm.py (hub): apply_rotary_pos_emb (rotate_half)"),
         Row("|minicpm3|", "modeling_minicpm3.py: MiniCPM3Attention (MLA, q = [qk_nope_head_dim | qk_rope_head_dim], "
@@ -290,6 +307,22 @@ const std::vector<FamilyQuirks>& table() {
             .rope_layers(RopeLayers::kNone)
             .window(Window::kLayerTypes)
             .default_layers(DefaultLayers::kNemotronH),
+        Row("|falcon_h1|", "modeling_falcon_h1.py: FalconH1DecoderLayer runs FalconH1Mixer (Mamba2) and "
+                           "FalconH1Attention side by side in every layer (FalconH1Config.layers_block_type: 'hybrid' "
+                           "for each); FalconH1Attention: key_states = k_proj(x) * key_multiplier, then "
+                           "apply_rotary_pos_emb (rotate_half), scaling head_dim^-0.5")
+            .softmax(SoftmaxScale::kKeyMultiplier),
+        Row("|zamba2|", "modeling_zamba2.py: Zamba2Model runs the shared Zamba2AttentionDecoderLayer before the "
+                        "Mamba2 layer at the 'hybrid' entries of layers_block_type (configuration_zamba2.py: its "
+                        "default list, hybrid_layer_ids); Zamba2Attention: head_dim = attention_head_dim = 2 * "
+                        "hidden_size / heads, scaling (head_dim / 2)^-0.5, apply_rotary_pos_emb (rotate_half) only "
+                        "when config.use_mem_rope")
+            .window(Window::kLayerTypes)
+            .default_layers(DefaultLayers::kZamba2)
+            .layer_types_key("layers_block_type")
+            .rope_layers(RopeLayers::kIfUseMemRope)
+            .softmax(SoftmaxScale::kHalfHeadDim)
+            .head_dim_twice_hidden(),
         Row("|bamba|", "modeling_bamba.py: BambaAttention, partial apply_rotary_pos_emb (rotate_half) on layers "
                        "at attn_layer_indices, Mamba2 otherwise")
             .window(Window::kLayerTypes)

@@ -97,6 +97,24 @@ std::optional<std::vector<std::string>> hybrid_layer_types(const ConfigDoc& doc,
         types[i] = idxs && std::find(idxs->begin(), idxs->end(), i) != idxs->end() ? "attention" : "mamba";
       return types;
     }
+    case DefaultLayers::kZamba2: {  // Zamba2Config.__post_init__: a fixed list of 54 entries
+      // HF writes the Mamba2 layers "linear_attention" (its legacy "mamba", the name the published
+      // configs use and posenc keeps for the hybrids' state-space layers).
+      std::vector<std::string> hf = {"mamba"};
+      for (int k = 0; k < 7; ++k) {
+        hf.insert(hf.end(), 5, "mamba");
+        hf.push_back("hybrid");
+      }
+      for (int tail : {4, 3, 2}) {
+        hf.insert(hf.end(), tail, "mamba");
+        if (tail != 2) hf.push_back("hybrid");
+      }
+      if (static_cast<std::int64_t>(hf.size()) != layers)
+        throw Error(doc.at(doc.quirks().layer_count_key) + " is " + std::to_string(layers) + " without " +
+                    doc.at(doc.quirks().layer_types_key) + ": Zamba2Config's default list has " +
+                    std::to_string(hf.size()) + " entries; expected layers_block_type for another count");
+      return hf;
+    }
   }
   return std::nullopt;
 }
@@ -107,12 +125,13 @@ bool is_attention(const std::string& type) { return !(type == "mamba" || type ==
 
 std::optional<std::vector<std::string>> config_layer_types(const ConfigDoc& doc) {
   const json& model = doc.model();
-  if (!model.contains("layer_types") || model["layer_types"].is_null()) return std::nullopt;
-  const json& lt = model["layer_types"];
-  if (!lt.is_array()) throw Error(doc.at("layer_types") + " must be an array of strings, got " + jf::describe(lt));
+  const char* key = doc.quirks().layer_types_key;  // Zamba2: layers_block_type
+  if (!model.contains(key) || model[key].is_null()) return std::nullopt;
+  const json& lt = model[key];
+  if (!lt.is_array()) throw Error(doc.at(key) + " must be an array of strings, got " + jf::describe(lt));
   std::vector<std::string> types;
   for (const json& t : lt) {
-    if (!t.is_string()) throw Error(doc.at("layer_types") + " entries must be strings, got " + jf::describe(t));
+    if (!t.is_string()) throw Error(doc.at(key) + " entries must be strings, got " + jf::describe(t));
     types.push_back(t.get<std::string>());
   }
   // Gemma4TextConfig.__post_init__ forces the last layer to full_attention (with a warning).
@@ -123,8 +142,8 @@ std::optional<std::vector<std::string>> config_layer_types(const ConfigDoc& doc)
 std::optional<std::int64_t> layer_count(const ConfigDoc& doc) {
   if (auto n = integer(doc, doc.quirks().layer_count_key)) return n;
   const json& model = doc.model();
-  if (model.contains("layer_types") && model["layer_types"].is_array())
-    return static_cast<std::int64_t>(model["layer_types"].size());
+  const char* key = doc.quirks().layer_types_key;
+  if (model.contains(key) && model[key].is_array()) return static_cast<std::int64_t>(model[key].size());
   return std::nullopt;
 }
 
@@ -180,6 +199,8 @@ bool type_rotates(const ConfigDoc& doc, const std::string& type) {
     // shipped "nope" and null mean none).
     case RopeLayers::kIfPositionEmbeddingRope:
       return jf::string(doc.model(), "position_embedding_type", doc.where()).value_or("") == "rope";
+    // Zamba2Attention.forward: apply_rotary_pos_emb only if config.use_mem_rope (default False).
+    case RopeLayers::kIfUseMemRope: return flag(doc, "use_mem_rope", false);
     case RopeLayers::kAll:
     case RopeLayers::kNoRopeLayersList:
     case RopeLayers::kNotCrossAttention: return true;

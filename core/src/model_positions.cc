@@ -43,15 +43,24 @@ struct KeyReader {
   }
 };
 
-PositionStack learned(std::string stack, std::string source, std::int64_t rows, std::int64_t width) {
+// rows: the positions the table serves; row_offset: position p reads row p + row_offset.
+PositionStack learned(std::string stack, std::string source, std::int64_t rows, std::int64_t width,
+                      std::int64_t row_offset = 0) {
   PositionStack s;
   s.stack = std::move(stack);
   s.scheme = PositionScheme::kLearnedAbsolute;
   s.hf_source = std::move(source);
   s.rows = rows;
   s.width = static_cast<int>(width);
-  s.facts.push_back("position p reads row p of the table (p from 0); a position past row " + std::to_string(rows - 1) +
-                    " has no row, so the model cannot take more than " + std::to_string(rows) + " tokens");
+  s.row_offset = row_offset;
+  const std::string last = std::to_string(rows - 1 + row_offset);
+  s.facts.push_back(row_offset == 0
+                        ? "position p reads row p of the table (p from 0); a position past row " + last +
+                              " has no row, so the model cannot take more than " + std::to_string(rows) + " tokens"
+                        : "position p reads row p + " + std::to_string(row_offset) + " of a table of " +
+                              std::to_string(rows + row_offset) + " rows (p from 0): rows 0 .. " +
+                              std::to_string(row_offset - 1) + " are never a token's position, and past row " + last +
+                              " there is none, so the model takes at most " + std::to_string(rows) + " tokens");
   return s;
 }
 
@@ -71,25 +80,33 @@ PositionStack alibi(const char* source, std::int64_t heads) {
   return s;
 }
 
+// every_layer: UMT5, whose every self-attention layer owns a bias table (UMT5Block:
+// UMT5LayerSelfAttention(has_relative_attention_bias=True)); T5 shares layer 0's.
 PositionStack t5(const char* stack, bool bidirectional, std::int64_t heads, std::int64_t buckets,
-                 std::int64_t distance, std::optional<std::int64_t> layers) {
+                 std::int64_t distance, std::optional<std::int64_t> layers, bool every_layer) {
   PositionStack s;
   s.stack = stack;
   s.scheme = PositionScheme::kT5Buckets;
-  s.hf_source = "modeling_t5.py: T5Attention._relative_position_bucket and compute_bias";
+  s.hf_source = every_layer ? "modeling_umt5.py: UMT5Attention._relative_position_bucket and compute_bias in every "
+                              "self-attention layer (has_relative_attention_bias=True)"
+                            : "modeling_t5.py: T5Attention._relative_position_bucket and compute_bias";
   s.layers = layers;
   s.heads = static_cast<int>(heads);
   s.buckets = {static_cast<int>(buckets), static_cast<int>(distance), bidirectional};
   s.facts.push_back(bidirectional ? "bidirectional buckets: half for keys before the query, half for keys after"
                                   : "causal buckets: every future key shares the bucket of distance 0");
-  s.facts.push_back("only layer 0 of the stack owns the [num_buckets, heads] table (T5Stack: "
-                    "has_relative_attention_bias = i == 0); later layers reuse its bias");
-  s.facts.push_back("the bias is added to the raw q.k: T5 scales scores by 1, not 1/sqrt(d_kv)");
+  s.facts.push_back(every_layer ? "every self-attention layer owns its own [num_buckets, heads] table (UMT5Block), "
+                                  "so the same distance gets a different learned bias in each layer; cross-attention "
+                                  "has none"
+                                : "only layer 0 of the stack owns the [num_buckets, heads] table (T5Stack: "
+                                  "has_relative_attention_bias = i == 0); later layers reuse its bias");
+  s.facts.push_back("the bias is added to the raw q.k: T5 and UMT5 scale scores by 1, not 1/sqrt(d_kv)");
   return s;
 }
 
-// BertConfig, GPT2Config, BloomConfig, FalconConfig, T5Config, WhisperConfig: the keys and
-// defaults of the config classes (transformers v5, upstream c49429ed1f8b).
+// BertConfig, GPT2Config, BloomConfig, FalconConfig, T5Config, UMT5Config, MptConfig, OPTConfig,
+// BartConfig, MBartConfig, RobertaConfig, WhisperConfig: the keys and defaults of the config
+// classes (transformers v5, upstream c49429ed1f8b).
 std::optional<ModelPositions> read_scheme(const ConfigDoc& doc) {
   ModelPositions m;
   m.model_type = doc.model_type();
@@ -136,16 +153,18 @@ std::optional<ModelPositions> read_scheme(const ConfigDoc& doc) {
                       " (attention_logits *= inv_norm_factor), so each slope acts multiplied by it; the slopes are "
                       "rounded to bfloat16 first");
     m.stacks.push_back(s);
-  } else if (is("t5") || is("mt5")) {
-    const auto heads = k.integer("num_heads", nullptr, 1, kMaxHeads, 8, "T5Config");
-    const auto buckets = k.integer("relative_attention_num_buckets", nullptr, 1, 1 << 20, 32, "T5Config");
-    const auto distance = k.integer("relative_attention_max_distance", nullptr, 1, kMaxPosition, 128, "T5Config");
+  } else if (is("t5") || is("mt5") || is("umt5")) {
+    const bool umt5 = is("umt5");
+    const char* config_class = umt5 ? "UMT5Config" : "T5Config";
+    const auto heads = k.integer("num_heads", nullptr, 1, kMaxHeads, umt5 ? 6 : 8, config_class);
+    const auto buckets = k.integer("relative_attention_num_buckets", nullptr, 1, 1 << 20, 32, config_class);
+    const auto distance = k.integer("relative_attention_max_distance", nullptr, 1, kMaxPosition, 128, config_class);
     const auto layers = k.layers("num_layers", nullptr);
-    // T5Config: num_decoder_layers defaults to num_layers.
+    // T5Config, UMT5Config: num_decoder_layers defaults to num_layers.
     const auto decoder_layers = jf::integer_in(doc.model(), "num_decoder_layers", doc.where(), 1, 1 << 20);
-    m.stacks.push_back(t5("encoder", true, heads, buckets, distance, layers));
+    m.stacks.push_back(t5("encoder", true, heads, buckets, distance, layers, umt5));
     if (jf::boolean(doc.model(), "is_encoder_decoder", doc.where()).value_or(true))
-      m.stacks.push_back(t5("decoder", false, heads, buckets, distance, decoder_layers ? decoder_layers : layers));
+      m.stacks.push_back(t5("decoder", false, heads, buckets, distance, decoder_layers ? decoder_layers : layers, umt5));
     for (const PositionStack& s : m.stacks) {
       try {
         validate(s.buckets);
@@ -155,6 +174,75 @@ std::optional<ModelPositions> read_scheme(const ConfigDoc& doc) {
                     "): " + e.what());
       }
     }
+  } else if (is("mpt")) {
+    // MptConfig's attribute_map: num_attention_heads -> n_heads, num_hidden_layers -> n_layers.
+    const auto heads = k.integer("n_heads", "num_attention_heads", 1, kMaxHeads, 16, "MptConfig");
+    const auto max_len = k.integer("max_seq_len", nullptr, 1, kMaxPosition + 1, 2048, "MptConfig");
+    PositionStack s = alibi("modeling_mpt.py: MptModel.forward, build_mpt_alibi_tensor(n_heads, max_seq_len) "
+                            "(alibi_bias_max left at its default 8)",
+                            heads);
+    s.layers = k.layers("n_layers", "num_hidden_layers");
+    s.alibi_slopes_f32 = alibi_slopes_mpt_f32(s.heads);
+    s.facts = {"slopes: 1 / 2^(8k / H2), k = 1..H2, H2 = 2^ceil(log2 H); for H != H2 the odd-indexed slopes, then "
+               "the even-indexed, cut to H (HF build_mpt_alibi_tensor, MosaicML gen_slopes, in float32): the "
+               "paper's slopes, rounded otherwise than Bloom's",
+               "the bias is slope_h * (j - (L - 1)) over the last L keys, <= 0: the same as -slope_h * (i - j) "
+               "after each row's softmax shift, padding not counted",
+               "HF builds it once for max_seq_len = " + std::to_string(max_len) + " keys (MptModel.forward) and "
+               "adds its last key_length columns: a longer input does not broadcast, so HF's MPT takes at most " +
+               std::to_string(max_len) + " tokens although the rule has no length limit"};
+    // MptModel ignores attn_config: the bias is ALiBi with bias max 8 whatever the config says.
+    if (const json* attn = jf::object(doc.model(), "attn_config", doc.where())) {
+      if (!jf::boolean(*attn, "alibi", doc.at("attn_config")).value_or(true))
+        m.notes.push_back(doc.at("attn_config") + ".alibi is false, but HF's MptModel adds the ALiBi bias "
+                          "unconditionally (MosaicML's own code would use learned positions: learned_pos_emb)");
+      if (auto max = jf::number(*attn, "alibi_bias_max", doc.at("attn_config")); max && *max != 8)
+        m.notes.push_back(doc.at("attn_config") + ".alibi_bias_max = " + format_number(*max) + " is ignored by HF's "
+                          "MptModel (it builds with 8); MosaicML's own code uses it: slopes 1 / 2^(" +
+                          format_number(*max) + "k / H2)");
+    }
+    m.stacks.push_back(s);
+  } else if (is("opt")) {
+    PositionStack s = learned("decoder", "modeling_opt.py: OPTLearnedPositionalEmbedding(max_position_embeddings, "
+                              "hidden_size), offset 2; position_ids = cumsum(attention_mask) - 1 (pads -1), "
+                              "sliced past past_key_values_length",
+                              k.integer("max_position_embeddings", nullptr, 1, kMaxPosition + 1, 2048, "OPTConfig"),
+                              k.integer("hidden_size", nullptr, 1, kMaxWidth, 768, "OPTConfig"), 2);
+    s.layers = k.layers("num_hidden_layers", nullptr);
+    s.facts.push_back("positions count the non-pad tokens (cumsum of the attention mask): a left-padded row starts at "
+                      "position 0 after its pads, and each pad reads row 1");
+    m.stacks.push_back(s);
+  } else if (is("bart") || is("mbart")) {
+    const char* config_class = is("bart") ? "BartConfig" : "MBartConfig";
+    const auto rows = k.integer("max_position_embeddings", nullptr, 1, kMaxPosition + 1, 1024, config_class);
+    const auto width = k.integer("d_model", "hidden_size", 1, kMaxWidth, 1024, config_class);
+    const char* source = is("bart") ? "modeling_bart.py: BartLearnedPositionalEmbedding(max_position_embeddings, "
+                                      "d_model), offset 2, positions arange(past, past + L); one table per stack"
+                                    : "modeling_mbart.py: MBartLearnedPositionalEmbedding(max_position_embeddings, "
+                                      "d_model), offset 2, positions arange(past, past + L); one table per stack";
+    PositionStack enc = learned("encoder", source, rows, width, 2);
+    enc.layers = k.layers("encoder_layers", "num_hidden_layers");
+    PositionStack dec = learned("decoder", source, rows, width, 2);
+    dec.layers = k.layers("decoder_layers", nullptr);
+    m.stacks.push_back(enc);
+    m.stacks.push_back(dec);
+  } else if (is("roberta") || is("xlm-roberta") || is("camembert")) {
+    const auto pad = k.integer("pad_token_id", nullptr, 0, kMaxPosition, 1, "RobertaConfig");
+    const auto table = k.integer("max_position_embeddings", nullptr, 1, kMaxPosition + 1, 512, "RobertaConfig");
+    if (table < pad + 2)
+      throw Error(doc.at("max_position_embeddings") + " " + std::to_string(table) + " leaves no row for a token: "
+                  "positions start at pad_token_id + 1 = " + std::to_string(pad + 1) + "; expected at least " +
+                  std::to_string(pad + 2));
+    PositionStack s = learned("encoder", "modeling_roberta.py: RobertaEmbeddings.position_embeddings = nn.Embedding("
+                              "max_position_embeddings, hidden_size, padding_idx=pad_token_id), position ids from "
+                              "create_position_ids_from_input_ids: (cumsum(non-pad) + past) * non-pad + padding_idx",
+                              table - pad - 1, k.integer("hidden_size", nullptr, 1, kMaxWidth, 768, "RobertaConfig"),
+                              pad + 1);
+    s.layers = k.layers("num_hidden_layers", nullptr);
+    s.facts.push_back("pads read row padding_idx = " + std::to_string(pad) + " (zero, not trained); positions count "
+                      "the non-pad tokens, so max_position_embeddings " + std::to_string(table) + " serves " +
+                      std::to_string(table - pad - 1) + " tokens");
+    m.stacks.push_back(s);
   } else if (is("whisper")) {
     const auto width = k.integer("d_model", nullptr, 1, kMaxWidth, 384, "WhisperConfig");
     if (width % 2 != 0 || width < 4)

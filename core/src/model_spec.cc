@@ -56,7 +56,7 @@ struct SpecBuilder {
   std::optional<std::vector<std::string>> layer_types(std::int64_t layers) const {
     if (auto types = model_layers::config_layer_types(doc)) {
       if (static_cast<std::int64_t>(types->size()) != layers)
-        throw Error(at("layer_types") + " has " + std::to_string(types->size()) + " entries but " +
+        throw Error(at(row.layer_types_key) + " has " + std::to_string(types->size()) + " entries but " +
                     at(row.layer_count_key) + " is " + std::to_string(layers) + "; they must agree");
       return types;
     }
@@ -133,10 +133,13 @@ struct SpecBuilder {
     else if (l.layer_type == "sliding_attention") l.attention = AttentionKind::kSliding, l.window = model_layers::sliding_window(doc);
     else if (row.window == Window::kChunkedOnRopeLayers && l.rope && chunk) {
       l.attention = AttentionKind::kChunked, l.window = chunk, l.layer_type = "chunked_attention";
-    } else if (l.layer_type == "full_attention" || l.layer_type == "chunked_attention" || l.layer_type == "attention") {
-      l.attention = AttentionKind::kFull;  // "attention": the hybrids' name (Jamba, Bamba, Granite 4, Nemotron-H)
+    } else if (l.layer_type == "full_attention" || l.layer_type == "chunked_attention" || l.layer_type == "attention" ||
+               l.layer_type == "hybrid") {
+      // "attention": the hybrids' name (Jamba, Bamba, Granite 4, Nemotron-H); "hybrid": Zamba2's
+      // shared attention block (full causal attention) before that layer's Mamba2.
+      l.attention = AttentionKind::kFull;
     } else {
-      throw Error(at("layer_types") + " entry " + std::to_string(i) + " '" + l.layer_type +
+      throw Error(at(row.layer_types_key) + " entry " + std::to_string(i) + " '" + l.layer_type +
                   "' is not a layer type posenc knows for this family");
     }
     const RopeParams& p = lr.params;
@@ -160,6 +163,10 @@ struct SpecBuilder {
     if (row.softmax_scale == SoftmaxScale::kAttentionMultiplier)
       base = jf::positive_number(model, "attention_multiplier", where).value_or(1.0);
     if (row.softmax_scale == SoftmaxScale::kOne) base = 1.0;
+    // FalconH1Config: key_multiplier defaults to 1.0; it multiplies k, hence every q.k.
+    if (row.softmax_scale == SoftmaxScale::kHalfHeadDim) base = 1.0 / std::sqrt(l.head_dim / 2.0);
+    if (row.softmax_scale == SoftmaxScale::kKeyMultiplier)
+      base *= jf::positive_number(model, "key_multiplier", where).value_or(1.0);
     if (row.softmax_scale == SoftmaxScale::kDeepSeekMla && lr.has_rope)
       l.softmax_scale_multiplier = deepseek_softmax_scale_multiplier(p);
     l.softmax_scale = base * l.softmax_scale_multiplier;

@@ -61,7 +61,8 @@ void apply_hf_rules(const json& dict, const std::string& w, const RopeDictContex
                              " without mscale_all_dim is ignored (HF rule): attention factor is 0.1 ln(factor) + 1");
   // RU standardize_rope_params (:788; every layer type's dict, :806): a top-level
   // partial_rotary_factor overwrites the dict's.
-  if (auto top = jf::number(c.model, "partial_rotary_factor", model_where)) {
+  if (auto top = c.top_level_fraction_overrides ? jf::number(c.model, "partial_rotary_factor", model_where)
+                                                : std::nullopt) {
     if (p.partial_rotary_factor != *top)
       c.out.warnings.push_back(c.prefix + "partial_rotary_factor = " + format_number(*top) + " overrides " +
                                jf::path(w, "partial_rotary_factor") + " = " + format_number(p.partial_rotary_factor) +

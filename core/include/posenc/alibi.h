@@ -23,6 +23,12 @@ std::vector<double> alibi_slopes_for_heads(int total_heads, int first_head, int 
 // Bloom's float32 arithmetic: pow(float32 base, k) (within 5e-7 relative of the exact slopes).
 std::vector<float> alibi_slopes_bloom_f32(int num_heads);
 
+// MPT's float32 arithmetic (HF modeling_mpt.py build_mpt_alibi_tensor with alibi_bias_max 8,
+// from MosaicML's gen_slopes): H2 = 2^ceil(log2 H), slope_k = 1 / 2^(k * 8 / H2) for k = 1..H2 in
+// float32, then for H != H2 the odd-indexed slopes followed by the even-indexed ones, cut to H.
+// Mathematically the paper's slopes, in another order of rounding than Bloom's (alibi_slopes()).
+std::vector<float> alibi_slopes_mpt_f32(int num_heads);
+
 enum class AlibiMode { kCausal, kSymmetric };
 
 // Adds the bias of one query row to scores[0 .. count-1], keys key_start .. key_start+count-1:

@@ -33,6 +33,7 @@ enum class RopeLayers {
   kNoneIfMlaUseNope,    // Kimi Linear: no layer rotates when mla_use_nope (or qk_rope_head_dim == 0)
   kNone,                // Jamba, Nemotron-H: attention layers apply no positional encoding
   kIfPositionEmbeddingRope,  // Granite 4 (granitemoehybrid): rotary only when position_embedding_type == "rope"
+  kIfUseMemRope,        // Zamba2: the shared attention rotates only when use_mem_rope (default false)
 };
 
 // Where the attention kind and window of each layer come from.
@@ -62,6 +63,8 @@ enum class DefaultLayers {
   kNemotronH,            // NemotronHConfig.layers_block_type: hybrid_override_pattern, one character
                          // per layer: M mamba, * attention, - mlp, E moe
   kBamba,                // BambaConfig.layers_block_type: attention at attn_layer_indices, mamba otherwise
+  kZamba2,               // Zamba2Config.__post_init__: 54 fixed entries, "hybrid" (shared attention block
+                         // then Mamba2) at 6, 12, ..., 42, 47, 51, Mamba2 otherwise (HF: "linear_attention")
 };
 
 enum class QueryScale {
@@ -77,6 +80,8 @@ enum class SoftmaxScale {
   kDeepSeekMla,         // (qk_nope + qk_rope)^-0.5 * mscale(factor, mscale_all_dim)^2
   kAttentionMultiplier, // attention_multiplier itself (Granite: 1/head_dim in the shipped configs)
   kOne,                 // 1.0: q/k RMS-normed, no scale (Gemma 3n, Gemma 4)
+  kKeyMultiplier,       // head_dim^-0.5 * key_multiplier: Falcon-H1 scales k before q.k (k_proj(x) * key_multiplier)
+  kHalfHeadDim,         // (head_dim / 2)^-0.5: Zamba2Attention, whose heads span 2 * hidden_size / heads
 };
 
 enum class QkNorm {
@@ -112,9 +117,23 @@ struct FamilyQuirks {
   const char* heads_key = "num_attention_heads";  // DBRX: n_heads
   const char* head_dim_key = nullptr;             // ChatGLM: kv_channels
   const char* max_pos_key = nullptr;              // DBRX: max_seq_len (after max_position_embeddings)
+  // The key of the per-layer types (Zamba2Config's attribute_map: layer_types -> layers_block_type).
+  const char* layer_types_key = "layer_types";
+  // Zamba2Config.__post_init__: attention_head_dim (HF's head_dim) = 2 * hidden_size / heads, the
+  // shared block attending over the concatenation [hidden, original embedding]; any given value is overwritten.
+  bool head_dim_twice_hidden = false;
   bool theta_in_attn_config = false;              // DBRX: attn_config.rope_theta
   bool theta_from_rope_ratio = false;             // ChatGLM: base = 10000 * rope_ratio
   double default_partial_rotary = 0;              // without a fraction key: GPT-NeoX 0.25, ChatGLM 0.5
+  // The top-level keys the family's code reads for theta and the rotary fraction instead of the
+  // mixin's rope_theta / partial_rotary_factor; nullptr: the mixin's. GPTNeoXConfig (and
+  // GPTNeoXJapaneseConfig).convert_rope_params_to_dict: rope_parameters.setdefault("rope_theta",
+  // rotary_emb_base) and setdefault("partial_rotary_factor", rotary_pct), so the dict's value
+  // wins and the mixin's top-level keys are never read; Qwen-1's hub code: config.rotary_emb_base,
+  // config.rotary_pct; StableLM-epoch's hub code: config.rope_pct. The legacy spellings a family
+  // does not read are warned about and ignored (hf_config.cc), never taken silently.
+  const char* theta_key = nullptr;
+  const char* fraction_key = nullptr;
   bool yarn_means_longrope = false;               // Phi-3: rope type "yarn" is longrope (Phi3Config)
   // Sliding-window layers with a schedule of their own: Gemma 3's rope_local_base_freq (default
   // 10000), unscaled; OLMo-3 (local_theta_key null): rope_theta, unscaled.

@@ -11,7 +11,7 @@
 //   T5 buckets         no embedding; a learned bias per (bucket of j - i, head) on the scores
 //                      (Raffel et al. 2020; T5Attention._relative_position_bucket, compute_bias)
 //
-// Encoder-decoder models have one entry per stack (T5, Whisper). The rows of what each family
+// Encoder-decoder models have one entry per stack (T5, UMT5, BART, Whisper). The rows of what each family
 // uses live in one table (model_positions.cc), each citing its Hugging Face source.
 #pragma once
 
@@ -43,9 +43,13 @@ struct PositionStack {
   PositionScheme scheme = PositionScheme::kRope;
   std::string hf_source;                  // the HF function or module that builds it
   std::optional<std::int64_t> layers;     // the stack's layer count when the config says it
-  // kLearnedAbsolute, kSinusoidal: the table is [rows, width]; positions past rows - 1 have no row.
+  // kLearnedAbsolute, kSinusoidal: positions 0 .. rows - 1 have a row of width numbers; past
+  // rows - 1 there is none. Position p reads row p + row_offset of a table of rows + row_offset
+  // rows (OPT, BART: 2, HF's OPTLearnedPositionalEmbedding.offset; RoBERTa: padding_idx + 1,
+  // create_position_ids_from_input_ids; others 0).
   std::int64_t rows = 0;
   int width = 0;
+  std::int64_t row_offset = 0;
   SinusoidalParams sinusoidal;  // kSinusoidal: layout and frequency convention of the table
   // kAlibi, kT5Buckets: the heads of the bias.
   int heads = 0;
