@@ -59,42 +59,73 @@ def _remap_fields(remap: Remap) -> Dict[str, Any]:
 
 class _Attention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, t5_table, params, keep, heads_dim, threads):  # type: ignore[override]
+    def forward(ctx, q, k, v, bias_input, params, keep, heads_dim, threads):  # type: ignore[override]
         batch, tokens, heads = q.shape[0], q.shape[1 if heads_dim == 2 else 2], q.shape[2 if heads_dim == 2 else 1]
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
         lse = torch.empty(batch, heads, tokens, dtype=torch.float32)
         _posenc.attention(_view(q, heads_dim), _view(k, heads_dim), _view(v, heads_dim), _view(out, heads_dim), params,
                           lse.data_ptr(), threads)
         ctx.mark_non_differentiable(lse)
-        ctx.save_for_backward(q, k, v, out, lse, t5_table if t5_table is not None else torch.empty(0))
-        ctx.has_t5, ctx.params, ctx.keep, ctx.heads_dim, ctx.threads = t5_table is not None, params, keep, heads_dim, threads
+        ctx.save_for_backward(q, k, v, out, lse, bias_input if bias_input is not None else torch.empty(0))
+        ctx.has_bias, ctx.params, ctx.keep, ctx.heads_dim, ctx.threads = bias_input is not None, params, keep, heads_dim, threads
         return out, lse
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dout, _dlse):  # type: ignore[override]
-        q, k, v, out, lse, t5_table = ctx.saved_tensors
+        q, k, v, out, lse, bias_input = ctx.saved_tensors
         if ctx.params["remap"] != "none":
             raise RuntimeError("posenc.attention: a remapped distance (Self-Extend, ReRoPE) is for inference; it has "
                                "no backward pass")
         f32 = [t.float().contiguous() for t in (q, k, v, out, dout)]  # the backward's math is float32
         dq, dk, dv = (torch.empty_like(t) for t in f32[:3])
-        table = t5_table.detach().float().contiguous() if ctx.has_t5 else None
-        t5_grad = torch.zeros_like(table) if table is not None else None
+        # The positions' bias input (T5's table, a distance table, FoX's c) and its gradient.
+        table = bias_input.detach().float().contiguous() if ctx.has_bias else None
+        bias_grad = torch.zeros_like(table) if table is not None else None
         hd = ctx.heads_dim
-        params = dict(ctx.params, t5_table=table.data_ptr() if table is not None else 0)
+        params = dict(ctx.params)
+        key = {"t5": "t5_table", "distance-table": "distance_table", "forget-gate": "gate_cumulative"}.get(params["positions"])
+        if key is not None:
+            params[key] = table.data_ptr()
         _posenc.attention_backward(*(_view(t, hd) for t in f32), lse.data_ptr(),
                                    dict(dq=_view(dq, hd), dk=_view(dk, hd), dv=_view(dv, hd)),
-                                   t5_grad.data_ptr() if t5_grad is not None else 0, params, ctx.threads)
-        return (dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), t5_grad.to(t5_table.dtype) if t5_grad is not None else None,
-                None, None, None, None)
+                                   bias_grad.data_ptr() if bias_grad is not None else 0, params, ctx.threads)
+        return (dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype),
+                bias_grad.to(bias_input.dtype) if bias_grad is not None else None, None, None, None, None)
+
+
+def _bias_params(bias: Any, params: Dict[str, Any], keep: list, batch: int, heads: int, s_len: int, t_len: int,
+                 causal: bool, kv_offset: int) -> torch.Tensor:
+    """The kernel's parameters for a posenc.nn distance bias or FoX's c; returns the differentiable
+    input (the table [Hq, L], or c [B, Hq, T])."""
+    if hasattr(bias, "table"):  # Kerple, Sandwich: a table over |query - key| up to the farthest pair
+        length = s_len + t_len  # |Delta| < S + T whatever the offsets (queries sit at T - S + i)
+        table = bias.table(length)
+        if table.shape != (heads, length):
+            raise ValueError(f"bias has {table.shape[0]} heads; the queries have {heads}")
+        data = table.detach().float().contiguous()
+        keep.append(data)
+        params.update(positions="distance-table", distance_table=data.data_ptr(), distance_length=length)
+        return table
+    if isinstance(bias, torch.Tensor):  # FoX's cumulative gate
+        if not causal:
+            raise ValueError("FoX's gate bias is causal: pass causal=True")
+        if bias.dim() != 3 or tuple(bias.shape) != (batch, heads, t_len):
+            raise ValueError(f"a gate bias must be FoX's c [B, Hq, T] = [{batch}, {heads}, {t_len}], got {list(bias.shape)}")
+        if bias.device.type != "cpu" or not bias.dtype.is_floating_point:
+            raise ValueError(f"FoX's c must be a floating tensor on the CPU, got {bias.dtype} on {bias.device}")
+        data = bias.detach().float().contiguous()
+        keep.append(data)
+        params.update(positions="forget-gate", gate_cumulative=data.data_ptr())
+        return bias
+    raise ValueError(f"bias must be a posenc.nn.Kerple or Sandwich module, or FoX's c [B, Hq, T], got {type(bias).__name__}")
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = True, scale: Optional[float] = None,
               rope: Optional[Schedule] = None, rope_layout: str = "half_split", alibi: Optional[torch.Tensor] = None,
               t5: Optional[torch.Tensor] = None, t5_max_distance: int = 128, window: Optional[int] = None,
               chunk: Optional[int] = None, key_padding_mask: Optional[torch.Tensor] = None, kv_offset: int = 0,
-              heads_dim: int = 2, remap: Remap = None,
+              heads_dim: int = 2, remap: Remap = None, bias: Any = None,
               return_lse: bool = False) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Fused attention on the CPU, differentiable (the core's tiled backward, float32 math).
 
@@ -107,7 +138,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     bidirectional buckets when causal=False; T5 adds its bias to raw q.k: pass scale=1), or none.
     Masks: causal, window (sliding), chunk (Llama 4), key_padding_mask [B, T] (bool or 0/1, True
     = a real key). scale: 1/sqrt(D) when None. remap (RoPE, inference only): posenc.SelfExtend or
-    posenc.ReRoPE. Returns out [like q] and, with return_lse, each row's log-sum-exp [B, Hq, S]."""
+    posenc.ReRoPE. bias: a posenc.nn distance bias (Kerple, Sandwich: its table over |distance|,
+    differentiable in its parameters) or FoX's cumulative gate c [B, Hq, T] (ForgettingGate.cumulative,
+    differentiable; causal only), inside the kernel with their gradients, never an S x T matrix.
+    Returns out [like q] and, with return_lse, each row's log-sum-exp [B, Hq, S]."""
     tensors = {"q": q, "k": k, "v": v}
     for name, t in tensors.items():
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
@@ -118,8 +152,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
             raise ValueError(f"{name} must be float32, bfloat16 or float16, got {t.dtype}")
     if heads_dim not in (1, 2):
         raise ValueError(f"heads_dim must be 1 or 2, got {heads_dim}")
-    if sum(x is not None for x in (rope, alibi, t5)) > 1:
-        raise ValueError("give one of rope, alibi and t5")
+    if sum(x is not None for x in (rope, alibi, t5, bias)) > 1:
+        raise ValueError("give one of rope, alibi, t5 and bias")
     if remap is not None and rope is None:
         raise ValueError("remap changes RoPE's distances: it needs rope=")
     if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
@@ -175,5 +209,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         params.update(positions="t5", t5_table=table.data_ptr(), t5_num_buckets=int(t5.shape[0]),
                       t5_max_distance=_count("t5_max_distance", t5_max_distance, 1, 2**31 - 1),
                       t5_bidirectional=not causal)
-    out, lse = _Attention.apply(q, k, v, t5, params, keep, heads_dim, _threads())
+    bias_input = t5
+    if bias is not None:
+        bias_input = _bias_params(bias, params, keep, batch, heads, s_len, t_len, causal, kv_offset)
+    out, lse = _Attention.apply(q, k, v, bias_input, params, keep, heads_dim, _threads())
     return (out, lse) if return_lse else out

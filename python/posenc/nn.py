@@ -120,3 +120,94 @@ class T5RelativeBias(torch.nn.Module):
         rel = torch.arange(k_len).unsqueeze(0) - (torch.arange(q_len) + past).unsqueeze(1)
         buckets = t5_buckets(rel, self.num_buckets, self.max_distance, self.bidirectional)
         return self.table[buckets].permute(2, 0, 1)
+
+
+class Kerple(torch.nn.Module):
+    """Kerple (Chi et al. 2022): b_h(d) = -r1_h log(1 + r2_h |d|) ("log") or -r1_h |d|^r2_h
+    ("power"), r1, r2 [heads] learned and positive by construction: r = softplus(raw) (power's
+    r2 = 2 sigmoid(raw), in (0, 2)), starting at posenc's kerple_init (ALiBi's slopes: power is
+    exactly ALiBi at initialisation). m(q_len, k_len, past=0) -> [heads, q_len, k_len], the bias to
+    add to the scaled scores; m.table(length) -> [heads, length] over |d|, what
+    posenc.attention(..., bias=m) gives the fused kernel."""
+
+    def __init__(self, heads: int, kind: str = "log") -> None:
+        super().__init__()
+        if kind not in ("log", "power"):
+            raise ValueError(f"Kerple: kind must be 'log' or 'power', got {kind!r}")
+        r1, r2 = (torch.tensor(r, dtype=torch.float64) for r in _posenc.kerple_init(heads, kind))
+        self.heads, self.kind = heads, kind
+        self.raw_r1 = torch.nn.Parameter(torch.log(torch.expm1(r1)))
+        self.raw_r2 = torch.nn.Parameter(torch.log(r2 / (2 - r2)) if kind == "power" else torch.log(torch.expm1(r2)))
+
+    @property
+    def r1(self) -> torch.Tensor:
+        return torch.nn.functional.softplus(self.raw_r1)
+
+    @property
+    def r2(self) -> torch.Tensor:
+        return 2 * torch.sigmoid(self.raw_r2) if self.kind == "power" else torch.nn.functional.softplus(self.raw_r2)
+
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}, kind={self.kind!r}"
+
+    def table(self, length: int) -> torch.Tensor:
+        d = torch.arange(length, dtype=torch.float64)
+        r1, r2 = self.r1.unsqueeze(1), self.r2.unsqueeze(1)
+        if self.kind == "log":
+            return (-r1 * torch.log1p(r2 * d)).float()
+        power = torch.where(d > 0, torch.exp(r2 * torch.log(d.clamp(min=1))), torch.zeros_like(d))  # finite grads at 0
+        return (-r1 * power).float()
+
+    def forward(self, q_len: int, k_len: int, past: int = 0) -> torch.Tensor:
+        return _distance_bias(self.table(max(q_len + past, k_len)), q_len, k_len, past)
+
+
+class Sandwich(torch.nn.Module):
+    """Sandwich (Chi et al. 2023), parameter-free: b_h(d) = (sum_{k=1..dim/2} cos(d / 10000^(2k/dim))
+    - dim/2) * heads / (8 h), h = 1..heads (NeMo's normalisation), the core's table. Called like
+    Kerple."""
+
+    def __init__(self, heads: int, dim: int = 128) -> None:
+        super().__init__()
+        self.heads, self.dim = heads, dim
+        _posenc.sandwich_table(heads, dim, 1)  # validates
+
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}, dim={self.dim}"
+
+    def table(self, length: int) -> torch.Tensor:
+        return torch.from_numpy(_posenc.sandwich_table(self.heads, self.dim, length)).view(self.heads, length)
+
+    def forward(self, q_len: int, k_len: int, past: int = 0) -> torch.Tensor:
+        return _distance_bias(self.table(max(q_len + past, k_len)), q_len, k_len, past)
+
+
+class ForgettingGate(torch.nn.Module):
+    """FoX's forget gate (Lin et al. 2025): f = sigmoid(proj(x)), proj = Linear(dim, heads) (bias
+    initialised to 5, as x-transformers' DataDependentAlibi, so gates start near 1).
+    m.cumulative(x) -> c [B, heads, S] = cumsum of log f (float64 sum, float32 result), what
+    posenc.attention(..., bias=c) takes; m.bias(x) -> [B, heads, S, S], c_i - c_j (the causal
+    mask hides j > i)."""
+
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(dim, heads)
+        with torch.no_grad():
+            self.proj.bias.fill_(5.0)
+
+    def cumulative(self, x: torch.Tensor) -> torch.Tensor:
+        log_f = torch.nn.functional.logsigmoid(self.proj(x)).double().transpose(1, 2)  # [B, H, S]
+        return log_f.cumsum(-1).float()
+
+    def bias(self, x: torch.Tensor) -> torch.Tensor:
+        c = self.cumulative(x)
+        return c.unsqueeze(-1) - c.unsqueeze(-2)
+
+
+def _distance_bias(table: torch.Tensor, q_len: int, k_len: int, past: int) -> torch.Tensor:
+    """[heads, q_len, k_len]: table[h, |past + i - j|]."""
+    for name, value in (("q_len", q_len), ("k_len", k_len), ("past", past)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    d = ((torch.arange(q_len) + past).unsqueeze(1) - torch.arange(k_len)).abs()
+    return table[:, d]

@@ -75,6 +75,13 @@ struct Params {
       p.t5_table = reinterpret_cast<const float*>(get<std::uintptr_t>(d, "t5_table"));
       p.t5 = {get<int>(d, "t5_num_buckets"), get<int>(d, "t5_max_distance"), get<bool>(d, "t5_bidirectional")};
     }
+    if (p.positions == AttentionPositions::kDistanceTable) {  // Kerple, Sandwich: [Hq, length] over |Delta|
+      p.distance_table.values = reinterpret_cast<const float*>(get<std::uintptr_t>(d, "distance_table"));
+      p.distance_table.length = get<std::int64_t>(d, "distance_length");
+      p.distance_table.side = DistanceSide::kAbsolute;
+    }
+    if (p.positions == AttentionPositions::kForgetGate)  // FoX: c [B, Hq, T]
+      p.gate_cumulative = reinterpret_cast<const float*>(get<std::uintptr_t>(d, "gate_cumulative"));
     p.remap.kind = from_name<PositionRemapKind>(get<std::string>(d, "remap"));
     p.remap.window = get<std::int64_t>(d, "remap_window");
     p.remap.group = get<std::int64_t>(d, "remap_group");
@@ -99,16 +106,21 @@ void add_attention(py::module_& m) {
     py::gil_scoped_release release;
     attention(qv, kv, vv, ov, p.p, options);
   });
-  // grads: {dq, dk, dv} float32 views, overwritten; t5_grad (a [buckets, Hq] float32 buffer, or
-  // 0) added to.
+  // grads: {dq, dk, dv} float32 views, overwritten; bias_grad (0, or a float32 buffer shaped as
+  // the positions' bias input: T5's [buckets, Hq] table, the distance table [Hq, length], FoX's
+  // c [B, Hq, T]) added to.
   m.def("attention_backward", [](const py::dict& q, const py::dict& k, const py::dict& v, const py::dict& out,
-                                 const py::dict& dout, std::uintptr_t lse, const py::dict& grads, std::uintptr_t t5_grad,
+                                 const py::dict& dout, std::uintptr_t lse, const py::dict& grads, std::uintptr_t bias_grad,
                                  const py::dict& params, int threads) {
     const Params p(params);
     AttentionBackwardInputs in{view_of(q), view_of(k), view_of(v), view_of(out), view_of(dout),
                                reinterpret_cast<const float*>(lse)};
     AttentionGradients g{view_of(get<py::dict>(grads, "dq")), view_of(get<py::dict>(grads, "dk")),
-                         view_of(get<py::dict>(grads, "dv")), reinterpret_cast<float*>(t5_grad)};
+                         view_of(get<py::dict>(grads, "dv"))};
+    float* const dbias = reinterpret_cast<float*>(bias_grad);
+    if (p.p.positions == AttentionPositions::kT5) g.t5_table_grad = dbias;
+    if (p.p.positions == AttentionPositions::kDistanceTable) g.distance_table_grad = dbias;
+    if (p.p.positions == AttentionPositions::kForgetGate) g.gate_cumulative_grad = dbias;
     validate_attention_backward(in, g, p.p);
     KernelOptions options;
     options.threads = threads;

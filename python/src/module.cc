@@ -16,6 +16,7 @@
 #include "posenc/deberta.h"
 #include "posenc/error.h"
 #include "posenc/hf_config.h"
+#include "posenc/kerple.h"
 #include "posenc/learned.h"
 #include "posenc/mrope.h"
 #include "posenc/properties.h"
@@ -25,6 +26,7 @@
 #include "posenc/rope_runtime.h"
 #include "posenc/rope_schedule.h"
 #include "posenc/rope_shift.h"
+#include "posenc/sandwich.h"
 #include "posenc/sinusoidal.h"
 #include "posenc/t5_bias.h"
 #include "posenc/transformer_xl.h"
@@ -271,6 +273,21 @@ PYBIND11_MODULE(_posenc, m) {
     return owned_array(sinusoidal_table(p, positions));
   });
   m.def("alibi_slopes", &alibi_slopes);
+  m.def("kerple_init", [](int heads, const std::string& kind) {  // (r1, r2) posenc's Kerple starts from
+    const KerpleParams p = kerple_init(heads, from_name<KerpleKind>(kind));
+    return std::make_pair(p.r1, p.r2);
+  });
+  m.def("kerple_table", [](const std::vector<double>& r1, const std::vector<double>& r2, const std::string& kind,
+                           std::int64_t length) {
+    KerpleParams p;
+    p.kind = from_name<KerpleKind>(kind);
+    p.r1 = r1;
+    p.r2 = r2;
+    return owned_array(kerple_table(p, length));
+  });
+  m.def("sandwich_table", [](int heads, int dim, std::int64_t length) {
+    return owned_array(sandwich_table(SandwichParams{heads, dim}, length));
+  });
   m.def("deberta_relative_positions", [](int q_len, int k_len, int buckets, int max_relative) {
     return owned_array(deberta_relative_positions(q_len, k_len, {buckets, max_relative}));
   });

@@ -18,8 +18,9 @@ def rotate(x, angle):
 
 
 def eager(q, k, v, *, causal=True, scale=None, inv_freq=None, factor=1.0, distance=None, slopes=None, t5=None,
-          t5_max_distance=128, window=0, padding=None):
-    """q [B, S, Hq, D], k, v [B, T, Hk, D] in float64; distance(i, j) -> the distance RoPE sees."""
+          t5_max_distance=128, window=0, padding=None, bias=None):
+    """q [B, S, Hq, D], k, v [B, T, Hk, D] in float64; distance(i, j) -> the distance RoPE sees;
+    bias [B or 1, Hq, S, T] added to the scaled scores."""
     B, S, Hq, D = q.shape
     T, Hk = k.shape[1], k.shape[2]
     k = k.repeat_interleave(Hq // Hk, dim=2)
@@ -41,6 +42,8 @@ def eager(q, k, v, *, causal=True, scale=None, inv_freq=None, factor=1.0, distan
     if t5 is not None:
         buckets = posenc.t5_buckets(rel, t5.shape[0], t5_max_distance, not causal)
         scores = scores + t5[buckets].permute(2, 0, 1).unsqueeze(0)
+    if bias is not None:
+        scores = scores + bias
     visible = torch.ones(S, T, dtype=torch.bool)
     if causal:
         visible &= rel <= 0

@@ -1,0 +1,95 @@
+"""posenc.nn's learned and data-dependent biases (issue 24): Kerple, Sandwich and FoX's forget
+gate against the core's tables and closed forms, and posenc.attention(bias=...) against eager
+attention in float64, forward and backward (the gradient reaches r1, r2 and the gate)."""
+import math
+
+import pytest
+import torch
+
+import posenc
+from test_attention import eager, inputs
+
+
+@pytest.mark.parametrize("kind", ["log", "power"])
+def test_kerple_table_is_the_cores_and_positive(kind):
+    m = posenc.nn.Kerple(6, kind)
+    core = posenc._posenc.kerple_table(m.r1.tolist(), m.r2.tolist(), kind, 300)
+    assert (m.table(300).double() - torch.from_numpy(core).view(6, 300).double()).abs().max() <= 1e-6
+    with torch.no_grad():
+        m.raw_r1.fill_(-40.0)
+        m.raw_r2.fill_(40.0)
+    assert (m.r1 > 0).all() and (m.r2 > 0).all() and torch.isfinite(m.table(50)).all()
+    if kind == "power":
+        assert (m.r2 <= 2).all()
+
+
+def test_kerple_power_starts_as_alibi_and_its_r2_gradient_is_finite_at_zero():
+    m = posenc.nn.Kerple(4, "power")
+    alibi = posenc.alibi_bias(4, 5, 5, causal=False)
+    assert (m(5, 5) - alibi).abs().max() <= 1e-6
+    m.table(20).sum().backward()
+    assert torch.isfinite(m.raw_r2.grad).all()
+
+
+def test_sandwich_is_the_closed_form():
+    heads, dim = 4, 16
+    m = posenc.nn.Sandwich(heads, dim)
+    d = torch.arange(40, dtype=torch.float64)
+    k = torch.arange(1, dim // 2 + 1, dtype=torch.float64)
+    inner = torch.cos(d[:, None] / 10000 ** (2 * k / dim)).sum(1) - dim / 2
+    want = torch.stack([inner * heads / (8 * h) for h in range(1, heads + 1)])
+    assert (m.table(40).double() - want).abs().max() <= 1e-5
+    assert m(3, 3, past=2).shape == (heads, 3, 3)
+
+
+def test_forgetting_gate_bias_is_the_sum_of_log_gates_between():
+    torch.manual_seed(0)
+    m = posenc.nn.ForgettingGate(8, 2)
+    x = torch.randn(1, 6, 8)
+    b = m.bias(x)
+    log_f = torch.nn.functional.logsigmoid(m.proj(x)).double()[0]  # [S, H]
+    assert abs(b[0, 1, 5, 2].item() - log_f[3:6, 1].sum().item()) <= 1e-5
+    assert b[0, 0, 4, 4].item() == 0
+
+
+@pytest.mark.parametrize("make", [lambda: posenc.nn.Kerple(4, "log"), lambda: posenc.nn.Kerple(4, "power"),
+                                  lambda: posenc.nn.Sandwich(4, 16)])
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_with_a_distance_bias_equals_eager_forward_and_backward(make, causal):
+    m = make()
+    q, k, v = inputs(S=7, T=11)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = posenc.attention(*leaves, causal=causal, bias=m)
+    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(3))
+    (out * w).sum().backward()
+    mine = [t.grad.double() for t in leaves] + [p.grad.double() for p in m.parameters()]
+    m.zero_grad()
+    ref_leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    ref = eager(*ref_leaves, causal=causal, bias=m(7, 11, past=4).double().unsqueeze(0))
+    assert (out.double() - ref).abs().max() <= 2e-5
+    (ref * w.double()).sum().backward()
+    theirs = [t.grad for t in ref_leaves] + [p.grad.double() for p in m.parameters()]
+    for a, b in zip(mine, theirs):
+        assert (a - b).abs().max() <= 1e-4 * max(1.0, b.abs().max().item())
+
+
+def test_attention_with_fox_gates_equals_eager_and_trains_the_gate():
+    torch.manual_seed(1)
+    gate = posenc.nn.ForgettingGate(8, 4)
+    x = torch.randn(2, 11, 8)
+    q, k, v = inputs(S=11, T=11)
+    out = posenc.attention(q, k, v, bias=gate.cumulative(x))
+    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(5))
+    (out * w).sum().backward()
+    mine = gate.proj.weight.grad.clone()
+    gate.zero_grad()
+    ref = eager(q.double(), k.double(), v.double(), bias=gate.bias(x).double())
+    assert (out.double() - ref).abs().max() <= 2e-5
+    (ref * w.double()).sum().backward()
+    assert (mine.double() - gate.proj.weight.grad.double()).abs().max() <= 1e-4 * gate.proj.weight.grad.abs().max()
+    with pytest.raises(ValueError, match="causal"):
+        posenc.attention(q, k, v, causal=False, bias=gate.cumulative(x))
+    with pytest.raises(ValueError, match=r"\[B, Hq, T\]"):
+        posenc.attention(q, k, v, bias=gate.cumulative(x)[:, :2])
+    with pytest.raises(ValueError, match="one of"):
+        posenc.attention(q, k, v, bias=posenc.nn.Kerple(4), alibi=posenc.alibi_slopes(4))
