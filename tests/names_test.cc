@@ -86,6 +86,13 @@ TEST(Names, OlderRopeTypeSpellingsAreAliases) {
   EXPECT_EQ(enum_names_joined<RopeType>().find("su"), std::string::npos);
 }
 
+TEST(Names, PRopeIsProportionalsAliasAndHelpListsAliases) {
+  EXPECT_EQ(from_name<RopeType>("p-rope"), RopeType::kProportional);  // Barbero et al. 2024
+  EXPECT_STREQ(to_string(RopeType::kProportional), "proportional");
+  EXPECT_EQ(enum_aliases_joined<RopeType>(), "mrope = default, su = longrope, p-rope = proportional");
+  EXPECT_EQ(enum_aliases_joined<DType>(), "");
+}
+
 TEST(Names, AnUnknownNameIsAnErrorNamingItAndTheChoices) {
   try {
     from_name<DType>("f64");
