@@ -129,6 +129,27 @@ PropertyCheck rope_relative(const CheckOptions& o, std::mt19937_64& rng) {
   return {"rope.relative", "<RoPE(q, m), RoPE(k, n)> depends only on m - n (both shifted by 1000)", worst, 1e-4};
 }
 
+// Clipped RoPE (Li et al. 2026): clipping n = 0 frequencies is the identity, bit for bit: the
+// rotations of a schedule with clip_low 0 equal those by RoFormer's 1/10000^(2i/d), written out
+// here (the formula, not the schedule's code), at several positions (allowed difference: 0).
+PropertyCheck rope_clip_identity(const CheckOptions& o, std::mt19937_64& rng) {
+  RopeParams clipped;
+  clipped.head_dim = o.dim;
+  clipped.clip_low = 0;
+  clipped.clip_hard = true;  // n = 0 clips nothing, hard or soft
+  const RopeSchedule none_clipped = compute_schedule(clipped);
+  RopeSchedule roformer = none_clipped;
+  for (int i = 0; i < o.dim / 2; ++i)
+    roformer.inv_freq[static_cast<std::size_t>(i)] = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * i / o.dim));
+  const auto q = random_vector(rng, static_cast<std::size_t>(o.dim));
+  double worst = 0;
+  for (std::int64_t pos : {0, 1, 4095, 131071}) {
+    const auto a = rotated(q, pos, roformer), b = rotated(q, pos, none_clipped);
+    for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+  }
+  return {"rope.clip_identity", "clipped RoPE with clip_low 0 rotates exactly as RoFormer's 1/10000^(2i/d)", worst, 0};
+}
+
 PropertyCheck rope_inverse(const CheckOptions& o, std::mt19937_64& rng) {
   const RopeSchedule s = default_schedule(o.dim);
   double worst = 0;
@@ -263,6 +284,7 @@ std::vector<PropertyCheck> run_property_checks(const CheckOptions& o) {
   out.push_back(sinusoidal_by_rotation(o));
   out.push_back(rope_relative(o, rng));
   out.push_back(rope_inverse(o, rng));
+  out.push_back(rope_clip_identity(o, rng));
   out.push_back(rope_decay(o));
   out.push_back(mrope_reduces_to_rope(o, rng));
   out.push_back(alibi_translation(o));
