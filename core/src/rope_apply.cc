@@ -57,7 +57,9 @@ void validate(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams
   // (rope_convert-inl.h, Bf16InHighHalf).
   if (!std::isfinite(p.attention_factor))
     throw Error("RoPE attention_factor must be finite, got " + format_number(p.attention_factor));
-  std::int64_t largest[3] = {0, 0, 0};
+  if (p.xpos.enabled() && pos.axes != 1)
+    throw Error("xPos scales by one position per token; the ids have " + std::to_string(pos.axes) + " axes");
+  std::int64_t largest[3] = {0, 0, 0}, smallest = kMaxPosition;
   for (int a = 0; a < pos.axes; ++a)
     for (int b = 0; b < x.batch; ++b)
       for (int t = 0; t < x.tokens; ++t) {
@@ -66,7 +68,9 @@ void validate(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams
           throw Error("position " + std::to_string(v) + " (axis " + std::to_string(a) + ", batch " + std::to_string(b) +
                       ", token " + std::to_string(t) + ") must be in [0, 2^31-1]");
         largest[a] = std::max(largest[a], v);
+        smallest = std::min(smallest, v);
       }
+  validate_xpos(p.xpos, smallest, largest[0]);  // no tokens: smallest > largest, parameters only
   // rope_sincos reduces angles exactly only up to 2^31 radians (kMaxRopeAngle): beyond, cos and
   // sin would be wrong without a word (rope_theta < 1 or factors < 1 get there early).
   for (int j = 0; j < p.num_freqs; ++j) {
@@ -179,15 +183,32 @@ void rope_row_reference(const float* in, float* out, const PositionIds& pos, int
 void rope_apply_reference(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams& p) {
   validate(x, pos, p);
   const int rotary = 2 * p.num_freqs;
+  const std::size_t half = static_cast<std::size_t>(p.num_freqs);
   std::vector<float> in(static_cast<std::size_t>(rotary)), out(static_cast<std::size_t>(rotary));
+  std::vector<float> cos(half), sin(half), query_scale(half), key_scale(half);
+  const XPosScales xpos(p.xpos.enabled() ? p.xpos : XPosParams{}, p.xpos.enabled() ? p.num_freqs : 0);
+  XPosScales::Block xpos_block;
   for (int b = 0; b < x.batch; ++b)
-    for (int t = 0; t < x.tokens; ++t)
+    for (int t = 0; t < x.tokens; ++t) {
+      // The token's cos/sin (rope_row_reference's), then xPos's scale of x's role on each.
+      for (int j = 0; j < p.num_freqs; ++j)
+        rope_cos_sin(p.inv_freq[j], pos.at(p.axis_of_freq ? p.axis_of_freq[j] : 0, b, t, x.tokens), p,
+                     &cos[static_cast<std::size_t>(j)], &sin[static_cast<std::size_t>(j)]);
+      if (p.xpos.enabled()) {
+        xpos.at(pos.at(0, b, t, x.tokens), query_scale.data(), key_scale.data(), xpos_block);
+        const std::vector<float>& scale = p.xpos.first == XPosRole::kKey ? key_scale : query_scale;
+        for (std::size_t j = 0; j < half; ++j) {
+          cos[j] *= scale[j];
+          sin[j] *= scale[j];
+        }
+      }
       for (int h = 0; h < x.heads; ++h) {
         const std::int64_t row = b * x.batch_stride + t * x.token_stride + h * x.head_stride;
         for (int c = 0; c < rotary; ++c) in[static_cast<std::size_t>(c)] = load(x.data, x.dtype, row + c);
-        rope_row_reference(in.data(), out.data(), pos, b, t, x.tokens, p);
+        rope_rotate_row(in.data(), out.data(), cos.data(), sin.data(), p.num_freqs, p.layout, p.direction);
         for (int c = 0; c < rotary; ++c) store(x.data, x.dtype, row + c, out[static_cast<std::size_t>(c)]);
       }
+    }
 }
 
 }  // namespace posenc

@@ -29,6 +29,7 @@
 
 #include "posenc/half.h"
 #include "posenc/rope_schedule.h"
+#include "posenc/rope_xpos.h"
 
 namespace posenc {
 
@@ -121,6 +122,9 @@ struct RopeApplyParams {
   RopeLayout layout = RopeLayout::kHalfSplit;
   Numerics angles = Numerics::kAccurate;  // how cos/sin are evaluated
   int direction = +1;
+  // xPos (rope_xpos.h): each pair's cos and sin times its query or key scale at the token's
+  // position (one position axis only). Off by default.
+  XPosParams xpos;
 };
 
 // The parameters for a schedule's frequencies and attention factor.
@@ -158,7 +162,8 @@ void rope_cos_sin_at(double inv_freq, double position, const RopeApplyParams& pa
 
 // Rotates every head of every token in place, any storage dtype (math in float32, stores
 // rounded to nearest even). The plain, obviously-correct version: the reference the SIMD
-// kernels (rope_kernels.h) are tested against.
+// kernels (rope_kernels.h) are tested against. With xPos, x takes the role params.xpos.first
+// (a query unless it says kKey): each cos/sin times XPosScales' float32 scale, in float32.
 void rope_apply_reference(const RopeTensor& x, const PositionIds& positions, const RopeApplyParams& params);
 
 // One head of token t of batch row b, in float: out[0 .. 2*num_freqs) from in[0 .. 2*num_freqs)
