@@ -11,6 +11,7 @@
 
 #include "posenc/alibi.h"
 #include "posenc/attention.h"
+#include "posenc/axial_rope.h"
 #include "posenc/error.h"
 #include "posenc/half.h"
 #include "posenc/model_families.h"

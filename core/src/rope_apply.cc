@@ -182,9 +182,7 @@ void rope_row_reference(const float* in, float* out, const PositionIds& pos, int
 
 void rope_apply_reference(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams& p) {
   validate(x, pos, p);
-  const int rotary = 2 * p.num_freqs;
   const std::size_t half = static_cast<std::size_t>(p.num_freqs);
-  std::vector<float> in(static_cast<std::size_t>(rotary)), out(static_cast<std::size_t>(rotary));
   std::vector<float> cos(half), sin(half), query_scale(half), key_scale(half);
   const XPosScales xpos(p.xpos.enabled() ? p.xpos : XPosParams{}, p.xpos.enabled() ? p.num_freqs : 0);
   XPosScales::Block xpos_block;
@@ -202,13 +200,22 @@ void rope_apply_reference(const RopeTensor& x, const PositionIds& pos, const Rop
           sin[j] *= scale[j];
         }
       }
-      for (int h = 0; h < x.heads; ++h) {
-        const std::int64_t row = b * x.batch_stride + t * x.token_stride + h * x.head_stride;
-        for (int c = 0; c < rotary; ++c) in[static_cast<std::size_t>(c)] = load(x.data, x.dtype, row + c);
-        rope_rotate_row(in.data(), out.data(), cos.data(), sin.data(), p.num_freqs, p.layout, p.direction);
-        for (int c = 0; c < rotary; ++c) store(x.data, x.dtype, row + c, out[static_cast<std::size_t>(c)]);
-      }
+      rope_rotate_token(x, b, t, cos.data(), sin.data(), p.num_freqs, p.layout, p.direction);
     }
+}
+
+void rope_rotate_token(const RopeTensor& x, int b, int t, const float* cos, const float* sin, int num_freqs,
+                       RopeLayout layout, int direction) {
+  const int rotary = 2 * num_freqs;
+  thread_local std::vector<float> in, out;  // per-thread scratch, as rope_row_reference's
+  in.resize(static_cast<std::size_t>(rotary));
+  out.resize(static_cast<std::size_t>(rotary));
+  for (int h = 0; h < x.heads; ++h) {
+    const std::int64_t row = b * x.batch_stride + t * x.token_stride + h * x.head_stride;
+    for (int c = 0; c < rotary; ++c) in[static_cast<std::size_t>(c)] = load(x.data, x.dtype, row + c);
+    rope_rotate_row(in.data(), out.data(), cos, sin, num_freqs, layout, direction);
+    for (int c = 0; c < rotary; ++c) store(x.data, x.dtype, row + c, out[static_cast<std::size_t>(c)]);
+  }
 }
 
 }  // namespace posenc

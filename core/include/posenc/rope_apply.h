@@ -166,6 +166,12 @@ void rope_cos_sin_at(double inv_freq, double position, const RopeApplyParams& pa
 // (a query unless it says kKey): each cos/sin times XPosScales' float32 scale, in float32.
 void rope_apply_reference(const RopeTensor& x, const PositionIds& positions, const RopeApplyParams& params);
 
+// Every head of token t of batch row b of x, in place, with that token's cos/sin rows
+// ([num_freqs] each, sin already times direction): loads widen, rope_rotate_row, stores round
+// to nearest even. rope_apply_reference's step, and angle-table RoPE's (axial_rope.h).
+void rope_rotate_token(const RopeTensor& x, int b, int t, const float* cos, const float* sin, int num_freqs,
+                       RopeLayout layout, int direction);
+
 // One head of token t of batch row b, in float: out[0 .. 2*num_freqs) from in[0 .. 2*num_freqs)
 // (in and out must not overlap; the channels past the rotary dim are the caller's). What
 // rope_apply_reference does to each head, for callers that rotate copies (fused attention).
