@@ -27,6 +27,14 @@ RopeApplyParams rope_apply_params(const std::vector<float>& inv_freq, double att
   return p;
 }
 
+RopeTensor rotated_part(const RopeTensor& x, const RopeApplyParams& p) {
+  RopeTensor part = x;
+  if (x.data) part.data = static_cast<std::uint8_t*>(x.data) + static_cast<std::size_t>(p.channel_offset) * dtype_size(x.dtype);
+  part.head_dim = x.head_dim - p.channel_offset;
+  if (p.rotated_heads > 0) part.heads = std::min(x.heads, p.rotated_heads);
+  return part;
+}
+
 RopeTensor strided(void* data, DType dtype, RopeShape s, RopeStrides st) {
   return {data, dtype, s.batch, s.tokens, s.heads, s.head_dim, st.batch, st.token, st.head};
 }
@@ -46,6 +54,11 @@ void validate(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams
     throw Error("RoPE view needs data, batch/tokens/heads >= 0 and head_dim >= 1");
   if (p.num_freqs < 1 || 2 * p.num_freqs > x.head_dim)
     throw Error("rotary dim 2*" + std::to_string(p.num_freqs) + " must be in [2, head_dim=" + std::to_string(x.head_dim) + "]");
+  if (p.channel_offset < 0 || p.channel_offset > x.head_dim - 2 * p.num_freqs)
+    throw Error("channel_offset " + std::to_string(p.channel_offset) + " must be in [0, head_dim " + std::to_string(x.head_dim) +
+                " - rotary dim " + std::to_string(2 * p.num_freqs) + "]: the rotated channels must lie inside the head");
+  if (p.rotated_heads < 0)
+    throw Error("rotated_heads must be >= 0 (0: every head), got " + std::to_string(p.rotated_heads));
   if (p.direction != 1 && p.direction != -1) throw Error("direction must be +1 or -1, got " + std::to_string(p.direction));
   if (pos.axes < 1 || pos.axes > 3) throw Error("position ids need 1, 2 or 3 axes, got " + std::to_string(pos.axes));
   for (int j = 0; p.axis_of_freq && j < p.num_freqs; ++j)
@@ -180,8 +193,9 @@ void rope_row_reference(const float* in, float* out, const PositionIds& pos, int
   rope_rotate_row(in, out, cos.data(), sin.data(), p.num_freqs, p.layout, p.direction);
 }
 
-void rope_apply_reference(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams& p) {
-  validate(x, pos, p);
+void rope_apply_reference(const RopeTensor& whole, const PositionIds& pos, const RopeApplyParams& p) {
+  validate(whole, pos, p);
+  const RopeTensor x = rotated_part(whole, p);
   const std::size_t half = static_cast<std::size_t>(p.num_freqs);
   std::vector<float> cos(half), sin(half), query_scale(half), key_scale(half);
   const XPosScales xpos(p.xpos.enabled() ? p.xpos : XPosParams{}, p.xpos.enabled() ? p.num_freqs : 0);

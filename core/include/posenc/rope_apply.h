@@ -125,7 +125,19 @@ struct RopeApplyParams {
   // xPos (rope_xpos.h): each pair's cos and sin times its query or key scale at the token's
   // position (one position axis only). Off by default.
   XPosParams xpos;
+  // Partial rotary at any channel offset: the layout's pairs lie in channels [channel_offset,
+  // channel_offset + 2 num_freqs) of each head (half-split pairs (o + j, o + j + num_freqs));
+  // the channels outside pass through. 0: the first channels, as HF's partial rotary.
+  int channel_offset = 0;
+  // RoPE on a subset of heads (x-transformers' rotate_num_heads): the first rotated_heads heads of
+  // each tensor rotate (all of a tensor that has fewer), the rest get no positions. 0: every head.
+  // With GQA the caller picks counts whose query heads read exactly the rotated key heads.
+  int rotated_heads = 0;
 };
+
+// The part of x that p rotates: data advanced by channel_offset elements, head_dim less by it,
+// heads capped at rotated_heads. What the kernels' dispatch and rope_apply_reference both walk.
+RopeTensor rotated_part(const RopeTensor& x, const RopeApplyParams& p);
 
 // The parameters for a schedule's frequencies and attention factor.
 RopeApplyParams rope_apply_params(const RopeSchedule& schedule, RopeLayout layout = RopeLayout::kHalfSplit);
