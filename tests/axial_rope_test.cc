@@ -117,15 +117,6 @@ TEST_F(RopeKernels, IntegerAxialCoordinatesOnEveryTargetEqualTheAngleTable) {
   }
 }
 
-void expect_error(const std::function<void()>& call, const std::string& says) {
-  try {
-    call();
-    ADD_FAILURE() << "accepted; expected: " << says;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-  }
-}
-
 TEST(AxialRope, RefusesWhatItCannotBuild) {
   expect_error([] { axial_axis_frequencies(axial(0, 8)); }, "axial RoPE needs axes >= 1, got 0");
   expect_error([] { axial_axis_frequencies(axial(2, 7)); }, "axis_dim must be even and in [2, 65536], got 7");

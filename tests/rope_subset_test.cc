@@ -115,33 +115,24 @@ TEST(RopeSubset, ShiftMovesTheSameChannelsAndHeads) {
   EXPECT_EQ(k.bytes, k_ref.bytes);
 }
 
-void expect_refused(const std::function<void()>& call, const std::string& says) {
-  try {
-    call();
-    ADD_FAILURE() << "accepted; expected: " << says;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-  }
-}
-
 TEST(RopeSubset, RefusesChannelsOutsideTheHeadAndNegativeHeadCounts) {
   const RopeSchedule s = schedule(32);
   std::vector<float> x(44, 0.0f);
   const RopeTensor view = bshd(x.data(), {1, 1, 1, 44});
   RopeApplyParams p = rope_apply_params(s);
   p.channel_offset = 13;
-  expect_refused([&] { rope_rotate(view, nullptr, PositionIds::implicit(), p); },
+  expect_error([&] { rope_rotate(view, nullptr, PositionIds::implicit(), p); },
                  "channel_offset 13 must be in [0, head_dim 44 - rotary dim 32]");
   p.channel_offset = -1;
-  expect_refused([&] { rope_apply_reference(view, PositionIds::implicit(), p); }, "channel_offset -1 must be in");
+  expect_error([&] { rope_apply_reference(view, PositionIds::implicit(), p); }, "channel_offset -1 must be in");
   p.channel_offset = 0;
   p.rotated_heads = -2;
-  expect_refused([&] { rope_rotate(view, nullptr, PositionIds::implicit(), p); }, "rotated_heads must be >= 0 (0: every head), got -2");
+  expect_error([&] { rope_rotate(view, nullptr, PositionIds::implicit(), p); }, "rotated_heads must be >= 0 (0: every head), got -2");
   RopeShiftParams shift;
   shift.rope = rope_apply_params(s);
   shift.rope.xpos.scale_base = 512;
   shift.delta = 1;
-  expect_refused([&] { rope_shift(view, shift); }, "xPos keys cannot be shifted");
+  expect_error([&] { rope_shift(view, shift); }, "xPos keys cannot be shifted");
 }
 
 }  // namespace
