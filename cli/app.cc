@@ -33,6 +33,7 @@ int posenc::cli::run_cli(int argc, char** argv) {
   posenc::cli::add_freqs_command(app);
   posenc::cli::add_table_command(app);
   posenc::cli::add_check_command(app);
+  posenc::cli::add_tour_command(app);
   posenc::cli::add_bench_command(app);
 #ifdef POSENC_WITH_TORCH
   posenc::cli::add_lab_command(app);

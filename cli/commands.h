@@ -20,6 +20,7 @@ void add_explain_command(CLI::App& app);  // a model's positional encoding in wo
 void add_spec_command(CLI::App& app);     // per-layer positional semantics of a config.json
 void add_golden_command(CLI::App& app);   // test vectors for inference engines
 void add_gguf_command(CLI::App& app);     // a GGUF file's positional keys against HF's schedule
+void add_tour_command(CLI::App& app);     // the learner's walk, each claim measured live
 #ifdef POSENC_WITH_TORCH
 void add_lab_command(CLI::App& app);                // experiments: extrapolate, sort, passkey
 void add_lab_passkey_command(CLI::App& lab);        // lab passkey

@@ -10,6 +10,7 @@
 
 #include "posenc/error.h"
 #include "posenc/hf_config.h"
+#include "posenc/model_spec.h"
 #ifdef POSENC_WITH_TORCH
 #include "posenc_lab/sort_task.h"
 #endif
@@ -187,9 +188,11 @@ void add_explain_command(CLI::App& app) {
   cmd->add_option("--context", a->context, "a context length to reason about");
   add_json_flag(cmd, a->json);
   cmd->callback([a] {
-    const ModelRope model = a->source.load();
-    for (const auto& w : model.warnings) std::cerr << "posenc: warning: " << w << "\n";
-    const plot::ExplainReport r = plot::explain(model, a->source.layer_type, a->context);
+    // The spec's reading: a model without RoPE is explained as what it is (issue 32).
+    const ModelSpec spec = load_model_spec(a->source.config, ConfigOptions{a->source.lenient, a->source.hf_compatible});
+    for (const auto& w : spec.rope.warnings) std::cerr << "posenc: warning: " << w << "\n";
+    const plot::ExplainReport r = spec.positions.is_rope() ? plot::explain(spec.rope, a->source.layer_type, a->context)
+                                                           : plot::explain_positions(spec.positions);
     std::cout << (a->json ? plot::explain_json(r) + "\n" : plot::explain_text(r));
   });
 }

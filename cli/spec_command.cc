@@ -55,9 +55,41 @@ json layer_json(const LayerSpec& l) {
   return j;
 }
 
+// The model's positional scheme, per stack: what replaces RoPE when it is not RoPE.
+json positions_json(const ModelPositions& m) {
+  json stacks = json::array();
+  for (const PositionStack& p : m.stacks) {
+    json e = {{"stack", p.stack}, {"scheme", to_string(p.scheme)}, {"hf_source", p.hf_source},
+              {"layers", optional_json(p.layers)}};
+    if (p.scheme == PositionScheme::kLearnedAbsolute || p.scheme == PositionScheme::kSinusoidal) {
+      e["max_positions"] = p.rows;  // the table's rows: positions 0 .. rows - 1
+      e["width"] = p.width;
+    }
+    if (p.scheme == PositionScheme::kSinusoidal)
+      e["sinusoidal"] = {{"layout", to_string(p.sinusoidal.layout)}, {"freq", to_string(p.sinusoidal.freqs)},
+                         {"base", p.sinusoidal.base}};
+    if (p.scheme == PositionScheme::kAlibi) {
+      e["heads"] = p.heads;
+      e["slopes"] = p.alibi_slopes;
+      e["slopes_float32"] = std::vector<double>(p.alibi_slopes_f32.begin(), p.alibi_slopes_f32.end());
+      e["bias_scale"] = p.alibi_bias_scale;  // Falcon: 1/sqrt(head_dim) on q.k + bias together
+    }
+    if (p.scheme == PositionScheme::kT5Buckets) {
+      e["heads"] = p.heads;
+      e["num_buckets"] = p.buckets.num_buckets;
+      e["max_distance"] = p.buckets.max_distance;
+      e["bidirectional"] = p.buckets.bidirectional;
+    }
+    e["facts"] = p.facts;
+    stacks.push_back(e);
+  }
+  return {{"rope", m.is_rope()}, {"summary", m.summary()}, {"stacks", stacks}, {"notes", m.notes}};
+}
+
 json spec_json(const ModelSpec& s) {
   json j;
   j["model_type"] = s.rope.model_type;
+  j["positions"] = positions_json(s.positions);
   j["family_known"] = s.family != nullptr;
   j["hf_source"] = s.family ? json(s.family->hf_source) : json(nullptr);
   j["schedules"] = json::array();
@@ -110,7 +142,25 @@ std::string describe(const ModelSpec& s, const LayerSpec& l) {
   return d;
 }
 
+// A model without RoPE: each stack's scheme, its numbers and what HF does with it.
+void print_positions_text(const ModelPositions& m) {
+  std::printf("model_type %s\npositions: %s (no RoPE)\n", m.model_type.c_str(), m.summary().c_str());
+  for (const PositionStack& p : m.stacks) {
+    std::printf("%s%s: %s\n  follows %s\n", p.stack.c_str(),
+                p.layers ? (" (" + std::to_string(*p.layers) + " layers)").c_str() : "", to_string(p.scheme),
+                p.hf_source.c_str());
+    if (p.scheme == PositionScheme::kAlibi) {
+      std::printf("  slopes");
+      for (double v : p.alibi_slopes) std::printf(" %s", format_number(v).c_str());
+      std::printf("\n");
+    }
+    for (const auto& f : p.facts) std::printf("  %s\n", f.c_str());
+  }
+  for (const auto& n : m.notes) std::printf("note: %s\n", n.c_str());
+}
+
 void print_text(const ModelSpec& s) {
+  if (!s.positions.is_rope()) return print_positions_text(s.positions);
   std::printf("model_type %s\n", s.rope.model_type.c_str());
   if (s.family) std::printf("follows %s\n", s.family->hf_source);
   if (!s.mrope_section.empty()) {
@@ -146,7 +196,8 @@ void run_spec(const SpecArgs& a) {
 void add_spec_command(CLI::App& app) {
   auto args = std::make_shared<SpecArgs>();
   CLI::App* cmd = app.add_subcommand("spec", "per-layer positional semantics of a config.json (RoPE or NoPE, pairing, "
-                                             "rotary channels, schedule, attention kind, query and softmax scaling)");
+                                             "rotary channels, schedule, attention kind, query and softmax scaling; "
+                                             "learned, sinusoidal, ALiBi or T5 positions for models without RoPE)");
   add_config_options(cmd, args->source, true, "");
   add_json_flag(cmd, args->json);  // its layers array has one entry per layer
   cmd->callback([args] { run_spec(*args); });

@@ -73,6 +73,22 @@ TEST(BenchCli, TrainRefusesWholeModelsPerRank) {
   EXPECT_NE(r.err.find("--distribute models"), std::string::npos) << r.err;
 }
 
+// Work that would take minutes or hours is refused with the sizes and the fix, and more torch
+// threads than the machine has are refused (under a memory limit libtorch's pool waited forever).
+TEST(BenchCli, WorkPastTheBoundIsRefusedNamingTheSizes) {
+  const CliRun seq = run("bench attention --seq 65536 --repeats 5");
+  EXPECT_EQ(seq.code, 2) << seq.err;
+  EXPECT_NE(seq.err.find("use at most 1 repeats, or a shorter --seq"), std::string::npos) << seq.err;
+  const CliRun steps = run("bench train --schemes rope --steps 1000000000");
+  EXPECT_EQ(steps.code, 2) << steps.err;
+  EXPECT_NE(steps.err.find("use fewer steps or a smaller model"), std::string::npos) << steps.err;
+  for (const char* args : {"bench attention --threads 1024", "bench train --threads 1024 --steps 1"}) {
+    const CliRun r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("this machine's hardware threads"), std::string::npos) << r.err;
+  }
+}
+
 TEST(BenchCli, AttentionBadArgumentsAreErrors) {
   for (const char* args : {"bench attention --scheme xl", "bench attention --seq 4", "bench attention --heads 6 --kv-heads 4",
                            "bench attention --head-dim 7", "bench attention --threads 100000"}) {

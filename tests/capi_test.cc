@@ -212,5 +212,18 @@ TEST(CApi, CppErrorsPassThroughWithTheirText) {
       << posenc_last_error();
 }
 
+// Issue 32: a model without RoPE gets no schedule handle; the error names its scheme.
+TEST(CApi, ModelsWithoutRopeAreRefusedNamingTheirScheme) {
+  const std::string text = R"({"model_type": "bloom", "n_head": 16, "n_layer": 24})";
+  Handle h;
+  for (int by_type = 0; by_type < 2; ++by_type) {
+    const posenc_status status =
+        by_type ? posenc_schedule_from_config_type(text.data(), static_cast<std::int64_t>(text.size()), 0, nullptr, &h.s)
+                : posenc_schedule_from_config(text.data(), static_cast<std::int64_t>(text.size()), 0, 0, &h.s);
+    EXPECT_EQ(status, POSENC_ERR_VALUE);
+    EXPECT_NE(std::string(posenc_last_error()).find("ALiBi biases over 16 heads"), std::string::npos) << posenc_last_error();
+  }
+}
+
 }  // namespace
 }  // namespace posenc

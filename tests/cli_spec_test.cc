@@ -144,3 +144,51 @@ TEST(CliSpec, Exaone45IsAKnownFamilyWithTheThetaOfItsRopeParameters) {
 }
 
 }  // namespace
+
+// Issue 32: models without RoPE are described for what they are by spec and explain, and refused
+// by freqs with the scheme named and spec suggested.
+TEST(CliSpec, ModelsWithoutRopeAreDescribedAndFreqsRefusesThem) {
+  struct Case {
+    const char* file;
+    const char* scheme;   // positions.stacks[0].scheme
+    const char* words;    // in explain's text
+  };
+  for (const Case& c : {Case{"bert-base-uncased", "learned_absolute", "learned table of 512 rows"},
+                        Case{"bloom-560m__constructed", "alibi", "each of the 16 heads subtracts slope * distance"},
+                        Case{"falcon-rw-1b__constructed", "alibi", "each of the 32 heads"},
+                        Case{"t5-small", "t5_relative_buckets", "Distances 0 to 7 each have their own bucket"},
+                        Case{"whisper-tiny__constructed", "sinusoidal", "fixed sinusoidal table of 1500 rows"}}) {
+    SCOPED_TRACE(c.file);
+    const std::string config = " --config " + reference_dir() + "/positions-configs/" + c.file + ".json";
+    const auto j = run_json("spec" + config);
+    EXPECT_EQ(j.at("positions").at("rope"), false);
+    EXPECT_EQ(j.at("positions").at("stacks").at(0).at("scheme"), c.scheme);
+    EXPECT_TRUE(j.at("layers").empty() && j.at("schedules").empty());
+    const auto text = run("spec" + config);
+    EXPECT_EQ(text.code, 0) << text.err;
+    EXPECT_NE(text.out.find("(no RoPE)"), std::string::npos) << text.out;
+    EXPECT_EQ(text.err, "");  // no "unknown family" warning: the scheme is known
+    const auto explained = run("explain" + config);
+    EXPECT_EQ(explained.code, 0) << explained.err;
+    EXPECT_NE(explained.out.find("No RoPE"), std::string::npos) << explained.out;
+    EXPECT_NE(explained.out.find(c.words), std::string::npos) << explained.out;
+    EXPECT_EQ(explained.out.find("rotates"), std::string::npos) << explained.out;
+    EXPECT_EQ(run_json("explain" + config).at("rope"), false);
+    EXPECT_CLEAN_ERROR(run("freqs" + config), "has no rotary embedding", "posenc spec");
+  }
+  const auto bloom = run_json("spec --config " + reference_dir() + "/positions-configs/bloom-560m__constructed.json");
+  const auto& stack = bloom.at("positions").at("stacks").at(0);
+  EXPECT_EQ(stack.at("heads"), 16);
+  EXPECT_EQ(stack.at("slopes").at(3), 0.25);  // 2^(-8 * 4 / 16)
+  const auto t5 = run_json("spec --config " + reference_dir() + "/positions-configs/t5-small.json");
+  EXPECT_EQ(t5.at("positions").at("stacks").at(1).at("bidirectional"), false);
+  EXPECT_EQ(t5.at("positions").at("stacks").at(1).at("num_buckets"), 32);
+  const auto bert = run_json("spec --config " + reference_dir() + "/positions-configs/bert-base-uncased.json");
+  EXPECT_EQ(bert.at("positions").at("stacks").at(0).at("max_positions"), 512);
+}
+
+TEST(CliSpec, RopeModelsSayRopeInTheirPositions) {
+  const auto j = run_json("spec --config " + reference_dir() + "/real-configs/Qwen3-8B.json");
+  EXPECT_EQ(j.at("positions").at("rope"), true);
+  EXPECT_EQ(j.at("positions").at("stacks").at(0).at("scheme"), "rope");
+}

@@ -38,7 +38,15 @@ void expect_error(const std::string& json, std::initializer_list<const char*> me
 
 TEST(ConfigErrors, UnknownKeyInsideRopeDict) {
   expect_error(llama_with(R"({"rope_type": "linear", "factor": 2.0, "facter": 4})"),
-               {"rope_scaling.facter", "4", "--lenient"});
+               {"rope_scaling.facter", "4", "--lenient", "did you mean 'factor'?"});
+  // A tail of a key is a guess too; a key far from every name gets none.
+  expect_error(llama_with(R"({"rope_type": "yarn", "factor": 2.0, "fast": 4})"), {"did you mean 'beta_fast'?"});
+  try {
+    parse_hf_config(llama_with(R"({"rope_type": "linear", "factor": 2.0, "qqqqqqqq": 4})"));
+    ADD_FAILURE() << "accepted an unknown key";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("did you mean"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ConfigErrors, LenientTurnsOnlyUnknownKeysIntoWarnings) {

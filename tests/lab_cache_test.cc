@@ -10,6 +10,7 @@
 #include "lab_support.h"
 #include "posenc/error.h"
 #include "posenc_lab/extrapolate.h"
+#include "posenc_lab/file_io.h"
 #include "posenc_lab/result_cache.h"
 #include "posenc_lab/sort_task.h"
 #include "posenc_torch/model_config.h"
@@ -130,6 +131,36 @@ TEST(LabSortCache, OtherTestLengthsAreTestedAgainAndTheTableStaysAligned) {
   EXPECT_EQ(run_sort(c).size(), 6u);
   c.training.steps = 12;
   EXPECT_HAS(test::error_of([&] { run_sort(c); }), "steps 10 then, 12 now");
+}
+
+// A result file carries a checksum of its keys and rows: an edited bpc is an error naming the
+// file, never a result; a file from before checksums is recomputed from the saved weights.
+TEST(LabResultChecksum, AnEditedRowIsAnErrorAndAnUncheckedOneIsRecomputed) {
+  ExtrapolateConfig c = test::tiny("lab_result_checksum", {"rope"});
+  const ExtrapolateResult first = run_extrapolate(c);
+  const std::string path = c.training.out_dir + "/rope.result.json";
+  nlohmann::json saved = read_json_file(path);
+  nlohmann::json edited = saved;
+  edited["rows"][0]["bpc"] = 0.001;
+  write_file_atomic(path, edited.dump(1));
+  EXPECT_HAS(test::error_of([&] { run_extrapolate(c); }), path + " was changed after posenc wrote it");
+  edited = saved;
+  edited.erase("checksum");
+  write_file_atomic(path, edited.dump(1));
+  const ExtrapolateResult again = run_extrapolate(c);  // recomputed from rope.ckpt, not trusted
+  ASSERT_EQ(again.rows.size(), first.rows.size());
+  for (std::size_t i = 0; i < again.rows.size(); ++i) EXPECT_EQ(again.rows[i].bpc, first.rows[i].bpc);
+  EXPECT_TRUE(read_json_file(path).contains("checksum"));
+}
+
+// lab sort re-tests a saved model only when it is the model its result file was computed from.
+TEST(LabSortCache, ASwappedModelFileIsAnErrorNotAnotherModelsScore) {
+  SortConfig c = test::tiny_sort("lab_sort_swapped");
+  run_sort(c);
+  const std::string dir = c.training.out_dir;
+  write_file_atomic(dir + "/sort-alibi.pt", test::slurp(dir + "/sort-learned.pt"));
+  c.test_lens = {4, 6};  // another test: the saved models are tested again
+  EXPECT_HAS(test::error_of([&] { run_sort(c); }), dir + "/sort-alibi.pt is not the model");
 }
 
 TEST(LabSortCache, TableLooksUpEachCellByLength) {

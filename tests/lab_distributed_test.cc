@@ -28,6 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using posenc::testing::CliRun;
 using posenc::testing::run_bounded;
+using posenc::testing::run_limited;
 using test::slurp;
 
 
@@ -189,6 +190,28 @@ TEST(LabProgress, ShowsTheRanksAndTheThroughputOfAllOfThem) {
   EXPECT_EQ(group_thousands(-1000), "-1,000");
 }
 
+// Ranks started with different settings stop, every one of them, naming the setting and both
+// values (before this check one rank exited 0 and the other blamed a lost rank).
+TEST(LabDistributed, RanksWithDifferentSettingsNameTheSetting) {
+  const std::string base = "lab sort --train-len 4 --test-lens 4 --steps 4 --dist-timeout 10 --out ";
+  struct Case {
+    std::string rank0, rank1, says;
+  } cases[] = {{"--schemes rope", "--schemes rope,alibi", "models differs between the ranks"},
+               {"--schemes rope --distribute data", "--schemes rope --distribute models", "distribute differs between the ranks"},
+               {"--schemes rope", "--schemes rope --world-size 3", "world_size differs between the ranks"}};
+  int n = 0;
+  for (const Case& c : cases) {
+    const std::string dir = out_dir("mismatch" + std::to_string(n++)), err0 = dir + ".err0", err1 = dir + ".err1";
+    const int port = free_port();
+    const pid_t r0 = start_rank(0, port, base + dir + " " + c.rank0, err0), r1 = start_rank(1, port, base + dir + " " + c.rank1, err1);
+    const int s0 = wait_bounded(r0, 60), s1 = wait_bounded(r1, 60);
+    EXPECT_TRUE(WIFEXITED(s0) && WEXITSTATUS(s0) == 2) << c.says << ": rank 0 status " << s0 << "\n" << slurp(err0);
+    EXPECT_TRUE(WIFEXITED(s1) && WEXITSTATUS(s1) == 2) << c.says << ": rank 1 status " << s1 << "\n" << slurp(err1);
+    EXPECT_HAS(slurp(err0), c.says);
+    EXPECT_HAS(slurp(err1), c.says);
+  }
+}
+
 TEST(LabDistributed, BadLauncherValuesAreUsageErrorsNamingThem) {
   const std::string base = "lab sort --schemes rope --steps 1 --out " + out_dir("bad") + " ";
   struct Case {
@@ -205,6 +228,13 @@ TEST(LabDistributed, BadLauncherValuesAreUsageErrorsNamingThem) {
     EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
     EXPECT_HAS(r.err, c.says);
   }
+  // From the environment: the value as given, and --nproc inside another launcher's rank.
+  const CliRun far = run_limited("export RANK=5000 WORLD_SIZE=2; ", base);
+  EXPECT_EQ(far.code, 2) << far.err;
+  EXPECT_HAS(far.err, "got 5000");
+  const CliRun nested = run_limited("export RANK=0 WORLD_SIZE=2; ", base + "--nproc 2 --dist-timeout 2");
+  EXPECT_EQ(nested.code, 2) << nested.err;
+  EXPECT_HAS(nested.err, "unset RANK and WORLD_SIZE, or leave out --nproc");
 }
 
 }  // namespace

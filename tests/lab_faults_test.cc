@@ -20,6 +20,7 @@
 #include "lm_eval.h"
 #include "posenc/error.h"
 #include "posenc_lab/extrapolate.h"
+#include "posenc_lab/result_cache.h"
 #include "posenc_lab/sort_task.h"
 
 namespace posenc::lab {
@@ -146,6 +147,10 @@ TEST(LabCorrupt, DamagedResultFilesAreNamedWithTheFix) {
   const auto at = nan_row.find("\"bpc\": ");
   nan_row.replace(at, nan_row.find(',', at) - at, "\"bpc\": null");
   std::ofstream(path) << nan_row;
+  EXPECT_HAS(error_of([&] { run_extrapolate(c); }), path + " was changed after posenc wrote it (checksum mismatch)");
+  // A row without a finite bpc is refused even when its checksum holds (a writer's bug, not an edit).
+  const nlohmann::json saved = nlohmann::json::parse(nan_row);
+  write_cached_rows(path, {saved["key"]["train"], saved["key"]["eval"]}, saved["rows"]);
   EXPECT_HAS(error_of([&] { run_extrapolate(c); }), "marked available without a finite bpc");
 }
 

@@ -111,6 +111,21 @@ TEST(PasskeyRun, TheProbeScoresEveryFewStepsAndLeavesTheWeightsAsTheyWere) {
   EXPECT_NE(passkey_table(probed, c).find("exact match at 32 during training, rope: 4:"), std::string::npos) << passkey_table(probed, c);
 }
 
+// A run stopped after the first probe and resumed reports every probe point, as an
+// uninterrupted run does (the points live beside the checkpoint, not only in memory).
+TEST(PasskeyRun, AResumedRunKeepsTheProbePointsMeasuredBeforeTheStop) {
+  PasskeyConfig c = tiny_passkey("passkey_probe_resumed");
+  c.schemes = {"rope"};
+  c.probe_every = 4;  // steps 4 and 6 of 6
+  c.stop_after_steps = 4;
+  EXPECT_FALSE(run_passkey(c).complete);
+  c.stop_after_steps = -1;
+  const PasskeyResult resumed = run_passkey(c);
+  ASSERT_EQ(resumed.probes.size(), 2u);
+  EXPECT_EQ(resumed.probes[0].step, 4);
+  EXPECT_EQ(resumed.probes[1].step, 6);
+}
+
 TEST(PasskeyRun, ResultsAreKeyedByEverySetting) {
   PasskeyConfig c = tiny_passkey("passkey_keyed");
   const PasskeyResult first = run_passkey(c);

@@ -12,6 +12,8 @@
 #include "posenc/alibi.h"
 #include "posenc/attention.h"
 #include "posenc/axial_rope.h"
+#include "posenc/distance_bias.h"
+#include "posenc/kerple.h"
 #include "posenc/error.h"
 #include "posenc/half.h"
 #include "posenc/model_families.h"

@@ -9,12 +9,9 @@
 
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <random>
-#include <string>
 #include <vector>
 
-#include "posenc/error.h"
 #include "posenc/half.h"
 #include "posenc/mrope.h"
 #include "posenc/rope_kernels.h"
@@ -73,16 +70,6 @@ inline double dot(const Buffer& a, const Buffer& b, std::size_t n) {
   double sum = 0;
   for (std::size_t i = 0; i < n; ++i) sum += value_at(a, i) * value_at(b, i);
   return sum;
-}
-
-// call() must throw posenc::Error whose message contains `says`.
-inline void expect_error(const std::function<void()>& call, const std::string& says) {
-  try {
-    call();
-    ADD_FAILURE() << "accepted; expected: " << says;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace posenc::rope_kernels_test

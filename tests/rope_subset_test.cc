@@ -15,6 +15,7 @@
 #include "posenc/error.h"
 #include "posenc/rope_kernels.h"
 #include "posenc/rope_shift.h"
+#include "expect_error.h"
 #include "rope_kernels_test_support.h"
 
 namespace posenc {

@@ -13,6 +13,7 @@
 
 #include "posenc/error.h"
 #include "posenc/rope_kernels.h"
+#include "expect_error.h"
 #include "rope_kernels_test_support.h"
 
 namespace posenc {

@@ -14,6 +14,7 @@
 #include "posenc/rope_schedule.h"
 #include "posenc/t5_bias.h"
 #include "posenc_bench/timing.h"
+#include "posenc_lab/run_settings.h"
 #include "posenc_torch/fused_attention.h"
 #include "posenc_torch/rope.h"
 
@@ -27,7 +28,7 @@ RopeTensor view_of(const torch::Tensor& t) {  // [1, S, H, D] contiguous
 
 template <typename F>
 double median_seconds(int repeats, F&& f) {
-  f();  // warm-up
+  announce_estimate("bench attention", seconds_of(f), repeats);  // the warm-up
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) times.push_back(seconds_of(f));
   return median(times);
@@ -132,6 +133,19 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
                 std::to_string(Hk));
   if (D < 2 || D > 512 || D % 2) throw Error("bench attention: --head-dim must be even, in [2, 512], got " + std::to_string(D));
   if (c.repeats < 1 || c.repeats > 100) throw Error("bench attention: repeats must be in [1, 100]");
+  if (c.threads < 0 || c.threads > lab::max_lab_threads())
+    throw Error("bench attention: --threads must be in [0, " + std::to_string(lab::max_lab_threads()) +
+                "] (this machine's hardware threads; 0: torch's default), got " + std::to_string(c.threads));
+  // Bounded like bench rope: each timed run of each path is about one forward's FLOPs (x3.5
+  // with --backward); 2^43 of them is minutes on a core.
+  const double run_flops = 4.0 * H * double(S) * S * D * (c.causal ? 0.5 : 1.0) * (c.backward ? 4.5 : 1.0);
+  constexpr double kMaxFlops = 8796093022208.0;  // 2^43
+  if (run_flops * (c.repeats + 1) > kMaxFlops)
+    throw Error("bench attention: --repeats " + std::to_string(c.repeats) + " (+1 warm-up) x " +
+                std::to_string(static_cast<long>(run_flops / 1e9)) + " GFLOP per run at --seq " + std::to_string(S) +
+                " is more than the limit of " + std::to_string(static_cast<long>(kMaxFlops / 1e9)) +
+                " GFLOP (minutes on a core): use at most " +
+                std::to_string(std::max(0L, static_cast<long>(kMaxFlops / run_flops) - 1)) + " repeats, or a shorter --seq");
   // The libtorch path holds [H, S, T] floats three times (scores, bias, weights).
   const double torch_bytes = 3.0 * H * double(S) * S * 4;
   const bool run_torch = torch_bytes <= 8.0 * (1 << 30);

@@ -6,6 +6,7 @@
 #include "distributed_world.h"
 #include "posenc/error.h"
 #include "posenc_bench/timing.h"
+#include "posenc_lab/run_settings.h"
 #include "train_loop.h"
 #include "posenc_torch/model.h"
 #include "posenc_torch/rope.h"
@@ -58,6 +59,21 @@ RopeAutogradSpeed rope_speed(std::int64_t b, std::int64_t h, std::int64_t s, std
 
 void check_config(const TrainBenchConfig& c) {
   if (c.steps < 1 || c.seq < 2 || c.batch < 1) throw Error("bench train needs steps >= 1, seq >= 2, batch >= 1");
+  if (c.threads < 0 || c.threads > lab::max_lab_threads())
+    throw Error("bench train: --threads must be in [0, " + std::to_string(lab::max_lab_threads()) +
+                "] (this machine's hardware threads; 0: torch's default), got " + std::to_string(c.threads));
+  // Bounded like bench rope: a training step is about 6 x weights x tokens plus the attention
+  // products, each scheme timed on two paths for steps + 1 steps; 2^44 FLOPs is minutes.
+  const double tokens = double(c.batch) * c.seq, d = c.d_model;
+  const double step_flops = c.layers * (6.0 * 12.0 * d * d * tokens + 12.0 * tokens * c.seq * d);
+  constexpr double kMaxFlops = 17592186044416.0;  // 2^44
+  const double per_scheme = 2.0 * step_flops;
+  if (per_scheme * (c.steps + 1.0) * std::max<std::size_t>(1, c.schemes.size()) > kMaxFlops)
+    throw Error("bench train: --steps " + std::to_string(c.steps) + " x " + std::to_string(static_cast<long>(step_flops / 1e9)) +
+                " GFLOP per step (--layers " + std::to_string(c.layers) + ", --d-model " + std::to_string(c.d_model) + ", " +
+                std::to_string(c.batch) + " x " + std::to_string(c.seq) + " tokens) on two paths for " +
+                std::to_string(c.schemes.size()) + " schemes is more than the limit of " +
+                std::to_string(static_cast<long>(kMaxFlops / 1e9)) + " GFLOP (minutes on a core): use fewer steps or a smaller model");
   // The libtorch path holds several [B, H, S, S] float32 tensors per layer for the backward pass.
   const double score_bytes = 4.0 * c.batch * c.heads * static_cast<double>(c.seq) * c.seq;
   if (score_bytes > double(1 << 30))
@@ -119,7 +135,8 @@ DataParallelResult run_data_parallel_bench(const TrainBenchConfig& c, const lab:
     throw Error("a batch of " + std::to_string(c.batch) + " rows cannot be split across " + std::to_string(result.world_size) + " ranks");
   std::vector<DataParallelSpeed> speeds;
   {
-    lab::World world(launch);
+    const nlohmann::json plan = {{"command", "bench train"}, {"models", c.schemes}, {"world_size", result.world_size}};
+    lab::World world(launch, plan.dump());
     torch::set_num_threads(result.threads_per_rank);
     for (const std::string& name : c.schemes) {
       DataParallelSpeed s;
@@ -166,6 +183,7 @@ TrainBenchResult run_train_bench(const TrainBenchConfig& c) {
     std::vector<double> times, fused_times;
     for (int i = -1; i < c.steps; ++i) {  // i = -1: warm-up
       const double t = step(false), tf = fused ? step(true) : 0;
+      if (i < 0) announce_estimate(("bench train " + name).c_str(), t + tf, c.steps);
       if (i >= 0) {
         times.push_back(t);
         fused_times.push_back(tf);

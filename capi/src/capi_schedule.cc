@@ -31,7 +31,10 @@ ModelSpec parse(const char* json, std::int64_t length, std::uint32_t flags, pose
     fail("flags " + std::to_string(flags) + " has unknown bits (known: 1 lenient, 2 hf_compatible, 4 hf_float32)");
   h.numerics = (flags & POSENC_CONFIG_HF_FLOAT32) ? Numerics::kHfFloat32 : Numerics::kAccurate;
   const ConfigOptions options{(flags & POSENC_CONFIG_LENIENT) != 0, (flags & POSENC_CONFIG_HF_COMPATIBLE) != 0};
-  return parse_model_spec(std::string(json, static_cast<std::size_t>(length)), options);
+  ModelSpec spec = parse_model_spec(std::string(json, static_cast<std::size_t>(length)), options);
+  // A schedule handle is RoPE's: a learned-table, ALiBi or T5 model is refused naming its scheme.
+  if (!spec.positions.is_rope()) fail(not_rope_message(spec.positions), POSENC_ERR_VALUE);
+  return spec;
 }
 
 // Fills the handle from layer type rope_index of the spec (-1: a NoPE layer) and the layer's facts.

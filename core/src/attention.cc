@@ -63,6 +63,44 @@ void check_view(const RopeTensor& x, const char* name) {
     throw Error(std::string("attention: ") + name + " needs data, batch and tokens >= 0, heads and head_dim >= 1");
 }
 
+// FoX: c [B][Hq][T] present and finite, and each query's own key index past + i inside it.
+void check_gate(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p) {
+  if (!p.gate_cumulative) throw Error("attention: forget-gate needs c, the cumulative log gate [B][Hq][T] (gate_cumulative)");
+  const std::int64_t past = p.mask.past >= 0 ? p.mask.past : std::int64_t{k.tokens} - q.tokens;
+  if (past + q.tokens > k.tokens)
+    throw Error("attention: forget-gate reads query i's c at key index past + i; past (" + std::to_string(past) + ") + S (" +
+                std::to_string(q.tokens) + ") must be <= T (" + std::to_string(k.tokens) + ")");
+  const std::int64_t n = std::int64_t{q.batch} * q.heads * k.tokens;
+  for (std::int64_t x = 0; x < n; ++x)
+    if (!std::isfinite(p.gate_cumulative[x]))
+      throw Error("attention: forget-gate c [" + std::to_string(x / k.tokens / q.heads) + "][" + std::to_string(x / k.tokens % q.heads) + "][" +
+                  std::to_string(x % k.tokens) + "] is " + format_number(p.gate_cumulative[x]) + "; expected a finite number");
+}
+
+// Every (query, key) pair of the call, masked or not (the kernel reads whole tiles), within the
+// distance table: |qpos - kpos| <= length - 1, per batch row from the positions' extremes.
+void check_table_covers(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p) {
+  if (q.tokens == 0 || k.tokens == 0) return;
+  const auto extremes = [](const RopeTensor& x, const PositionIds& ids, int b) {
+    std::int64_t lo = ids.at(0, b, 0, x.tokens), hi = lo;
+    for (int t = 1; t < x.tokens; ++t) {
+      lo = std::min(lo, ids.at(0, b, t, x.tokens));
+      hi = std::max(hi, ids.at(0, b, t, x.tokens));
+    }
+    return std::pair{lo, hi};
+  };
+  for (int b = 0; b < (p.q_positions.same_for_every_batch_row() && p.k_positions.same_for_every_batch_row() ? std::min(q.batch, 1) : q.batch); ++b) {
+    const auto [qlo, qhi] = extremes(q, p.q_positions, b);
+    const auto [klo, khi] = extremes(k, p.k_positions, b);
+    const std::int64_t need = std::max(qhi - klo, khi - qlo);
+    if (need > p.distance_table.length - 1)
+      throw Error("attention: distance table length " + std::to_string(p.distance_table.length) + " covers |qpos - kpos| <= " +
+                  std::to_string(p.distance_table.length - 1) + ", but batch row " + std::to_string(b) + " has positions " +
+                  std::to_string(need) + " apart (queries " + std::to_string(qlo) + ".." + std::to_string(qhi) + ", keys " +
+                  std::to_string(klo) + ".." + std::to_string(khi) + "); expected length >= " + std::to_string(need + 1));
+  }
+}
+
 }  // namespace
 
 void validate_attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
@@ -105,9 +143,12 @@ void validate_attention(const RopeTensor& q, const RopeTensor& k, const RopeTens
       if (!p.t5_table) throw Error("attention: T5 needs its bias table [num_buckets][Hq]");
       validate(p.t5);
       break;
+    case AttentionPositions::kDistanceTable: validate(p.distance_table, q.heads, "attention: distance table"); break;
+    case AttentionPositions::kForgetGate: check_gate(q, k, p); break;
   }
   validate_remap(q, k, p);
-  if (p.positions == AttentionPositions::kAlibi || p.positions == AttentionPositions::kT5)
+  if (p.positions == AttentionPositions::kAlibi || p.positions == AttentionPositions::kT5 ||
+      p.positions == AttentionPositions::kDistanceTable)
     for (const auto& [x, ids, name] : {std::tuple{&q, &p.q_positions, "query"}, std::tuple{&k, &p.k_positions, "key"}}) {
       if (ids->axes != 1) throw Error(std::string("attention: ") + name + " positions for a bias have one axis");
       for (int b = 0; b < x->batch; ++b)
@@ -117,6 +158,7 @@ void validate_attention(const RopeTensor& q, const RopeTensor& k, const RopeTens
             throw Error(std::string("attention: ") + name + " position " + std::to_string(v) + " must be in [0, 2^31-1]");
         }
     }
+  if (p.positions == AttentionPositions::kDistanceTable) check_table_covers(q, k, p);
 }
 
 void attention_reference(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,

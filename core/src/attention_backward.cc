@@ -42,6 +42,12 @@ void validate_attention_backward(const AttentionBackwardInputs& in, const Attent
   if (!in.lse) throw Error("attention_backward: needs the forward's lse [B, Hq, S] (AttentionOptions::lse)");
   if (grads.t5_table_grad && params.positions != AttentionPositions::kT5)
     throw Error(std::string("attention_backward: t5_table_grad is for T5 attention, positions are '") + to_string(params.positions) + "'");
+  if (grads.distance_table_grad && params.positions != AttentionPositions::kDistanceTable)
+    throw Error(std::string("attention_backward: distance_table_grad is for distance-table attention, positions are '") +
+                to_string(params.positions) + "'");
+  if (grads.gate_cumulative_grad && params.positions != AttentionPositions::kForgetGate)
+    throw Error(std::string("attention_backward: gate_cumulative_grad is for forget-gate attention, positions are '") +
+                to_string(params.positions) + "'");
 }
 
 void attention_backward_reference(const AttentionBackwardInputs& in, const AttentionGradients& grads, const AttentionParams& params) {
@@ -53,6 +59,9 @@ void attention_backward_reference(const AttentionBackwardInputs& in, const Atten
   const auto kv_at = [&](int b, int j, int hk) { return ((static_cast<std::size_t>(b) * T + j) * Hk + hk) * D; };
   std::vector<double> dk(static_cast<std::size_t>(B) * T * Hk * D), dv(dk.size());
   std::vector<double> table(params.positions == AttentionPositions::kT5 ? static_cast<std::size_t>(params.t5.num_buckets) * Hq : 0);
+  const std::int64_t width = params.distance_table.width();
+  std::vector<double> distance(grads.distance_table_grad ? static_cast<std::size_t>(Hq * width) : 0);
+  std::vector<double> gate(grads.gate_cumulative_grad ? static_cast<std::size_t>(B) * Hq * T : 0);
   std::vector<float> qr(D), kr(D), vr(D), dor(D), tmp(D), row(D);
   std::vector<double> s(static_cast<std::size_t>(T)), P(s.size()), dP(s.size()), dq(D);
   for (int b = 0; b < B; ++b)
@@ -97,6 +106,12 @@ void attention_backward_reference(const AttentionBackwardInputs& in, const Atten
             const int bucket = t5_bucket(params.k_positions.at(0, b, j, T) - params.q_positions.at(0, b, i, S), params.t5);
             table[static_cast<std::size_t>(bucket) * Hq + h] += dS;
           }
+          if (!distance.empty())
+            distance[static_cast<std::size_t>(h * width + plan.distance_column(params.q_positions.at(0, b, i, S), params.k_positions.at(0, b, j, T)))] += dS;
+          if (!gate.empty()) {  // bias = c[past + i] - c[j]
+            gate[(static_cast<std::size_t>(b) * Hq + h) * T + static_cast<std::size_t>(plan.past + i)] += dS;
+            gate[(static_cast<std::size_t>(b) * Hq + h) * T + static_cast<std::size_t>(j)] -= dS;
+          }
         }
         for (int c = 0; c < D; ++c) row[c] = static_cast<float>(dq[c]);
         plan.unrotate_query(b, i, row.data(), tmp.data());
@@ -112,6 +127,8 @@ void attention_backward_reference(const AttentionBackwardInputs& in, const Atten
         store_row(grads.dv, b, j, hk, row.data());
       }
   for (std::size_t x = 0; grads.t5_table_grad && x < table.size(); ++x) grads.t5_table_grad[x] += static_cast<float>(table[x]);
+  for (std::size_t x = 0; x < distance.size(); ++x) grads.distance_table_grad[x] += static_cast<float>(distance[x]);
+  for (std::size_t x = 0; x < gate.size(); ++x) grads.gate_cumulative_grad[x] += static_cast<float>(gate[x]);
 }
 
 }  // namespace posenc

@@ -6,6 +6,8 @@
 //           head of the group and every query tile that sees the key tile
 //   pass Q  per (batch, query head, query tile): dQ += dS K, over the key tiles it sees; T5's
 //           table gradient as per-task partial sums (double), added in task order after
+// A distance table's gradient (its columns are shared by every query tile): per head, a fixed
+// number of lanes, each a run of query tiles with its own partial row.
 // Products as the forward's (attention_tiles-inl.h): scores and dP = dO V^T by ScoreTile over a
 // transposed key or value tile; the three accumulations by AccumulateTile, P and dS transposed
 // ([keys][queries]) for the key side.
@@ -127,15 +129,43 @@ void ScoreGradRow(const float* HWY_RESTRICT p, float Di, float* HWY_RESTRICT ds)
 // and column ends 0 in both.
 void TileGradients(const attention_detail::Plan& plan, int b, int h, int i0, int rows, std::int64_t j0, int cols, BackwardTiles& t) {
   const int D = plan.D, rows4 = (rows + kRowBlock - 1) / kRowBlock * kRowBlock;
-  const AttentionPositions positions = plan.p->positions;
   ScoreTile(t.Q, t.Kt, rows4, D, t.P);
-  if (positions == AttentionPositions::kAlibi || positions == AttentionPositions::kT5)
+  if (plan.has_bias())
     plan.add_bias_tile(b, h, i0, rows, j0, cols, t.P, BackwardTiles::kKeys, t.positions.data(), t.lut);
   plan.mask_tile(b, i0, rows, j0, cols, t.P);
   for (int r = 0; r < rows; ++r) ExpMinusLseRow(t.P + r * BackwardTiles::kKeys, t.lse[r]);
   std::fill(t.P + rows * BackwardTiles::kKeys, t.P + rows4 * BackwardTiles::kKeys, 0.0f);
   ScoreTile(t.dO, t.Vt, rows4, D, t.dS);
   for (int r = 0; r < rows4; ++r) ScoreGradRow(t.P + r * BackwardTiles::kKeys, t.Di[r], t.dS + r * BackwardTiles::kKeys);
+}
+
+// A distance table's gradient: partial[column(qpos - kpos)] += dS over one tile (the table's
+// row of the task's head; dS is 0 where the masks hide a key). Consecutive positions (the usual
+// case) put each distance on one diagonal of the tile: its rows + cols - 1 diagonals are summed in
+// float (at most kQueryTile terms each) and added to the double partial once per tile; scattered
+// explicit ids go element by element.
+void AddDistanceGradients(const attention_detail::Plan& plan, int b, int i0, int rows, std::int64_t j0, int cols, BackwardTiles& t,
+                          double* partial) {
+  plan.tile_positions(b, i0, rows, j0, cols, t.positions.data());
+  const std::int64_t* qp = t.positions.data();
+  const std::int64_t* kp = qp + rows;
+  const DistanceTable& table = plan.p->distance_table;
+  bool consecutive = true;
+  for (int r = 1; consecutive && r < rows; ++r) consecutive = qp[r] == qp[0] + r;
+  for (int c = 1; consecutive && c < cols; ++c) consecutive = kp[c] == kp[0] + c;
+  if (!consecutive) {
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) partial[table.column(qp[r] - kp[c])] += t.dS[r * BackwardTiles::kKeys + c];
+    return;
+  }
+  float diagonals[BackwardTiles::kRows + BackwardTiles::kKeys] = {};  // [r - c + cols - 1]
+  for (int r = 0; r < rows; ++r) {
+    float* d = diagonals + r + cols - 1;
+    const float* ds = t.dS + r * BackwardTiles::kKeys;
+    for (int c = 0; c < cols; ++c) d[-c] += ds[c];
+  }
+  const std::int64_t first = qp[0] - kp[0] - (cols - 1);  // the distance of diagonal 0
+  for (int x = 0; x < rows + cols - 1; ++x) partial[table.column(first + x)] += diagonals[x];
 }
 
 // X [rows4][kKeyTile] -> T [cols4][kPaddedRows].
@@ -173,11 +203,23 @@ void AttentionBackwardAll(const attention_detail::Plan& plan, const AttentionBac
   const int buckets = plan.p->t5.num_buckets;
   const std::int64_t q_tasks = std::int64_t{B} * plan.Hq * query_tiles, k_tasks = std::int64_t{B} * Hk * key_tiles;
   std::vector<double> partials(t5_grad ? static_cast<std::size_t>(q_tasks) * buckets : 0);
+  // A distance table's gradient: lane l of head h sums query tiles l, l + lanes, ... of every
+  // batch row into its own row of `lanes` per head (a fixed count, so the same bits for any
+  // thread count), added in lane order after.
+  const bool table_grad = grads.distance_table_grad != nullptr;
+  const std::int64_t width = table_grad ? plan.p->distance_table.width() : 0;
+  const int lanes = table_grad ? std::min(attention_detail::kTableLanes, query_tiles) : 0;
+  std::vector<double> table_partials(static_cast<std::size_t>(plan.Hq) * lanes * width);
+  // FoX: sum_i dS_ij per (b, h, key j) from pass K, sum_j dS_ij per (b, h, query i) from pass Q.
+  const bool gate_grad = grads.gate_cumulative_grad != nullptr;
+  std::vector<double> gate_columns(gate_grad ? static_cast<std::size_t>(B) * plan.Hq * T : 0);
+  std::vector<double> gate_rows(gate_grad ? static_cast<std::size_t>(B) * plan.Hq * S : 0);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
 #endif
   {
     BackwardTiles t(D);
+    std::vector<double> sums(std::max(kKeyTile, kQueryTile));  // FoX's column or row sums of dS
     // Pass K: dK and dV of one key tile, from every query that sees it.
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
@@ -190,7 +232,8 @@ void AttentionBackwardAll(const attention_detail::Plan& plan, const AttentionBac
       LoadKeyTile(plan, b, hk, j0, cols, false, t);
       std::fill(t.dK, t.dK + kKeyTile * D, 0.0f);
       std::fill(t.dV, t.dV + kKeyTile * D, 0.0f);
-      for (int h = hk * plan.group; h < (hk + 1) * plan.group; ++h)
+      for (int h = hk * plan.group; h < (hk + 1) * plan.group; ++h) {
+        std::fill(sums.begin(), sums.end(), 0.0);
         for (int i0 = 0; i0 < S; i0 += kQueryTile) {
           const int rows = std::min(kQueryTile, S - i0), rows4 = (rows + kRowBlock - 1) / kRowBlock * kRowBlock;
           std::int64_t lo, hi;
@@ -202,7 +245,15 @@ void AttentionBackwardAll(const attention_detail::Plan& plan, const AttentionBac
           AccumulateTile(t.Tr, BackwardTiles::kRows, t.dO, cols4, rows4, D, t.dV);
           TransposeTile(t.dS, rows4, cols4, t.Tr);
           AccumulateTile(t.Tr, BackwardTiles::kRows, t.Q, cols4, rows4, D, t.dK);  // Q holds scale * q
+          for (int c = 0; gate_grad && c < cols; ++c) {
+            double column = 0;
+            for (int r = 0; r < rows; ++r) column += t.Tr[c * BackwardTiles::kRows + r];
+            sums[static_cast<std::size_t>(c)] += column;
+          }
         }
+        for (int c = 0; gate_grad && c < cols; ++c)
+          gate_columns[(static_cast<std::size_t>(b) * plan.Hq + h) * T + static_cast<std::size_t>(j0 + c)] = sums[static_cast<std::size_t>(c)];
+      }
       for (int c = 0; c < cols; ++c) {
         const int j = static_cast<int>(j0 + c);
         plan.unrotate_key(b, j, t.dK + c * D, t.tmp);
@@ -210,16 +261,15 @@ void AttentionBackwardAll(const attention_detail::Plan& plan, const AttentionBac
         attention_detail::store_row(grads.dv, b, j, hk, t.dV + c * D);
       }
     }
-    // Pass Q: dQ of one query tile, and its share of T5's table gradient.
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-    for (std::int64_t task = 0; task < q_tasks; ++task) {
+    // Pass Q: dQ of one query tile, and its share of T5's table gradient, the distance table's
+    // (into table_partial) and FoX's row sums.
+    const auto q_task = [&](std::int64_t task, double* table_partial) {
       const int tile = static_cast<int>(task % query_tiles), h = static_cast<int>(task / query_tiles % plan.Hq);
       const int b = static_cast<int>(task / query_tiles / plan.Hq), hk = h / plan.group;
       const int i0 = tile * kQueryTile, rows = std::min(kQueryTile, S - i0), rows4 = (rows + kRowBlock - 1) / kRowBlock * kRowBlock;
       LoadQueryTile(plan, in, Di.data(), b, h, i0, rows, t);
       std::fill(t.dQ, t.dQ + BackwardTiles::kRows * D, 0.0f);
+      std::fill(sums.begin(), sums.end(), 0.0);
       double* partial = t5_grad ? partials.data() + static_cast<std::size_t>(task) * buckets : nullptr;
       std::int64_t lo, hi;
       plan.key_range(i0, i0 + rows, &lo, &hi);
@@ -234,12 +284,35 @@ void AttentionBackwardAll(const attention_detail::Plan& plan, const AttentionBac
           plan.for_each_t5_bucket(t.positions.data(), rows, t.positions.data() + rows, cols, t.lut,
                                   [&](int r, int c, int bucket) { partial[bucket] += t.dS[r * kKeyTile + c]; });
         }
+        if (table_partial) AddDistanceGradients(plan, b, i0, rows, j0, cols, t, table_partial);
+        for (int r = 0; gate_grad && r < rows; ++r) {
+          double row = 0;
+          for (int c = 0; c < cols; ++c) row += t.dS[r * kKeyTile + c];
+          sums[static_cast<std::size_t>(r)] += row;
+        }
       }
       for (int r = 0; r < rows; ++r) {
         float* row = t.dQ + r * D;
         for (int x = 0; x < D; ++x) row[x] *= plan.scale;
         plan.unrotate_query(b, i0 + r, row, t.tmp);
         attention_detail::store_row(grads.dq, b, i0 + r, h, row);
+        if (gate_grad) gate_rows[(static_cast<std::size_t>(b) * plan.Hq + h) * S + static_cast<std::size_t>(i0 + r)] = sums[static_cast<std::size_t>(r)];
+      }
+    };
+    if (lanes == 0) {
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+      for (std::int64_t task = 0; task < q_tasks; ++task) q_task(task, nullptr);
+    } else {
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+      for (std::int64_t item = 0; item < std::int64_t{plan.Hq} * lanes; ++item) {
+        const int h = static_cast<int>(item / lanes), lane = static_cast<int>(item % lanes);
+        for (int b = 0; b < B; ++b)
+          for (int tile = lane; tile < query_tiles; tile += lanes)
+            q_task((std::int64_t{b} * plan.Hq + h) * query_tiles + tile, table_partials.data() + static_cast<std::size_t>(item) * width);
       }
     }
   }
@@ -249,6 +322,20 @@ void AttentionBackwardAll(const attention_detail::Plan& plan, const AttentionBac
     for (int bucket = 0; bucket < buckets; ++bucket)
       grads.t5_table_grad[std::int64_t{bucket} * plan.Hq + h] += static_cast<float>(partials[static_cast<std::size_t>(task) * buckets + bucket]);
   }
+  // A distance table's gradient: [h][column] += its lanes' sums, in lane order.
+  for (int h = 0; table_grad && h < plan.Hq; ++h)
+    for (std::int64_t x = 0; x < width; ++x) {
+      double sum = 0;
+      for (int lane = 0; lane < lanes; ++lane) sum += table_partials[(static_cast<std::size_t>(h) * lanes + lane) * width + x];
+      grads.distance_table_grad[h * width + x] += static_cast<float>(sum);
+    }
+  // FoX: dc[past + i] += sum_j dS_ij (query i's own key index), dc[j] -= sum_i dS_ij.
+  for (std::int64_t row = 0; gate_grad && row < std::int64_t{B} * plan.Hq; ++row)
+    for (int j = 0; j < T; ++j) {
+      const std::int64_t i = j - plan.past;
+      const double own = i >= 0 && i < S ? gate_rows[static_cast<std::size_t>(row * S + i)] : 0.0;
+      grads.gate_cumulative_grad[row * T + j] += static_cast<float>(own - gate_columns[static_cast<std::size_t>(row * T + j)]);
+    }
 }
 
 }  // namespace HWY_NAMESPACE

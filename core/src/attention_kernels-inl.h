@@ -86,12 +86,11 @@ inline float LogSumExp(float row_max, float row_sum) {
 void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
   using attention_detail::kKeyTile;
   using attention_detail::kQueryTile;
-  const AttentionParams& p = *plan.p;
   const int D = plan.D, S = plan.S;
   const int query_tiles = (S + kQueryTile - 1) / kQueryTile;
   const std::int64_t tasks = std::int64_t{plan.q->batch} * plan.Hq * query_tiles;
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  const bool has_bias = p.positions == AttentionPositions::kAlibi || p.positions == AttentionPositions::kT5;
+  const bool has_bias = plan.has_bias();
   // Decode (few queries, long cache): fewer tasks than threads. Split each task's keys into
   // `splits` runs of whole key tiles, one per work item, and merge the partial softmaxes after
   // (FlashDecoding): every thread has keys to read.

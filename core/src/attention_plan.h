@@ -24,6 +24,10 @@ namespace posenc::attention_detail {
 // 128 x 128 keys 55.6). The tiles of one thread (query, accumulators, scores, key, value: 128 KiB
 // at D = 64) stay in L2.
 inline constexpr int kQueryTile = 128, kKeyTile = 64;
+// The backward pass sums a distance table's gradient per head in this many lanes (a run of query
+// tiles each, attention_backward.h): a fixed count, so the bits do not depend on the threads;
+// heads x lanes work items keep 8-16 threads busy, at heads x lanes x width doubles.
+inline constexpr int kTableLanes = 8;
 // The SIMD kernels block 4 query rows at a time: the query tile rounded up to that (zero rows
 // cost a little and are never stored).
 inline constexpr int kRowBlock = 4;
@@ -173,8 +177,20 @@ struct Plan {
     return true;
   }
 
-  // The additive position term of (query i, key j) for query head h.
-  float bias(int b, int h, int i, int j) const {
+  // Whether the scheme adds a position term to the scores (add_bias_tile).
+  bool has_bias() const {
+    const AttentionPositions x = p->positions;
+    return x == AttentionPositions::kAlibi || x == AttentionPositions::kT5 || x == AttentionPositions::kDistanceTable ||
+           x == AttentionPositions::kForgetGate;
+  }
+  // A distance table's column of (query position qpos, key position kpos), and FoX's c row of
+  // (b, h): c[b][h][0 .. T).
+  std::int64_t distance_column(std::int64_t qpos, std::int64_t kpos) const { return p->distance_table.column(qpos - kpos); }
+  const float* gate_row(int b, int h) const { return p->gate_cumulative + (std::int64_t{b} * Hq + h) * T; }
+
+  // The additive position term of (query i, key j) for query head h, for the references: the
+  // float terms as the kernel adds them, FoX's difference in double.
+  double bias(int b, int h, int i, int j) const {
     if (p->positions == AttentionPositions::kAlibi) {
       const double d = static_cast<double>(p->q_positions.at(0, b, i, S) - p->k_positions.at(0, b, j, T));
       return static_cast<float>(-p->alibi_slopes[h] * (p->alibi_mode == AlibiMode::kSymmetric ? std::abs(d) : d));
@@ -183,7 +199,11 @@ struct Plan {
       const int bucket = t5_bucket(p->k_positions.at(0, b, j, T) - p->q_positions.at(0, b, i, S), p->t5);
       return p->t5_table[std::int64_t{bucket} * Hq + h];
     }
-    return 0.0f;
+    if (p->positions == AttentionPositions::kDistanceTable)
+      return p->distance_table.values[h * p->distance_table.width() +
+                                      distance_column(p->q_positions.at(0, b, i, S), p->k_positions.at(0, b, j, T))];
+    if (p->positions == AttentionPositions::kForgetGate) return static_cast<double>(gate_row(b, h)[past + i]) - gate_row(b, h)[j];
+    return 0.0;
   }
 
   // Adds the position term to S[r][c] (row stride ld) for queries i0 .. i0+rows-1 and keys
@@ -191,6 +211,16 @@ struct Plan {
   // scratch of rows + cols int64; lut: scratch, grows as needed.
   void add_bias_tile(int b, int h, int i0, int rows, std::int64_t j0, int cols, float* S, int ld, std::int64_t* pos,
                      std::vector<int>& lut) const {
+    if (p->positions == AttentionPositions::kForgetGate) {  // c_i - c_j: by key index, no positions
+      const float* c = gate_row(b, h);
+      const float* ck = c + j0;
+      for (int r = 0; r < rows; ++r) {
+        const float ci = c[past + i0 + r];
+        float* srow = S + r * ld;
+        for (int x = 0; x < cols; ++x) srow[x] += ci - ck[x];
+      }
+      return;
+    }
     tile_positions(b, i0, rows, j0, cols, pos);
     const std::int64_t* qp = pos;
     const std::int64_t* kp = pos + rows;
@@ -202,6 +232,25 @@ struct Plan {
           const float d = static_cast<float>(qp[r] - kp[c]);
           S[r * ld + c] -= slope * (symmetric ? std::abs(d) : d);
         }
+      return;
+    }
+    if (p->positions == AttentionPositions::kDistanceTable) {
+      // One table row per head; distances of a tile are a band, each looked up, no S x T table.
+      const DistanceTable& table = p->distance_table;
+      const float* row = table.values + h * table.width();
+      const std::int64_t shift = table.side == DistanceSide::kSigned ? table.length - 1 : 0;
+      // A signed table, or a tile whose every Delta is >= 0 (the least query position at or after
+      // the largest key position): column = Delta + shift, without an abs per element.
+      if (table.side == DistanceSide::kSigned || *std::min_element(qp, qp + rows) >= *std::max_element(kp, kp + cols)) {
+        for (int r = 0; r < rows; ++r) {
+          const float* at = row + qp[r] + shift;
+          float* srow = S + r * ld;
+          for (int c = 0; c < cols; ++c) srow[c] += at[-kp[c]];
+        }
+        return;
+      }
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < cols; ++c) S[r * ld + c] += row[std::llabs(qp[r] - kp[c])];
       return;
     }
     if (p->positions != AttentionPositions::kT5) return;

@@ -13,6 +13,7 @@
 
 #include "posenc/hf_config.h"
 #include "posenc/model_families.h"
+#include "posenc/model_positions.h"
 
 namespace posenc {
 
@@ -44,5 +45,8 @@ class ConfigDoc {
 // The rope of each layer type (hf_config.cc): the rope dicts read into validated RopeParams,
 // over the layer types model_layers.h derives.
 ModelRope read_model_rope(const ConfigDoc& doc, const ConfigOptions& options);
+
+// The model's positional scheme (model_positions.cc): RoPE, or the scheme that replaces it.
+ModelPositions read_model_positions(const ConfigDoc& doc);
 
 }  // namespace posenc

@@ -73,6 +73,7 @@ std::vector<std::int64_t> default_golden_positions(const ModelSpec& spec) {
 }
 
 Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
+  if (!spec.positions.is_rope()) throw Error("golden vectors are RoPE's: " + not_rope_message(spec.positions));
   if (!spec.family)
     throw Error("golden vectors need the per-layer semantics of model_type '" + spec.rope.model_type +
                 "', which posenc does not know (posenc spec shows its schedule)");

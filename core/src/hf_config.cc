@@ -340,6 +340,10 @@ ModelRope read_model_rope(const ConfigDoc& doc, const ConfigOptions& options) {
 
 ModelRope parse_hf_config(const std::string& json_text, const ConfigOptions& options) {
   const ConfigDoc doc(json_text);
+  // A learned-table, ALiBi or T5 model has no schedule to read: say what it has instead of
+  // inventing a RoPE from HF's generic defaults (issue 32).
+  if (const ModelPositions positions = read_model_positions(doc); !positions.is_rope())
+    throw Error(not_rope_message(positions));
   return read_model_rope(doc, options);
 }
 

@@ -1,5 +1,6 @@
 #include "json_fields.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -88,6 +89,42 @@ std::string path(const std::string& where, const std::string& key) {
   // Keys come from the file too: an unknown key of a megabyte is named in a few dozen characters.
   const std::string shown = key.size() > kDescribeChars ? key.substr(0, kDescribeChars - 3) + "..." : key;
   return where.empty() ? shown : where + "." + shown;
+}
+
+namespace {
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+bool is_tail(const std::string& key, const std::string& name) {
+  return name.size() > key.size() && name.compare(name.size() - key.size(), key.size(), key) == 0 &&
+         name[name.size() - key.size() - 1] == '_';
+}
+
+}  // namespace
+
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& names) {
+  if (key.size() > 64) return "";  // a key from a file: no quadratic work on a megabyte
+  const std::size_t most = std::max<std::size_t>(1, key.size() / 3);
+  const std::string* best = nullptr;
+  std::size_t best_distance = most + 1;
+  for (const auto& name : names) {
+    const std::size_t d = is_tail(key, name) ? 0 : edit_distance(key, name);
+    if (d < best_distance) best = &name, best_distance = d;
+  }
+  return best ? " (did you mean '" + *best + "'?)" : "";
 }
 
 namespace {

@@ -24,6 +24,11 @@ std::string describe(const json& value);
 // "rope_scaling" + "factor" -> "rope_scaling.factor"; "" + "factor" -> "factor".
 std::string path(const std::string& where, const std::string& key);
 
+// " (did you mean 'head_dim'?)" for a key that is a misspelling of one of names (edit distance
+// at most a third of its length, at least 1) or one of its '_'-separated tails ("dim" for
+// "head_dim"); "" when none is close.
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& names);
+
 std::optional<double> number(const json& obj, const std::string& key, const std::string& where);
 std::optional<std::int64_t> integer(const json& obj, const std::string& key, const std::string& where);
 // The same reads with a range: a value outside [lo, hi] is a posenc::Error naming where.key, the

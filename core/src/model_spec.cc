@@ -251,6 +251,11 @@ const char* QueryScaling::name() const {
 ModelSpec parse_model_spec(const std::string& json_text, const ConfigOptions& options) {
   const ConfigDoc doc(json_text);
   ModelSpec spec;
+  spec.positions = read_model_positions(doc);
+  if (!spec.positions.is_rope()) {
+    spec.rope.model_type = spec.positions.model_type;
+    return spec;
+  }
   spec.rope = read_model_rope(doc, options);  // validates every rope dict
   spec.warnings = spec.rope.warnings;
   for (const LayerRope& l : spec.rope.layers) {

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "bias_properties.h"
 #include "posenc/alibi.h"
 #include "posenc/axial_rope.h"
 #include "posenc/error.h"
@@ -337,6 +338,7 @@ std::vector<PropertyCheck> run_property_checks(const CheckOptions& o) {
   out.push_back(alibi_translation(o));
   out.push_back(t5_translation(o));
   out.push_back(xl_rel_shift_agrees(o, rng));
+  append_bias_property_checks(o, rng, out);
   return out;
 }
 

@@ -102,7 +102,8 @@ void read_rope_dict(const json& dict, const std::string& w, const RopeDictContex
   for (auto it = dict.begin(); it != dict.end(); ++it) {
     if (std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
     const std::string msg = jf::path(w, it.key()) + " is not a key any rope type knows (value " +
-                            jf::describe(it.value()) + "); known keys: " + joined(known);
+                            jf::describe(it.value()) + ")" + jf::did_you_mean(it.key(), known) +
+                            "; known keys: " + joined(known);
     if (!c.lenient) throw Error(msg + " (--lenient turns unknown keys into warnings)");
     c.out.warnings.push_back(msg + "; ignored (--lenient)");
   }

@@ -1,5 +1,7 @@
 #include "posenc/rope_params_json.h"
 
+#include <algorithm>
+
 #include "json_fields.h"
 #include "posenc/error.h"
 #include "rope_field_json.h"
@@ -26,14 +28,15 @@ RopeParams rope_params_from_json(const std::string& text, const std::string& whe
   }
   if (!j.is_object()) throw Error(where + " must be an object, got " + json_fields::describe(j));
   RopeParams p;
+  std::vector<std::string> names;  // the record's keys, current and legacy
+  for_each_field(p, [&](const RopeField& row, const auto&) {
+    names.push_back(row.name);
+    if (row.record_legacy) names.push_back(row.record_legacy);
+  });
   // Unknown keys first: a file from a newer posenc must not load with a field dropped.
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    bool known = false;
-    for_each_field(p, [&](const RopeField& row, const auto&) {
-      known = known || it.key() == row.name || (row.record_legacy && it.key() == row.record_legacy);
-    });
-    if (!known) throw Error("unknown key " + json_fields::path(where, it.key()));
-  }
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (std::find(names.begin(), names.end(), it.key()) == names.end())
+      throw Error("unknown key " + json_fields::path(where, it.key()) + json_fields::did_you_mean(it.key(), names));
   for_each_field(p, [&](const RopeField& row, auto& member) {
     // A record written before the table names rope_type "type" and rope_theta "theta".
     const bool current = j.contains(row.name), legacy = row.record_legacy && j.contains(row.record_legacy);

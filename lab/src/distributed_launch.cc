@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -64,10 +65,18 @@ LaunchConfig resolve_launch(LaunchConfig l) {
   const long env_rank = env_int("RANK", -1), env_world = env_int("WORLD_SIZE", 0);
   if (l.nproc > 1 && rank_flags)
     throw Error("--nproc starts local ranks itself; --rank and --world-size are for one process per rank: give one or the other");
-  if (l.rank < 0) l.rank = static_cast<int>(std::max(-1L, std::min<long>(env_rank, kMaxWorldSize)));
-  if (l.world_size <= 0) l.world_size = static_cast<int>(std::max(0L, std::min<long>(env_world, kMaxWorldSize + 1)));
+  // Clamped to int only: a RANK of 5000 is reported as 5000 by the range checks below.
+  constexpr long kIntMax = std::numeric_limits<int>::max();
+  if (l.rank < 0) l.rank = static_cast<int>(std::max(-1L, std::min<long>(env_rank, kIntMax)));
+  if (l.world_size <= 0) l.world_size = static_cast<int>(std::max(0L, std::min<long>(env_world, kIntMax)));
   if (l.nproc > 1) {
     if (l.rank < 0) return l;  // the launcher: its ranks are started with RANK and WORLD_SIZE set
+    // A rank this program started has POSENC_STORE_HOSTED too; RANK alone is another launcher's
+    // (torchrun): --nproc would then wait as one rank of a run nobody else starts.
+    if (env_int("POSENC_STORE_HOSTED", 0) != 1)
+      throw Error("--nproc " + std::to_string(l.nproc) + " starts its own ranks, but RANK=" + std::to_string(l.rank) +
+                  " is set in the environment (a launcher such as torchrun starts one process per rank): "
+                  "unset RANK and WORLD_SIZE, or leave out --nproc");
     if (l.world_size != l.nproc)
       throw Error("--nproc " + std::to_string(l.nproc) + " disagrees with WORLD_SIZE=" + std::to_string(l.world_size) +
                   " of this rank; unset WORLD_SIZE or leave out --nproc");

@@ -20,14 +20,16 @@ void make_out_dir(const std::string& out_dir) {
 
 }  // namespace
 
-RunRanks join_run(const LaunchConfig& flags, const std::string& out_dir, int batch) {
+RunRanks join_run(const LaunchConfig& flags, const std::string& out_dir, int batch, nlohmann::json plan) {
   RunRanks run;
   run.launch = resolve_launch(flags);
   const int ranks = world_size_of(run.launch);
   if (!distributes_models(run.launch) && batch < ranks)
     throw Error("a batch of " + std::to_string(batch) + " rows cannot be split across " + std::to_string(ranks) +
                 " ranks: give at least one row per rank, or --distribute models");
-  if (ranks > 1) run.world = std::make_unique<World>(run.launch);
+  plan["distribute"] = distributes_models(run.launch) ? "models" : "data";
+  plan["world_size"] = ranks;
+  if (ranks > 1) run.world = std::make_unique<World>(run.launch, plan.dump());
   if (is_primary(run.launch)) {
     make_out_dir(out_dir);
     run.lock = std::make_unique<DirLock>(out_dir);

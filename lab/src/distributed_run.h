@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -19,7 +20,9 @@ struct RunRanks {
 };
 
 // Call once the settings and the inputs are known good. batch: rows of one step, which data
-// parallelism splits (fewer rows than ranks is an Error naming both).
-RunRanks join_run(const LaunchConfig& flags, const std::string& out_dir, int batch);
+// parallelism splits (fewer rows than ranks is an Error naming both). plan: what this rank will
+// run (a JSON object: the command and its models); --distribute and the world size are added,
+// and every rank must have the same (World's check).
+RunRanks join_run(const LaunchConfig& flags, const std::string& out_dir, int batch, nlohmann::json plan);
 
 }  // namespace posenc::lab

@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "posenc/error.h"
 
 namespace posenc::lab {
@@ -75,7 +77,32 @@ struct World::State {
   }
 };
 
-World::World(const LaunchConfig& l) : s_(std::make_unique<State>()) {
+namespace {
+
+const std::string kPlan = "posenc/plan/";
+
+// "" when the plans agree, else the first setting that differs, with both ranks' values.
+std::string plan_difference(const std::string& mine_text, int me, const std::string& theirs_text, int them) {
+  const nlohmann::json mine = nlohmann::json::parse(mine_text, nullptr, false),
+                       theirs = nlohmann::json::parse(theirs_text, nullptr, false);
+  if (mine.is_discarded() || theirs.is_discarded() || !mine.is_object() || !theirs.is_object())
+    return "the run's plan is not readable (different posenc builds?)";
+  nlohmann::json keys = mine;
+  keys.update(theirs);
+  for (const auto& [key, unused] : keys.items()) {
+    const std::string a = mine.contains(key) ? mine[key].dump() : "nothing", b = theirs.contains(key) ? theirs[key].dump() : "nothing";
+    if (a == b) continue;
+    std::string text = key + " differs between the ranks: rank " + std::to_string(me) + " has " + a + ", rank " +
+                       std::to_string(them) + " has " + b;
+    if (text.size() > 800) text = text.substr(0, 800) + "...";
+    return text + "; start every rank with the same command and settings";
+  }
+  return "";
+}
+
+}  // namespace
+
+World::World(const LaunchConfig& l, const std::string& plan) : s_(std::make_unique<State>()) {
   s_->launch = l;
   const bool server = l.rank == 0 && !l.store_hosted;
   s_->store = connect_store(l, server);
@@ -92,6 +119,21 @@ World::World(const LaunchConfig& l) : s_(std::make_unique<State>()) {
       std::this_thread::sleep_for(kBeat);
     }
   });
+  try {
+    // Posted before any comparison, so rank 0 always finds every rank's plan, even one that
+    // stops on a difference; compared before Gloo meets, where a world size that differs
+    // would end in Gloo's own assertion.
+    set(kPlan + std::to_string(l.rank), plan);
+    for (int r = l.rank == 0 ? 1 : 0; r < (l.rank == 0 ? l.world_size : 1); ++r) {
+      const std::string theirs = wait_for(kPlan + std::to_string(r), r, "waiting for rank " + std::to_string(r) + "'s plan");
+      const std::string difference = plan_difference(plan, l.rank, theirs, r);
+      if (!difference.empty()) throw Error("rank " + std::to_string(l.rank) + " of " + std::to_string(l.world_size) + ": " + difference);
+    }
+  } catch (const std::exception&) {
+    s_->stop = true;
+    s_->beat.join();
+    throw;
+  }
   auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(l.timeout_seconds));
   try {
     // Each rank is reached at the address its hostname resolves to (127.0.0.1 when the master is

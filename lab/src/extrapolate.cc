@@ -114,7 +114,9 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
   validate(c);  // names and schemes checked before the corpus is read
   const Corpus corpus = load_checked_corpus(c);
   const std::vector<ModelPlan> plans = plan_models(c, corpus.vocab_size());
-  const RunRanks run = open_run(c.training, c.launch);  // ranks meet once the settings and the corpus are known good
+  std::vector<std::string> names;
+  for (const ModelPlan& plan : plans) names.push_back(plan.name);
+  const RunRanks run = open_run(c.training, c.launch, "lab extrapolate", names);  // ranks meet once the settings and the corpus are known good
   ExtrapolateResult result;
   result.unit = corpus.unit();
   result.notes = run_notes(c, corpus, run);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "check_range.h"
@@ -88,6 +89,21 @@ bool finetune(TransformerLM* model, const ModelPlan& base, const nlohmann::json&
                mixed_batches(vocab, corpus, ft.train_len, ft.batch, c.passkey_fraction, c.seed + 1));
 }
 
+// The probe points measured so far live in <model>.probes.json beside the checkpoint, rewritten
+// after each probe with the training key, so a run killed and resumed keeps the points of the
+// steps its checkpoint holds (the points past it are measured again on the same weights).
+nlohmann::json resumed_probes(const std::string& ckpt, const std::string& path, const nlohmann::json& key) {
+  nlohmann::json kept = nlohmann::json::array();
+  if (!std::filesystem::exists(ckpt) || !std::filesystem::exists(path)) return kept;
+  const nlohmann::json saved = read_json_file(path);
+  if (!saved.is_object() || saved.value("key", nlohmann::json()) != key || !saved.contains("probes") || !saved["probes"].is_array())
+    return kept;  // another experiment's, or damaged: its points are measured again
+  const long step = read_checkpoint_header(ckpt).step;
+  for (const auto& point : saved["probes"])
+    if (point.is_object() && point.value("step", step + 1) <= step) kept.push_back(point);
+  return kept;
+}
+
 // Trains the base model; with probe_every, in runs of probe_every steps (each resumes from the
 // checkpoint the last one left, so the weights are those of one uninterrupted run), scoring
 // exact match on the 1x cells after each into *out.
@@ -101,19 +117,26 @@ bool train_probed(TransformerLM& model, const ModelPlan& p, const nlohmann::json
     const std::vector<PasskeyExample> cell = passkey_cell(vocab, corpus.valid, t.train_len, depth, c.samples);
     probe.insert(probe.end(), cell.begin(), cell.end());
   }
+  const std::string ckpt = t.out_dir + "/" + p.name + ".ckpt", probes_path = t.out_dir + "/" + p.name + ".probes.json";
+  nlohmann::json points = resumed_probes(ckpt, probes_path, key);
   for (;;) {
     long run = *budget >= 0 ? std::min<long>(c.probe_every, *budget) : c.probe_every;
     const long asked = run;
     const bool done = train(model, p, t, corpus, key, &run, false, batches);
     if (*budget >= 0) *budget -= asked - run;
-    const long step = read_checkpoint_header(t.out_dir + "/" + p.name + ".ckpt").step;
-    if (asked > run || done) {  // trained some steps (or finished earlier): one probe point
+    const long step = read_checkpoint_header(ckpt).step;
+    const bool measured = !points.empty() && points.back().value("step", -1L) == step;  // before a kill
+    if ((asked > run || done) && !measured) {  // trained some steps (or finished earlier): one probe point
       const PasskeyScore s = score_cell(model, probe);
-      out->push_back({{"kind", "probe"}, {"step", step}, {"accuracy", s.accuracy}, {"logprob", s.logprob}});
+      points.push_back({{"kind", "probe"}, {"step", step}, {"accuracy", s.accuracy}, {"logprob", s.logprob}});
+      write_file_atomic(probes_path, nlohmann::json{{"key", key}, {"probes", points}}.dump(1));
       std::fprintf(stderr, "%s: step %ld, exact match at %d: %.0f%%, log p %.2f\n", p.name.c_str(), step, t.train_len, 100 * s.accuracy,
                    s.logprob);
     }
-    if (done) return true;
+    if (done) {
+      for (const auto& point : points) out->push_back(point);
+      return true;
+    }
     if (*budget == 0) return false;
   }
 }
@@ -155,7 +178,7 @@ PasskeyResult run_passkey(const PasskeyConfig& c) {
   // This process alone (the environment's RANK and WORLD_SIZE are for the commands that take --nproc).
   LaunchConfig alone;
   alone.resolved = true;
-  const RunRanks run = open_run(t, alone);
+  const RunRanks run = open_run(t, alone, "lab passkey", c.schemes);
   PasskeyResult result;
   result.notes.push_back("dynamic: the prompt is read in one pass, so its scale is length / train_len (NTK at that scale), "
                          "which is also the scale HF's dynamic NTK uses at prefill");

@@ -52,20 +52,57 @@ void check_training_key(const std::string& path, const nlohmann::json& saved, co
               "); use another --out directory, or delete it to retrain");
 }
 
-std::optional<nlohmann::json> cached_rows(const std::string& path, const CacheKey& key) {
+namespace {
+
+// The checksum of what a result file asserts: its keys, its rows and the model file they came from.
+std::string result_checksum(const nlohmann::json& saved) {
+  const std::string text = nlohmann::json{saved.at("key"), saved.at("rows"), saved.value("model", "")}.dump();
+  return hex64(fnv1a64(text.data(), text.size()));
+}
+
+// The file read and verified; nullopt when it was written before results carried a checksum
+// (its rows are then recomputed, never trusted).
+std::optional<nlohmann::json> verified(const std::string& path) {
   if (!std::filesystem::exists(path)) return std::nullopt;
-  const nlohmann::json saved = read_json_file(path);
+  nlohmann::json saved = read_json_file(path);
   if (!saved.is_object() || !saved.contains("key") || !saved.contains("rows") || !saved["rows"].is_array())
     throw Error(path + " is not a result file of this posenc version (no key or rows); delete it to recompute");
+  if (!saved.contains("checksum")) return std::nullopt;
+  if (saved["checksum"] != result_checksum(saved))
+    throw Error(path + " was changed after posenc wrote it (checksum mismatch); delete it to recompute its rows");
+  return saved;
+}
+
+}  // namespace
+
+std::optional<nlohmann::json> cached_rows(const std::string& path, const CacheKey& key) {
+  const std::optional<nlohmann::json> file = verified(path);
+  if (!file) return std::nullopt;
+  const nlohmann::json& saved = *file;
   const nlohmann::json& k = saved["key"];
   check_training_key(path, k.value("train", nlohmann::json()), key.train);
   if (k.value("eval", nlohmann::json()) != key.eval) return std::nullopt;
   return saved["rows"];
 }
 
-void write_cached_rows(const std::string& path, const CacheKey& key, const nlohmann::json& rows) {
-  const nlohmann::json saved = {{"key", {{"train", key.train}, {"eval", key.eval}}}, {"rows", rows}};
+std::string cached_model_checksum(const std::string& path, const CacheKey& key) {
+  const std::optional<nlohmann::json> saved = verified(path);
+  if (!saved) return "";
+  check_training_key(path, (*saved)["key"].value("train", nlohmann::json()), key.train);
+  return saved->value("model", "");
+}
+
+void write_cached_rows(const std::string& path, const CacheKey& key, const nlohmann::json& rows,
+                       const std::string& model_checksum) {
+  nlohmann::json saved = {{"key", {{"train", key.train}, {"eval", key.eval}}}, {"rows", rows}};
+  if (!model_checksum.empty()) saved["model"] = model_checksum;
+  saved["checksum"] = result_checksum(saved);
   write_file_atomic(path, saved.dump(1));
+}
+
+std::string file_checksum(const std::string& path) {
+  const std::string bytes = read_file(path, 4ull << 30);
+  return hex64(fnv1a64(bytes.data(), bytes.size()));
 }
 
 }  // namespace posenc::lab

@@ -8,6 +8,8 @@
 
 #include "checkpoint.h"
 #include "distributed_queue.h"
+#include "posenc/error.h"
+#include "posenc_lab/result_cache.h"
 #include "run_keys.h"
 
 namespace posenc::lab {
@@ -28,8 +30,15 @@ std::optional<ModelRows> run_model(std::size_t i, World* world, const RunHooks& 
   const ModelJob job = hooks.job(i);
   std::optional<nlohmann::json> cached;
   if (primary) cached = cached_rows(job.result_path, job.key);
-  const bool saved = primary && !cached && job.evaluates_saved_model && std::filesystem::exists(job.result_path) &&
-                     std::filesystem::exists(job.model_path);
+  // A saved model is evaluated again only when it is the model its result file was computed from.
+  bool saved = false;
+  if (primary && !cached && job.evaluates_saved_model && std::filesystem::exists(job.model_path)) {
+    const std::string recorded = cached_model_checksum(job.result_path, job.key);
+    saved = !recorded.empty();
+    if (saved && recorded != file_checksum(job.model_path))
+      throw Error(job.model_path + " is not the model " + job.result_path +
+                  " was computed from (its checksum differs); delete both to retrain");
+  }
   if (world && primary) world->set(run_keys::model_trains(i), cached || saved ? "0" : "1");
   if (world && !primary) {
     if (world->wait_for(run_keys::model_trains(i), 0, "waiting for rank 0 to look up " + job.label) == "0") return ModelRows{};
@@ -50,18 +59,19 @@ std::optional<ModelRows> run_model(std::size_t i, World* world, const RunHooks& 
     if (world) world->set(run_keys::model_done(i), "stop");
     return std::nullopt;
   }
-  write_cached_rows(job.result_path, job.key, rows);
+  write_cached_rows(job.result_path, job.key, rows, job.model_path.empty() ? "" : file_checksum(job.model_path));
   if (world) world->set(run_keys::model_done(i), "ok");
   return ModelRows{rows, job.result_path};
 }
 
 }  // namespace
 
-RunRanks open_run(const TrainSettings& training, const LaunchConfig& launch) {
+RunRanks open_run(const TrainSettings& training, const LaunchConfig& launch, const std::string& command,
+                  const std::vector<std::string>& models) {
   // Default one thread: measured on the 2-vCPU machines this project runs on, libtorch trained
   // these small models 3x slower with 2 threads than with 1.
   torch::set_num_threads(training.threads > 0 ? training.threads : 1);
-  return join_run(launch, training.out_dir, training.batch);
+  return join_run(launch, training.out_dir, training.batch, {{"command", command}, {"models", models}});
 }
 
 bool run_models(const RunRanks& run, std::size_t count, const RunHooks& hooks) {

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -47,8 +48,10 @@ struct RunHooks {
 };
 
 // The ranks of the run (distributed_run.h's join_run, after torch takes training.threads
-// threads: 0 is one). Call once the settings and the inputs are known good.
-RunRanks open_run(const TrainSettings& training, const LaunchConfig& launch);
+// threads: 0 is one). Call once the settings and the inputs are known good. command and models:
+// the run's plan, which every rank must share (join_run).
+RunRanks open_run(const TrainSettings& training, const LaunchConfig& launch, const std::string& command,
+                  const std::vector<std::string>& models);
 
 // Runs models 0 .. count-1 of the plan; false when the step budget ran out before the last
 // one. Without --distribute models the run stops at the first model the budget cut short.

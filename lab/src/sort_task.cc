@@ -139,7 +139,7 @@ nlohmann::json rows_json(const std::vector<SortRow>& rows) {
 
 std::vector<SortRow> run_sort(const SortConfig& c) {
   validate(c);
-  const RunRanks run = open_run(c.training, c.launch);
+  const RunRanks run = open_run(c.training, c.launch, "lab sort", c.schemes);
   const std::string& out = c.training.out_dir;
   std::vector<SortRow> rows;
   RunHooks hooks;

@@ -119,6 +119,9 @@ std::string explain_text(const ExplainReport& r) {
 }
 
 std::string explain_json(const ExplainReport& r) {
+  if (r.scheme != "rope")
+    return nlohmann::json{{"model_type", r.model_type}, {"scheme", r.scheme}, {"rope", false}, {"report", r.lines},
+                          {"notes", r.notes}}.dump(1);
   nlohmann::json j = {{"model_type", r.model_type}, {"layer_type", r.layer_type}, {"rope_type", r.rope_type},
                       {"head_dim", r.head_dim}, {"rotary_dim", r.rotary_dim}, {"frequencies", r.frequencies},
                       {"rope_theta", r.theta}, {"factor", r.factor}, {"attention_factor", r.attention_factor},

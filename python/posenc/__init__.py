@@ -9,6 +9,8 @@ autograd ops, and the positional encodings, over posenc's C++ core (no second im
 from __future__ import annotations
 
 import json
+import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -106,6 +108,13 @@ def rope_fields(config: Union[str, Model, None] = None, *, layer_type: Optional[
     what schedule() and the rotary modules compute from."""
     if config is not None and params:
         raise ConfigError("pass a config or RopeParams fields, not both")
+    if config is not None and not isinstance(config, (str, os.PathLike, Model)):
+        hint = " (RopeParams fields as a dict: pass them as keywords, **fields)" if isinstance(config, dict) else ""
+        raise ConfigError(f"config must be a path to a config.json or a Model, got {type(config).__name__}{hint}")
+    for key, value in params.items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+            raise ConfigError(f"{key}={value!r}: RopeParams fields must be finite numbers")
     if config is not None:
         model = config if isinstance(config, Model) else load_hf_config(config, hf_compatible=hf_compatible)
         return dict(model.select(layer_type).params)
@@ -130,10 +139,16 @@ class RopeRuntime:
         try:
             self._runtime = _posenc.RopeRuntime(json.dumps(fields), hf_compatible)
             self._fields = dict(fields)
+            self.hf_compatible = hf_compatible
             self._last = self._runtime.update(0)
         except Error as e:
             raise ConfigError(str(e)) from None
         self.current = _schedule_of(self._last, self._fields)
+
+    @property
+    def fields(self) -> Dict[str, Any]:
+        """The RopeParams fields this runtime was built from (HF's names)."""
+        return dict(self._fields)
 
     @property
     def max_seq_len_cached(self) -> int:

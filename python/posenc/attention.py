@@ -13,7 +13,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import Schedule, _posenc
-from .rope import _DTYPES, _strided as _view
+from .rope import _DTYPES, _strided as _view, _threads
 
 
 @dataclass(frozen=True)
@@ -175,5 +175,5 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         params.update(positions="t5", t5_table=table.data_ptr(), t5_num_buckets=int(t5.shape[0]),
                       t5_max_distance=_count("t5_max_distance", t5_max_distance, 1, 2**31 - 1),
                       t5_bidirectional=not causal)
-    out, lse = _Attention.apply(q, k, v, t5, params, keep, heads_dim, torch.get_num_threads())
+    out, lse = _Attention.apply(q, k, v, t5, params, keep, heads_dim, _threads())
     return (out, lse) if return_lse else out

@@ -21,6 +21,8 @@ def sinusoidal(positions: Union[torch.Tensor, Sequence[int]], dim: int, layout: 
     "half_split" ([sin | cos]; the older spelling "halves" is still read); freq "vaswani"
     (base^(-2i/d)) or "fairseq" (base^(-i/(d/2 - 1)))."""
     p = _ints(positions)
+    if p.numel() and int(p.min()) < 0:
+        raise ValueError(f"position {int(p.min())} is negative; positions must be >= 0")
     rows = _posenc.sinusoidal_table(p.flatten().tolist(), dim, layout, base, freq)
     return torch.from_numpy(rows).view(*p.shape, dim)  # the core's buffer, not a copy through a list
 
@@ -33,6 +35,9 @@ def alibi_slopes(heads: int) -> torch.Tensor:
 def alibi_bias(heads: int, q_len: int, k_len: int, causal: bool = True, past: int = 0) -> torch.Tensor:
     """[heads, q_len, k_len] float32: -slope * (q - k) (causal) or -slope * |q - k|; query i sits
     at position past + i."""
+    for name, value, least in (("heads", heads, 1), ("q_len", q_len, 0), ("k_len", k_len, 0), ("past", past, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"alibi_bias: {name} must be an int >= {least}, got {value!r}")
     d = (torch.arange(q_len, dtype=torch.float64) + past).unsqueeze(1) - torch.arange(k_len, dtype=torch.float64)
     if not causal:
         d = d.abs()

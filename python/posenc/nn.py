@@ -26,6 +26,22 @@ class RotaryEmbedding(torch.nn.Module):
                                    hf_compatible)
         self.register_buffer("inv_freq", self.runtime.current.inv_freq.clone(), persistent=False)
 
+    def extra_repr(self) -> str:
+        s = self.runtime.current
+        return (f"rope_type={s.rope_type!r}, rotary_dim={s.rotary_dim}, attention_factor={s.attention_factor:g}, "
+                f"layout={self.layout!r}, heads_dim={self.heads_dim}")
+
+    # What determines the schedule travels in the state_dict (the fields and the arithmetic), so a
+    # checkpoint trained with one schedule refuses to load into a module built with another.
+    def get_extra_state(self) -> dict:
+        return {"rope_fields": dict(self.runtime.fields), "hf_compatible": self.runtime.hf_compatible}
+
+    def set_extra_state(self, state: dict) -> None:
+        mine = self.get_extra_state()
+        if state != mine:
+            raise ValueError(f"this checkpoint's RoPE schedule {state} differs from the module's {mine}: "
+                             "build the module with the checkpoint's fields")
+
     def schedule_for(self, seq_len: int) -> Schedule:
         """The schedule for a call of seq_len = max position id + 1 (updates the runtime state)."""
         return self.runtime.update(seq_len - 1)
@@ -45,6 +61,9 @@ class SinusoidalPositionalEncoding(torch.nn.Module):
     def __init__(self, dim: int, layout: str = "interleaved", base: float = 10000.0) -> None:
         super().__init__()
         self.dim, self.layout, self.base = dim, layout, base
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, layout={self.layout!r}, base={self.base}"
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
         return sinusoidal(positions, self.dim, self.layout, base=self.base)
@@ -73,6 +92,9 @@ class ALiBi(torch.nn.Module):
         self.heads, self.causal = heads, causal
         self.register_buffer("slopes", alibi_slopes(heads).to(torch.float32))
 
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}, causal={self.causal}"
+
     def forward(self, q_len: int, k_len: int, past: int = 0) -> torch.Tensor:
         return alibi_bias(self.heads, q_len, k_len, self.causal, past)
 
@@ -82,8 +104,17 @@ class T5RelativeBias(torch.nn.Module):
 
     def __init__(self, heads: int, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True) -> None:
         super().__init__()
-        self.num_buckets, self.max_distance, self.bidirectional = num_buckets, max_distance, bidirectional
+        for name, value in (("heads", heads), ("num_buckets", num_buckets), ("max_distance", max_distance)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"T5RelativeBias: {name} must be an int >= 1, got {value!r}")
+        if bidirectional and num_buckets < 2:
+            raise ValueError(f"T5RelativeBias: bidirectional buckets need num_buckets >= 2, got {num_buckets}")
+        self.heads, self.num_buckets, self.max_distance, self.bidirectional = heads, num_buckets, max_distance, bidirectional
         self.table = torch.nn.Parameter(torch.randn(num_buckets, heads) * _posenc.learned_init_std)
+
+    def extra_repr(self) -> str:
+        return (f"heads={self.heads}, num_buckets={self.num_buckets}, max_distance={self.max_distance}, "
+                f"bidirectional={self.bidirectional}")
 
     def forward(self, q_len: int, k_len: int, past: int = 0) -> torch.Tensor:
         rel = torch.arange(k_len).unsqueeze(0) - (torch.arange(q_len) + past).unsqueeze(1)

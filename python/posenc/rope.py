@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
@@ -11,12 +12,61 @@ from . import _posenc
 _LAYOUTS = ("half_split", "interleaved", "deepseek_v3")
 _BACKENDS = ("auto", "kernels", "torch")
 _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+_MAX_POSITION = 2**31 - 1  # the core's kMaxPosition: every path refuses a position past it
 
 
-def _positions(positions: Optional[torch.Tensor], batch: int, tokens: int, device: torch.device = torch.device("cpu")):
+def _threads() -> int:
+    """torch's thread count for the kernels, capped at theirs (torch accepts set_num_threads(2000))."""
+    return max(1, min(torch.get_num_threads(), _posenc.max_threads()))
+
+
+def _check_offset(offset: Any) -> None:
+    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= _MAX_POSITION:
+        raise ValueError(f"offset must be an int in [0, 2^31-1], got {offset!r}")
+
+
+def _check_schedule(s) -> None:
+    """What the kernels check of a schedule, for every path (the float64 and torch paths too)."""
+    if not math.isfinite(s.attention_factor):
+        raise ValueError(f"the schedule's attention_factor must be finite, got {s.attention_factor}")
+    if not bool(torch.isfinite(s.inv_freq.detach()).all()):
+        raise ValueError("the schedule's inv_freq must be finite")
+
+
+def _check_writable(t: torch.Tensor, what: str) -> None:
+    """Refuses an in-place rotation of a view whose elements share memory: each alias would be
+    rotated once per alias. torch's own in-place ops refuse what _debug_has_internal_overlap
+    proves (1); for what it cannot decide (2, e.g. as_strided) the strides must nest: sorted by
+    stride, each dimension steps past the whole extent of the ones before it (sufficient for
+    no overlap; the views q/k/v of a fused projection and [B, H, S, D] transposes pass)."""
+    verdict = torch._debug_has_internal_overlap(t)
+    extent = 0
+    nested = True
+    for stride, size in sorted((st, n) for st, n in zip(t.stride(), t.shape) if n > 1):
+        nested = nested and stride > extent
+        extent += stride * (size - 1)
+    if verdict == 1 or (verdict == 2 and not nested):
+        raise ValueError(f"{what} on a tensor whose elements share memory (an expanded or overlapping view) would "
+                         "rotate them more than once: pass a tensor that owns its elements")
+
+
+def _wrote(t: torch.Tensor) -> None:
+    """Bumps t's version counter after the kernels wrote through its data pointer, as torch's
+    in-place ops do (views share the counter): autograd then refuses a backward that saved t
+    before the write instead of silently using the rotated values."""
+    with torch.no_grad():
+        t.narrow(-1, 0, 0).zero_()  # an in-place op on an empty view: no data touched
+
+
+def _positions(positions: Optional[torch.Tensor], batch: int, tokens: int, device: torch.device = torch.device("cpu"),
+               schedule=None, offset: int = 0, heads_dim: int = 2, heads: int = 0):
     """(tensor kept alive, pointer, int32?, axes, axis_stride, shared) for the kernels; checks that
-    positions are on `device` (the CPU for the kernels, q's device for the torch-native path)."""
+    positions are on `device` (the CPU for the kernels, q's device for the torch-native path),
+    that position + offset stays within 2^31-1, and (given the schedule) that [axes, B, S]
+    positions meet an M-RoPE schedule."""
     if positions is None:
+        if tokens and offset + tokens - 1 > _MAX_POSITION:
+            raise ValueError(f"offset {offset} + {tokens} tokens passes position 2^31-1")
         return None, 0, False, 1, 0, True
     if not isinstance(positions, torch.Tensor) or positions.dtype not in (torch.int32, torch.int64):
         raise ValueError(f"positions must be an int32 or int64 tensor, got {getattr(positions, 'dtype', type(positions))}")
@@ -25,6 +75,11 @@ def _positions(positions: Optional[torch.Tensor], batch: int, tokens: int, devic
     p = positions.contiguous()
     if p.numel() and int(p.min()) < 0:
         raise ValueError(f"position {int(p.min())} is negative; positions must be >= 0")
+    if p.numel() and int(p.max()) + offset > _MAX_POSITION:
+        raise ValueError(f"position {int(p.max())} + offset {offset} must be in [0, 2^31-1]")
+    if p.dim() == 3 and schedule is not None and not schedule.axis_of_freq:
+        raise ValueError(f"[{p.shape[0]}, B, S] positions are M-RoPE's, but this schedule has no mrope_section: "
+                         "pass [S] or [B, S] positions, or a schedule with M-RoPE sections")
     if p.dim() == 2 and p.shape[0] == 1 and batch > 1:  # [1, S] (HF's position_ids): shared
         p = p[0]
     if p.dim() == 1 and p.shape[0] == tokens:  # [S]: the same for every batch row
@@ -33,7 +88,11 @@ def _positions(positions: Optional[torch.Tensor], batch: int, tokens: int, devic
         return p, p.data_ptr(), p.dtype == torch.int32, 1, batch * tokens, False
     if p.dim() == 3 and p.shape[1:] == (batch, tokens) and 1 <= p.shape[0] <= 3:
         return p, p.data_ptr(), p.dtype == torch.int32, p.shape[0], batch * tokens, False
-    raise ValueError(f"positions must be [S], [B, S] or [axes, B, S] with B={batch}, S={tokens}; got {list(p.shape)}")
+    hint = ""
+    if heads_dim == 2 and heads and p.shape[-1] == heads != tokens:
+        hint = f": q looks like [B, H, S, D] (its axis 2 has {heads}); pass heads_dim=1"
+    raise ValueError(f"positions must be [S], [B, S] or [axes, B, S] with B={batch}, S={tokens}; got "
+                     f"{list(p.shape)}{hint}")
 
 
 def _view(x: torch.Tensor, s, layout: str, heads_dim: int) -> Dict[str, Any]:
@@ -47,7 +106,7 @@ def _view(x: torch.Tensor, s, layout: str, heads_dim: int) -> Dict[str, Any]:
     if x.stride(-1) != 1:
         raise ValueError("the last dimension (head_dim) must be contiguous")
     return dict(_strided(x, heads_dim), inv_freq=s.inv_freq.tolist(), axis_of_freq=s.axis_of_freq,
-                attention_factor=s.attention_factor, layout=layout, threads=torch.get_num_threads())
+                attention_factor=s.attention_factor, layout=layout, threads=_threads())
 
 
 def _strided(x: torch.Tensor, heads_dim: int) -> Dict[str, Any]:
@@ -114,27 +173,29 @@ def _formula(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str,
 
 
 class _Rope(torch.autograd.Function):
+    """The kernels' rotation by sign (+1 RoPE, -1 its transpose) as a differentiable function:
+    the backward is the same function with the opposite sign, so it is differentiable again
+    (create_graph=True, double backward) and every order stays in the kernels."""
+
     @staticmethod
-    def forward(ctx, x, positions, s, layout, offset, heads_dim):  # type: ignore[override]
+    def forward(ctx, x, positions, s, layout, offset, heads_dim, sign):  # type: ignore[override]
         ctx.save_for_backward(positions if positions is not None else torch.empty(0))
         ctx.has_positions = positions is not None
-        ctx.args = (s, layout, offset, heads_dim)
+        ctx.args = (s, layout, offset, heads_dim, sign)
         if x.dtype == torch.float64:
-            return _formula(x, positions, s, layout, offset, heads_dim, 1.0)
-        out = x.clone(memory_format=torch.preserve_format)
-        _rotate(out, positions, s, layout, offset, heads_dim, +1)
+            return _formula(x, positions, s, layout, offset, heads_dim, float(sign))
+        # (a gradient may arrive as an expanded view, even zero-size: an empty batch)
+        out = x.clone(memory_format=torch.preserve_format) if x.stride(-1) == 1 else x.contiguous()
+        if out.numel():
+            _rotate(out, positions, s, layout, offset, heads_dim, sign)
         return out
 
     @staticmethod
     def backward(ctx, g):  # type: ignore[override]
         (saved,) = ctx.saved_tensors
         positions = saved if ctx.has_positions else None
-        s, layout, offset, heads_dim = ctx.args
-        if g.dtype == torch.float64:
-            return _formula(g, positions, s, layout, offset, heads_dim, -1.0), None, None, None, None, None
-        gx = g.clone(memory_format=torch.preserve_format) if g.stride(-1) == 1 else g.contiguous()
-        _rotate(gx, positions, s, layout, offset, heads_dim, -1)
-        return gx, None, None, None, None, None
+        s, layout, offset, heads_dim, sign = ctx.args
+        return _Rope.apply(g, positions, s, layout, offset, heads_dim, -sign), None, None, None, None, None, None
 
 
 def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, positions: Optional[torch.Tensor] = None,
@@ -164,38 +225,45 @@ def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, p
         raise ValueError(f"layout must be one of {', '.join(_LAYOUTS)}, got '{layout}'")
     if heads_dim not in (1, 2):
         raise ValueError(f"heads_dim must be 1 ([B, H, S, D]) or 2 ([B, S, H, D]), got {heads_dim}")
-    if not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+    _check_offset(offset)
+    _check_schedule(schedule)
     tensors = [q] if k is None else [q, k]
     for t in tensors:
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
             raise ValueError(f"q and k must be 4-D tensors ([B, S, H, D] or [B, H, S, D]), got {getattr(t, 'shape', type(t))}")
     if k is not None and k.device != q.device:
         raise ValueError(f"q and k must be on one device, got {q.device} and {k.device}")
-    native = backend == "torch" or (backend == "auto" and q.device.type != "cpu")
+    # Frequencies that require grad (learned, as rotary-embedding-torch's learned_freq) take the
+    # torch formula, which autograd differentiates in inv_freq; the kernels would give them none.
+    learned = schedule.inv_freq.requires_grad and torch.is_grad_enabled()
+    native = backend == "torch" or (backend == "auto" and (q.device.type != "cpu" or learned))
+    if learned and not native:
+        raise ValueError("backend='kernels' gives no gradient to a schedule whose inv_freq requires grad: "
+                         "use backend='auto' or 'torch'")
     if not native and q.device.type != "cpu":
         raise ValueError(f"posenc's kernels run on the CPU, got a tensor on {q.device}: use backend='torch' or 'auto'")
     for t in tensors:
         if t.stride(-1) != 1:
             raise ValueError("the last dimension (head_dim) must be contiguous (stride 1): call .contiguous() first")
         batch, tokens = t.shape[0], t.shape[1] if heads_dim == 2 else t.shape[2]
-        _positions(positions, batch, tokens, t.device)  # shape, dtype, device and sign, for every path
-        if inplace and any(st == 0 and n > 1 for st, n in zip(t.stride(), t.shape)):
-            raise ValueError("inplace=True on a tensor whose elements share memory (an expanded view) would rotate "
-                             "them more than once: pass a tensor that owns its elements")
+        # shape, dtype, device, sign, range and M-RoPE axes, for every path alike
+        _positions(positions, batch, tokens, t.device, schedule, offset, heads_dim, t.shape[2])
+        if inplace:
+            _check_writable(t, "inplace=True")
     if inplace:
-        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        if torch.is_grad_enabled() and (learned or any(t.requires_grad for t in tensors)):
             raise ValueError("inplace=True rotates without autograd: use torch.no_grad() or inplace=False")
         for t in tensors:
             if native or t.dtype == torch.float64:
                 t.copy_(_formula(t, positions, schedule, layout, offset, heads_dim, 1.0))
-            else:
+            elif t.numel():
                 _rotate(t, positions, schedule, layout, offset, heads_dim, +1)
+                _wrote(t)
         return q if k is None else (q, k)
     if native:
         out = [_formula(t, positions, schedule, layout, offset, heads_dim, 1.0) for t in tensors]
     else:
-        out = [_Rope.apply(t, positions, schedule, layout, offset, heads_dim) for t in tensors]
+        out = [_Rope.apply(t, positions, schedule, layout, offset, heads_dim, 1) for t in tensors]
     return out[0] if k is None else (out[0], out[1])
 
 
@@ -222,9 +290,8 @@ def rope_shift(k: torch.Tensor, delta: int, *, schedule, layout: str = "half_spl
     stop = tokens if end is None else end
     if not (isinstance(begin, int) and isinstance(stop, int) and 0 <= begin <= stop <= tokens):
         raise ValueError(f"the token range [{begin}, {end}) must lie in [0, {tokens}] with begin <= end")
-    if any(st == 0 and n > 1 for st, n in zip(k.stride(), k.shape)):
-        raise ValueError("rope_shift on a tensor whose elements share memory (an expanded view) would rotate them "
-                         "more than once: pass a tensor that owns its elements")
+    _check_writable(k, "rope_shift")
+    _check_schedule(schedule)
     if abs(delta) > 2**31 - 1:
         raise ValueError(f"delta {delta} must be in [-(2^31-1), 2^31-1]")
     if k.numel() == 0 or begin == stop or delta == 0:
@@ -232,6 +299,7 @@ def rope_shift(k: torch.Tensor, delta: int, *, schedule, layout: str = "half_spl
     if k.device.type == "cpu" and k.dtype != torch.float64:
         _posenc.rope_shift(delta, begin, stop, positions=0, positions_int32=False, axes=1, axis_stride=0,
                            shared=True, offset=0, direction=1, **_view(k, schedule, layout, heads_dim))
+        _wrote(k)
         return k
     part = k.narrow(1 if heads_dim == 2 else 2, begin, stop - begin)
     pure = dataclasses.replace(schedule, attention_factor=1.0, axis_of_freq=[])  # a pure rotation, every axis alike

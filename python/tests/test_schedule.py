@@ -73,8 +73,12 @@ def test_errors_name_the_key(tmp_path):
     assert any("fctor" in w for w in lenient.warnings)
     with pytest.raises(posenc.ConfigError, match="factor"):
         posenc.schedule(rope_type="linear", head_dim=64, factor=-2.0)
-    with pytest.raises(posenc.ConfigError, match="unknown key"):
+    with pytest.raises(posenc.ConfigError, match="unknown key params.fator .did you mean 'factor'"):
         posenc.schedule(rope_type="linear", head_dim=64, factor=2.0, fator=1.0)
+    with pytest.raises(posenc.ConfigError, match="did you mean 'head_dim'"):
+        posenc.schedule(dim=64)
+    with pytest.raises(posenc.ConfigError, match=r"params.zzz$"):  # nothing close: no guess
+        posenc.schedule(head_dim=64, zzz=1)
     with pytest.raises(posenc.ConfigError):
         posenc.load_hf_config(str(tmp_path / "missing.json"))
 

@@ -24,6 +24,14 @@
 //   kAlibi  + -slope_h * (qpos - kpos)  (causal), -slope_h * |qpos - kpos| (symmetric)
 //   kT5     + table[bucket(kpos - qpos)][h]   (t5_bias.h; added after the scale, as T5 adds
 //           its bias to raw q.k: pass scale 1 for T5 models)
+//   kDistanceTable  + distance_table[h][column(qpos - kpos)]   (distance_bias.h: Kerple, Sandwich,
+//           or a learned distance function evaluated by the caller; [Hq][width] floats, read per
+//           tile: never an S x T matrix). Every pair of the call, masked or not, must have
+//           |qpos - kpos| <= length - 1 (refused otherwise, naming the distance)
+//   kForgetGate     + c[b][h][past + i] - c[b][h][j]   (FoX, forget_gate.h: c, the cumulative
+//           log forget gate, [B][Hq][T] floats, dense, by key index; query i reads the c of its
+//           own key index past + i, so past + S <= T; position ids are not read). A constant gate
+//           gamma (c_t = (t + 1) log gamma) is ALiBi with slope -log gamma
 //
 // Remapped distances (RoPE only, inference: no backward pass), Delta = qpos - kpos, window w:
 //   Delta < w (keys after the query too)   Delta, as without a remap
@@ -43,6 +51,7 @@
 #include <cstdint>
 
 #include "posenc/alibi.h"
+#include "posenc/distance_bias.h"
 #include "posenc/rope_apply.h"
 #include "posenc/t5_bias.h"
 #include "posenc/threads.h"
@@ -57,10 +66,11 @@ struct AttentionMask {
   std::int64_t chunk = 0;                     // 0: none
 };
 
-enum class AttentionPositions { kNone, kRope, kAlibi, kT5 };
+enum class AttentionPositions { kNone, kRope, kAlibi, kT5, kDistanceTable, kForgetGate };
 
 POSENC_ENUM_NAMES(AttentionPositions, "positions", {AttentionPositions::kNone, "none"}, {AttentionPositions::kRope, "rope"},
-                  {AttentionPositions::kAlibi, "alibi"}, {AttentionPositions::kT5, "t5"});
+                  {AttentionPositions::kAlibi, "alibi"}, {AttentionPositions::kT5, "t5"},
+                  {AttentionPositions::kDistanceTable, "distance-table"}, {AttentionPositions::kForgetGate, "forget-gate"});
 
 enum class PositionRemapKind { kNone, kSelfExtend, kReRope, kLeakyReRope };
 
@@ -81,12 +91,14 @@ struct AttentionParams {
   double scale = 0;  // 0: 1 / sqrt(D)
   AttentionMask mask;
   AttentionPositions positions = AttentionPositions::kNone;
-  PositionIds q_positions, k_positions;  // for kRope, kAlibi, kT5
+  PositionIds q_positions, k_positions;  // for kRope, kAlibi, kT5, kDistanceTable
   RopeApplyParams rope;                  // kRope (direction +1)
   const double* alibi_slopes = nullptr;  // kAlibi: [Hq]
   AlibiMode alibi_mode = AlibiMode::kCausal;
   const float* t5_table = nullptr;  // kT5: [num_buckets][Hq] (HF's embedding weight)
   T5BucketParams t5;
+  DistanceTable distance_table;          // kDistanceTable: [Hq][distance_table.width()]
+  const float* gate_cumulative = nullptr;  // kForgetGate: c [B][Hq][T], dense
   PositionRemap remap;  // kRope: remapped (query, key) distances; kNone: plain
 };
 

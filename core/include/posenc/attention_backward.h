@@ -8,6 +8,9 @@
 //   dV_j = sum_i P_ij dO_i        dP_ij = dO_i . v_j        dS_ij = P_ij (dP_ij - D_i)
 //   dq_i = scale sum_j dS_ij k_j  dk_j = scale sum_i dS_ij q_i
 //   dtable[bucket(i, j)][h] += dS_ij                (T5 adds its bias after the scale)
+//   dtable[h][column(qpos_i - kpos_j)] += dS_ij     (a distance table: the sum over a diagonal)
+//   dc[past + i] += sum_j dS_ij, dc[j] -= sum_i dS_ij   (FoX's c; the first sum is 0 but for
+//                                                   rounding: softmax ignores a row's constant)
 //
 // RoPE: q and k are rotated as they load, exactly as the forward does, and dq, dk are rotated
 // back by the transpose (direction -1), so they are gradients w.r.t. q and k as given. GQA: the
@@ -35,6 +38,10 @@ struct AttentionGradients {
   RopeTensor dk, dv;               // [B, T, Hk, D]
   float* t5_table_grad = nullptr;  // kT5 only, optional: [num_buckets][Hq], ADDED to (as autograd
                                    // accumulates), in a fixed order whatever the thread count
+  // kDistanceTable only, optional: [Hq][distance_table.width()], ADDED to, in a fixed order.
+  float* distance_table_grad = nullptr;
+  // kForgetGate only, optional: [B][Hq][T] as c, ADDED to, in a fixed order.
+  float* gate_cumulative_grad = nullptr;
 };
 
 // Checks everything attention() checks plus the gradients' shapes and dtypes; throws
@@ -52,7 +59,10 @@ void attention_backward_reference(const AttentionBackwardInputs& in, const Atten
 // writes dq and the T5 table's per-task partial sums, which are then added in task order. Each
 // pass recomputes P for its tiles and skips tiles the masks hide entirely. Workspace: O(threads x
 // tile x D) floats, plus D_i ([B, Hq, S] floats) and for T5 the partials (query tiles x B x Hq x
-// num_buckets doubles). options: threads and RoPE's table, as attention() takes them (pass the
+// num_buckets doubles). A distance table's gradient: pass Q runs per (query head, lane of every
+// kTableLanes-th query tile), each lane summing into its own row of Hq x kTableLanes x width
+// doubles, added in lane order. FoX's c: pass K's column sums and pass Q's row sums ([B, Hq, T]
+// and [B, Hq, S] doubles), added after. options: threads and RoPE's table, as attention() takes them (pass the
 // forward's table: the rows it read are the rows the backward reads).
 void attention_backward(const AttentionBackwardInputs& in, const AttentionGradients& grads, const AttentionParams& params,
                         const KernelOptions& options = {});

@@ -13,6 +13,7 @@
 
 #include "posenc/hf_config.h"
 #include "posenc/model_families.h"
+#include "posenc/model_positions.h"
 #include "posenc/rope_schedule.h"
 
 namespace posenc {
@@ -81,6 +82,9 @@ struct LayerSpec {
 };
 
 struct ModelSpec {
+  // The model's positional scheme. Not RoPE (BERT, BLOOM, T5, Whisper, ...): everything below is
+  // empty, the stacks say what the model has instead.
+  ModelPositions positions;
   ModelRope rope;                      // per layer type, as hf_config reads it
   std::vector<RopeSchedule> schedules; // parallel to rope.layers (empty schedule where !has_rope)
   const FamilyQuirks* family = nullptr;  // nullptr: per-layer semantics unknown, layers empty

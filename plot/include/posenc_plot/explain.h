@@ -7,11 +7,15 @@
 #include <vector>
 
 #include "posenc/hf_config.h"
+#include "posenc/model_positions.h"
 
 namespace posenc::plot {
 
 struct ExplainReport {
   std::string model_type, layer_type, rope_type;
+  // "rope", or the summary of the scheme a model has instead (ModelPositions::summary); then the
+  // RoPE fields below stay unset and only lines and notes are reported.
+  std::string scheme = "rope";
   int head_dim = 0, rotary_dim = 0, frequencies = 0;
   double theta = 0, factor = 1, attention_factor = 1;
   double training_context = 0;  // original_max_position_embeddings, else max_position_embeddings (0: unknown)
@@ -29,6 +33,9 @@ struct ExplainReport {
 };
 
 ExplainReport explain(const ModelRope& model, const std::string& layer_type = "", std::optional<std::int64_t> context = std::nullopt);
+// A model without RoPE (learned or sinusoidal tables, ALiBi, T5 buckets), in words and numbers
+// computed from its own parameters (explain_positions.cc).
+ExplainReport explain_positions(const ModelPositions& positions);
 std::string explain_text(const ExplainReport& report);
 std::string explain_json(const ExplainReport& report);
 

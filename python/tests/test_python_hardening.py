@@ -1,0 +1,142 @@
+"""The Python API's edges (issue 33, F5 and F17): in-place writes that autograd must see, views
+that alias, empty batches, torch's thread count, checks shared by every dtype and backend,
+learned frequencies, double backward, and a schedule saved with its module."""
+import dataclasses
+
+import pytest
+import torch
+
+import posenc
+
+
+def sched(**kw):
+    return posenc.schedule(head_dim=8, **kw)
+
+
+def test_inplace_write_bumps_the_version_so_autograd_refuses_stale_saved_tensors():
+    s = sched()
+    a = torch.randn(1, 4, 2, 8, requires_grad=True)
+    b = a * 1.0
+    loss = (b * b).sum()  # saves b for backward
+    with torch.no_grad():
+        before = b._version
+        posenc.apply_rope(b, schedule=s, inplace=True)
+        assert b._version > before
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_rope_shift_bumps_the_version_too():
+    k = torch.randn(1, 4, 2, 8)
+    before = k._version
+    with torch.no_grad():
+        posenc.rope_shift(k, 3, schedule=sched())
+    assert k._version > before
+
+
+def test_inplace_refuses_overlapping_views_and_accepts_fused_projections():
+    s = sched()
+    base = torch.randn(64)
+    overlapping = base.as_strided((1, 4, 2, 8), (0, 2, 1, 1))  # rows that share elements
+    with pytest.raises(ValueError, match="share memory"):
+        posenc.apply_rope(overlapping, schedule=s, inplace=True)
+    with pytest.raises(ValueError, match="share memory"):
+        posenc.rope_shift(overlapping, 1, schedule=s)
+    qkv = torch.randn(2, 5, 3, 2, 8)  # [B, S, q|k|v, H, D]
+    q, k = qkv[:, :, 0], qkv[:, :, 1]
+    want_q, want_k = posenc.apply_rope(q.clone(), k.clone(), schedule=s)
+    with torch.no_grad():
+        posenc.apply_rope(q, k, schedule=s, inplace=True)
+    assert torch.equal(qkv[:, :, 0], want_q) and torch.equal(qkv[:, :, 1], want_k)
+
+
+def test_empty_batch_has_an_empty_gradient():
+    x = torch.zeros(0, 4, 2, 8, requires_grad=True)
+    posenc.apply_rope(x, schedule=sched()).sum().backward()
+    assert x.grad.shape == x.shape
+
+
+def test_torch_thread_counts_past_the_kernels_limit_are_capped(monkeypatch):
+    q = torch.randn(1, 4, 2, 8)
+    want = posenc.apply_rope(q, schedule=sched())
+    # torch accepts set_num_threads(2000) (and starts 2000 threads); the kernels take at most
+    # max_threads. The count is what matters, so torch reports it without starting them.
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2000)
+    assert torch.equal(posenc.apply_rope(q, schedule=sched()), want)
+    out = posenc.attention(q, q, q, causal=True)
+    assert out.shape == q.shape
+
+
+def test_double_backward_rotates_as_the_float64_formula():
+    torch.manual_seed(3)
+    s = sched(rope_theta=100.0)
+    w = torch.randn(1, 6, 2, 8, dtype=torch.float64)
+    pos = torch.tensor([0, 5, 9, 2, 7, 40])
+    for layout in ("half_split", "interleaved", "deepseek_v3"):
+        second = []
+        for dtype, backend in ((torch.float32, "kernels"), (torch.float64, "torch")):
+            x = torch.randn(w.shape, generator=torch.Generator().manual_seed(4)).to(dtype).requires_grad_()
+            wd = w.to(dtype)  # a constant (not x)
+            y = posenc.apply_rope(x, schedule=s, positions=pos, layout=layout, backend=backend)
+            (g,) = torch.autograd.grad((y * wd).sum() ** 2, x, create_graph=True)
+            (g2,) = torch.autograd.grad((g * wd).sum(), x)
+            second.append(g2.double())
+        assert (second[0] - second[1]).abs().max() < 1e-3 * second[1].abs().max(), layout
+
+
+def test_checks_are_the_same_on_every_path():
+    s = sched()
+    q = torch.randn(1, 4, 2, 8)
+    for x in (q, q.double()):
+        with pytest.raises(ValueError, match="M-RoPE"):
+            posenc.apply_rope(x, schedule=s, positions=torch.zeros(3, 1, 4, dtype=torch.long))
+        with pytest.raises(ValueError, match=r"2\^31-1"):
+            posenc.apply_rope(x, schedule=s, positions=torch.full((4,), 2**40))
+        with pytest.raises(ValueError, match="offset"):
+            posenc.apply_rope(x, schedule=s, offset=2**40)
+        with pytest.raises(ValueError, match="offset"):
+            posenc.apply_rope(x, schedule=s, offset=True)
+        with pytest.raises(ValueError, match="attention_factor"):
+            posenc.apply_rope(x, schedule=dataclasses.replace(s, attention_factor=float("inf")))
+    with pytest.raises(ValueError, match="heads_dim=1"):  # [B, H, S, D] given as [B, S, H, D]
+        posenc.apply_rope(torch.randn(1, 2, 6, 8), schedule=s, positions=torch.arange(6))
+
+
+def test_learned_frequencies_get_their_gradient():
+    s = sched()
+    inv = s.inv_freq.double().clone().requires_grad_()
+    q = torch.randn(1, 5, 2, 8, dtype=torch.float64)
+    pos = torch.tensor([1, 3, 8, 20, 100])
+
+    def rotate(freqs):
+        return posenc.apply_rope(q, schedule=dataclasses.replace(s, inv_freq=freqs), positions=pos)
+
+    assert torch.autograd.gradcheck(rotate, (inv,))
+    learned = dataclasses.replace(s, inv_freq=s.inv_freq.clone().requires_grad_())
+    posenc.apply_rope(q.float(), schedule=learned, positions=pos).sum().backward()
+    assert learned.inv_freq.grad is not None and learned.inv_freq.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="no gradient"):
+        posenc.apply_rope(q.float(), schedule=learned, backend="kernels")
+
+
+def test_fields_and_encodings_refuse_what_they_would_misread():
+    with pytest.raises(posenc.ConfigError, match="factor=nan"):
+        posenc.schedule(head_dim=8, rope_type="linear", factor=float("nan"))
+    with pytest.raises(posenc.ConfigError, match=r"\*\*fields"):
+        posenc.schedule({"rope_theta": 1e4})
+    with pytest.raises(ValueError, match="past"):
+        posenc.alibi_bias(4, 4, 4, past=-10)
+    with pytest.raises(ValueError, match="negative"):
+        posenc.sinusoidal(torch.tensor([-1, 2]), 8)
+    with pytest.raises(ValueError, match="heads"):
+        posenc.nn.T5RelativeBias(heads=0)
+
+
+def test_rotary_module_saves_its_schedule_and_refuses_another():
+    a = posenc.nn.RotaryEmbedding(head_dim=8, rope_theta=1e4)
+    b = posenc.nn.RotaryEmbedding(head_dim=8, rope_theta=1e4)
+    b.load_state_dict(a.state_dict())
+    c = posenc.nn.RotaryEmbedding(head_dim=8, rope_theta=5e5)
+    with pytest.raises(ValueError, match="differs"):
+        c.load_state_dict(a.state_dict())
+    assert "rope_type='default'" in repr(a)
