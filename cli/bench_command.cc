@@ -71,6 +71,7 @@ void add_bench_command(CLI::App& app) {
   rope->add_flag("--on-the-fly", a->on_the_fly, "cos/sin computed per token (accurate angles)");
   rope->add_option("--target", c.target, "SIMD target for the kernel and the ceiling, one of: " + bench::available_targets() +
                                              " (default: the best)");
+  rope->add_flag("--xpos", c.xpos, "also time xPos (scale_base 512, centre tokens/2) in the same run: its time over plain RoPE's");
   add_json_flag(rope, a->json);
   rope->callback([a] {
     bench::RopeBenchConfig c = a->config;
@@ -92,6 +93,10 @@ void add_bench_command(CLI::App& app) {
         j["rate_vs_f32"] = r.rate_vs_f32;
       }
       if (c.dtype == DType::kBF16) j["bf16_narrowing"] = r.native_bf16 ? "instruction" : "emulated";
+      if (c.xpos) {
+        j["xpos_seconds"] = r.xpos_seconds;
+        j["xpos_over_rope"] = r.xpos_over_rope;
+      }
       std::cout << j.dump() << "\n";
     } else {
       std::printf("rope %s %s %s: [%d tokens, %d + %d heads, %d] threads %d, target %s, median of %d\n", to_string(c.dtype),
@@ -105,6 +110,9 @@ void add_bench_command(CLI::App& app) {
         std::printf("  float32  %.3f ns/element (same shape, same run): %s is %.2fx its element rate%s\n", r.f32_ns_per_element,
                     to_string(c.dtype), r.rate_vs_f32,
                     c.dtype == DType::kBF16 ? (r.native_bf16 ? "; bf16 narrowed by the CPU's instruction" : "; bf16 narrowing emulated") : "");
+      if (c.xpos)
+        std::printf("  xPos     %8.3f ms  %.3fx plain RoPE's time (same run, interleaved)\n", r.xpos_seconds * 1e3,
+                    r.xpos_over_rope);
     }
   });
 

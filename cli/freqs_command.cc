@@ -94,6 +94,10 @@ nlohmann::json schedule_json(const ModelRope& model, const LayerRope& layer, con
   if (const double m = deepseek_softmax_scale_multiplier(p); m != 1.0) j["deepseek_softmax_scale_multiplier"] = m;
   if (p.llama_4_scaling_beta) j["llama_4_scaling_beta"] = *p.llama_4_scaling_beta;
   if (p.alpha) j["alpha"] = *p.alpha;
+  if (p.clip_low != 0) {
+    j["clip_low"] = p.clip_low;
+    j["clip_hard"] = p.clip_hard;
+  }
   j["warnings"] = model.warnings;
   j["notes"] = model.notes;
   return j;
@@ -116,7 +120,8 @@ void print_table(const ModelRope& model, const LayerRope& layer, const RopeSched
     std::printf("   correction range [%.6g, %.6g]", (*s.correction_range)[0], (*s.correction_range)[1]);
   if (s.type == RopeType::kLongRope) std::printf("   %s factors", s.uses_long_factors ? "long" : "short");
   if (s.seq_len) std::printf("   at seq_len %lld", static_cast<long long>(*s.seq_len));
-  if (s.type != RopeType::kDefault || s.seq_len) std::printf("\n");
+  if (p.clip_low != 0) std::printf("   lowest %d frequencies clipped (%s)", p.clip_low, p.clip_hard ? "hard" : "soft");
+  if (s.type != RopeType::kDefault || s.seq_len || p.clip_low != 0) std::printf("\n");
   std::printf("\n%5s  %-14s  %-20s  %-12s  %s\n", "i", "inv_freq", "wavelength (tokens)", "scale", "interpolated");
   for (std::size_t i = 0; i < s.inv_freq.size(); ++i) {
     const double inv = s.inv_freq[i], base = s.base_inv_freq[i];

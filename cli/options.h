@@ -90,7 +90,8 @@ CLI::Option* add_threads_option(CLI::App* cmd, T& target, const std::string& hel
 }
 
 // An enum option spelled by the enum's name table (names.h): "--dtype f32|bf16|f16". A name
-// not in the table is a posenc::Error naming it and the names allowed (exit 2).
+// not in the table is a posenc::Error naming it and the names allowed (exit 2). The table's
+// aliases are accepted too and listed after the help ("aliases: p-rope = proportional").
 template <typename E>
 CLI::Option* add_enum_option(CLI::App* cmd, const std::string& flag, E& target, const std::string& help) {
   auto set = [&target, flag](const std::string& name) {
@@ -98,7 +99,8 @@ CLI::Option* add_enum_option(CLI::App* cmd, const std::string& flag, E& target, 
     if (!v) throw Error(flag + " must be one of " + enum_names_joined<E>() + ", got '" + name + "'");
     target = *v;
   };
-  return cmd->add_option_function<std::string>(flag, set, help)
+  const std::string aliases = enum_aliases_joined<E>();
+  return cmd->add_option_function<std::string>(flag, set, aliases.empty() ? help : help + " (aliases: " + aliases + ")")
       ->type_name(enum_names_joined<E>())
       ->default_str(to_string(target));
 }

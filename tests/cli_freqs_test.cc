@@ -144,6 +144,28 @@ TEST(CliFreqs, HelpOffersEveryRopeParamsFieldUnderItsHfName) {
   EXPECT_GT(rows, 20);
 }
 
+TEST(CliFreqs, PRopeIsTheProportionalTypeAndHelpSaysSo) {
+  const std::string tail = " --head-dim 64 --partial-rotary-factor 0.25";
+  const auto p_rope = run_json("freqs --rope-type p-rope" + tail);
+  EXPECT_EQ(p_rope, run_json("freqs --rope-type proportional" + tail));
+  EXPECT_EQ(p_rope.at("rope_type"), "proportional");
+  const CliRun help = run("freqs --help");
+  ASSERT_EQ(help.code, 0) << help.err;
+  EXPECT_NE(help.out.find("p-rope = proportional"), std::string::npos) << help.out;
+}
+
+TEST(CliFreqs, ClipLowFlagsClipTheLowestFrequencies) {
+  const auto j = run_json("freqs --head-dim 64 --clip-low 4 --clip-hard");
+  const auto inv = j.at("inv_freq").get<std::vector<double>>();
+  ASSERT_EQ(inv.size(), 32u);
+  for (std::size_t i = 0; i < inv.size(); ++i) EXPECT_EQ(inv[i] == 0, i >= 28) << i;
+  EXPECT_EQ(j.at("clip_low"), 4);
+  EXPECT_EQ(j.at("rotated_dim"), 56);
+  const CliRun too_many = run("freqs --head-dim 64 --clip-low 33");
+  EXPECT_NE(too_many.code, 0);
+  EXPECT_NE(too_many.err.find("clip_low must be in [0, 32]"), std::string::npos) << too_many.err;
+}
+
 TEST(CliFreqs, OldFlagSpellingsEqualTheHfNames) {
   const std::string tail = " --head-dim 64 --rope-type yarn --factor 8";
   EXPECT_EQ(run_json("freqs --theta 5e5 --original-max 4096 --max-pos 32768 --no-truncate" + tail),

@@ -11,6 +11,7 @@
 
 #include "posenc/alibi.h"
 #include "posenc/attention.h"
+#include "posenc/axial_rope.h"
 #include "posenc/distance_bias.h"
 #include "posenc/kerple.h"
 #include "posenc/error.h"
@@ -86,6 +87,13 @@ TEST(Names, OlderRopeTypeSpellingsAreAliases) {
   EXPECT_EQ(from_name<RopeType>("su"), RopeType::kLongRope);    // early Phi-3
   EXPECT_STREQ(to_string(RopeType::kLongRope), "longrope");
   EXPECT_EQ(enum_names_joined<RopeType>().find("su"), std::string::npos);
+}
+
+TEST(Names, PRopeIsProportionalsAliasAndHelpListsAliases) {
+  EXPECT_EQ(from_name<RopeType>("p-rope"), RopeType::kProportional);  // Barbero et al. 2024
+  EXPECT_STREQ(to_string(RopeType::kProportional), "proportional");
+  EXPECT_EQ(enum_aliases_joined<RopeType>(), "mrope = default, su = longrope, p-rope = proportional");
+  EXPECT_EQ(enum_aliases_joined<DType>(), "");
 }
 
 TEST(Names, AnUnknownNameIsAnErrorNamingItAndTheChoices) {

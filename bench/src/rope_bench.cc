@@ -76,6 +76,9 @@ RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
   const TargetScope target_scope(c.target);
   if (c.tokens < 1 || c.heads < 1 || c.kv_heads < 0 || c.head_dim < 2 || c.head_dim % 2 != 0 || c.repeats < 1)
     throw Error("bench needs tokens, heads >= 1, kv_heads >= 0, an even head_dim >= 2 and repeats >= 1");
+  if (c.xpos && c.kv_heads < 1)
+    throw Error("bench --xpos needs --kv-heads >= 1, got " + std::to_string(c.kv_heads) +
+                ": q and k swap places every other run so that xPos's opposite scales keep the values in range");
   // q and k, plus a ceiling buffer of the same bytes: 2^27 elements of f32 is 1 GiB in all.
   // Repeats x elements bounds the time (each repeat is a kernel pass and a ceiling pass); a
   // repeat costs at least kMinRepeatElements however small the shape (threads start, timers).
@@ -115,6 +118,9 @@ RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
   rp.head_dim = c.head_dim;
   const RopeSchedule schedule = compute_schedule(rp);
   RopeApplyParams p = rope_apply_params(schedule, c.layout);
+  RopeApplyParams xpos = p;
+  xpos.xpos.scale_base = 512;
+  xpos.xpos.center = c.tokens / 2;  // x-transformers' and rotary-embedding-torch's floor(L/2)
   RopeTable table(p, c.tokens);
   RopeKernelOptions options;
   options.threads = c.threads;
@@ -149,13 +155,18 @@ RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
   r.target = rope_kernel_target();
   r.elements = q_elems + k_elems;
   r.native_bf16 = rope_native_bf16() && c.layout == RopeLayout::kHalfSplit;  // the layout that uses it
-  std::vector<double> kernel, ceiling, kernel_f32;
+  std::vector<double> kernel, ceiling, kernel_f32, kernel_xpos;
   const float up = 1.0f + 1.0f / (1 << 20), down = 1.0f / up;
   for (int i = -1; i < c.repeats; ++i) {  // i = -1: warm-up (page faults, thread start)
     const double tk = seconds_of([&] { rope_rotate(qv, kp, {}, p, options); });
     const double tc = seconds_of([&] { memory_rmw_pass(ceiling_buf, ceiling_floats, c.threads, i % 2 ? up : down); });
     const double tf = compare ? seconds_of([&] { rope_rotate(q32v, kp ? &k32v : nullptr, {}, p, options); }) : 0;
+    // q as the query and k as the key, then the other way round: each scale undone by the next run.
+    const double tx = !c.xpos   ? 0
+                      : i % 2 ? seconds_of([&] { rope_rotate(kv, &qv, {}, xpos, options); })
+                              : seconds_of([&] { rope_rotate(qv, &kv, {}, xpos, options); });
     if (i >= 0) {
+      kernel_xpos.push_back(tx);
       kernel.push_back(tk);
       ceiling.push_back(tc);
       kernel_f32.push_back(tf);
@@ -164,6 +175,10 @@ RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
   if (compare) {
     r.f32_ns_per_element = median(kernel_f32) * 1e9 / static_cast<double>(q_elems + k_elems);
     r.rate_vs_f32 = median(kernel_f32) / median(kernel);
+  }
+  if (c.xpos) {
+    r.xpos_seconds = median(kernel_xpos);
+    r.xpos_over_rope = r.xpos_seconds / median(kernel);
   }
   r.seconds = median(kernel);
   r.ceiling_seconds = median(ceiling);

@@ -12,6 +12,7 @@
 
 #include "bias_properties.h"
 #include "posenc/alibi.h"
+#include "posenc/axial_rope.h"
 #include "posenc/error.h"
 #include "posenc/mrope.h"
 #include "posenc/rope_apply.h"
@@ -128,6 +129,71 @@ PropertyCheck rope_relative(const CheckOptions& o, std::mt19937_64& rng) {
     }
   }
   return {"rope.relative", "<RoPE(q, m), RoPE(k, n)> depends only on m - n (both shifted by 1000)", worst, 1e-4};
+}
+
+// Clipped RoPE (Li et al. 2026): clipping n = 0 frequencies is the identity, bit for bit: the
+// rotations of a schedule with clip_low 0 equal those by RoFormer's 1/10000^(2i/d), written out
+// here (the formula, not the schedule's code), at several positions (allowed difference: 0).
+PropertyCheck rope_clip_identity(const CheckOptions& o, std::mt19937_64& rng) {
+  RopeParams clipped;
+  clipped.head_dim = o.dim;
+  clipped.clip_low = 0;
+  clipped.clip_hard = true;  // n = 0 clips nothing, hard or soft
+  const RopeSchedule none_clipped = compute_schedule(clipped);
+  RopeSchedule roformer = none_clipped;
+  for (int i = 0; i < o.dim / 2; ++i)
+    roformer.inv_freq[static_cast<std::size_t>(i)] = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * i / o.dim));
+  const auto q = random_vector(rng, static_cast<std::size_t>(o.dim));
+  double worst = 0;
+  for (std::int64_t pos : {0, 1, 4095, 131071}) {
+    const auto a = rotated(q, pos, roformer), b = rotated(q, pos, none_clipped);
+    for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+  }
+  return {"rope.clip_identity", "clipped RoPE with clip_low 0 rotates exactly as RoFormer's 1/10000^(2i/d)", worst, 0};
+}
+
+// xPos (Sun et al. 2022, rope_xpos.h): <xPos_q(q, m), xPos_k(k, n)> depends only on m - n
+// (both shifted by 1000, and the centre moved: it cancels).
+PropertyCheck xpos_relative(const CheckOptions& o, std::mt19937_64& rng) {
+  const RopeSchedule s = default_schedule(o.dim);
+  const auto scaled = [&](const std::vector<float>& x, std::int64_t position, XPosRole role, double center) {
+    std::vector<float> out = x;
+    RopeApplyParams p = rope_apply_params(s);
+    p.xpos.scale_base = 512;
+    p.xpos.center = center;
+    p.xpos.first = role;
+    rope_apply_reference(bshd(out.data(), {1, 1, 1, static_cast<int>(out.size())}), {&position, 1, 0}, p);
+    return out;
+  };
+  double worst = 0;
+  for (int trial = 0; trial < 8; ++trial) {
+    const auto q = random_vector(rng, static_cast<std::size_t>(o.dim)), k = random_vector(rng, static_cast<std::size_t>(o.dim));
+    for (auto [m, n] : {std::pair<std::int64_t, std::int64_t>{5, 2}, {100, 0}, {37, 4000}, {9000, 8999}}) {
+      const double base = dot(scaled(q, m, XPosRole::kQuery, 2048).data(), scaled(k, n, XPosRole::kKey, 2048).data(), o.dim);
+      const double shifted =
+          dot(scaled(q, m + 1000, XPosRole::kQuery, 0).data(), scaled(k, n + 1000, XPosRole::kKey, 0).data(), o.dim);
+      worst = std::max(worst, std::fabs(base - shifted) / (1 + std::fabs(base)));
+    }
+  }
+  return {"xpos.relative", "<xPos(q, m), xPos(k, n)> depends only on m - n (shifted by 1000, centre moved), relative", worst, 1e-4};
+}
+
+// Axial RoPE (axial_rope.h) with one axis is 1-D RoPE: the angle table of integer coordinates
+// rotates as rope_apply_reference at those positions, bit for bit.
+PropertyCheck axial_one_axis(const CheckOptions& o, std::mt19937_64& rng) {
+  AxialRopeParams axial;
+  axial.axes = 1;
+  axial.axis_dim = o.dim;
+  const std::vector<std::int64_t> positions = {0, 1, 4095, 131071};
+  const auto angles = axial_angles(axial, std::vector<double>(positions.begin(), positions.end()));
+  const int tokens = static_cast<int>(positions.size());
+  std::vector<float> x = random_vector(rng, static_cast<std::size_t>(tokens * o.dim)), want = x;
+  rope_apply_reference(bshd(want.data(), {1, tokens, 1, o.dim}), PositionIds::explicit_ids(positions.data()),
+                       rope_apply_params(default_schedule(o.dim)));
+  rope_apply_angles(bshd(x.data(), {1, tokens, 1, o.dim}), angles, o.dim / 2, RopeLayout::kHalfSplit);
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - want[i]));
+  return {"axial.one_axis", "axial RoPE with one axis rotates exactly as 1-D RoPE", worst, 0};
 }
 
 PropertyCheck rope_inverse(const CheckOptions& o, std::mt19937_64& rng) {
@@ -264,6 +330,9 @@ std::vector<PropertyCheck> run_property_checks(const CheckOptions& o) {
   out.push_back(sinusoidal_by_rotation(o));
   out.push_back(rope_relative(o, rng));
   out.push_back(rope_inverse(o, rng));
+  out.push_back(rope_clip_identity(o, rng));
+  out.push_back(xpos_relative(o, rng));
+  out.push_back(axial_one_axis(o, rng));
   out.push_back(rope_decay(o));
   out.push_back(mrope_reduces_to_rope(o, rng));
   out.push_back(alibi_translation(o));

@@ -27,6 +27,14 @@ RopeApplyParams rope_apply_params(const std::vector<float>& inv_freq, double att
   return p;
 }
 
+RopeTensor rotated_part(const RopeTensor& x, const RopeApplyParams& p) {
+  RopeTensor part = x;
+  if (x.data) part.data = static_cast<std::uint8_t*>(x.data) + static_cast<std::size_t>(p.channel_offset) * dtype_size(x.dtype);
+  part.head_dim = x.head_dim - p.channel_offset;
+  if (p.rotated_heads > 0) part.heads = std::min(x.heads, p.rotated_heads);
+  return part;
+}
+
 RopeTensor strided(void* data, DType dtype, RopeShape s, RopeStrides st) {
   return {data, dtype, s.batch, s.tokens, s.heads, s.head_dim, st.batch, st.token, st.head};
 }
@@ -46,6 +54,11 @@ void validate(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams
     throw Error("RoPE view needs data, batch/tokens/heads >= 0 and head_dim >= 1");
   if (p.num_freqs < 1 || 2 * p.num_freqs > x.head_dim)
     throw Error("rotary dim 2*" + std::to_string(p.num_freqs) + " must be in [2, head_dim=" + std::to_string(x.head_dim) + "]");
+  if (p.channel_offset < 0 || p.channel_offset > x.head_dim - 2 * p.num_freqs)
+    throw Error("channel_offset " + std::to_string(p.channel_offset) + " must be in [0, head_dim " + std::to_string(x.head_dim) +
+                " - rotary dim " + std::to_string(2 * p.num_freqs) + "]: the rotated channels must lie inside the head");
+  if (p.rotated_heads < 0)
+    throw Error("rotated_heads must be >= 0 (0: every head), got " + std::to_string(p.rotated_heads));
   if (p.direction != 1 && p.direction != -1) throw Error("direction must be +1 or -1, got " + std::to_string(p.direction));
   if (pos.axes < 1 || pos.axes > 3) throw Error("position ids need 1, 2 or 3 axes, got " + std::to_string(pos.axes));
   for (int j = 0; p.axis_of_freq && j < p.num_freqs; ++j)
@@ -57,7 +70,9 @@ void validate(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams
   // (rope_convert-inl.h, Bf16InHighHalf).
   if (!std::isfinite(p.attention_factor))
     throw Error("RoPE attention_factor must be finite, got " + format_number(p.attention_factor));
-  std::int64_t largest[3] = {0, 0, 0};
+  if (p.xpos.enabled() && pos.axes != 1)
+    throw Error("xPos scales by one position per token; the ids have " + std::to_string(pos.axes) + " axes");
+  std::int64_t largest[3] = {0, 0, 0}, smallest = kMaxPosition;
   for (int a = 0; a < pos.axes; ++a)
     for (int b = 0; b < x.batch; ++b)
       for (int t = 0; t < x.tokens; ++t) {
@@ -66,7 +81,9 @@ void validate(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams
           throw Error("position " + std::to_string(v) + " (axis " + std::to_string(a) + ", batch " + std::to_string(b) +
                       ", token " + std::to_string(t) + ") must be in [0, 2^31-1]");
         largest[a] = std::max(largest[a], v);
+        smallest = std::min(smallest, v);
       }
+  validate_xpos(p.xpos, smallest, largest[0]);  // no tokens: smallest > largest, parameters only
   // rope_sincos reduces angles exactly only up to 2^31 radians (kMaxRopeAngle): beyond, cos and
   // sin would be wrong without a word (rope_theta < 1 or factors < 1 get there early).
   for (int j = 0; j < p.num_freqs; ++j) {
@@ -176,18 +193,43 @@ void rope_row_reference(const float* in, float* out, const PositionIds& pos, int
   rope_rotate_row(in, out, cos.data(), sin.data(), p.num_freqs, p.layout, p.direction);
 }
 
-void rope_apply_reference(const RopeTensor& x, const PositionIds& pos, const RopeApplyParams& p) {
-  validate(x, pos, p);
-  const int rotary = 2 * p.num_freqs;
-  std::vector<float> in(static_cast<std::size_t>(rotary)), out(static_cast<std::size_t>(rotary));
+void rope_apply_reference(const RopeTensor& whole, const PositionIds& pos, const RopeApplyParams& p) {
+  validate(whole, pos, p);
+  const RopeTensor x = rotated_part(whole, p);
+  const std::size_t half = static_cast<std::size_t>(p.num_freqs);
+  std::vector<float> cos(half), sin(half), query_scale(half), key_scale(half);
+  const XPosScales xpos(p.xpos.enabled() ? p.xpos : XPosParams{}, p.xpos.enabled() ? p.num_freqs : 0);
+  XPosScales::Block xpos_block;
   for (int b = 0; b < x.batch; ++b)
-    for (int t = 0; t < x.tokens; ++t)
-      for (int h = 0; h < x.heads; ++h) {
-        const std::int64_t row = b * x.batch_stride + t * x.token_stride + h * x.head_stride;
-        for (int c = 0; c < rotary; ++c) in[static_cast<std::size_t>(c)] = load(x.data, x.dtype, row + c);
-        rope_row_reference(in.data(), out.data(), pos, b, t, x.tokens, p);
-        for (int c = 0; c < rotary; ++c) store(x.data, x.dtype, row + c, out[static_cast<std::size_t>(c)]);
+    for (int t = 0; t < x.tokens; ++t) {
+      // The token's cos/sin (rope_row_reference's), then xPos's scale of x's role on each.
+      for (int j = 0; j < p.num_freqs; ++j)
+        rope_cos_sin(p.inv_freq[j], pos.at(p.axis_of_freq ? p.axis_of_freq[j] : 0, b, t, x.tokens), p,
+                     &cos[static_cast<std::size_t>(j)], &sin[static_cast<std::size_t>(j)]);
+      if (p.xpos.enabled()) {
+        xpos.at(pos.at(0, b, t, x.tokens), query_scale.data(), key_scale.data(), xpos_block);
+        const std::vector<float>& scale = p.xpos.first == XPosRole::kKey ? key_scale : query_scale;
+        for (std::size_t j = 0; j < half; ++j) {
+          cos[j] *= scale[j];
+          sin[j] *= scale[j];
+        }
       }
+      rope_rotate_token(x, b, t, cos.data(), sin.data(), p.num_freqs, p.layout, p.direction);
+    }
+}
+
+void rope_rotate_token(const RopeTensor& x, int b, int t, const float* cos, const float* sin, int num_freqs,
+                       RopeLayout layout, int direction) {
+  const int rotary = 2 * num_freqs;
+  thread_local std::vector<float> in, out;  // per-thread scratch, as rope_row_reference's
+  in.resize(static_cast<std::size_t>(rotary));
+  out.resize(static_cast<std::size_t>(rotary));
+  for (int h = 0; h < x.heads; ++h) {
+    const std::int64_t row = b * x.batch_stride + t * x.token_stride + h * x.head_stride;
+    for (int c = 0; c < rotary; ++c) in[static_cast<std::size_t>(c)] = load(x.data, x.dtype, row + c);
+    rope_rotate_row(in.data(), out.data(), cos, sin, num_freqs, layout, direction);
+    for (int c = 0; c < rotary; ++c) store(x.data, x.dtype, row + c, out[static_cast<std::size_t>(c)]);
+  }
 }
 
 }  // namespace posenc

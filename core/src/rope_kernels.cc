@@ -116,7 +116,11 @@ void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& po
   dispatch_rotate(job);
 }
 
-void dispatch_rotate(const RotateJob& job) { HWY_DYNAMIC_DISPATCH(RotateAll)(job); }
+void dispatch_rotate(const RotateJob& job) {
+  RotateJob parts = job;  // the rotated channels and heads of each view (validated by the caller)
+  for (int i = 0; i < job.num_tensors; ++i) parts.tensors[i] = rotated_part(job.tensors[i], *job.params);
+  HWY_DYNAMIC_DISPATCH(RotateAll)(parts);
+}
 
 namespace {
 bool native_bf16_allowed = true;

@@ -155,6 +155,17 @@ void validate(const RopeParams& p) {
     require_factor_list("short_factor", p.short_factor, half);
     require_factor_list("long_factor", p.long_factor, half);
   }
+  if (p.clip_low != 0) {
+    // F: the rotated frequencies (proportional's zero tail is not among them).
+    const int frequencies =
+        p.type == RopeType::kProportional ? static_cast<int>(p.partial_rotary_factor * p.head_dim / 2) : p.rotated_dim() / 2;
+    if (p.clip_low < 0 || p.clip_low > frequencies)
+      throw Error("clip_low must be in [0, " + std::to_string(frequencies) + "] (the rotated frequencies), got " +
+                  std::to_string(p.clip_low));
+    if (p.clip_low == 1 && !p.clip_hard)
+      throw Error("clip_low 1 with soft clipping: the taper (1 + cos(pi k/(n-1)))/2 divides by n - 1 = 0; give "
+                  "clip_low >= 2, or clip_hard to zero the one lowest frequency");
+  }
   if (!p.mrope_section.empty()) {
     long sum = 0;
     for (int s : p.mrope_section) {

@@ -190,6 +190,22 @@ void require_finite(const RopeParams& p, const RopeSchedule& s) {
   }
 }
 
+// Clipped RoPE (Li et al. 2026, arXiv 2602.05258, the soft and hard clipping of the lowest
+// frequencies): the last n of the `frequencies` rotated ones, inv_freq[F - n + k], k = 0 .. n-1,
+// times (1 + cos(pi k / (n - 1))) / 2 (computed in double, rounded once to float32), or 0 when
+// hard. The taper ends at 0, so soft clipping zeroes one frequency and hard clipping n; the
+// zeros leave the rotated prefix (rotated_dim), as proportional's do.
+void clip_low_frequencies(const RopeParams& p, RopeSchedule& s, int frequencies) {
+  const int n = p.clip_low;
+  if (n == 0) return;
+  for (int k = 0; k < n; ++k) {
+    float& w = s.inv_freq[static_cast<std::size_t>(frequencies - n + k)];
+    const double taper = p.clip_hard || k == n - 1 ? 0.0 : 0.5 * (1 + std::cos(kPi * k / (n - 1)));
+    w = static_cast<float>(static_cast<double>(w) * taper);
+  }
+  s.rotated_dim = 2 * (frequencies - (p.clip_hard ? n : 1));
+}
+
 }  // namespace
 
 std::int64_t max_accurate_position(const RopeSchedule& s) {
@@ -249,6 +265,7 @@ RopeSchedule compute_schedule(const RopeParams& params, std::optional<std::int64
   s.base_inv_freq.assign(base.begin(), base.end());
   if (params.type == RopeType::kProportional)
     std::fill(s.base_inv_freq.begin() + s.rotated_dim / 2, s.base_inv_freq.end(), 0.0f);
+  clip_low_frequencies(params, s, s.rotated_dim / 2);  // base_inv_freq stays unclipped: the table's scale column
   require_finite(params, s);
   return s;
 }

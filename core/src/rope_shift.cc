@@ -27,6 +27,9 @@ struct ShiftCall {
   ShiftCall(const RopeTensor& keys, const RopeShiftParams& p, bool table_row) : range(keys), rope(p.rope) {
     const std::string call = "rope_shift: ";
     if (p.rope.direction != 1) throw Error(call + "rope.direction must be +1 (the keys' own rotation), got " + std::to_string(p.rope.direction));
+    if (p.rope.xpos.enabled())
+      throw Error(call + "xPos keys cannot be shifted by a rotation (their scale zeta^(-(n - c)/B) would move too); give "
+                         "rope.xpos.scale_base 0");
     if (p.delta < -kMaxPosition || p.delta > kMaxPosition)
       throw Error(call + "delta " + std::to_string(p.delta) + " must be in [-(2^31-1), 2^31-1]");
     const int end = p.end < 0 ? keys.tokens : p.end;

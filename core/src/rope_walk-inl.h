@@ -17,6 +17,7 @@
 
 #include "posenc/aligned_vector.h"
 #include "posenc/rope_apply.h"
+#include "posenc/rope_xpos.h"
 #include "rope_kernel_job.h"
 #include "rope_sincos-inl.h"
 #include "rope_token_switch-inl.h"
@@ -92,21 +93,58 @@ void RotateHeadByHead(const RotateJob& job) {
   }
 }
 
+// xPos (rope_xpos.h): the token's cos/sin row times the query's and the key's scales, one
+// float32 product each (vector products round as scalar ones: the bits of rope_apply_reference);
+// the kernels then rotate as for RoPE.
+struct XPosRows {
+  AlignedVector<float> query_scale, key_scale, query_cos, query_sin, key_cos, key_sin;
+  XPosScales::Block block;
+  explicit XPosRows(int half)
+      : query_scale(static_cast<std::size_t>(half)), key_scale(static_cast<std::size_t>(half)),
+        query_cos(static_cast<std::size_t>(half)), query_sin(static_cast<std::size_t>(half)),
+        key_cos(static_cast<std::size_t>(half)), key_sin(static_cast<std::size_t>(half)) {}
+  void Form(const XPosScales& scales, std::int64_t position, const float* c, const float* s, int half) {
+    scales.at(position, query_scale.data(), key_scale.data(), block);
+    const DF df;
+    const int n = static_cast<int>(hn::Lanes(df));
+    int j = 0;
+    for (; j + n <= half; j += n) {
+      const auto cj = hn::LoadU(df, c + j), sj = hn::LoadU(df, s + j);
+      const auto qj = hn::Load(df, query_scale.data() + j), kj = hn::Load(df, key_scale.data() + j);
+      hn::Store(hn::Mul(cj, qj), df, query_cos.data() + j);
+      hn::Store(hn::Mul(sj, qj), df, query_sin.data() + j);
+      hn::Store(hn::Mul(cj, kj), df, key_cos.data() + j);
+      hn::Store(hn::Mul(sj, kj), df, key_sin.data() + j);
+    }
+    for (; j < half; ++j) {
+      const std::size_t u = static_cast<std::size_t>(j);
+      query_cos[u] = c[u] * query_scale[u];
+      query_sin[u] = s[u] * query_scale[u];
+      key_cos[u] = c[u] * key_scale[u];
+      key_sin[u] = s[u] * key_scale[u];
+    }
+  }
+};
+
 template <bool kForward>
 void RotateAllT(const RotateJob& job) {
   const RopeApplyParams& p = *job.params;
   const PositionIds& pos = *job.positions;
   const int half = p.num_freqs, tokens = job.tensors[0].tokens;
   const std::int64_t rows = std::int64_t{job.tensors[0].batch} * tokens;
+  const bool xpos = p.xpos.enabled();
   const bool table_rows = job.table && !p.axis_of_freq;  // 1-D: point straight into the table
-  if (table_rows && AllHeadMajor(job) && HeadUnits(job) >= job.threads) return RotateHeadByHead<kForward>(job);
+  // The head-by-head walk reads table rows as they are; xPos scales them per token first.
+  if (table_rows && !xpos && AllHeadMajor(job) && HeadUnits(job) >= job.threads) return RotateHeadByHead<kForward>(job);
   RopeApplyParams forward = p;
   forward.direction = 1;
+  const XPosScales xpos_scales(xpos ? p.xpos : XPosParams{}, xpos ? half : 0);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(job.threads)
 #endif
   {
     AlignedVector<float> cbuf(static_cast<std::size_t>(half)), sbuf(static_cast<std::size_t>(half));
+    XPosRows xpos_rows(xpos ? half : 0);
     std::vector<double> pos_of_freq(static_cast<std::size_t>(half));
     std::vector<float> tmp(static_cast<std::size_t>(2 * half)), tmp2(static_cast<std::size_t>(2 * half));
     // Shared positions: iterate tokens, and every batch row of a token reuses its cos/sin.
@@ -138,11 +176,18 @@ void RotateAllT(const RotateJob& job) {
           }
         }
       }
+      if (xpos) xpos_rows.Form(xpos_scales, pos.at(0, b, t, tokens), c, s, half);
       const int b_end = shared ? batch : b + 1;
       for (int bb = b; bb < b_end; ++bb) {
         for (int i = 0; i < job.num_tensors; ++i) {
           const RopeTensor& x = job.tensors[i];
-          RotateTokenOf<kForward>(job, x, bb * x.batch_stride + t * x.token_stride, c, s, tmp.data(), tmp2.data());
+          const float *ci = c, *si = s;
+          if (xpos) {
+            const bool key = i > 0 || p.xpos.first == XPosRole::kKey;
+            ci = key ? xpos_rows.key_cos.data() : xpos_rows.query_cos.data();
+            si = key ? xpos_rows.key_sin.data() : xpos_rows.query_sin.data();
+          }
+          RotateTokenOf<kForward>(job, x, bb * x.batch_stride + t * x.token_stride, ci, si, tmp.data(), tmp2.data());
         }
       }
     }

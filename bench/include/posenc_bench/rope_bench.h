@@ -21,6 +21,10 @@ struct RopeBenchConfig {
   bool head_major = false;  // q and k stored [B, H, S, D] instead of [B, S, H, D]
   int repeats = 9;    // median of this many interleaved runs (>= 7 for the pinned form)
   std::string target;  // a Highway target name ("AVX2", "AVX3", ...) for kernel and ceiling; "": the best
+  // Also time xPos (rope_xpos.h: scale_base 512, gamma 0.4, centre tokens / 2) on the same q and
+  // k, interleaved with plain RoPE's runs. Needs kv_heads >= 1: q and k swap places every other
+  // run, so each takes the query's and the key's scale in turn and the values stay in range.
+  bool xpos = false;
 };
 
 struct RopeBenchResult {
@@ -37,6 +41,9 @@ struct RopeBenchResult {
   // bf16/f16 only (0 for f32): float32 q and k of the same shape, timed in the same run.
   double f32_ns_per_element = 0;
   double rate_vs_f32 = 0;        // this dtype's element rate / float32's
+  // xpos only (0 otherwise): xPos's median time, and it over plain RoPE's (the same run).
+  double xpos_seconds = 0;
+  double xpos_over_rope = 0;
 };
 
 RopeBenchResult run_rope_bench(const RopeBenchConfig& config);

@@ -99,6 +99,17 @@ std::vector<std::string> enum_names() {
   return out;
 }
 
+// The aliases of E's table, each with the name it stands for: "mrope = default, su = longrope"
+// (empty when E has none). Help text shows them, since enum_names_joined lists canonical names.
+template <typename E>
+std::string enum_aliases_joined() {
+  std::string out;
+  for (const auto& row : EnumNames<E>::table)
+    if (std::string_view(to_string(row.value)) != row.name)
+      out += (out.empty() ? "" : ", ") + std::string(row.name) + " = " + to_string(row.value);
+  return out;
+}
+
 // "f32|bf16|f16"
 template <typename E>
 std::string enum_names_joined(const char* separator = "|") {

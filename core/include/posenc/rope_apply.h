@@ -29,6 +29,7 @@
 
 #include "posenc/half.h"
 #include "posenc/rope_schedule.h"
+#include "posenc/rope_xpos.h"
 
 namespace posenc {
 
@@ -121,7 +122,22 @@ struct RopeApplyParams {
   RopeLayout layout = RopeLayout::kHalfSplit;
   Numerics angles = Numerics::kAccurate;  // how cos/sin are evaluated
   int direction = +1;
+  // xPos (rope_xpos.h): each pair's cos and sin times its query or key scale at the token's
+  // position (one position axis only). Off by default.
+  XPosParams xpos;
+  // Partial rotary at any channel offset: the layout's pairs lie in channels [channel_offset,
+  // channel_offset + 2 num_freqs) of each head (half-split pairs (o + j, o + j + num_freqs));
+  // the channels outside pass through. 0: the first channels, as HF's partial rotary.
+  int channel_offset = 0;
+  // RoPE on a subset of heads (x-transformers' rotate_num_heads): the first rotated_heads heads of
+  // each tensor rotate (all of a tensor that has fewer), the rest get no positions. 0: every head.
+  // With GQA the caller picks counts whose query heads read exactly the rotated key heads.
+  int rotated_heads = 0;
 };
+
+// The part of x that p rotates: data advanced by channel_offset elements, head_dim less by it,
+// heads capped at rotated_heads. What the kernels' dispatch and rope_apply_reference both walk.
+RopeTensor rotated_part(const RopeTensor& x, const RopeApplyParams& p);
 
 // The parameters for a schedule's frequencies and attention factor.
 RopeApplyParams rope_apply_params(const RopeSchedule& schedule, RopeLayout layout = RopeLayout::kHalfSplit);
@@ -158,8 +174,15 @@ void rope_cos_sin_at(double inv_freq, double position, const RopeApplyParams& pa
 
 // Rotates every head of every token in place, any storage dtype (math in float32, stores
 // rounded to nearest even). The plain, obviously-correct version: the reference the SIMD
-// kernels (rope_kernels.h) are tested against.
+// kernels (rope_kernels.h) are tested against. With xPos, x takes the role params.xpos.first
+// (a query unless it says kKey): each cos/sin times XPosScales' float32 scale, in float32.
 void rope_apply_reference(const RopeTensor& x, const PositionIds& positions, const RopeApplyParams& params);
+
+// Every head of token t of batch row b of x, in place, with that token's cos/sin rows
+// ([num_freqs] each, sin already times direction): loads widen, rope_rotate_row, stores round
+// to nearest even. rope_apply_reference's step, and angle-table RoPE's (axial_rope.h).
+void rope_rotate_token(const RopeTensor& x, int b, int t, const float* cos, const float* sin, int num_freqs,
+                       RopeLayout layout, int direction);
 
 // One head of token t of batch row b, in float: out[0 .. 2*num_freqs) from in[0 .. 2*num_freqs)
 // (in and out must not overlap; the channels past the rotary dim are the caller's). What

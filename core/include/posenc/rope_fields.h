@@ -117,6 +117,14 @@ void for_each_field(P& p, V&& visit) {
         p.alpha);
   visit(RopeField{"llama_4_scaling_beta", "Ministral-3 / Llama-4 query scaling beta (attention side)"},
         p.llama_4_scaling_beta);
+  // Not HF keys: posenc's clipped-RoPE option (Li et al. 2026), read from a rope dict all the same.
+  visit(RopeField{"clip_low",
+                  "Clipped RoPE: taper the lowest n frequencies by (1 + cos(pi k/(n-1)))/2 to 0 (soft, n >= 2), "
+                  "or zero them (clip_hard); 0: off",
+                  RopeTypeSet::every(), FieldHome::kRopeDict, nullptr, nullptr, nullptr, 0, kMaxHeadDim / 2},
+        p.clip_low);
+  visit(RopeField{"clip_hard", "Clipped RoPE: zero the clip_low lowest frequencies instead of tapering them"},
+        p.clip_hard);
 }
 
 // A name in CLI form: "rope_theta" -> "--rope-theta".

@@ -65,6 +65,14 @@ struct RopeParams {
   // Ministral-3 / Llama-4 query scaling beta: an attention-side factor, not part of the schedule.
   std::optional<double> llama_4_scaling_beta;
 
+  // Clipped RoPE (Li et al. 2026, arXiv 2602.05258), a posenc option over any type's schedule:
+  // the lowest clip_low frequencies (the last indices F - n .. F - 1 of the F rotated ones) are
+  // softly clipped, inv_freq[F - n + k] *= (1 + cos(pi k / (n - 1))) / 2 for k = 0 .. n - 1, or,
+  // with clip_hard, set to 0. 0 clips nothing; more than F is an error; soft clipping needs
+  // n >= 2 (its taper runs from 1 at k = 0 to 0 at k = n - 1: one frequency cannot be both).
+  int clip_low = 0;
+  bool clip_hard = false;
+
   // The number of rotated channels: rotary_dim if set, else int(head_dim * partial_rotary_factor).
   int rotated_dim() const;
 };

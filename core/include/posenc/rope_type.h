@@ -26,7 +26,11 @@ POSENC_ENUM_NAMES(RopeType, "rope_type", {RopeType::kDefault, "default"}, {RopeT
                   {RopeType::kLongRope, "longrope"}, {RopeType::kProportional, "proportional"},
                   // Older spellings configs still carry: Qwen2-VL's "mrope" (M-RoPE over default
                   // frequencies), early Phi-3's "su".
-                  {RopeType::kDefault, "mrope"}, {RopeType::kLongRope, "su"});
+                  {RopeType::kDefault, "mrope"}, {RopeType::kLongRope, "su"},
+                  // p-RoPE (Barbero et al. 2024, "Round and round we go! What makes Rotary
+                  // Positional Encodings useful?", arXiv 2410.06205): keep the fastest fraction p
+                  // of the frequencies, zero the rest -- Gemma-4's proportional rope.
+                  {RopeType::kProportional, "p-rope"});
 
 // What a family requires, after HF's modeling_rope_utils.py (_compute_*_parameters and
 // _validate_*_parameters): one row per RopeType, read by validate(RopeParams) and by the config
