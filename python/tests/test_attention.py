@@ -143,7 +143,7 @@ def test_remaps_equal_eager_attention_at_the_remapped_distance(remap, distance):
 
 def test_bad_input_raises_with_the_value_named():
     q, k, v = inputs()
-    with pytest.raises(ValueError, match="one of rope, alibi and t5"):
+    with pytest.raises(ValueError, match="one of rope, alibi, t5 and bias"):
         posenc.attention(q, k, v, rope=posenc.schedule(head_dim=16), alibi=posenc.alibi_slopes(4))
     with pytest.raises(ValueError, match="needs rope="):
         posenc.attention(q, k, v, remap=posenc.ReRoPE(window=4))
