@@ -265,6 +265,17 @@ TEST(Attention, BadInputIsAnErrorNamingIt) {
   p.mask.sliding_window = 0;
   Tensor4 short_k = make(DType::kF32, 1, 2, 1, 8, false, &rng);
   expect_message(short_k.view, p, "must be >= S");
+  // RoPE variants the tiles do not apply are refused, never silently ignored (issue 25).
+  p.positions = AttentionPositions::kRope;
+  const RopeSchedule sched = testing::plain_schedule(8);
+  for (int variant = 0; variant < 3; ++variant) {
+    p.rope = rope_apply_params(sched);
+    if (variant == 0) p.rope.xpos.scale_base = 512;
+    if (variant == 1) p.rope.channel_offset = 2;
+    if (variant == 2) p.rope.rotated_heads = 1;
+    expect_message(k1.view, p, "not in the fused kernel yet");
+  }
+  p.positions = AttentionPositions::kNone;
   AttentionOptions o;
   o.threads = 100000;
   EXPECT_THROW(attention(q.view, k1.view, k1.view, out.view, p, o), Error);

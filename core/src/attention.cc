@@ -133,6 +133,12 @@ void validate_attention(const RopeTensor& q, const RopeTensor& k, const RopeTens
     case AttentionPositions::kNone: break;
     case AttentionPositions::kRope:
       if (p.rope.direction != 1) throw Error("attention: RoPE direction must be +1");
+      // The tiles rotate every head's first pairs, unscaled: refused rather than silently ignored.
+      if (p.rope.xpos.enabled() || p.rope.channel_offset != 0 || p.rope.rotated_heads != 0)
+        throw Error("attention: xPos, a channel offset and RoPE on a subset of heads are not in the fused kernel yet "
+                    "(xpos scale_base " + format_number(p.rope.xpos.scale_base) + ", channel_offset " +
+                    std::to_string(p.rope.channel_offset) + ", rotated_heads " + std::to_string(p.rope.rotated_heads) +
+                    "); rotate q and k with rope_rotate, then attend without positions");
       validate(q, p.q_positions, p.rope);
       validate(k, p.k_positions, p.rope);
       break;
