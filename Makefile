@@ -15,10 +15,10 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-data/kjv.txt:
-	./scripts/make-corpus.sh data/kjv.txt
+data/kjv.txt data/fortunes.txt:
+	./scripts/make-corpus.sh $@
 
-corpus: deps data/kjv.txt
+corpus: deps data/kjv.txt data/fortunes.txt
 
 demo: build corpus
 	./scripts/demo.sh $(BUILD)/cli/posenc

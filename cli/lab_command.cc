@@ -84,6 +84,7 @@ void add_lab_command(CLI::App& app) {
       std::cout << lab::format_sort_table(rows, c) << "models: " << c.training.out_dir << "/sort-<scheme>.pt\n";
   });
   add_lab_passkey_command(*lab_cmd);
+  add_lab_leaderboard_command(*lab_cmd);
 }
 
 }  // namespace posenc::cli

@@ -24,8 +24,10 @@ PACKAGES=(
   # Debian's libtorch links the reference BLAS; OpenBLAS takes over the libblas alternative
   # (matrix products ~30x faster on this class of machine).
   libopenblas0-pthread
-  # the lab's English corpus (King James Bible, public domain)
-  bible-kjv
+  # the lab's corpora: the King James Bible (public domain) and, of another genre, fortune cookies
+  bible-kjv fortunes
+  # the leaderboard's report rendered in a real browser by its test (headless)
+  chromium
 )
 
 missing=()

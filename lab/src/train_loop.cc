@@ -11,6 +11,7 @@
 #include "posenc_lab/corpus.h"
 #include "posenc_lab/file_io.h"
 #include "posenc_lab/progress.h"
+#include "posenc_lab/train_timing.h"
 
 namespace posenc::lab {
 namespace {
@@ -123,8 +124,12 @@ TrainOutcome run_train_loop(TransformerLM& model, const TrainLoop& L, long* budg
     }
   }
   out.finished = true;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  // The training speed of this run (the leaderboard's tokens/s; steps before a resume are not in it).
+  if (rank == 0 && !L.checkpoint.empty()) {
+    write_train_timing(L.checkpoint, {first, step - first, tokens, seconds, ranks});
+  }
   if (progress) {
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     char summary[160];
     std::snprintf(summary, sizeof summary, "trained, loss %.3f (%.2f bits per token), %.0f tokens/s over %d rank%s", out.last_loss,
                   out.last_loss / kLn2, step > first ? static_cast<double>(tokens) / seconds : 0.0, ranks, ranks > 1 ? "s" : "");

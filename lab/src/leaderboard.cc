@@ -1,0 +1,194 @@
+// `lab leaderboard`: the three experiments per corpus and seed, their numbers as observations.
+#include "posenc_lab/leaderboard.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "build_info.h"
+#include "leaderboard_files.h"
+#include "posenc/error.h"
+#include "posenc_lab/passkey_task.h"
+#include "posenc_lab/train_timing.h"
+#include "posenc_torch/model_config.h"
+
+namespace posenc::lab {
+namespace {
+
+std::string variant_row(const std::string& model, const std::string& extension, bool finetune) {
+  return variant_name(model, extension, finetune);
+}
+
+// The corpus's short name in directories and tables: its file name without the extension.
+std::string corpus_name(const std::string& corpus) { return std::filesystem::path(corpus).stem().string(); }
+
+// The first probe step at which exact match at 1x reached one half (Olsson et al. 2022's phase
+// change of an induction head), per model; NaN when it never did.
+void observe_retrieval_steps(const PasskeyResult& r, const std::string& corpus, int seed, std::vector<Observation>* out) {
+  std::vector<std::string> models;
+  for (const auto& p : r.probes)
+    if (std::find(models.begin(), models.end(), p.model) == models.end()) models.push_back(p.model);
+  for (const auto& m : models) {
+    double first = std::nan("");
+    for (const auto& p : r.probes)
+      if (p.model == m && p.accuracy >= 0.5 && !(first <= p.step)) first = static_cast<double>(p.step);
+    out->push_back({corpus, m, "retrieval_step", 0, -1, seed, first});
+  }
+}
+
+// The schemes of the board that an experiment runs: its own list's, in the board's order.
+std::vector<std::string> experiment_schemes(const std::vector<std::string>& board, const std::vector<std::string>& experiment) {
+  std::vector<std::string> out;
+  for (const auto& s : board)
+    if (std::find(experiment.begin(), experiment.end(), s) != experiment.end()) out.push_back(s);
+  return out;
+}
+
+}  // namespace
+
+void observe_extrapolate(const ExtrapolateResult& r, const ExtrapolateConfig& c, const std::string& corpus, std::vector<Observation>* out) {
+  for (const ResultRow& row : r.rows) {
+    if (!row.available) continue;  // a learned table shorter than the length: no number
+    const std::string name = row.extension == "none" ? row.model : row.model + "+" + row.extension;
+    out->push_back({corpus, name, "bpc", static_cast<double>(row.eval_len) / c.training.train_len, -1, row.seed, row.bpc});
+  }
+}
+
+void observe_passkey(const PasskeyResult& r, const PasskeyConfig& c, const std::string& corpus, const std::string& metric,
+                     std::vector<Observation>* out) {
+  // Per variant and length: every depth's cell, and their mean.
+  struct Key {
+    std::string row;
+    int length;
+    bool operator<(const Key& o) const { return row != o.row ? row < o.row : length < o.length; }
+  };
+  std::map<Key, std::pair<double, int>> mean;
+  std::vector<Key> order;
+  for (const PasskeyRow& row : r.rows) {
+    const Key k{variant_row(row.model, row.extension, row.finetune), row.length};
+    const double multiple = static_cast<double>(row.length) / c.training.train_len;
+    out->push_back({corpus, k.row, metric, multiple, row.depth, c.seed, row.accuracy});
+    if (!mean.count(k)) order.push_back(k);
+    mean[k].first += row.accuracy;
+    mean[k].second += 1;
+  }
+  for (const Key& k : order)
+    out->push_back({corpus, k.row, metric, static_cast<double>(k.length) / c.training.train_len, -1, c.seed, mean[k].first / mean[k].second});
+  if (metric == "passkey") observe_retrieval_steps(r, corpus, c.seed, out);
+}
+
+void observe_sort(const std::vector<SortRow>& rows, const SortConfig& c, const std::string& corpus, std::vector<Observation>* out) {
+  for (const SortRow& row : rows) {
+    if (!row.available) continue;
+    const double multiple = static_cast<double>(row.length) / c.training.train_len;
+    out->push_back({corpus, row.scheme, "sort_tokens", multiple, -1, c.seed, row.token_accuracy});
+    out->push_back({corpus, row.scheme, "sort_sequences", multiple, -1, c.seed, row.sequence_accuracy});
+  }
+}
+
+LeaderboardConfig LeaderboardConfig::quick() {
+  LeaderboardConfig c;
+  c.schemes = {"nope", "sinusoidal", "rope", "alibi", "kerple", "fox"};
+  c.seeds = {0, 1};
+  c.out_dir = "out/lab-leaderboard-quick";
+  // Language modelling: 2 layers x 64 wide (passkey's size), 400 steps at 64 characters, scored
+  // from 1x to 64x on 4096 validation characters; RoPE zero-shot with PI, NTK and YaRN (dynamic
+  // NTK's token-by-token pass alone would take minutes).
+  c.extrapolate.shape = {2, 64, 4};
+  c.extrapolate.training.steps = 400;
+  c.extrapolate.eval_chars = 4096;
+  c.extrapolate.incremental_tokens = 0;
+  c.extrapolate.extensions = {RopeExtension::kNone, RopeExtension::kPi, RopeExtension::kNtk, RopeExtension::kYarn};
+  // Retrieval: RoPE, ALiBi and NoPE only, 1200 steps, 3 depths x 4 lengths of 16 sequences, zero-shot.
+  c.passkey.schemes = {"rope", "alibi", "nope"};
+  c.passkey.training.steps = 1200;
+  c.passkey.depths = {0, 0.5, 1};
+  c.passkey.samples = 16;
+  c.passkey.finetune_steps = 0;
+  c.passkey.extensions = c.extrapolate.extensions;
+  // Sorting: every scheme, 400 steps.
+  c.sort.schemes = c.schemes;
+  c.sort.training.steps = 400;
+  c.sort.test_sequences = 128;
+  return c;
+}
+
+LeaderboardConfig LeaderboardConfig::full() {
+  LeaderboardConfig c;
+  c.schemes = {"nope", "sinusoidal", "learned", "rope", "alibi", "t5", "xl", "deberta", "kerple", "sandwich", "fox"};
+  c.corpora = {kDefaultCorpus, kSecondCorpus};
+  c.seeds = {0, 1, 2};
+  c.out_dir = "out/lab-leaderboard-full";
+  // Each experiment at its own defaults (lab extrapolate's 3 x 128 model, lab passkey's fine-tunes).
+  c.extrapolate.eval_lens = {64, 128, 256, 512, 1024, 2048, 4096};
+  c.passkey.schemes = c.schemes;
+  c.sort.schemes = c.schemes;
+  return c;
+}
+
+void validate_leaderboard(const LeaderboardConfig& c) {
+  if (c.schemes.empty()) throw Error("--schemes is empty: give at least one scheme");
+  if (c.seeds.empty()) throw Error("--seeds: give at least one seed");
+  if (c.corpora.empty()) throw Error("--corpora is empty: give at least one corpus");
+  const std::set<int> distinct(c.seeds.begin(), c.seeds.end());
+  if (distinct.size() != c.seeds.size()) throw Error("--seeds: a seed is given twice");
+  for (const auto& s : c.schemes) torch_layer::language_model_scheme(s, "--schemes");  // throws naming a bad one
+}
+
+LeaderboardResult run_leaderboard(const LeaderboardConfig& c) {
+  validate_leaderboard(c);
+  const auto began = std::chrono::steady_clock::now();
+  LeaderboardResult result;
+  result.commit = build_commit();
+  std::filesystem::create_directories(c.out_dir);
+  std::vector<std::string> passkey_schemes = experiment_schemes(c.schemes, c.passkey.schemes);
+  if (std::find(passkey_schemes.begin(), passkey_schemes.end(), "xl") != passkey_schemes.end()) {
+    passkey_schemes.erase(std::find(passkey_schemes.begin(), passkey_schemes.end(), "xl"));
+    result.notes.push_back("xl: no passkey rows (lab passkey trains no segment-memory model)");
+  }
+  const std::vector<std::string> sort_schemes = experiment_schemes(c.schemes, c.sort.schemes);
+  for (int seed : c.seeds) {
+    for (const std::string& corpus_path : c.corpora) {
+      const std::string corpus = corpus_name(corpus_path);
+      const std::string dir = c.out_dir + "/" + corpus + "/seed-" + std::to_string(seed);
+      ExtrapolateConfig ex = c.extrapolate;
+      ex.schemes = c.schemes;
+      ex.seeds = {seed};
+      ex.corpus = corpus_path;
+      ex.training.out_dir = dir + "/extrapolate";
+      const ExtrapolateResult er = run_extrapolate(ex);
+      result.units[corpus] = er.unit;
+      observe_extrapolate(er, ex, corpus, &result.observations);
+      for (const std::string& s : ex.schemes) {
+        const auto t = read_train_timing(ex.training.out_dir + "/" + s + ".ckpt");
+        if (!t) continue;  // trained before timings were kept
+        result.observations.push_back({corpus, s, "train_tokens_per_s", 0, -1, seed, t->tokens_per_second()});
+        result.observations.push_back({corpus, s, "train_s", 0, -1, seed, t->seconds});
+      }
+      if (!passkey_schemes.empty()) {
+        PasskeyConfig pk = c.passkey;
+        pk.schemes = passkey_schemes;
+        pk.seed = seed;
+        pk.corpus = corpus_path;
+        pk.training.out_dir = dir + "/passkey";
+        observe_passkey(run_passkey(pk), pk, corpus, "passkey", &result.observations);
+      }
+    }
+    if (!sort_schemes.empty()) {  // digits, not text: once per seed, whatever the corpora
+      SortConfig so = c.sort;
+      so.schemes = sort_schemes;
+      so.seed = seed;
+      so.training.out_dir = c.out_dir + "/" + kSortCorpus + "/seed-" + std::to_string(seed) + "/sort";
+      observe_sort(run_sort(so), so, kSortCorpus, &result.observations);
+    }
+  }
+  result.aggregates = aggregate(result.observations);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  write_leaderboard_files(result, c);
+  return result;
+}
+
+}  // namespace posenc::lab

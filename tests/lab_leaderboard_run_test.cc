@@ -1,0 +1,151 @@
+// `lab leaderboard` end to end on a tiny corpus and tiny models (seconds): the three experiments
+// over two seeds, the files it writes, a second run that reuses every model, the settings it
+// refuses, and the report rendered by a real browser (Debian's chromium, headless): a picture
+// that is not blank, no console message, and its script run to the end.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "lab_support.h"
+#include "posenc_lab/leaderboard.h"
+#include "posenc_plot/heatmap.h"
+
+namespace posenc::lab {
+namespace {
+
+LeaderboardConfig tiny_board(const std::string& out) {
+  LeaderboardConfig c;
+  c.schemes = {"nope", "alibi", "rope"};
+  c.seeds = {0, 1};
+  c.corpora = {test::tiny_corpus()};
+  c.out_dir = test::fresh_dir(out);
+  c.command = "tiny";
+  c.extrapolate = test::tiny("unused", {});
+  c.extrapolate.training.steps = 6;
+  c.extrapolate.eval_lens = {16, 32, 64};
+  c.extrapolate.eval_chars = 256;
+  c.extrapolate.incremental_tokens = 0;
+  c.extrapolate.extensions = {RopeExtension::kNone, RopeExtension::kPi, RopeExtension::kYarn};
+  c.passkey.training = {32, 6, 4, 3e-3, 2, 3, ""};  // train_len, steps, batch, lr, warm-up, checkpoints
+  c.passkey.shape = {1, 32, 2};
+  c.passkey.schemes = {"rope", "alibi"};
+  c.passkey.extensions = {RopeExtension::kNone, RopeExtension::kPi};
+  c.passkey.multiples = {1, 2};
+  c.passkey.depths = {0, 1};
+  c.passkey.samples = 2;
+  c.passkey.finetune_steps = 0;
+  c.passkey.probe_every = 3;
+  c.passkey.curve_chars = 256;
+  c.sort = test::tiny_sort("unused");
+  c.sort.schemes = c.schemes;
+  c.sort.training.steps = 6;
+  c.sort.test_lens = {4, 6, 8};
+  c.sort.test_sequences = 8;
+  return c;
+}
+
+std::set<std::string> rows_of(const nlohmann::json& results, const std::string& metric) {
+  std::set<std::string> rows;
+  for (const auto& a : results["aggregates"])
+    if (a["metric"] == metric) rows.insert(a["row"].get<std::string>());
+  return rows;
+}
+
+TEST(LeaderboardRun, RunsEveryExperimentPerSeedAndAggregatesThem) {
+  const LeaderboardConfig c = tiny_board("leaderboard-run");
+  const LeaderboardResult r = run_leaderboard(c);
+  for (const char* f : {"results.json", "results.csv", "leaderboard.md", "report.html"}) EXPECT_TRUE(std::filesystem::exists(c.out_dir + "/" + f)) << f;
+  test::expect_no_tmp(c.out_dir);
+  const nlohmann::json j = nlohmann::json::parse(test::slurp(c.out_dir + "/results.json"));
+  EXPECT_FALSE(j["commit"].get<std::string>().empty());
+  EXPECT_EQ(rows_of(j, "bpc"), (std::set<std::string>{"nope", "alibi", "rope", "rope+pi", "rope+yarn"}));
+  EXPECT_EQ(rows_of(j, "passkey"), (std::set<std::string>{"alibi", "rope", "rope+pi"}));  // passkey's own subset
+  EXPECT_EQ(rows_of(j, "sort_tokens"), (std::set<std::string>{"nope", "alibi", "rope"}));
+  EXPECT_EQ(rows_of(j, "train_tokens_per_s"), (std::set<std::string>{"nope", "alibi", "rope"}));
+  EXPECT_EQ(rows_of(j, "retrieval_step"), (std::set<std::string>{"alibi", "rope"}));
+  for (const auto& a : j["aggregates"]) {
+    EXPECT_EQ(a["seeds"].get<int>() + a["missing"].get<int>(), 2) << a;  // every number over both seeds
+    if (a["metric"] == "bpc") {
+      EXPECT_GT(a["mean"].get<double>(), 0) << a;
+      EXPECT_DOUBLE_EQ(a["multiple"].get<double>() * 16, std::round(a["multiple"].get<double>() * 16));
+    }
+  }
+  for (const auto& a : r.aggregates) {
+    if (a.metric == "train_tokens_per_s") {
+      EXPECT_GT(a.mean, 0) << a.row;
+    }
+  }
+  EXPECT_EQ(j["claims"].size(), 8u);
+  // The seeds trained different weights: some bpc differs between them.
+  bool differs = false;
+  for (const auto& a : r.aggregates) differs = differs || (a.metric == "bpc" && a.spread > 0);
+  EXPECT_TRUE(differs);
+  // The sorting task ran once per seed, whatever the corpora.
+  EXPECT_TRUE(std::filesystem::exists(c.out_dir + "/digits/seed-1/sort/sort-rope.pt"));
+
+  // Again: every model is found cached, and the numbers are the same.
+  const auto stamp = std::filesystem::last_write_time(c.out_dir + "/posenc_tiny_corpus0/seed-0/extrapolate/rope.ckpt");
+  const LeaderboardResult again = run_leaderboard(c);
+  EXPECT_EQ(std::filesystem::last_write_time(c.out_dir + "/posenc_tiny_corpus0/seed-0/extrapolate/rope.ckpt"), stamp);
+  ASSERT_EQ(again.observations.size(), r.observations.size());
+  for (std::size_t i = 0; i < r.observations.size(); ++i) {
+    if (r.observations[i].metric == "train_tokens_per_s" || r.observations[i].metric == "train_s") continue;
+    EXPECT_TRUE(again.observations[i].value == r.observations[i].value ||
+                  (std::isnan(again.observations[i].value) && std::isnan(r.observations[i].value)))
+          << r.observations[i].row << " " << r.observations[i].metric;
+  }
+}
+
+// Runs chromium headless on file; its stderr goes to log. The exit status.
+int chromium(const std::string& flags, const std::string& file, const std::string& out, const std::string& log) {
+  const std::string cmd = "chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --enable-logging=stderr --v=0 " + flags +
+                          " 'file://" + file + "' > '" + out + "' 2> '" + log + "'";
+  return std::system(cmd.c_str());
+}
+
+TEST(LeaderboardRun, TheReportRendersInABrowser) {
+  ASSERT_EQ(std::system("command -v chromium > /dev/null"), 0) << "chromium is missing: run scripts/install-deps.sh (Debian's chromium)";
+  const LeaderboardConfig c = tiny_board("leaderboard-render");
+  run_leaderboard(c);
+  const std::string report = std::filesystem::absolute(c.out_dir + "/report.html").string();
+  const std::string png = c.out_dir + "/report.png", log = c.out_dir + "/chromium.log", dom = c.out_dir + "/dom.html";
+  ASSERT_EQ(chromium("--window-size=1280,1600 --screenshot='" + png + "'", report, "/dev/null", log), 0) << test::slurp(log);
+  EXPECT_EQ(test::slurp(log).find("CONSOLE"), std::string::npos) << test::slurp(log);
+  int w = 0, h = 0;
+  std::vector<std::uint8_t> rgb;
+  const std::string bytes = test::slurp(png);
+  plot::decode_png(std::vector<std::uint8_t>(bytes.begin(), bytes.end()), &w, &h, &rgb);
+  EXPECT_EQ(w, 1280);
+  std::set<std::uint32_t> colours;
+  std::size_t inked = 0;
+  for (std::size_t i = 0; i + 2 < rgb.size(); i += 3) {
+    colours.insert(rgb[i] << 16 | rgb[i + 1] << 8 | rgb[i + 2]);
+    inked += rgb[i] < 200 || rgb[i + 1] < 200 || rgb[i + 2] < 200;
+  }
+  EXPECT_GT(colours.size(), 50u);               // text, tables, charts, heatmap colours
+  EXPECT_GT(inked, rgb.size() / 3 / 100);       // more than 1% of the page is drawn on
+  // The page's script ran to its end (it marks the body), and the charts are in the DOM.
+  ASSERT_EQ(chromium("--dump-dom", report, dom, log), 0) << test::slurp(log);
+  EXPECT_EQ(test::slurp(log).find("CONSOLE"), std::string::npos) << test::slurp(log);
+  const std::string d = test::slurp(dom);
+  EXPECT_NE(d.find("data-ready=\"1\""), std::string::npos);
+  EXPECT_NE(d.find("<svg"), std::string::npos);
+}
+
+TEST(LeaderboardRun, BadSettingsNameTheValueAndWhatWasExpected) {
+  LeaderboardConfig c = tiny_board("leaderboard-bad");
+  c.seeds = {0, 0};
+  EXPECT_HAS(test::error_of([&] { run_leaderboard(c); }), "--seeds: a seed is given twice");
+  c.seeds = {0};
+  c.schemes = {"rope", "roap"};
+  EXPECT_HAS(test::error_of([&] { run_leaderboard(c); }), "'roap'");
+  c.schemes.clear();
+  EXPECT_HAS(test::error_of([&] { run_leaderboard(c); }), "--schemes is empty");
+  EXPECT_FALSE(std::filesystem::exists(c.out_dir + "/results.json"));  // nothing written
+}
+
+}  // namespace
+}  // namespace posenc::lab
