@@ -34,6 +34,10 @@ void add_lab_passkey_command(CLI::App& lab) {
   cmd->add_option("--probe-every", c.probe_every, "score exact match at the training length every N training steps (0: off)")
       ->capture_default_str();
   cmd->add_option("--samples", c.samples, "sequences per grid cell")->capture_default_str();
+  cmd->add_option("--distractors", c.distractors,
+                  "distractor keys (RULER's multi-key needle): training rows get 0..N of them, and the grid is also scored "
+                  "among N (rows +dN); 0: one key only")
+      ->capture_default_str();
   cmd->callback([a] {
     const lab::PasskeyConfig c = a->full ? a->config.full() : a->config;  // --full: what --schemes, --multiples, --samples did not set
     const lab::PasskeyResult r = lab::run_passkey(c);  // it writes results.json and the figures

@@ -29,7 +29,7 @@ LeaderboardConfig tiny_board(const std::string& out) {
   c.extrapolate.eval_chars = 256;
   c.extrapolate.incremental_tokens = 0;
   c.extrapolate.extensions = {RopeExtension::kNone, RopeExtension::kPi, RopeExtension::kYarn};
-  c.passkey.training = {32, 6, 4, 3e-3, 2, 3, ""};  // train_len, steps, batch, lr, warm-up, checkpoints
+  c.passkey.training = {40, 6, 4, 3e-3, 2, 3, ""};  // train_len, steps, batch, lr, warm-up, checkpoints
   c.passkey.shape = {1, 32, 2};
   c.passkey.schemes = {"rope", "alibi"};
   c.passkey.extensions = {RopeExtension::kNone, RopeExtension::kPi};
@@ -38,6 +38,7 @@ LeaderboardConfig tiny_board(const std::string& out) {
   c.passkey.samples = 2;
   c.passkey.finetune_steps = 0;
   c.passkey.probe_every = 3;
+  c.passkey.distractors = 1;
   c.passkey.curve_chars = 256;
   c.sort = test::tiny_sort("unused");
   c.sort.schemes = c.schemes;
@@ -63,6 +64,7 @@ TEST(LeaderboardRun, RunsEveryExperimentPerSeedAndAggregatesThem) {
   EXPECT_FALSE(j["commit"].get<std::string>().empty());
   EXPECT_EQ(rows_of(j, "bpc"), (std::set<std::string>{"nope", "alibi", "rope", "rope+pi", "rope+yarn"}));
   EXPECT_EQ(rows_of(j, "passkey"), (std::set<std::string>{"alibi", "rope", "rope+pi"}));  // passkey's own subset
+  EXPECT_EQ(rows_of(j, "multikey"), rows_of(j, "passkey"));
   EXPECT_EQ(rows_of(j, "sort_tokens"), (std::set<std::string>{"nope", "alibi", "rope"}));
   EXPECT_EQ(rows_of(j, "train_tokens_per_s"), (std::set<std::string>{"nope", "alibi", "rope"}));
   EXPECT_EQ(rows_of(j, "retrieval_step"), (std::set<std::string>{"alibi", "rope"}));

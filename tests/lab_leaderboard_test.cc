@@ -65,21 +65,26 @@ TEST(Leaderboard, ObservesEachExperimentsRowsByLengthMultiple) {
   pc.training.train_len = 64;
   pc.seed = 3;
   PasskeyResult pr;
-  pr.rows = {{"rope", "rope", "pi", true, 128, 0.0, 1.0, 0, 2}, {"rope", "rope", "pi", true, 128, 1.0, 0.5, 0, 2}};
+  pr.rows = {{"rope", "rope", "pi", true, 128, 0.0, 1.0, 0, 2, 0}, {"rope", "rope", "pi", true, 128, 1.0, 0.5, 0, 2, 0},
+             {"rope", "rope", "pi", true, 128, 0.0, 0.25, 0, 2, 2}};
   pr.probes = {{"rope", 100, 0.1, 0}, {"rope", 200, 0.6, 0}, {"rope", 300, 0.9, 0}, {"nope", 100, 0.2, 0}};
   obs.clear();
-  observe_passkey(pr, pc, "kjv", "passkey", &obs);
-  // Two cells, their mean over depths, and each model's retrieval step.
-  ASSERT_EQ(obs.size(), 5u);
+  observe_passkey(pr, pc, "kjv", &obs);
+  // Three cells, the means over depths of the one-key and the multi-key grid, each model's retrieval step.
+  ASSERT_EQ(obs.size(), 7u);
   EXPECT_EQ(obs[0].row, "rope+pi+ft");
   EXPECT_DOUBLE_EQ(obs[0].multiple, 2);
   EXPECT_DOUBLE_EQ(obs[1].depth, 1.0);
-  EXPECT_DOUBLE_EQ(obs[2].depth, -1);
-  EXPECT_DOUBLE_EQ(obs[2].value, 0.75);
-  EXPECT_EQ(obs[2].seed, 3);
-  EXPECT_EQ(obs[3].metric, "retrieval_step");
-  EXPECT_DOUBLE_EQ(obs[3].value, 200);  // the first probe at or above one half
-  EXPECT_TRUE(std::isnan(obs[4].value));  // nope never reached it
+  EXPECT_EQ(obs[2].metric, "multikey");  // the row with distractors
+  EXPECT_DOUBLE_EQ(obs[3].depth, -1);
+  EXPECT_EQ(obs[3].metric, "passkey");
+  EXPECT_DOUBLE_EQ(obs[3].value, 0.75);
+  EXPECT_EQ(obs[3].seed, 3);
+  EXPECT_EQ(obs[4].metric, "multikey");
+  EXPECT_DOUBLE_EQ(obs[4].value, 0.25);
+  EXPECT_EQ(obs[5].metric, "retrieval_step");
+  EXPECT_DOUBLE_EQ(obs[5].value, 200);  // the first probe at or above one half
+  EXPECT_TRUE(std::isnan(obs[6].value));  // nope never reached it
 
   SortConfig sc;
   sc.training.train_len = 16;

@@ -175,3 +175,72 @@ TEST(PasskeyScore, ExactMatchNeedsEveryDigit) {
 
 }  // namespace
 }  // namespace posenc::lab
+
+namespace posenc::lab {
+namespace {
+
+// The token ids of a name ("pin=") sit just before index at.
+bool named_at(const PasskeyVocab& v, const PasskeyExample& ex, std::string_view name, int at) {
+  for (std::size_t i = 0; i < name.size(); ++i)
+    if (ex.tokens[static_cast<std::size_t>(at) - name.size() + i] != v.id(name[i])) return false;
+  return true;
+}
+
+TEST(PasskeyTask, DistractorsAreOtherNamedKeysAndTheKeyStaysWhereItsDepthPutsIt) {
+  const Corpus c = filler_corpus();
+  const PasskeyVocab plain(c), v(c, true);
+  EXPECT_EQ(PasskeyVocab(c, false).size(), plain.size());
+  EXPECT_GT(v.size(), plain.size()) << "the corpus lacks some of the names' letters ('x' of box)";
+  const int length = 120;
+  for (double depth : {0.0, 0.5, 1.0})
+    for (int n : {1, 3, kMaxDistractors}) {
+      const PasskeyExample ex = passkey_example(v, c.train, length, depth, 7 + n, n);
+      ASSERT_EQ(ex.tokens.size(), static_cast<std::size_t>(length) + 1);
+      ASSERT_EQ(ex.distractor_at.size(), static_cast<std::size_t>(n));
+      EXPECT_TRUE(named_at(v, ex, kKeyPrefix, ex.key_at));
+      EXPECT_EQ(digits_at(v, ex, ex.key_at), ex.key);
+      EXPECT_EQ(digits_at(v, ex, ex.answer_at), ex.key);
+      std::set<std::string_view> names;
+      for (int at : ex.distractor_at) {
+        EXPECT_NE(digits_at(v, ex, at), ex.key) << "a distractor never repeats the key";
+        for (std::string_view name : kDistractorNames)
+          if (named_at(v, ex, name, at)) names.insert(name);
+      }
+      EXPECT_EQ(names.size(), static_cast<std::size_t>(n)) << "each distractor has its own name";
+      // The key sits after round(depth * filler) filler characters and the distractors before it.
+      const int filler = length + 1 - kPasskeyOverhead - n * kDistractorLen;
+      int before = 0;
+      for (int at : ex.distractor_at) before += at < ex.key_at;
+      EXPECT_EQ(ex.key_at - static_cast<int>(kKeyPrefix.size()) - before * kDistractorLen, static_cast<int>(std::lround(depth * filler)));
+    }
+}
+
+TEST(PasskeyTask, WithoutDistractorsTheTaskIsAsItWas) {
+  const Corpus c = filler_corpus();
+  const PasskeyVocab v(c);
+  // Zero distractors draw nothing more: batches and cells equal the calls that never name them.
+  EXPECT_EQ(passkey_mixed_batch(v, c.train, 80, 6, 0.5, 3, 11, 0), passkey_mixed_batch(v, c.train, 80, 6, 0.5, 3, 11));
+  const PasskeyExample a = passkey_example(v, c.train, 80, 0.3, 99), b = passkey_example(v, c.train, 80, 0.3, 99, 0);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_TRUE(a.distractor_at.empty());
+  // With them, a batch's passkey rows carry 0 .. n distractors, and the grid's cells differ.
+  const PasskeyVocab vd(c, true);
+  EXPECT_NE(passkey_cell(vd, c.valid, 80, 0.5, 2, 2)[0].tokens, passkey_cell(vd, c.valid, 80, 0.5, 2, 0)[0].tokens);
+  EXPECT_NE(passkey_mixed_batch(vd, c.train, 80, 6, 1.0, 3, 11, 2), passkey_mixed_batch(vd, c.train, 80, 6, 1.0, 3, 11, 0));
+}
+
+TEST(PasskeyTask, BadDistractorCountsNameTheValue) {
+  const Corpus c = filler_corpus();
+  const PasskeyVocab v(c, true);
+  EXPECT_THROW(passkey_example(v, c.train, 120, 0.5, 1, kMaxDistractors + 1), Error);
+  EXPECT_THROW(passkey_example(v, c.train, 120, 0.5, 1, -1), Error);
+  try {
+    passkey_example(v, c.train, min_passkey_len(3) - 1, 0.5, 1, 3);
+    ADD_FAILURE() << "a sequence too short for its distractors";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("with 3 distractors needs length >= " + std::to_string(min_passkey_len(3))), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace posenc::lab

@@ -7,9 +7,9 @@
 
 namespace posenc::lab {
 
-inline void check_range(const char* flag, long value, long lo, long hi) {
+inline void check_range(const std::string& flag, long value, long lo, long hi) {
   if (value < lo || value > hi)
-    throw Error(std::string(flag) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(value));
+    throw Error(flag + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(value));
 }
 
 }  // namespace posenc::lab

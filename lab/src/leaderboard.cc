@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "build_info.h"
 #include "leaderboard_files.h"
@@ -57,27 +58,23 @@ void observe_extrapolate(const ExtrapolateResult& r, const ExtrapolateConfig& c,
   }
 }
 
-void observe_passkey(const PasskeyResult& r, const PasskeyConfig& c, const std::string& corpus, const std::string& metric,
-                     std::vector<Observation>* out) {
-  // Per variant and length: every depth's cell, and their mean.
-  struct Key {
-    std::string row;
-    int length;
-    bool operator<(const Key& o) const { return row != o.row ? row < o.row : length < o.length; }
-  };
+void observe_passkey(const PasskeyResult& r, const PasskeyConfig& c, const std::string& corpus, std::vector<Observation>* out) {
+  // Per variant, grid and length: every depth's cell, and their mean.
+  using Key = std::tuple<std::string, std::string, int>;  // row, metric, length
   std::map<Key, std::pair<double, int>> mean;
   std::vector<Key> order;
   for (const PasskeyRow& row : r.rows) {
-    const Key k{variant_row(row.model, row.extension, row.finetune), row.length};
+    const Key k{variant_row(row.model, row.extension, row.finetune), row.distractors > 0 ? "multikey" : "passkey", row.length};
     const double multiple = static_cast<double>(row.length) / c.training.train_len;
-    out->push_back({corpus, k.row, metric, multiple, row.depth, c.seed, row.accuracy});
+    out->push_back({corpus, std::get<0>(k), std::get<1>(k), multiple, row.depth, c.seed, row.accuracy});
     if (!mean.count(k)) order.push_back(k);
     mean[k].first += row.accuracy;
     mean[k].second += 1;
   }
   for (const Key& k : order)
-    out->push_back({corpus, k.row, metric, static_cast<double>(k.length) / c.training.train_len, -1, c.seed, mean[k].first / mean[k].second});
-  if (metric == "passkey") observe_retrieval_steps(r, corpus, c.seed, out);
+    out->push_back({corpus, std::get<0>(k), std::get<1>(k), static_cast<double>(std::get<2>(k)) / c.training.train_len, -1, c.seed,
+                    mean[k].first / mean[k].second});
+  observe_retrieval_steps(r, corpus, c.seed, out);
 }
 
 void observe_sort(const std::vector<SortRow>& rows, const SortConfig& c, const std::string& corpus, std::vector<Observation>* out) {
@@ -102,8 +99,10 @@ LeaderboardConfig LeaderboardConfig::quick() {
   c.extrapolate.eval_chars = 4096;
   c.extrapolate.incremental_tokens = 0;
   c.extrapolate.extensions = {RopeExtension::kNone, RopeExtension::kPi, RopeExtension::kNtk, RopeExtension::kYarn};
-  // Retrieval: RoPE, ALiBi and NoPE only, 1200 steps, 3 depths x 4 lengths of 16 sequences, zero-shot.
+  // Retrieval: RoPE, ALiBi and NoPE only, 1200 steps, 3 depths x 4 lengths of 16 sequences,
+  // zero-shot; one key, and among 2 distractor keys (training rows carry 0 to 2 of them).
   c.passkey.schemes = {"rope", "alibi", "nope"};
+  c.passkey.distractors = 2;
   c.passkey.training.steps = 1200;
   c.passkey.depths = {0, 0.5, 1};
   c.passkey.samples = 16;
@@ -125,6 +124,7 @@ LeaderboardConfig LeaderboardConfig::full() {
   // Each experiment at its own defaults (lab extrapolate's 3 x 128 model, lab passkey's fine-tunes).
   c.extrapolate.eval_lens = {64, 128, 256, 512, 1024, 2048, 4096};
   c.passkey.schemes = c.schemes;
+  c.passkey.distractors = 2;
   c.sort.schemes = c.schemes;
   return c;
 }
@@ -174,7 +174,7 @@ LeaderboardResult run_leaderboard(const LeaderboardConfig& c) {
         pk.seed = seed;
         pk.corpus = corpus_path;
         pk.training.out_dir = dir + "/passkey";
-        observe_passkey(run_passkey(pk), pk, corpus, "passkey", &result.observations);
+        observe_passkey(run_passkey(pk), pk, corpus, &result.observations);
       }
     }
     if (!sort_schemes.empty()) {  // digits, not text: once per seed, whatever the corpora

@@ -28,6 +28,7 @@ nlohmann::json training_key(const ModelPlan& p, const PasskeyConfig& c, const Co
   k["task"] = "passkey";
   k["example"] = task_format();
   k["passkey_fraction"] = c.passkey_fraction;
+  if (c.distractors > 0) k["distractors"] = c.distractors;  // keys without keep their value
   return k;
 }
 
@@ -39,12 +40,15 @@ nlohmann::json evaluation_key(const ModelPlan& p, const PasskeyConfig& c) {
     k["extensions"] = extension_names(c.extensions);
     k["finetune_steps"] = c.finetune_steps;
   }
+  if (c.distractors > 0) k["distractors"] = c.distractors;
   return k;
 }
 
 void validate_passkey(const PasskeyConfig& c) {
   const TrainSettings& t = c.training;
-  check_range("--train-len", t.train_len, kMinPasskeyLen, kMaxTrainLen / kFinetuneScale);
+  check_range("--distractors", c.distractors, 0, kMaxDistractors);
+  check_range(c.distractors ? "--train-len (with --distractors " + std::to_string(c.distractors) + ")" : std::string("--train-len"), t.train_len,
+              min_passkey_len(c.distractors), kMaxTrainLen / kFinetuneScale);
   check_training(t);
   check_range("--samples", c.samples, 1, 4096);
   check_range("--finetune-steps", c.finetune_steps, 0, kMaxSteps);

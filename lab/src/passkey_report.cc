@@ -13,16 +13,22 @@
 namespace posenc::lab {
 namespace {
 
+// A variant and its grid: one key, or with distractor keys ("+dN" after its name).
 struct Variant {
   std::string model, extension;
   bool finetune;
-  bool operator==(const Variant& o) const { return model == o.model && extension == o.extension && finetune == o.finetune; }
+  int distractors;
+  bool operator==(const Variant& o) const {
+    return model == o.model && extension == o.extension && finetune == o.finetune && distractors == o.distractors;
+  }
+  std::string name() const { return variant_name(model, extension, finetune) + (distractors ? "+d" + std::to_string(distractors) : ""); }
 };
+Variant variant_of(const PasskeyRow& row) { return {row.model, row.extension, row.finetune, row.distractors}; }
 
 std::vector<Variant> variants(const PasskeyResult& r) {
   std::vector<Variant> out;
   for (const PasskeyRow& row : r.rows) {
-    const Variant v{row.model, row.extension, row.finetune};
+    const Variant v = variant_of(row);
     if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
   }
   return out;
@@ -33,7 +39,7 @@ std::pair<double, double> mean_at(const PasskeyResult& r, const Variant& v, int 
   double acc = 0, logp = 0;
   int n = 0;
   for (const PasskeyRow& row : r.rows)
-    if (Variant{row.model, row.extension, row.finetune} == v && row.length == length) {
+    if (variant_of(row) == v && row.length == length) {
       acc += row.accuracy;
       logp += row.logprob;
       ++n;
@@ -74,9 +80,10 @@ std::string passkey_table(const PasskeyResult& r, const PasskeyConfig& c) {
   }
   out << "\n" << std::string(18, ' ');
   for (std::size_t i = 0; i < c.multiples.size(); ++i) out << "     exact  log p";
-  out << "   (mean over depths; " << c.samples << " sequences per depth; trained at " << c.training.train_len << ")\n";
+  out << "   (mean over depths; " << c.samples << " sequences per depth; trained at " << c.training.train_len
+      << (c.distractors ? "; +d" + std::to_string(c.distractors) + ": among " + std::to_string(c.distractors) + " distractor keys" : "") << ")\n";
   for (const Variant& v : variants(r)) {
-    std::snprintf(buf, sizeof buf, "%-18s", variant_name(v.model, v.extension, v.finetune).c_str());
+    std::snprintf(buf, sizeof buf, "%-18s", v.name().c_str());
     out << buf;
     for (int m : c.multiples) {
       const auto [acc, logp] = mean_at(r, v, m * c.training.train_len);
@@ -106,10 +113,12 @@ std::string passkey_json(const PasskeyResult& r, const PasskeyConfig& c) {
                       {"notes", r.notes}};
   for (const ProbePoint& p : r.probes)
     j["probes"].push_back({{"model", p.model}, {"step", p.step}, {"accuracy", p.accuracy}, {"logprob", p.logprob}});
-  for (const PasskeyRow& row : r.rows)
+  for (const PasskeyRow& row : r.rows) {
     j["results"].push_back({{"model", row.model}, {"scheme", row.scheme}, {"extension", row.extension}, {"finetune", row.finetune},
                             {"length", row.length}, {"depth", row.depth}, {"accuracy", row.accuracy}, {"logprob", row.logprob},
                             {"samples", row.samples}});
+    if (row.distractors > 0) j["results"].back()["distractors"] = row.distractors;
+  }
   const auto train = static_cast<std::size_t>(c.training.train_len);
   for (const PositionCurve& cv : r.curves)
     j["curves"].push_back({{"model", cv.model}, {"extension", cv.extension}, {"finetune", cv.finetune}, {"length", cv.bits.size()},
@@ -132,13 +141,13 @@ std::vector<std::string> write_passkey_figures(const PasskeyResult& r, const Pas
       for (int m : c.multiples) {
         double acc = std::nan("");
         for (const PasskeyRow& row : r.rows)
-          if (Variant{row.model, row.extension, row.finetune} == v && row.length == m * c.training.train_len && row.depth == d) acc = row.accuracy;
+          if (variant_of(row) == v && row.length == m * c.training.train_len && row.depth == d) acc = row.accuracy;
         s.values.push_back(acc);
       }
     s.value_min = 0;
     s.value_max = 1;
-    const std::string name = variant_name(v.model, v.extension, v.finetune);
-    s.title = "passkey exact match: " + name + " (trained at " + std::to_string(c.training.train_len) + ")";
+    const std::string name = v.name();
+    s.title = "passkey exact match: " + name + (v.distractors ? " (" + std::to_string(v.distractors) + " distractor keys)" : "") + " (trained at " + std::to_string(c.training.train_len) + ")";
     s.row_label = "depth of the key";
     s.col_label = (log_axis ? "log2 length; lengths " : "column; lengths ") + lengths;
     s.row_first = c.depths.front();

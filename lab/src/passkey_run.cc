@@ -25,9 +25,9 @@ namespace {
 
 using torch_layer::TransformerLM;
 
-BatchSource mixed_batches(const PasskeyVocab& vocab, const Corpus& corpus, int len, int batch, double fraction, int seed) {
-  return [&vocab, &corpus, len, batch, fraction, seed](long step) {
-    std::vector<std::int64_t> ids = passkey_mixed_batch(vocab, corpus.train, len, batch, fraction, seed, step);
+BatchSource mixed_batches(const PasskeyVocab& vocab, const Corpus& corpus, int len, int batch, double fraction, int seed, int distractors) {
+  return [&vocab, &corpus, len, batch, fraction, seed, distractors](long step) {
+    std::vector<std::int64_t> ids = passkey_mixed_batch(vocab, corpus.train, len, batch, fraction, seed, step, distractors);
     return torch::from_blob(ids.data(), {batch, len + 1}, torch::kInt64).clone();
   };
 }
@@ -44,8 +44,10 @@ torch_layer::RotaryEmbedding variant_rope(const ModelPlan& p, RopeExtension ext,
 torch_layer::RotaryEmbeddingImpl* pointer_of(torch_layer::RotaryEmbedding& rope) { return rope ? rope.get() : nullptr; }
 
 nlohmann::json cell_json(const PasskeyRow& r) {
-  return {{"kind", "cell"}, {"extension", r.extension}, {"finetune", r.finetune}, {"length", r.length}, {"depth", r.depth},
-          {"accuracy", r.accuracy}, {"logprob", r.logprob}, {"samples", r.samples}};
+  nlohmann::json j = {{"kind", "cell"}, {"extension", r.extension}, {"finetune", r.finetune}, {"length", r.length}, {"depth", r.depth},
+                      {"accuracy", r.accuracy}, {"logprob", r.logprob}, {"samples", r.samples}};
+  if (r.distractors > 0) j["distractors"] = r.distractors;  // rows without keep their bytes
+  return j;
 }
 
 // Every grid cell and the position curve of one variant.
@@ -53,17 +55,20 @@ void score_variant(TransformerLM& model, const ModelPlan& p, RopeExtension ext, 
                    const PasskeyVocab& vocab, const Corpus& corpus, nlohmann::json* out) {
   const int train_len = c.training.train_len;
   const std::string ext_name = to_string(ext);
-  Progress progress("score " + variant_name(p.name, ext_name, finetune), static_cast<long>(c.multiples.size() * c.depths.size()));
+  // The one-key grid, and with distractors the multi-key grid too.
+  const std::vector<int> grids = c.distractors > 0 ? std::vector<int>{0, c.distractors} : std::vector<int>{0};
+  Progress progress("score " + variant_name(p.name, ext_name, finetune), static_cast<long>(grids.size() * c.multiples.size() * c.depths.size()));
   long done = 0;
-  for (int m : c.multiples) {
-    const int len = m * train_len;
-    torch_layer::RotaryEmbedding rope = variant_rope(p, ext, finetune, train_len, len);  // one schedule for every depth
-    for (double depth : c.depths) {
-      const PasskeyScore s = score_cell(model, passkey_cell(vocab, corpus.valid, len, depth, c.samples), pointer_of(rope));
-      out->push_back(cell_json({p.name, "", ext_name, finetune, len, depth, s.accuracy, s.logprob, s.samples}));
-      progress.update(++done, std::nan(""));
+  for (int distractors : grids)
+    for (int m : c.multiples) {
+      const int len = m * train_len;
+      torch_layer::RotaryEmbedding rope = variant_rope(p, ext, finetune, train_len, len);  // one schedule for every depth
+      for (double depth : c.depths) {
+        const PasskeyScore s = score_cell(model, passkey_cell(vocab, corpus.valid, len, depth, c.samples, distractors), pointer_of(rope));
+        out->push_back(cell_json({p.name, "", ext_name, finetune, len, depth, s.accuracy, s.logprob, s.samples, distractors}));
+        progress.update(++done, std::nan(""));
+      }
     }
-  }
   const int longest = train_len * *std::max_element(c.multiples.begin(), c.multiples.end());
   torch_layer::RotaryEmbedding rope = variant_rope(p, ext, finetune, train_len, longest);
   out->push_back({{"kind", "curve"}, {"extension", ext_name}, {"finetune", finetune},
@@ -86,7 +91,7 @@ bool finetune(TransformerLM* model, const ModelPlan& base, const nlohmann::json&
   load_checkpoint(t.out_dir + "/" + base.name + ".ckpt", *model, nullptr, base_key);
   nlohmann::json key = {{"base", base_key}, {"extension", to_string(ext)}, {"steps", ft.steps}, {"batch", ft.batch}, {"lr", ft.lr}, {"train_len", ft.train_len}};
   return train(*model, plan, ft, corpus, key, budget, true,
-               mixed_batches(vocab, corpus, ft.train_len, ft.batch, c.passkey_fraction, c.seed + 1));
+               mixed_batches(vocab, corpus, ft.train_len, ft.batch, c.passkey_fraction, c.seed + 1, c.distractors));
 }
 
 // The probe points measured so far live in <model>.probes.json beside the checkpoint, rewritten
@@ -110,7 +115,7 @@ nlohmann::json resumed_probes(const std::string& ckpt, const std::string& path, 
 bool train_probed(TransformerLM& model, const ModelPlan& p, const nlohmann::json& key, const PasskeyConfig& c, const PasskeyVocab& vocab,
                   const Corpus& corpus, long* budget, nlohmann::json* out) {
   const TrainSettings& t = c.training;
-  const BatchSource batches = mixed_batches(vocab, corpus, t.train_len, t.batch, c.passkey_fraction, c.seed);
+  const BatchSource batches = mixed_batches(vocab, corpus, t.train_len, t.batch, c.passkey_fraction, c.seed, c.distractors);
   if (c.probe_every <= 0) return train(model, p, t, corpus, key, budget, false, batches);
   std::vector<PasskeyExample> probe;
   for (double depth : c.depths) {
@@ -144,7 +149,7 @@ bool train_probed(TransformerLM& model, const ModelPlan& p, const nlohmann::json
 PasskeyRow row_from(const nlohmann::json& j, const ModelPlan& p, const std::string& path) {
   try {
     return {p.name, to_string(p.config.scheme), j.at("extension"), j.at("finetune"), j.at("length"), j.at("depth"),
-            j.at("accuracy"), j.at("logprob"), j.at("samples")};
+            j.at("accuracy"), j.at("logprob"), j.at("samples"), j.value("distractors", 0)};
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + " is corrupt (a row: " + e.what() + "); delete it to recompute");
   }
@@ -169,7 +174,7 @@ PasskeyResult run_passkey(const PasskeyConfig& c) {
   validate_passkey(c);
   const TrainSettings& t = c.training;
   const Corpus corpus = load_corpus(c.corpus);
-  const PasskeyVocab vocab(corpus);
+  const PasskeyVocab vocab(corpus, c.distractors > 0);
   const int longest = t.train_len * *std::max_element(c.multiples.begin(), c.multiples.end());
   if (static_cast<long>(corpus.valid.size()) < longest + 2 || static_cast<long>(corpus.train.size()) < kFinetuneScale * t.train_len + 2)
     throw Error("the corpus " + c.corpus + " is too short for sequences of " + std::to_string(longest) + " characters");

@@ -93,8 +93,8 @@ std::string leaderboard_markdown(const LeaderboardResult& result, const Leaderbo
 // The experiments' own results as observations (also what the tests feed the aggregation).
 void observe_extrapolate(const ExtrapolateResult& result, const ExtrapolateConfig& config, const std::string& corpus,
                          std::vector<Observation>* out);
-void observe_passkey(const PasskeyResult& result, const PasskeyConfig& config, const std::string& corpus, const std::string& metric,
-                     std::vector<Observation>* out);
+// Passkey rows with distractors are the "multikey" metric.
+void observe_passkey(const PasskeyResult& result, const PasskeyConfig& config, const std::string& corpus, std::vector<Observation>* out);
 void observe_sort(const std::vector<SortRow>& rows, const SortConfig& config, const std::string& corpus, std::vector<Observation>* out);
 
 }  // namespace posenc::lab

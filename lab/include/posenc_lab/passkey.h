@@ -35,6 +35,10 @@ struct PasskeyConfig {
   std::vector<int> multiples = {1, 2, 4, 8};  // grid lengths: train_len times these
   std::vector<double> depths = {0, 0.25, 0.5, 0.75, 1};
   double passkey_fraction = 0.9;  // passkey rows per training batch (the rest: plain text)
+  // Distractor keys (passkey_task.h; RULER's multi-key needle): each training passkey row has a
+  // uniform 0 .. distractors of them, and the grid is scored with none and with this many (rows
+  // with PasskeyRow::distractors > 0). 0: one key only, as before.
+  int distractors = 0;
   // Per extension, at 2x the training length (0: zero-shot only); about a quarter of training.
   // The PI paper's ~1% (15 steps here) barely moves these models; after 100, NTK and YaRN
   // retrieved at 2x and PI did not (it squeezes the high frequencies that the previous-token
@@ -62,6 +66,7 @@ struct PasskeyRow {
   double accuracy = 0;  // greedy exact match, 0..1
   double logprob = 0;   // mean natural-log probability of an answer digit
   int samples = 0;
+  int distractors = 0;  // distractor keys in each sequence of the cell
 };
 
 // Bits per character against position on plain validation text at the longest grid length.
