@@ -119,6 +119,13 @@ def test_xpos_through_apply_rope_rotates_cached_keys_alone():
     alone = posenc.apply_rope(k, schedule=s, positions=pos, layout="interleaved",
                               xpos=posenc.XPosScale(512, 12.0, first="key"))
     assert (alone.double() - xpos_reference(k, pos, 16, 12.0, "key", "interleaved")).abs().max() < 3e-6
+    # backend="torch" (what a GPU runs, here forced on the CPU) scales by the same float32 scales
+    q = torch.randn(1, 6, 2, 16)
+    scale = posenc.XPosScale(64, 3.0)
+    kernels = posenc.apply_rope(q, k, schedule=s, positions=pos, xpos=scale)
+    formula = posenc.apply_rope(q, k, schedule=s, positions=pos, xpos=scale, backend="torch")
+    for a, b in zip(kernels, formula):
+        assert (a - b).abs().max() < 2e-6
 
 
 @pytest.mark.parametrize("make,match", [
