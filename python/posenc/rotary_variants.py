@@ -125,7 +125,7 @@ class AxialRotaryEmbedding(torch.nn.Module):
         if learned:
             self.freqs = torch.nn.Parameter(freqs)
         else:
-            self.register_buffer("freqs", freqs)
+            self.register_buffer("freqs", freqs, persistent=False)  # rebuilt from the arguments, as RotaryEmbedding's
         self.axis_of_freq = [a for a in range(axes) for _ in range(dim // 2)]
 
     def extra_repr(self) -> str:

@@ -54,6 +54,8 @@ def test_axial_grid_is_get_axial_freqs_grid_and_one_axis_is_plain_rope():
     pixel = posenc.nn.AxialRotaryEmbedding(4, axes=2, freqs_for="pixel")
     y, x = torch.meshgrid(torch.linspace(-1, 1, 3), torch.linspace(-1, 1, 5), indexing="ij")
     assert (pixel.grid(3, 5) - torch.stack((y, x), -1).reshape(-1, 2)).abs().max() < 1e-7
+    inv_freq, axis_of_freq = posenc._posenc.axial_kernel_frequencies(3, 4, 10000.0)  # the core's kernel view
+    assert m.kernel_schedule().inv_freq.tolist() == inv_freq and m.kernel_schedule().axis_of_freq == axis_of_freq
     one = posenc.nn.AxialRotaryEmbedding(16, axes=1)
     q, k = torch.randn(1, 9, 2, 16), torch.randn(1, 9, 2, 16)
     plain = posenc.apply_rope(q, k, schedule=posenc.schedule(head_dim=16), layout="interleaved")

@@ -58,6 +58,9 @@ def test_xpos_matches_the_definition(layout, dtype, tol):
     c = (int(bpos.max()) + 1) // 2
     assert close(qx, xpos_reference(q, bpos, 32, c, "query", layout))
     assert close(kx, xpos_reference(k, bpos, 32, c, "key", layout))
+    heads_first = posenc.nn.XPos(32, layout=layout, heads_dim=1)  # [B, H, S, D] views, the same numbers
+    qt, kt = heads_first(q.transpose(1, 2), k.transpose(1, 2), bpos)
+    assert torch.equal(qt.transpose(1, 2), qx) and torch.equal(kt.transpose(1, 2), kx)
 
 
 def test_xpos_is_torchscales_xpos():
