@@ -15,6 +15,26 @@ _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: 
 _MAX_POSITION = 2**31 - 1  # the core's kMaxPosition: every path refuses a position past it
 
 
+@dataclasses.dataclass(frozen=True)
+class XPosScale:
+    """xPos (Sun et al. 2022, arXiv 2212.10554 §3.2; the core's rope_xpos.h): RoPE times a per-pair
+    decay zeta_i = (2i/d + gamma) / (1 + gamma), queries times zeta_i^((m - center)/scale_base),
+    keys times zeta_i^(-(n - center)/scale_base), both channels of pair i alike (torchscale's XPOS).
+    apply_rope gives q the role `first` ("query"; "key" to rotate cached keys alone) and k the key's.
+    The centre cancels in q.k; with cached keys, queries must use the keys' centre."""
+    scale_base: float
+    center: float
+    gamma: float = 0.4
+    first: str = "query"
+
+    def keywords(self, role: str) -> Dict[str, Any]:
+        return dict(xpos_scale_base=float(self.scale_base), xpos_gamma=float(self.gamma),
+                    xpos_center=float(self.center), xpos_role=role)
+
+
+_NO_XPOS = dict(xpos_scale_base=0.0, xpos_gamma=0.4, xpos_center=0.0, xpos_role="query")
+
+
 def _threads() -> int:
     """torch's thread count for the kernels, capped at theirs (torch accepts set_num_threads(2000))."""
     return max(1, min(torch.get_num_threads(), _posenc.max_threads()))
@@ -95,8 +115,9 @@ def _positions(positions: Optional[torch.Tensor], batch: int, tokens: int, devic
                      f"{list(p.shape)}{hint}")
 
 
-def _view(x: torch.Tensor, s, layout: str, heads_dim: int) -> Dict[str, Any]:
-    """The kernels' keywords for x's strided view and the schedule (x checked for the kernels)."""
+def _view(x: torch.Tensor, s, layout: str, heads_dim: int, xpos: Optional[Tuple[XPosScale, str]] = None) -> Dict[str, Any]:
+    """The kernels' keywords for x's strided view, the schedule and xPos with x's role (x checked
+    for the kernels)."""
     if x.dim() != 4:
         raise ValueError(f"q and k must be 4-D ([B, S, H, D] or [B, H, S, D]), got {x.dim()}-D")
     if x.device.type != "cpu":
@@ -106,7 +127,8 @@ def _view(x: torch.Tensor, s, layout: str, heads_dim: int) -> Dict[str, Any]:
     if x.stride(-1) != 1:
         raise ValueError("the last dimension (head_dim) must be contiguous")
     return dict(_strided(x, heads_dim), inv_freq=s.inv_freq.tolist(), axis_of_freq=s.axis_of_freq,
-                attention_factor=s.attention_factor, layout=layout, threads=_threads())
+                attention_factor=s.attention_factor, layout=layout, threads=_threads(),
+                **(xpos[0].keywords(xpos[1]) if xpos else _NO_XPOS))
 
 
 def _strided(x: torch.Tensor, heads_dim: int) -> Dict[str, Any]:
@@ -123,9 +145,9 @@ def _strided(x: torch.Tensor, heads_dim: int) -> Dict[str, Any]:
 
 
 def _rotate(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, offset: int, heads_dim: int,
-            direction: int) -> None:
-    """Rotates x in place through the SIMD kernels."""
-    view = _view(x, s, layout, heads_dim)
+            direction: int, xpos: Optional[Tuple[XPosScale, str]] = None) -> None:
+    """Rotates x in place through the SIMD kernels (xpos: the scale and x's role)."""
+    view = _view(x, s, layout, heads_dim, xpos)
     keep, ptr, is32, axes, axis_stride, shared = _positions(positions, view["batch"], view["tokens"])
     if x.numel() == 0:
         return
@@ -135,11 +157,13 @@ def _rotate(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, 
 
 
 def _formula(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, offset: int, heads_dim: int,
-             sign: float) -> torch.Tensor:
+             sign: float, xpos: Optional[Tuple[XPosScale, str]] = None) -> torch.Tensor:
     """The torch-native rotation, on x's device, differentiable by autograd: angles p * inv_freq in
-    float64 (float32 on MPS, which has no float64), cos and sin times the attention factor, the
-    rotation in float32 (float64 for a float64 x) as the kernels compute it, the result in x's
-    dtype. sign -1 is the transpose (the backward pass)."""
+    float64 (float32 on MPS, which has no float64), cos and sin times the attention factor (and
+    xPos's float32 scales of x's role, the kernels' own), the rotation in float32 (float64 for a
+    float64 x) as the kernels compute it, the result in x's dtype. sign -1 is the transpose (the
+    backward pass: the same scale, rotated back). positions may be real ([axes, B, S] of axial
+    coordinates: posenc.nn.AxialRotaryEmbedding)."""
     batch, tokens = x.shape[0], x.shape[1] if heads_dim == 2 else x.shape[2]
     dev = x.device
     angle_dtype = torch.float32 if dev.type == "mps" else torch.float64
@@ -157,6 +181,9 @@ def _formula(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str,
         ang = pos.unsqueeze(-1) * inv
     c = (ang.cos() * s.attention_factor).to(work)
     sn = (ang.sin() * (s.attention_factor * sign)).to(work)  # [B, S, half]
+    if xpos is not None:
+        scale = _xpos_scales(xpos, positions, batch, tokens, offset, half).to(device=dev, dtype=work)
+        c, sn = c * scale, sn * scale
     c, sn = (c.unsqueeze(2), sn.unsqueeze(2)) if heads_dim == 2 else (c.unsqueeze(1), sn.unsqueeze(1))
     xw = x.to(work)
     rot, rest = xw[..., : 2 * half], xw[..., 2 * half:]
@@ -172,35 +199,46 @@ def _formula(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str,
     return torch.cat((out, rest), dim=-1).to(x.dtype)
 
 
+def _xpos_scales(xpos: Tuple[XPosScale, str], positions: Optional[torch.Tensor], batch: int, tokens: int, offset: int,
+                 half: int) -> torch.Tensor:
+    """[B, S, half] float32: the core's xPos scales (XPosScales, what the kernels multiply by) of
+    each token's position, computed once per distinct position on the CPU."""
+    x, role = xpos
+    pos = torch.arange(tokens, dtype=torch.int64) if positions is None else positions.to("cpu", torch.int64)
+    unique, inverse = torch.unique(pos + offset, return_inverse=True)
+    table = _posenc.xpos_scales(x.scale_base, x.gamma, x.center, role, unique.tolist(), half)
+    return torch.tensor(table, dtype=torch.float32).view(-1, half)[inverse].expand(batch, tokens, half)
+
+
 class _Rope(torch.autograd.Function):
     """The kernels' rotation by sign (+1 RoPE, -1 its transpose) as a differentiable function:
     the backward is the same function with the opposite sign, so it is differentiable again
     (create_graph=True, double backward) and every order stays in the kernels."""
 
     @staticmethod
-    def forward(ctx, x, positions, s, layout, offset, heads_dim, sign):  # type: ignore[override]
+    def forward(ctx, x, positions, s, layout, offset, heads_dim, sign, xpos=None):  # type: ignore[override]
         ctx.save_for_backward(positions if positions is not None else torch.empty(0))
         ctx.has_positions = positions is not None
-        ctx.args = (s, layout, offset, heads_dim, sign)
+        ctx.args = (s, layout, offset, heads_dim, sign, xpos)
         if x.dtype == torch.float64:
-            return _formula(x, positions, s, layout, offset, heads_dim, float(sign))
+            return _formula(x, positions, s, layout, offset, heads_dim, float(sign), xpos)
         # (a gradient may arrive as an expanded view, even zero-size: an empty batch)
         out = x.clone(memory_format=torch.preserve_format) if x.stride(-1) == 1 else x.contiguous()
         if out.numel():
-            _rotate(out, positions, s, layout, offset, heads_dim, sign)
+            _rotate(out, positions, s, layout, offset, heads_dim, sign, xpos)
         return out
 
     @staticmethod
     def backward(ctx, g):  # type: ignore[override]
         (saved,) = ctx.saved_tensors
         positions = saved if ctx.has_positions else None
-        s, layout, offset, heads_dim, sign = ctx.args
-        return _Rope.apply(g, positions, s, layout, offset, heads_dim, -sign), None, None, None, None, None, None
+        s, layout, offset, heads_dim, sign, xpos = ctx.args
+        return _Rope.apply(g, positions, s, layout, offset, heads_dim, -sign, xpos), None, None, None, None, None, None, None
 
 
 def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, positions: Optional[torch.Tensor] = None,
                layout: str = "half_split", offset: int = 0, heads_dim: int = 2, inplace: bool = False,
-               backend: str = "auto") -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+               backend: str = "auto", xpos: Optional[XPosScale] = None) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Rotates q (and k) by RoPE at the given positions.
 
     q, k: [B, S, H, D] (heads_dim=2, the default) or [B, H, S, D] (heads_dim=1), float32,
@@ -218,6 +256,8 @@ def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, p
     backend: "kernels" (posenc's SIMD kernels, CPU tensors), "torch" (the same schedule, the
     same angles, in torch operations on the tensors' device: a GPU), "auto" (the kernels on the
     CPU, torch elsewhere). positions must be on q's device.
+    xpos: an XPosScale (posenc.nn.XPos builds it): q takes xpos.first's power, k the key's;
+    positions [S] or [B, S] (one axis).
     """
     if backend not in _BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(_BACKENDS)}, got '{backend}'")
@@ -227,6 +267,15 @@ def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, p
         raise ValueError(f"heads_dim must be 1 ([B, H, S, D]) or 2 ([B, S, H, D]), got {heads_dim}")
     _check_offset(offset)
     _check_schedule(schedule)
+    roles = [None, None]
+    if xpos is not None:
+        if not isinstance(xpos, XPosScale) or xpos.first not in ("query", "key"):
+            raise ValueError(f"xpos must be an XPosScale whose first is 'query' or 'key', got {xpos!r}")
+        if positions is not None and positions.dim() == 3:
+            raise ValueError(f"xPos scales by one position per token: positions must be [S] or [B, S], got "
+                             f"{list(positions.shape)}")
+        _posenc.validate_xpos(xpos.scale_base, xpos.gamma, xpos.center, 0, -1)  # the parameters alone
+        roles = [(xpos, xpos.first), (xpos, "key")]
     tensors = [q] if k is None else [q, k]
     for t in tensors:
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
@@ -253,17 +302,17 @@ def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, p
     if inplace:
         if torch.is_grad_enabled() and (learned or any(t.requires_grad for t in tensors)):
             raise ValueError("inplace=True rotates without autograd: use torch.no_grad() or inplace=False")
-        for t in tensors:
+        for t, role in zip(tensors, roles):
             if native or t.dtype == torch.float64:
-                t.copy_(_formula(t, positions, schedule, layout, offset, heads_dim, 1.0))
+                t.copy_(_formula(t, positions, schedule, layout, offset, heads_dim, 1.0, role))
             elif t.numel():
-                _rotate(t, positions, schedule, layout, offset, heads_dim, +1)
+                _rotate(t, positions, schedule, layout, offset, heads_dim, +1, role)
                 _wrote(t)
         return q if k is None else (q, k)
     if native:
-        out = [_formula(t, positions, schedule, layout, offset, heads_dim, 1.0) for t in tensors]
+        out = [_formula(t, positions, schedule, layout, offset, heads_dim, 1.0, r) for t, r in zip(tensors, roles)]
     else:
-        out = [_Rope.apply(t, positions, schedule, layout, offset, heads_dim, 1) for t in tensors]
+        out = [_Rope.apply(t, positions, schedule, layout, offset, heads_dim, 1, r) for t, r in zip(tensors, roles)]
     return out[0] if k is None else (out[0], out[1])
 
 

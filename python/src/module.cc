@@ -139,6 +139,9 @@ struct RotateCall {
   std::string layout;                     // half_split | interleaved | deepseek_v3
   int direction = 1;                      // -1: the transpose (backward)
   int threads = 0;
+  // xPos (rope_xpos.h): scale_base 0 is plain RoPE; the role of the one tensor this call rotates
+  double xpos_scale_base = 0, xpos_gamma = 0.4, xpos_center = 0;
+  std::string xpos_role = "query";        // query | key
 };
 
 template <class V>
@@ -164,6 +167,10 @@ void for_each_field(RotateCall& c, V&& visit) {
   visit("layout", c.layout);
   visit("direction", c.direction);
   visit("threads", c.threads);
+  visit("xpos_scale_base", c.xpos_scale_base);
+  visit("xpos_gamma", c.xpos_gamma);
+  visit("xpos_center", c.xpos_center);
+  visit("xpos_role", c.xpos_role);
 }
 
 // Every keyword is required and known: a misspelt one is an Error naming it.
@@ -191,6 +198,12 @@ RopeTensor view_of(const RotateCall& c) {
 RopeApplyParams apply_params_of(const RotateCall& c) {
   RopeApplyParams p = rope_apply_params(c.inv_freq, c.attention_factor, from_name<RopeLayout>(c.layout), c.axis_of_freq);
   p.direction = c.direction;
+  if (c.xpos_role != "query" && c.xpos_role != "key")
+    throw Error("xpos_role must be query or key, got '" + c.xpos_role + "'");
+  p.xpos.scale_base = c.xpos_scale_base;
+  p.xpos.gamma = c.xpos_gamma;
+  p.xpos.center = c.xpos_center;
+  p.xpos.first = c.xpos_role == "key" ? XPosRole::kKey : XPosRole::kQuery;
   return p;
 }
 
@@ -229,6 +242,7 @@ void rope_shift_view(const RotateCall& c, std::int64_t delta, int begin, int end
 
 namespace posenc {
 void add_attention(py::module_& m);  // attention_module.cc
+void add_rotary_variants(py::module_& m);  // rotary_module.cc
 }  // namespace posenc
 
 PYBIND11_MODULE(_posenc, m) {
@@ -256,6 +270,7 @@ PYBIND11_MODULE(_posenc, m) {
       .def_property_readonly("max_seq_len_cached", [](const PyRopeRuntime& r) { return r.runtime.max_seq_len_cached(); });
   m.def("rope_rotate", [](const py::kwargs& kwargs) { rope_rotate_view(rotate_call(kwargs)); });
   add_attention(m);
+  add_rotary_variants(m);
   m.def("rope_shift", [](std::int64_t delta, int begin, int end, const py::kwargs& kwargs) {
     rope_shift_view(rotate_call(kwargs), delta, begin, end);
   });

@@ -22,6 +22,9 @@ q, k = torch.randn(1, 16, 32, 128), torch.randn(1, 16, 8, 128)
 q, k = posenc.apply_rope(q, k, schedule=s)
 out = posenc.attention(q, k, torch.randn(1, 16, 8, 128), alibi=posenc.alibi_slopes(32))
 posenc.rope_shift(k.detach().clone(), -4, schedule=s)
+qx, kx = posenc.nn.XPos(128)(q, k)  # the rotary variants' module (rotary_variants.py) is installed too
+axial = posenc.nn.AxialRotaryEmbedding(32, axes=2)
+assert axial(q, k, axial.grid(4, 4))[0].shape == q.shape
 cos, sin = posenc.hf.RotaryEmbedding(str(configs / "llama3-128k.json"))(q, torch.arange(16)[None, :])
 assert cos.shape == (1, 16, 128)
 assert not [c["name"] for c in posenc.check() if not c["passed"]]
