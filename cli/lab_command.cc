@@ -8,6 +8,9 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <nlohmann/json.hpp>
+
+#include "options.h"
 
 #include "lab_options.h"
 #include "posenc/error.h"
@@ -16,6 +19,44 @@
 #include "ranges.h"
 
 namespace posenc::cli {
+
+namespace {
+
+// `lab heads`: which heads of a sort model attend to the previous token, measured.
+void add_lab_heads_command(CLI::App& lab_cmd) {
+  struct HeadsArgs {
+    lab::HeadOffsetsRequest request;
+    double threshold = 0.5;
+    bool json = false;
+  };
+  auto h = std::make_shared<HeadsArgs>();
+  CLI::App* cmd = lab_cmd.add_subcommand("heads", "a sort model's heads by where they look: mean attention mass per offset, "
+                                                  "previous-token heads named by measurement");
+  cmd->add_option("--model", h->request.model_path, "a model `lab sort` saved (<out>/sort-<scheme>.pt)")->required();
+  cmd->add_option("--digits", h->request.digits, "digits per test sequence")->capture_default_str();
+  cmd->add_option("--sequences", h->request.sequences, "test sequences averaged over")->capture_default_str();
+  cmd->add_option("--threshold", h->threshold, "mass on offset -1 that names a previous-token head")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  add_json_flag(cmd, h->json);
+  cmd->callback([h] {
+    const auto heads = lab::sort_head_offsets(h->request);
+    if (h->json) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& x : heads)
+        j.push_back({{"layer", x.layer}, {"head", x.head}, {"previous", x.previous()}, {"top_offset", -x.top_offset}, {"top_mass", x.top_mass},
+                     {"previous_token_head", x.previous() >= h->threshold}, {"mass_by_offset", x.mass}});
+      std::cout << j.dump(1) << "\n";
+      return;
+    }
+    std::printf("%s: attention mass by offset (key - query), mean over %d sequences of %d digits\n", h->request.model_path.c_str(),
+                h->request.sequences, h->request.digits);
+    std::printf("layer  head   self (0)   previous (-1)   most at\n");
+    for (const auto& x : heads)
+      std::printf("%5d  %4d   %8.2f   %13.2f   %4d (%.2f)%s\n", x.layer, x.head, x.mass[0], x.previous(), -x.top_offset, x.top_mass,
+                  x.previous() >= h->threshold ? "   previous-token head" : "");
+  });
+}
+
+}  // namespace
 
 void add_lab_command(CLI::App& app) {
   struct Args {
@@ -83,6 +124,7 @@ void add_lab_command(CLI::App& app) {
     else
       std::cout << lab::format_sort_table(rows, c) << "models: " << c.training.out_dir << "/sort-<scheme>.pt\n";
   });
+  add_lab_heads_command(*lab_cmd);
   add_lab_passkey_command(*lab_cmd);
   add_lab_leaderboard_command(*lab_cmd);
 }

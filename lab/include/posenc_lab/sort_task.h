@@ -57,4 +57,25 @@ struct HeatmapRequestAttention {
 // Attention probabilities of one head ([query][key], row-major) and their size.
 std::vector<double> attention_weights(const HeatmapRequestAttention& request, int* size);
 
+// Which heads look where, measured (`posenc lab heads`): a saved sort model run on `sequences`
+// test sequences of `digits` digits (2 digits + 1 tokens each, drawn from seed).
+struct HeadOffsetsRequest {
+  std::string model_path;  // e.g. <out>/sort-rope.pt
+  int digits = 16;
+  int sequences = 64;
+  unsigned long long seed = 1;
+};
+// Per (layer, head): mass[o], the attention probability on the key o tokens back (o = 0: the
+// query itself), averaged over the queries that have such a key and over the sequences; and the
+// offset with the most. A previous-token head (Olsson et al. 2022) has most of it at o = 1.
+struct HeadOffsets {
+  int layer = 0, head = 0;
+  double top_mass = 0;
+  int top_offset = 0;
+  std::vector<double> mass;  // [2 digits + 1]
+  double previous() const { return mass.size() > 1 ? mass[1] : 0; }
+};
+// Errors name the value: a file that is not a sort model, digits or sequences out of range.
+std::vector<HeadOffsets> sort_head_offsets(const HeadOffsetsRequest& request);
+
 }  // namespace posenc::lab
