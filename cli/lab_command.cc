@@ -71,9 +71,12 @@ void add_lab_command(CLI::App& app) {
   CLI::App* ex = lab_cmd->add_subcommand("extrapolate", "train short, test long: bits per character per scheme and RoPE extension");
   lab::ExtrapolateConfig& ec = a->config;
   add_size_flags(ex, &a->quick, &a->full, "the demo: nope, sinusoidal, rope (+ extensions), alibi; a few minutes",
-                 "every scheme, 3 seeds, RoPE base sweep, sinusoidal fusion modes, scored to 16384");
+                 "every scheme, 3 seeds, RoPE and sinusoidal base sweeps, sinusoidal fusion modes, scored to 16384");
   add_lab_run_options(ex, {&ec.schemes, &ec.training, &ec.shape, &a->seed, &ec.corpus, &a->json, &ec.launch}, "characters");
   add_extensions_option(ex, &ec.extensions);
+  add_list_option(ex, "--rope-bases", ec.rope_bases, "extra RoPE models with these bases (rope-base<B>; the rope scheme keeps 10000)");
+  add_list_option(ex, "--sinusoidal-bases", ec.sinusoidal_bases,
+                  "extra sinusoidal models with these table bases (sinusoidal-base<B>; the sinusoidal scheme keeps 10000)");
   std::string default_lens, full_lens;
   for (int len : ec.eval_lens) default_lens += (default_lens.empty() ? "" : ",") + std::to_string(len);
   for (int len : lab::kFullEvalLens)

@@ -14,6 +14,8 @@
 #include "posenc_lab/sort_task.h"
 #include "posenc_torch/model.h"
 #include "lab_support.h"
+#include "posenc/sinusoidal.h"
+#include "checkpoint.h"
 
 namespace posenc::lab {
 namespace {
@@ -63,11 +65,14 @@ TEST(LabPresets, FullAddsTheSweepsAndKeepsWhatTheUserSet) {
   EXPECT_EQ(full.training.steps, 800);
   EXPECT_EQ(full.eval_lens, kFullEvalLens);
   EXPECT_EQ(full.rope_bases, (std::vector<double>{100, 1e6}));
+  EXPECT_EQ(full.sinusoidal_bases, (std::vector<double>{100, 1e6}));
   EXPECT_EQ(full.pi_finetune_steps, 200);
   ExtrapolateConfig mine;
   mine.schemes = {"rope"};
   mine.training.steps = 7;
-  const ExtrapolateConfig kept = mine.full(0, true, true);  // --schemes and --steps given
+  mine.sinusoidal_bases = {500};
+  const ExtrapolateConfig kept = mine.full(0, true, true);  // --schemes, --steps and --sinusoidal-bases given
+  EXPECT_EQ(kept.sinusoidal_bases, (std::vector<double>{500}));
   EXPECT_EQ(kept.schemes, mine.schemes);
   EXPECT_EQ(kept.training.steps, 7);
   PasskeyConfig passkey;
@@ -120,6 +125,32 @@ TEST(Lab, TrainsEvaluatesAndReportsLengthsCorrectly) {
   const std::string svg = results_svg(r, c);
   EXPECT_NE(svg.find("data-name=\"rope + pi\""), std::string::npos);
   EXPECT_NE(results_json(r, c).find("\"results\""), std::string::npos);
+}
+
+TEST(Lab, ASinusoidalBaseSweepTrainsModelsWithTheirOwnTables) {
+  ExtrapolateConfig c = test::tiny("lab_sinusoidal_bases", {"sinusoidal"});
+  c.sinusoidal_bases = {100};
+  c.training.steps = 2;
+  const ExtrapolateResult r = run_extrapolate(c);
+  bool variant_scored = false;
+  for (const ResultRow& row : r.rows) variant_scored = variant_scored || row.model == "sinusoidal-base100";
+  EXPECT_TRUE(variant_scored);
+  torch_layer::TransformerLM model = load_model_file(c.training.out_dir + "/sinusoidal-base100.pt");
+  EXPECT_EQ(model->config().sinusoidal_base, 100);
+  // Its table is the core's at base 100 (the scheme's own model keeps 10000).
+  const std::vector<std::int64_t> positions = {0, 1, 7, 30};
+  SinusoidalParams p;
+  p.dim = model->config().d_model;
+  p.base = 100;
+  const std::vector<float> want = sinusoidal_table(p, positions);
+  // The model's own module, by its registered name.
+  auto* module = model->named_children()["sinusoidal"]->as<torch_layer::SinusoidalPositionalEncodingImpl>();
+  ASSERT_NE(module, nullptr);
+  const torch::Tensor got = module->forward(torch::tensor(positions)).contiguous();
+  ASSERT_EQ(got.numel(), static_cast<std::int64_t>(want.size()));
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got.data_ptr<float>()[i], want[i], 1e-6) << i;
+  c.sinusoidal_bases = {1};
+  EXPECT_HAS(test::error_of([&] { run_extrapolate(c); }), "--sinusoidal-bases: a base must be a finite number > 1, got 1");
 }
 
 TEST(Lab, TransformerXlTrainsAndReadsWithItsMemory) {

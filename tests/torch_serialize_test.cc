@@ -162,7 +162,7 @@ TEST(TorchSerialize, UnknownNamesAndKeysAreErrors) {
   expect_error(replaced(good, "\"d_ff\"", "\"d_fff\""), "d_ff");
   expect_error(replaced(good, "\"beta_fast\"", "\"beta_fastt\""), "rope.beta_fastt");
   expect_error(replaced(good, "\"rope_type\":\"default\"", "\"rope_type\":\"yarnn\""), "unknown rope type 'yarnn'");
-  expect_error(replaced(good, "\"version\":2", "\"version\":3"), "version 3");
+  expect_error(replaced(good, "\"version\":3", "\"version\":4"), "version 4");
   expect_error(replaced(good, "\"bidirectional\":false", "\"bidirectional\":0"), "t5.bidirectional");
 }
 
@@ -178,6 +178,25 @@ TEST(TorchSerialize, VersionOneFilesStillLoad) {
   EXPECT_EQ(c.rope.factor, 4.0);
   EXPECT_FALSE(c.t5.bidirectional);
   expect_error(replaced(v1, "\"fusion\":\"add\"", "\"fusion\":\"sum\""), "fusion must be one of add|concat|multiply, got 'sum'");
+}
+
+TEST(TorchSerialize, VersionTwoFilesLoadWithTheSinusoidalBaseTheyHad) {
+  ModelConfig wanted = small(Scheme::kSinusoidal);
+  std::string v2 = replaced(config_to_json(wanted), "\"version\":3", "\"version\":2");
+  v2 = replaced(v2, "\"sinusoidal_base\":10000.0,", "");  // version 2 had no such key: its base was 10000
+  EXPECT_EQ(config_to_json(config_from_json(v2)), config_to_json(wanted));
+  // In version 2 the key is unknown; in 3 a base <= 1 is refused.
+  expect_error(replaced(config_to_json(wanted), "\"version\":3", "\"version\":2"), "sinusoidal_base");
+  wanted.sinusoidal_base = 100;
+  const ModelConfig read = config_from_json(config_to_json(wanted));
+  EXPECT_EQ(read.sinusoidal_base, 100);
+  wanted.sinusoidal_base = 1;
+  try {
+    TransformerLM model(wanted);
+    ADD_FAILURE() << "a sinusoidal base of 1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sinusoidal_base must be a finite number > 1, got 1"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TorchSerialize, MropeIsRejectedByTheTextModel) {

@@ -1,6 +1,8 @@
 #include "extrapolate_plan.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "check_range.h"
 #include "posenc/error.h"
@@ -11,6 +13,21 @@ namespace posenc::lab {
 
 using torch_layer::Fusion;
 using torch_layer::ModelConfig;
+
+namespace {
+
+// A base in a model's name: integers whole ("rope-base100", "sinusoidal-base1000000"), others
+// in the shortest form that reads back.
+std::string base_label(double b) {
+  if (b == std::floor(b) && b < 1e15) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f", b);
+    return buf;
+  }
+  return format_number(b);
+}
+
+}  // namespace
 
 std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab) {
   std::vector<ModelPlan> plans;
@@ -23,8 +40,13 @@ std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab) {
       plans.push_back({name + suffix, base(torch_layer::language_model_scheme(name, "--schemes")), seed});
     }
     for (double b : c.rope_bases) {
-      ModelPlan p{"rope-base" + format_number(b) + suffix, base(Scheme::kRope), seed, true};
+      ModelPlan p{"rope-base" + base_label(b) + suffix, base(Scheme::kRope), seed, true};
       p.config.rope.theta = b;
+      plans.push_back(p);
+    }
+    for (double b : c.sinusoidal_bases) {
+      ModelPlan p{"sinusoidal-base" + base_label(b) + suffix, base(Scheme::kSinusoidal), seed, true};
+      p.config.sinusoidal_base = b;
       plans.push_back(p);
     }
     for (const std::string& f : c.fusions) {
@@ -77,7 +99,12 @@ void validate(const ExtrapolateConfig& c) {
   if (c.pi_finetune_steps > 0) check_range("--train-len (the PI fine-tune trains at 4x)", c.training.train_len, 2, kMaxTrainLen / kPiScale);
   if (c.eval_lens.empty()) throw Error("--eval-lens is empty: give at least one evaluation length");
   for (int len : c.eval_lens) check_range("--eval-lens", len, 2, kMaxEvalLen);
-  if (c.schemes.empty() && c.rope_bases.empty() && c.fusions.empty()) throw Error("--schemes is empty: give at least one scheme");
+  if (c.schemes.empty() && c.rope_bases.empty() && c.sinusoidal_bases.empty() && c.fusions.empty())
+    throw Error("--schemes is empty: give at least one scheme");
+  for (double b : c.rope_bases)
+    if (!(b > 1 && std::isfinite(b))) throw Error("--rope-bases: a base must be a finite number > 1, got " + format_number(b));
+  for (double b : c.sinusoidal_bases)
+    if (!(b > 1 && std::isfinite(b))) throw Error("--sinusoidal-bases: a base must be a finite number > 1, got " + format_number(b));
   for (const std::string& name : c.schemes) torch_layer::language_model_scheme(name, "--schemes");  // throws naming a bad one
   for (const std::string& f : c.fusions) from_name<Fusion>(f);
   if (c.extensions.empty()) throw Error("--extensions is empty: give at least one of " + enum_names_joined<RopeExtension>(", "));
@@ -87,7 +114,8 @@ void validate(const ExtrapolateConfig& c) {
 ExtrapolateConfig ExtrapolateConfig::full(int seed, bool schemes_given, bool steps_given) const {
   ExtrapolateConfig c = *this;
   if (!schemes_given) c.schemes = {"nope", "sinusoidal", "learned", "rope", "alibi", "t5", "xl", "deberta"};
-  c.rope_bases = {100, 1e6};  // with the default rope (base 10000): the base sweep
+  if (c.rope_bases.empty()) c.rope_bases = {100, 1e6};  // with the default rope (base 10000): the base sweep
+  if (c.sinusoidal_bases.empty()) c.sinusoidal_bases = {100, 1e6};  // and the sinusoidal table's
   c.fusions = {"concat", "multiply"};
   c.pi_finetune_steps = 200;
   if (!steps_given) c.training.steps = 800;

@@ -177,7 +177,7 @@ TransformerLMImpl::TransformerLMImpl(const ModelConfig& config) : config_(config
   const int token_dim = absolute && config_.fusion == Fusion::kConcat ? config_.d_model - pe_dim : config_.d_model;
   embed = register_module("embed", torch::nn::Embedding(config_.vocab_size, token_dim));
   switch (config_.scheme) {
-    case Scheme::kSinusoidal: sinusoidal = register_module("sinusoidal", SinusoidalPositionalEncoding(pe_dim)); break;
+    case Scheme::kSinusoidal: sinusoidal = register_module("sinusoidal", SinusoidalPositionalEncoding(pe_dim, SinusoidalLayout::kInterleaved, config_.sinusoidal_base)); break;
     case Scheme::kLearned: learned = register_module("learned", LearnedPositionalEmbedding(config_.learned_positions, pe_dim)); break;
     case Scheme::kRope:
     case Scheme::kMrope: rotary = register_module("rotary", RotaryEmbedding(config_.rope)); break;

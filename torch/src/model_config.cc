@@ -1,3 +1,4 @@
+#include <cmath>
 #include "posenc_torch/model_config.h"
 
 #include <nlohmann/json.hpp>
@@ -158,6 +159,8 @@ void ModelConfig::validate() const {
     throw Error("scheme 'fox' is causal: its bias sums the forget gates between a key and a later query (Lin et al. 2025)");
   if (scheme == Scheme::kSandwich && head_dim() % 2 != 0)
     throw Error("Sandwich's sinusoids need an even head_dim (its d'), got " + std::to_string(head_dim()));
+  if (!(sinusoidal_base > 1 && std::isfinite(sinusoidal_base)))
+    throw Error("sinusoidal_base must be a finite number > 1, got " + std::to_string(sinusoidal_base));
   if (xl_clamp_len < 0 || xl_mem_len < 0) throw Error("xl_clamp_len and xl_mem_len must be >= 0");
   if (xl_mem_len > 0 && scheme != Scheme::kXl)
     throw Error("xl_mem_len " + std::to_string(xl_mem_len) + " is for the xl scheme only, got scheme '" +
@@ -181,9 +184,9 @@ ModelConfig config_from_json(const std::string& text) {
   if (!j.is_object()) throw Error("model config must be a JSON object");
   if (!j.contains("version")) return read_v1(j);
   const int version = get_int(j, "version");
-  if (version != kModelConfigVersion)
-    throw Error("model config version " + std::to_string(version) + " is not one this posenc reads (it reads 1 and " +
-                std::to_string(kModelConfigVersion) + "); a newer posenc wrote it");
+  if (version < 2 || version > kModelConfigVersion)
+    throw Error("model config version " + std::to_string(version) + " is not one this posenc reads (it reads 1 to " +
+                std::to_string(kModelConfigVersion) + ")" + (version > kModelConfigVersion ? "; a newer posenc wrote it" : ""));
   if (get_string(j, "format") != "posenc-model-config") throw Error("model config: format must be 'posenc-model-config'");
   ModelConfig c;
   read_fields(j, version, "", c, {"format", "version"});

@@ -50,12 +50,13 @@ struct ExtrapolateConfig {
   int eval_chars = 8192;         // validation tokens scored per eval length
   int incremental_tokens = 1024;  // validation tokens decoded one by one for incremental dynamic NTK, and the text of the 'dynamic' row then (0: skip)
   std::vector<double> rope_bases;    // base sweep: extra RoPE models ("rope-base100", ...)
+  std::vector<double> sinusoidal_bases;  // base sweep: extra sinusoidal models ("sinusoidal-base100", ...)
   std::vector<std::string> fusions;  // extra sinusoidal models with these fusions ("sinusoidal-concat", ...)
   int pi_finetune_steps = 0;         // PI with a short fine-tune at 4x the training length
   long stop_after_steps = -1;        // stop (as if killed) after this many training steps in this run
   LaunchConfig launch;               // ranks of a distributed run (distributed.h); default: this process alone
 
-  // `--full`: every scheme, 3 seeds from seed, the RoPE base sweep (100 and 1e6 beside the
+  // `--full`: every scheme, 3 seeds from seed, the RoPE and sinusoidal base sweeps (100 and 1e6 beside the
   // default 10000), the sinusoidal fusion modes, PI with a fine-tune, scored to kMaxEvalLen.
   // What the user set stays: schemes_given / steps_given keep this config's schemes / steps.
   ExtrapolateConfig full(int seed, bool schemes_given, bool steps_given) const;

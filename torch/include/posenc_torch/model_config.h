@@ -54,6 +54,7 @@ struct ModelConfig {
   Scheme scheme = Scheme::kRope;
   Fusion fusion = Fusion::kAdd;
   int pe_dim = 0;  // concat: width of the positional part (0: d_model / 4)
+  double sinusoidal_base = 10000;  // the sinusoidal table's base (Vaswani et al. 2017: 10000)
   RopeParams rope;  // type, theta, scaling; head_dim is set from d_model / n_heads
   int learned_positions = 1024;
   T5BucketParams t5{32, 128, false};
@@ -68,7 +69,7 @@ struct ModelConfig {
   void validate() const;  // throws posenc::Error
 };
 
-inline constexpr int kModelConfigVersion = 2;
+inline constexpr int kModelConfigVersion = 3;  // 3: sinusoidal_base
 
 // The field table of ModelConfig (and of its T5 buckets): one row per field, its JSON key and
 // the file version that brought it. It drives config_to_json, config_from_json (keys, known-key
@@ -93,6 +94,7 @@ void for_each_field(C& c, V&& visit) {
   visit(ConfigField{"scheme"}, c.scheme);
   visit(ConfigField{"fusion"}, c.fusion);
   visit(ConfigField{"pe_dim"}, c.pe_dim);
+  visit(ConfigField{"sinusoidal_base", 3}, c.sinusoidal_base);
   visit(ConfigField{"rope", 2}, c.rope);
   visit(ConfigField{"learned_positions"}, c.learned_positions);
   visit(ConfigField{"t5", 2}, c.t5);
