@@ -12,6 +12,7 @@
 #if HWY_ONCE
 #include <string>
 
+#include "attention_bf16.h"
 #include "posenc/error.h"
 #include "posenc/rope_kernels.h"
 
@@ -29,12 +30,14 @@ void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
   const int threads = kernel_threads(options.threads, "attention");
   const attention_detail::Plan plan = attention_detail::make_plan(q, k, v, out, params, options.table);
   if (std::int64_t{q.batch} * q.tokens == 0) return;
+  if (attention_detail::run_attention_bf16(plan, threads, options)) return;  // bf16 q, k, v on AVX512-BF16
   HWY_DYNAMIC_DISPATCH(AttentionAll)(plan, threads, options.lse);
 }
 
 std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p, const KernelOptions& options) {
   const bool remapped = p.positions == AttentionPositions::kRope && p.remap.kind != PositionRemapKind::kNone;
-  const auto floats = static_cast<std::int64_t>(attention_detail::tile_floats(q.head_dim, remapped));
+  const auto floats = static_cast<std::int64_t>(  // the f32 kernel's tiles or the bf16 path's, whichever is larger
+      std::max(attention_detail::tile_floats(q.head_dim, remapped), attention_detail::bf16_tile_floats(q.head_dim)));
   std::int64_t bytes = floats * static_cast<std::int64_t>(sizeof(float)) * std::max(kernel_threads(options.threads, "attention"), 1);
   if (p.remap.kind == PositionRemapKind::kLeakyReRope && p.positions == AttentionPositions::kRope)  // Remap::keys
     bytes += std::int64_t{p.k_positions.same_for_every_batch_row() ? std::min(k.batch, 1) : k.batch} * k.tokens * 2 *
