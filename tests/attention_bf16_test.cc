@@ -114,17 +114,18 @@ struct Case {
   RopeLayout layout;
   bool padded;  // batch row 1's first 20 keys padding: its first 20 queries (causal) see no key
   DType out;
+  int window;  // sliding window, 0: none
 };
 
 TEST(AttentionBf16, WithinTheBoundOfBf16RoundingAgainstTheDoubleReference) {
   if (!attention_bf16_available()) GTEST_SKIP() << "this CPU has no AVX512-BF16: the path is never taken (the fallback test covers it)";
   const std::vector<Case> cases = {
-      {"alibi causal GQA, T of 2 query tiles and 3 key tiles, partial", 150, 150, 4, 2, 64, AttentionPositions::kAlibi, true, RopeLayout::kHalfSplit, false, DType::kF32},
-      {"alibi symmetric, decode-like S < T, T not a tile multiple", 33, 100, 4, 2, 64, AttentionPositions::kAlibi, false, RopeLayout::kHalfSplit, false, DType::kF32},
-      {"rope half-split causal D 128", 200, 200, 4, 1, 128, AttentionPositions::kRope, true, RopeLayout::kHalfSplit, false, DType::kF32},
-      {"rope interleaved D 40 (a partial vector of sums), bf16 out", 70, 70, 2, 2, 40, AttentionPositions::kRope, false, RopeLayout::kInterleaved, false, DType::kBF16},
-      {"no positions, odd D 33, rows that see no key", 90, 90, 2, 1, 33, AttentionPositions::kNone, true, RopeLayout::kHalfSplit, true, DType::kF32},
-      {"t5 causal, padding", 130, 130, 2, 2, 64, AttentionPositions::kT5, true, RopeLayout::kHalfSplit, true, DType::kF32},
+      {"alibi causal GQA, 2 query tiles and 5 key tiles, each last one partial", 300, 300, 4, 2, 64, AttentionPositions::kAlibi, true, RopeLayout::kHalfSplit, false, DType::kF32, 0},
+      {"alibi symmetric, S < T, T not a tile multiple", 33, 100, 4, 2, 64, AttentionPositions::kAlibi, false, RopeLayout::kHalfSplit, false, DType::kF32, 0},
+      {"rope half-split causal D 128, sliding window 70", 200, 200, 4, 1, 128, AttentionPositions::kRope, true, RopeLayout::kHalfSplit, false, DType::kF32, 70},
+      {"rope interleaved D 40 (a partial vector of sums), bf16 out", 70, 70, 2, 2, 40, AttentionPositions::kRope, false, RopeLayout::kInterleaved, false, DType::kBF16, 0},
+      {"no positions, odd D 33, rows that see no key", 90, 90, 2, 1, 33, AttentionPositions::kNone, true, RopeLayout::kHalfSplit, true, DType::kF32, 0},
+      {"t5 causal, padding", 130, 130, 2, 2, 64, AttentionPositions::kT5, true, RopeLayout::kHalfSplit, true, DType::kF32, 0},
   };
   std::mt19937 rng(29);
   for (const Case& c : cases) {
@@ -139,6 +140,7 @@ TEST(AttentionBf16, WithinTheBoundOfBf16RoundingAgainstTheDoubleReference) {
     p.rope = rope_apply_params(sched, c.layout);
     p.q_positions.offset = 5 + c.T - c.S;
     p.k_positions.offset = 5;
+    p.mask.sliding_window = c.window;
     if (c.padded) {
       for (int j = 0; j < 20; ++j) setup.padding[static_cast<std::size_t>(c.T) + j] = 0;
       p.mask.key_padding = setup.padding.data();
@@ -158,8 +160,9 @@ TEST(AttentionBf16, WithinTheBoundOfBf16RoundingAgainstTheDoubleReference) {
 TEST(AttentionBf16, TakenOnlyForBf16InputsWithoutRemapAndWithATaskPerThread) {
   if (!attention_bf16_available()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
   std::mt19937 rng(1);
-  Tensor4 q = make(DType::kBF16, 1, 200, 2, 32, false, &rng), k = make(DType::kBF16, 1, 200, 2, 32, false, &rng);
-  Tensor4 k32 = make(DType::kF32, 1, 200, 2, 32, false, &rng), k16 = make(DType::kF16, 1, 200, 2, 32, false, &rng);
+  const int S = attention_detail::kBf16QueryTile + 44;  // 2 query tiles
+  Tensor4 q = make(DType::kBF16, 1, S, 2, 32, false, &rng), k = make(DType::kBF16, 1, S, 2, 32, false, &rng);
+  Tensor4 k32 = make(DType::kF32, 1, S, 2, 32, false, &rng), k16 = make(DType::kF16, 1, S, 2, 32, false, &rng);
   AttentionParams p;
   AttentionOptions o;
   o.threads = 2;

@@ -46,7 +46,7 @@ bool attention_runs_bf16(const RopeTensor& q, const RopeTensor& k, const RopeTen
   if (q.dtype != DType::kBF16 || k.dtype != DType::kBF16 || v.dtype != DType::kBF16) return false;
   if (params.positions == AttentionPositions::kRope && params.remap.kind != PositionRemapKind::kNone) return false;
   const int threads = kernel_threads(options.threads, "attention");
-  const std::int64_t query_tiles = (std::int64_t{q.tokens} + attention_detail::kQueryTile - 1) / attention_detail::kQueryTile;
+  const std::int64_t query_tiles = (std::int64_t{q.tokens} + attention_detail::kBf16QueryTile - 1) / attention_detail::kBf16QueryTile;
   return std::int64_t{q.batch} * q.heads * query_tiles >= threads;  // else the f32 kernel splits the keys
 }
 
@@ -64,14 +64,14 @@ struct Bf16Tiles {
       at += aligned16(floats);
       return region;
     };
-    Qp = reinterpret_cast<std::uint32_t*>(take(std::size_t{kPaddedRows} * pairs));
+    Qp = reinterpret_cast<std::uint32_t*>(take(std::size_t{kBf16QueryTile} * pairs));
     staged = reinterpret_cast<std::uint32_t*>(take(std::size_t{kKeyTile} * pairs));
     Kp = reinterpret_cast<std::uint32_t*>(take(std::size_t{kKeyTile} * pairs));
     Vp = reinterpret_cast<std::uint32_t*>(take(std::size_t{kKeyTile / 2} * Dv));
-    Sc = take(std::size_t{kPaddedRows} * kKeyTile);
-    acc = take(std::size_t{kPaddedRows} * Dv);
-    row_max = take(kPaddedRows);
-    row_sum = take(kPaddedRows);
+    Sc = take(std::size_t{kBf16QueryTile} * kKeyTile);
+    acc = take(std::size_t{kBf16QueryTile} * Dv);
+    row_max = take(kBf16QueryTile);
+    row_sum = take(kBf16QueryTile);
     row = take(static_cast<std::size_t>(D));
     tmp = take(static_cast<std::size_t>(D));
   }
@@ -117,11 +117,11 @@ void attend_query_tile(const Plan& plan, int b, int h, int i0, int rows, float* 
   const int hk = h / plan.group, rows4 = (rows + kRowBlock - 1) / kRowBlock * kRowBlock;
   load_query_tile(plan, b, h, i0, rows, rows4, w);
   std::fill(w.acc, w.acc + static_cast<std::size_t>(rows4) * w.Dv, 0.0f);
-  std::fill(w.row_max, w.row_max + kPaddedRows, neg_inf);
-  std::fill(w.row_sum, w.row_sum + kPaddedRows, 0.0f);
+  std::fill(w.row_max, w.row_max + kBf16QueryTile, neg_inf);
+  std::fill(w.row_sum, w.row_sum + kBf16QueryTile, 0.0f);
   std::int64_t lo, hi;
   plan.key_range(i0, i0 + rows, &lo, &hi);
-  std::vector<std::int64_t> positions(kQueryTile + kKeyTile);
+  std::vector<std::int64_t> positions(kBf16QueryTile + kKeyTile);
   std::vector<int> lut;
   for (std::int64_t j0 = lo; j0 < hi; j0 += kKeyTile) {
     const int cols = static_cast<int>(std::min<std::int64_t>(kKeyTile, hi - j0));
@@ -146,15 +146,15 @@ void attend_query_tile(const Plan& plan, int b, int h, int i0, int rows, float* 
 
 std::size_t bf16_tile_floats(int D) {
   const std::size_t pairs = static_cast<std::size_t>(bf16::channel_pairs(D)), Dv = static_cast<std::size_t>(bf16::value_width(D));
-  return aligned16(kPaddedRows * pairs) + 2 * aligned16(kKeyTile * pairs) + aligned16(kKeyTile / 2 * Dv) +
-         aligned16(std::size_t{kPaddedRows} * kKeyTile) + aligned16(kPaddedRows * Dv) + 2 * aligned16(kPaddedRows) +
+  return aligned16(kBf16QueryTile * pairs) + 2 * aligned16(kKeyTile * pairs) + aligned16(kKeyTile / 2 * Dv) +
+         aligned16(std::size_t{kBf16QueryTile} * kKeyTile) + aligned16(kBf16QueryTile * Dv) + 2 * aligned16(kBf16QueryTile) +
          2 * aligned16(static_cast<std::size_t>(D));
 }
 
 bool run_attention_bf16(const Plan& plan, int threads, const AttentionOptions& options) {
 #if POSENC_ATTENTION_BF16_X86
   if (!attention_runs_bf16(*plan.q, *plan.k, *plan.v, *plan.p, options)) return false;
-  const int query_tiles = (plan.S + kQueryTile - 1) / kQueryTile;
+  const int query_tiles = (plan.S + kBf16QueryTile - 1) / kBf16QueryTile;
   const std::int64_t tasks = std::int64_t{plan.q->batch} * plan.Hq * query_tiles;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
@@ -166,8 +166,8 @@ bool run_attention_bf16(const Plan& plan, int threads, const AttentionOptions& o
 #endif
     for (std::int64_t task = 0; task < tasks; ++task) {
       const int tile = static_cast<int>(task % query_tiles), h = static_cast<int>(task / query_tiles % plan.Hq);
-      const int b = static_cast<int>(task / query_tiles / plan.Hq), i0 = tile * kQueryTile;
-      attend_query_tile(plan, b, h, i0, std::min(kQueryTile, plan.S - i0), options.lse, tiles);
+      const int b = static_cast<int>(task / query_tiles / plan.Hq), i0 = tile * kBf16QueryTile;
+      attend_query_tile(plan, b, h, i0, std::min(kBf16QueryTile, plan.S - i0), options.lse, tiles);
     }
   }
   return true;

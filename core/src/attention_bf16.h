@@ -7,6 +7,14 @@
 
 namespace posenc::attention_detail {
 
+// Queries per task (a multiple of kRowBlock). Each key tile is packed (k rotated, both tiles
+// rounded and reordered into pairs) once per query tile, so a taller tile amortises it: twice
+// the f32 kernel's kQueryTile (bf16 query and weight tiles take half the bytes). Measured in
+// posenc_attention_bf16_bench on a loaded Zen 4 (2 interleaved runs, 8 configurations each at
+// S = 4096, 1 thread): rate_vs_f32 1.54-2.02 with 128 rows, 1.73-2.85 with 256.
+inline constexpr int kBf16QueryTile = 256;
+static_assert(kBf16QueryTile % kRowBlock == 0, "whole blocks of query rows");
+
 // Runs the plan on the bf16 path and returns true when attention_runs_bf16() says so; false
 // (nothing written) otherwise. threads: kernel_threads' count.
 bool run_attention_bf16(const Plan& plan, int threads, const AttentionOptions& options);
