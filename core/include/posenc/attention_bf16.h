@@ -10,7 +10,7 @@
 //   out         in out's own dtype
 // Everything else, and these calls when AttentionOptions::bf16_dot_products is false, takes the
 // f32 kernel (bf16 read into f32): another dtype for any of q, k, v; a RoPE position remap;
-// fewer (batch x heads x query tiles of 128) than threads, where the f32 kernel splits the keys
+// fewer (batch x heads x query tiles of 256) than threads, where the f32 kernel splits the keys
 // across threads (decode); a CPU without AVX512-BF16 (or whose OS does not save the AVX-512
 // state: the compiler's __builtin_cpu_supports checks XCR0). No AMX tiles: the hosts this was
 // built and measured on have none.
