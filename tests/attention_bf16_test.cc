@@ -209,13 +209,38 @@ TEST(AttentionBf16, WithoutTheInstructionTheF32KernelRunsBitForBit) {
   EXPECT_NE(native.bytes, f32_kernel.bytes);
 }
 
-TEST(AttentionBf16, ExtraBytesCoverItsTiles) {
+TEST(AttentionBf16, KeysPackedAheadOrPerTaskGiveTheSameBits) {
+  if (!attention_bf16_available()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  std::mt19937 rng(4);
+  const int B = 2, S = 300, T = 300, Hq = 4, Hk = 2, D = 64;
+  const RopeSchedule sched = testing::plain_schedule(D);
+  for (auto positions : {AttentionPositions::kAlibi, AttentionPositions::kRope}) {
+    BiasInputs setup;
+    AttentionParams p = params_for(positions, setup, Hq, B, T, rng);
+    p.rope = rope_apply_params(sched);
+    p.mask.sliding_window = 100;  // key ranges that start inside a tile
+    Tensor4 q = make(DType::kBF16, B, S, Hq, D, false, &rng), k = make(DType::kBF16, B, T, Hk, D, true, &rng),
+            v = make(DType::kBF16, B, T, Hk, D, false, &rng);
+    Tensor4 ahead = make(DType::kF32, B, S, Hq, D, false, nullptr), per_task = make(DType::kF32, B, S, Hq, D, false, nullptr);
+    AttentionOptions options;
+    options.threads = 2;
+    attention(q.view, k.view, v.view, ahead.view, p, options);
+    attention_detail::set_bf16_pack_ahead_limit_for_test(0);
+    attention(q.view, k.view, v.view, per_task.view, p, options);
+    attention_detail::set_bf16_pack_ahead_limit_for_test(std::int64_t{256} << 20);
+    EXPECT_EQ(ahead.bytes, per_task.bytes) << to_string(positions);
+  }
+}
+
+TEST(AttentionBf16, ExtraBytesCoverItsTilesAndThePackedKeysAndValues) {
   std::mt19937 rng(3);
   for (int D : {1, 33, 64, 128, 256}) {
     Tensor4 q = make(DType::kBF16, 1, 10, 1, D, false, &rng);
-    EXPECT_GE(attention_extra_bytes(q.view, q.view, AttentionParams{}, {3, nullptr}),
-              static_cast<std::int64_t>(3 * sizeof(float) * attention_detail::bf16_tile_floats(D)))
-        << "D " << D;
+    std::int64_t want = static_cast<std::int64_t>(sizeof(float)) * std::max<std::int64_t>(attention_detail::tile_floats(D, false), 0);
+    if (attention_bf16_available())  // one tile of 64 keys, its channel pairs and its values in pairs of keys
+      want = std::max<std::int64_t>(
+          want, static_cast<std::int64_t>(sizeof(float) * attention_detail::bf16_tile_floats(D)) + 4 * ((D + 1) / 2 * 64 + 32 * ((D + 15) / 16 * 16)));
+    EXPECT_EQ(attention_extra_bytes(q.view, q.view, AttentionParams{}, {1, nullptr}), want) << "D " << D;
   }
 }
 

@@ -96,23 +96,50 @@ void load_query_tile(const Plan& plan, int b, int h, int i0, int rows, int rows4
   std::fill(w.Qp + static_cast<std::size_t>(rows) * w.pairs, w.Qp + static_cast<std::size_t>(rows4) * w.pairs, 0u);
 }
 
-// The key tile by channel pairs: stored bf16 rows read in place when they are not rotated and
-// hold whole pairs; else rotated in f32 (plan.load_key), rounded to bf16 and staged.
-void load_key_tile(const Plan& plan, int b, int hk, std::int64_t j0, int cols, Bf16Tiles& w) {
+// The key tile by channel pairs into Kp: stored bf16 rows read in place when they are not rotated
+// and hold whole pairs; else rotated in f32 (plan.load_key), rounded to bf16 and staged.
+void load_key_tile(const Plan& plan, int b, int hk, std::int64_t j0, int cols, Bf16Tiles& w, std::uint32_t* Kp) {
   const RopeTensor& k = *plan.k;
   if (plan.p->positions != AttentionPositions::kRope && plan.D % 2 == 0) {
-    bf16::pack_key_tile(bf16_row(k, b, static_cast<int>(j0), hk), k.token_stride, cols, w.pairs, w.Kp);
+    bf16::pack_key_tile(bf16_row(k, b, static_cast<int>(j0), hk), k.token_stride, cols, w.pairs, Kp);
     return;
   }
   for (int c = 0; c < cols; ++c) {
     plan.load_key(b, static_cast<int>(j0 + c), hk, w.row, w.tmp);
     bf16::pack_row(w.row, plan.D, w.staged + static_cast<std::size_t>(c) * w.pairs);
   }
-  bf16::pack_key_tile(reinterpret_cast<const std::uint16_t*>(w.staged), 2 * std::int64_t{w.pairs}, cols, w.pairs, w.Kp);
+  bf16::pack_key_tile(reinterpret_cast<const std::uint16_t*>(w.staged), 2 * std::int64_t{w.pairs}, cols, w.pairs, Kp);
 }
 
+// Key tiles start at multiples of kKeyTile (so a tile packed ahead serves every query tile; the
+// masks hide its keys outside a query tile's key_range) and end at T.
+int tile_columns(const Plan& plan, std::int64_t tile) { return static_cast<int>(std::min<std::int64_t>(kKeyTile, plan.T - tile * kKeyTile)); }
+
+void pack_tile(const Plan& plan, int b, int hk, std::int64_t tile, Bf16Tiles& w, std::uint32_t* Kp, std::uint32_t* Vp) {
+  const std::int64_t j0 = tile * kKeyTile;
+  const int cols = tile_columns(plan, tile);
+  load_key_tile(plan, b, hk, j0, cols, w, Kp);
+  bf16::pack_value_tile(bf16_row(*plan.v, b, static_cast<int>(j0), hk), plan.v->token_stride, cols, plan.D, Vp);
+}
+
+// Every key and value tile of the call packed once, [B][Hk][tiles] of (Kp, Vp), where that fits
+// in the limit; else each task packs the tiles it reads (as the f32 kernel loads them), once per
+// query tile. The same tiles either way, so the same bits.
+struct PackedAhead {
+  PackedAhead(const Plan& plan, int pairs, int Dv)
+      : tiles((plan.T + kKeyTile - 1) / kKeyTile), key_words(std::int64_t{pairs} * kKeyTile), value_words(std::int64_t{kKeyTile / 2} * Dv) {}
+  std::int64_t tiles, key_words, value_words;
+  std::int64_t bytes(const Plan& plan) const {
+    return std::int64_t{plan.q->batch} * plan.k->heads * tiles * (key_words + value_words) * static_cast<std::int64_t>(sizeof(std::uint32_t));
+  }
+  std::int64_t slot(const Plan& plan, int b, int hk, std::int64_t tile) const { return (std::int64_t{b} * plan.k->heads + hk) * tiles + tile; }
+  AlignedVector<std::uint32_t> keys, values;  // empty: not packed ahead
+};
+
+std::int64_t pack_ahead_limit = std::int64_t{256} << 20;
+
 // One task: batch row b, query head h, queries [i0, i0 + rows).
-void attend_query_tile(const Plan& plan, int b, int h, int i0, int rows, float* lse, Bf16Tiles& w) {
+void attend_query_tile(const Plan& plan, int b, int h, int i0, int rows, float* lse, Bf16Tiles& w, const PackedAhead& ahead) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const int hk = h / plan.group, rows4 = (rows + kRowBlock - 1) / kRowBlock * kRowBlock;
   load_query_tile(plan, b, h, i0, rows, rows4, w);
@@ -123,15 +150,22 @@ void attend_query_tile(const Plan& plan, int b, int h, int i0, int rows, float* 
   plan.key_range(i0, i0 + rows, &lo, &hi);
   std::vector<std::int64_t> positions(kBf16QueryTile + kKeyTile);
   std::vector<int> lut;
-  for (std::int64_t j0 = lo; j0 < hi; j0 += kKeyTile) {
-    const int cols = static_cast<int>(std::min<std::int64_t>(kKeyTile, hi - j0));
-    load_key_tile(plan, b, hk, j0, cols, w);
-    bf16::pack_value_tile(bf16_row(*plan.v, b, static_cast<int>(j0), hk), plan.v->token_stride, cols, plan.D, w.Vp);
-    bf16::score_tile(w.Qp, w.pairs, w.Kp, rows4, w.Sc);
+  for (std::int64_t tile = lo / kKeyTile; lo < hi && tile * kKeyTile < hi; ++tile) {
+    const std::int64_t j0 = tile * kKeyTile;
+    const int cols = tile_columns(plan, tile);
+    const std::uint32_t* Kp = w.Kp;
+    const std::uint32_t* Vp = w.Vp;
+    if (ahead.keys.empty()) {
+      pack_tile(plan, b, hk, tile, w, w.Kp, w.Vp);
+    } else {
+      Kp = ahead.keys.data() + ahead.slot(plan, b, hk, tile) * ahead.key_words;
+      Vp = ahead.values.data() + ahead.slot(plan, b, hk, tile) * ahead.value_words;
+    }
+    bf16::score_tile(w.Qp, w.pairs, Kp, rows4, w.Sc);
     if (plan.has_bias()) plan.add_bias_tile(b, h, i0, rows, j0, cols, w.Sc, kKeyTile, positions.data(), lut);
     plan.mask_tile(b, i0, rows, j0, cols, w.Sc);
     bf16::softmax_tile(w.Sc, rows, rows4, w.row_max, w.row_sum, w.acc, w.Dv);
-    bf16::value_tile(w.Sc, w.Vp, rows4, (cols + 1) / 2, w.Dv, w.acc);
+    bf16::value_tile(w.Sc, Vp, rows4, (cols + 1) / 2, w.Dv, w.acc);
   }
   for (int r = 0; r < rows; ++r) {
     const float inv = w.row_sum[r] > 0 ? 1.0f / w.row_sum[r] : 0.0f;  // a row that saw no key: zeros
@@ -143,6 +177,18 @@ void attend_query_tile(const Plan& plan, int b, int h, int i0, int rows, float* 
 }
 
 }  // namespace
+
+void set_bf16_pack_ahead_limit_for_test(std::int64_t bytes) { pack_ahead_limit = bytes; }
+
+std::int64_t bf16_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p, int threads) {
+  AttentionOptions options;
+  options.threads = threads;
+  if (!attention_runs_bf16(q, k, k, p, options)) return 0;  // v taken as k's dtype
+  const std::int64_t tiles = (std::int64_t{k.tokens} + kKeyTile - 1) / kKeyTile;
+  const std::int64_t ahead = std::int64_t{q.batch} * k.heads * tiles *
+                             (std::int64_t{bf16::channel_pairs(q.head_dim)} * kKeyTile + std::int64_t{kKeyTile / 2} * bf16::value_width(q.head_dim)) * 4;
+  return std::int64_t{threads} * static_cast<std::int64_t>(bf16_tile_floats(q.head_dim) * sizeof(float)) + (ahead <= pack_ahead_limit ? ahead : 0);
+}
 
 std::size_t bf16_tile_floats(int D) {
   const std::size_t pairs = static_cast<std::size_t>(bf16::channel_pairs(D)), Dv = static_cast<std::size_t>(bf16::value_width(D));
@@ -156,18 +202,35 @@ bool run_attention_bf16(const Plan& plan, int threads, const AttentionOptions& o
   if (!attention_runs_bf16(*plan.q, *plan.k, *plan.v, *plan.p, options)) return false;
   const int query_tiles = (plan.S + kBf16QueryTile - 1) / kBf16QueryTile;
   const std::int64_t tasks = std::int64_t{plan.q->batch} * plan.Hq * query_tiles;
+  const int Hk = plan.k->heads;
+  PackedAhead ahead(plan, bf16::channel_pairs(plan.D), bf16::value_width(plan.D));
+  if (ahead.bytes(plan) <= pack_ahead_limit) {
+    const std::int64_t slots = std::int64_t{plan.q->batch} * Hk * ahead.tiles;
+    ahead.keys.resize(static_cast<std::size_t>(slots * ahead.key_words));
+    ahead.values.resize(static_cast<std::size_t>(slots * ahead.value_words));
+  }
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
 #endif
   {
     Bf16Tiles tiles(plan.D);
+    if (!ahead.keys.empty()) {
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+      for (std::int64_t slot = 0; slot < std::int64_t{plan.q->batch} * Hk * ahead.tiles; ++slot) {
+        const std::int64_t tile = slot % ahead.tiles;
+        const int hk = static_cast<int>(slot / ahead.tiles % Hk), b = static_cast<int>(slot / ahead.tiles / Hk);
+        pack_tile(plan, b, hk, tile, tiles, ahead.keys.data() + slot * ahead.key_words, ahead.values.data() + slot * ahead.value_words);
+      }  // the loop's barrier: every tile packed before any task reads one
+    }
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
     for (std::int64_t task = 0; task < tasks; ++task) {
       const int tile = static_cast<int>(task % query_tiles), h = static_cast<int>(task / query_tiles % plan.Hq);
       const int b = static_cast<int>(task / query_tiles / plan.Hq), i0 = tile * kBf16QueryTile;
-      attend_query_tile(plan, b, h, i0, std::min(kBf16QueryTile, plan.S - i0), options.lse, tiles);
+      attend_query_tile(plan, b, h, i0, std::min(kBf16QueryTile, plan.S - i0), options.lse, tiles, ahead);
     }
   }
   return true;

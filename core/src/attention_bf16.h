@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "attention_plan.h"
 
@@ -21,5 +22,14 @@ bool run_attention_bf16(const Plan& plan, int threads, const AttentionOptions& o
 
 // Floats of one thread's bf16 tiles (attention_bf16_tiles.h), each region 64-byte aligned.
 std::size_t bf16_tile_floats(int D);
+
+// Bytes the bf16 path allocates for a call with these q, k (v taken as k's dtype): the threads'
+// tiles, and every key and value tile packed once ahead, [B][Hk][ceil(T / 64)] of bf16 pairs
+// (about the bytes of k and v themselves) when that is at most the limit (256 MiB; beyond, each
+// task packs the tiles it reads). 0 where the call does not take the path.
+std::int64_t bf16_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& params, int threads);
+
+// Tests only: the pack-ahead limit in bytes (0: every task packs its own tiles).
+void set_bf16_pack_ahead_limit_for_test(std::int64_t bytes);
 
 }  // namespace posenc::attention_detail

@@ -36,9 +36,9 @@ void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
 
 std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p, const KernelOptions& options) {
   const bool remapped = p.positions == AttentionPositions::kRope && p.remap.kind != PositionRemapKind::kNone;
-  const auto floats = static_cast<std::int64_t>(  // the f32 kernel's tiles or the bf16 path's, whichever is larger
-      std::max(attention_detail::tile_floats(q.head_dim, remapped), attention_detail::bf16_tile_floats(q.head_dim)));
+  const auto floats = static_cast<std::int64_t>(attention_detail::tile_floats(q.head_dim, remapped));
   std::int64_t bytes = floats * static_cast<std::int64_t>(sizeof(float)) * std::max(kernel_threads(options.threads, "attention"), 1);
+  bytes = std::max(bytes, attention_detail::bf16_extra_bytes(q, k, p, kernel_threads(options.threads, "attention")));
   if (p.remap.kind == PositionRemapKind::kLeakyReRope && p.positions == AttentionPositions::kRope)  // Remap::keys
     bytes += std::int64_t{p.k_positions.same_for_every_batch_row() ? std::min(k.batch, 1) : k.batch} * k.tokens * 2 *
              p.rope.num_freqs * static_cast<std::int64_t>(sizeof(float));

@@ -134,7 +134,8 @@ void attention_reference(const RopeTensor& q, const RopeTensor& k, const RopeTen
 void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
                const AttentionParams& params, const AttentionOptions& options = {});
 
-// Bytes attention() allocates beyond q, k, v and out: the per-thread tiles, plus for RoPE without
+// Bytes attention() allocates beyond q, k, v and out: the per-thread tiles (for bf16 on the bf16
+// path, attention_bf16.h, its tiles and the keys and values it packs, v taken as k's dtype), plus for RoPE without
 // options.table the cos/sin table it builds, (largest position + 1, rounded up to a power of
 // two) x rotary_dim floats. (A table passed in grows in place: its bytes are the caller's.)
 std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& params,
