@@ -162,8 +162,7 @@ void attend_query_tile(const Plan& plan, int b, int h, int i0, int rows, float* 
       Vp = ahead.values.data() + ahead.slot(plan, b, hk, tile) * ahead.value_words;
     }
     bf16::score_tile(w.Qp, w.pairs, Kp, rows4, w.Sc);
-    if (plan.has_bias()) plan.add_bias_tile(b, h, i0, rows, j0, cols, w.Sc, kKeyTile, positions.data(), lut);
-    plan.mask_tile(b, i0, rows, j0, cols, w.Sc);
+    bf16::bias_and_mask_tile(plan, b, h, i0, rows, j0, cols, w.Sc, positions.data(), lut);
     bf16::softmax_tile(w.Sc, rows, rows4, w.row_max, w.row_sum, w.acc, w.Dv);
     bf16::value_tile(w.Sc, Vp, rows4, (cols + 1) / 2, w.Dv, w.acc);
   }

@@ -203,6 +203,13 @@ POSENC_AVX512_BF16 void softmax_tile(float* Sc, int rows, int rows4, float* row_
   }
 }
 
+// flatten: the plan's functions inlined, so this copy of them is AVX-512 code.
+POSENC_AVX512_BF16 __attribute__((flatten)) void bias_and_mask_tile(const Plan& plan, int b, int h, int i0, int rows, std::int64_t j0, int cols,
+                                                                     float* Sc, std::int64_t* pos, std::vector<int>& lut) {
+  if (plan.has_bias()) plan.add_bias_tile(b, h, i0, rows, j0, cols, Sc, kKeyTile, pos, lut);
+  plan.mask_tile(b, i0, rows, j0, cols, Sc);
+}
+
 POSENC_AVX512_BF16 void value_tile(const float* Sc, const std::uint32_t* Vp, int rows4, int key_pairs, int Dv, float* acc) {
   for (int r = 0; r < rows4; r += kRowBlock) {
     int x = 0;

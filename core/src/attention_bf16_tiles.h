@@ -15,6 +15,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
+
+#include "attention_plan.h"
 
 // Where the tiles are compiled: x86 with GCC or Clang (the target attribute, the CPU check).
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
@@ -50,6 +53,12 @@ void score_tile(const std::uint32_t* Qp, int pairs, const std::uint32_t* Kp, int
 // rounded weights updated, acc's row (Dv floats) rescaled by exp(old max - new max). Rows
 // [rows, rows4) get P = 0.
 void softmax_tile(float* Sc, int rows, int rows4, float* row_max, float* row_sum, float* acc, int Dv);
+
+// The plan's position term (when the scheme has one) and masks on Sc (attention_plan.h's
+// add_bias_tile and mask_tile, the f32 kernel's code) compiled here for AVX-512 too: a tile's
+// ALiBi distances then convert 8 int64 at once. pos, lut: add_bias_tile's scratch.
+void bias_and_mask_tile(const Plan& plan, int b, int h, int i0, int rows, std::int64_t j0, int cols, float* Sc, std::int64_t* pos,
+                        std::vector<int>& lut);
 
 // acc[r][:] += sum over key pairs c < key_pairs of P[r][c] . Vp[c][:], r < rows4.
 void value_tile(const float* Sc, const std::uint32_t* Vp, int rows4, int key_pairs, int Dv, float* acc);
