@@ -8,11 +8,12 @@
 
 namespace posenc::attention_detail {
 
-// Queries per task (a multiple of kRowBlock). Each key tile is packed (k rotated, both tiles
-// rounded and reordered into pairs) once per query tile, so a taller tile amortises it: twice
-// the f32 kernel's kQueryTile (bf16 query and weight tiles take half the bytes). Measured in
-// posenc_attention_bf16_bench on a loaded Zen 4 (2 interleaved runs, 8 configurations each at
-// S = 4096, 1 thread): rate_vs_f32 1.54-2.02 with 128 rows, 1.73-2.85 with 256.
+// Queries per task (a multiple of kRowBlock): twice the f32 kernel's kQueryTile (bf16 query and
+// weight tiles take half the bytes). Each key and value tile is read once per query tile (and
+// packed there when the call cannot pack ahead), so a taller tile amortises that. Measured in
+// posenc_attention_bf16_bench on a loaded 2-core Zen 4 (2 interleaved runs of 8 configurations at
+// S = 4096, 1 thread) while each task packed its tiles: rate_vs_f32 1.54-2.02 with 128 rows,
+// 1.73-2.85 with 256; with the tiles packed ahead the two sizes were within that host's noise.
 inline constexpr int kBf16QueryTile = 256;
 static_assert(kBf16QueryTile % kRowBlock == 0, "whole blocks of query rows");
 
