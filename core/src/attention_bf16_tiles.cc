@@ -179,8 +179,8 @@ POSENC_AVX512_BF16 void softmax_tile(float* Sc, int rows, int rows4, float* row_
     }
     const float new_max = std::max(row_max[r], tile_max);
     // Online softmax (Milakov & Gimelshein 2018; FlashAttention-2): rescale what was accumulated
-    // under the old maximum.
-    const float correction = row_max[r] == neg_inf ? 0.0f : std::exp(row_max[r] - new_max);
+    // under the old maximum (none when it stands: most rows of most tiles after the first).
+    const float correction = row_max[r] == neg_inf ? 0.0f : row_max[r] == new_max ? 1.0f : std::exp(row_max[r] - new_max);
     const __m512 m = _mm512_set1_ps(new_max);
     __m512i bits[2];
     __m512 sum = _mm512_setzero_ps();
