@@ -19,13 +19,16 @@
 // bf16 inputs (u = 2^-9, bf16's unit roundoff with 8 significant bits; pi_j the exact softmax
 // weights; a_j = scale sum_x |q_x| |k_jx| over the rotated rows):
 //   |out_c - ref_c| <= (exp(2 Delta) (1 + u) / (1 - u) (1 + e_f) - 1) sum_j pi_j |v_jc|
-//   Delta = max_j eps_s a_j + 2^-22 |s_j|,  eps_s = (1 + u)^2 (1 + (D + 1) 2^-24) - 1
+//   Delta = max_j (eps_s a_j + 2^-22 |s_j|),  eps_s = (1 + u)^2 (1 + (D + 1) 2^-24) - 1
 // from: rounding q (and k under RoPE) each moves a score by at most u a_j, the f32 sum of D
-// exact products (D + 1) 2^-24 a_j, the bias' f32 add 2^-22 |s_j|; scores moved by at most Delta
+// exact products (D + 1) 2^-24 a_j (Higham, Accuracy and Stability of Numerical Algorithms,
+// 2nd ed., sec. 3.1: gamma_n for a sum of n terms), the bias' f32 add 2^-22 |s_j|; scores moved by at most Delta
 // move each softmax weight by a factor within exp(+-2 Delta); rounding P to bf16 (relative u)
 // and dividing by the sum of the rounded P moves it by a factor within (1 +- u) / (1 -+ u);
 // e_f = (T + 2 T / 64 + 16) 2^-24 bounds the f32 sums over keys, the rescales and the vector exp.
-// A bf16 out adds u |out_c|. tests/attention_bf16_test.cc checks it element by element.
+// A bf16 out adds u |out_c|, and the reference's own f32 output 2^-23 |ref_c|. Left out: the
+// instructions read subnormal bf16 and f32 inputs as 0 (an absolute 2^-126 per term).
+// tests/attention_bf16_test.cc checks it element by element.
 #pragma once
 
 #include "posenc/attention.h"
