@@ -189,9 +189,11 @@ TEST(AttentionRemap, PlainLimitsGivePlainRopesBits) {
       Tensor4 q = make(dtype, B, S, Hq, D, false, &rng), k = make(dtype, B, T, Hk, D, false, &rng),
               v = make(dtype, B, T, Hk, D, false, &rng), plain = make(dtype, B, S, Hq, D, false, nullptr),
               remapped = make(dtype, B, S, Hq, D, false, nullptr);
-      attention(q.view, k.view, v.view, plain.view, p);
+      AttentionOptions f32_kernel;  // a remap runs on the f32 kernel (attention_bf16.h): plain RoPE there too
+      f32_kernel.bf16_dot_products = false;
+      attention(q.view, k.view, v.view, plain.view, p, f32_kernel);
       p.remap = remap;
-      attention(q.view, k.view, v.view, remapped.view, p);
+      attention(q.view, k.view, v.view, remapped.view, p, f32_kernel);
       EXPECT_EQ(plain.bytes, remapped.bytes);
     }
 }

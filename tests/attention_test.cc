@@ -120,6 +120,7 @@ double tiled_vs_reference(const Tensor4& q, const Tensor4& k, const Tensor4& v, 
   attention_reference(q.view, k.view, v.view, ref.view, p, options);
   options.threads = threads;
   options.lse = fast_lse.data();
+  options.bf16_dot_products = false;  // the f32 kernel, bf16 read into f32; the bf16 path: attention_bf16_test.cc
   attention(q.view, k.view, v.view, fast.view, p, options);
   expect_lse_near(ref_lse, fast_lse);
   return max_diff(ref, fast);

@@ -111,6 +111,10 @@ struct AttentionOptions : KernelOptions {
   // of its softmax denominator, log sum_j exp(scale * q.k_j + bias_j) over the keys it sees,
   // [B, Hq, S] floats, dense. A row that sees no key gets -inf. nullptr: not written.
   float* lse = nullptr;
+  // bf16 q, k and v: q.k and P.V as bf16 products with f32 sums on the CPU's AVX512-BF16 dot
+  // products where it has them (attention_bf16.h: which calls, the error bound); false: the f32
+  // kernel (bf16 read into f32), as on a CPU without them.
+  bool bf16_dot_products = true;
 };
 
 // Checks shapes, views, positions and parameters; throws posenc::Error naming the value.
@@ -130,7 +134,8 @@ void attention_reference(const RopeTensor& q, const RopeTensor& k, const RopeTen
 void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
                const AttentionParams& params, const AttentionOptions& options = {});
 
-// Bytes attention() allocates beyond q, k, v and out: the per-thread tiles, plus for RoPE without
+// Bytes attention() allocates beyond q, k, v and out: the per-thread tiles (for bf16 on the bf16
+// path, attention_bf16.h, its tiles and the keys and values it packs, v taken as k's dtype), plus for RoPE without
 // options.table the cos/sin table it builds, (largest position + 1, rounded up to a power of
 // two) x rotary_dim floats. (A table passed in grows in place: its bytes are the caller's.)
 std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& params,
