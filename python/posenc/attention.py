@@ -63,8 +63,12 @@ class _Attention(torch.autograd.Function):
         batch, tokens, heads = q.shape[0], q.shape[1 if heads_dim == 2 else 2], q.shape[2 if heads_dim == 2 else 1]
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
         lse = torch.empty(batch, heads, tokens, dtype=torch.float32)
+        # With a gradient to take, the f32 kernel even on bf16 inputs: the backward recomputes the
+        # scores in f32 and needs the forward's lse to match them (the bf16 dot products differ by
+        # their bound, attention_bf16.h). Inference takes the CPU's bf16 dot products.
+        training = any(ctx.needs_input_grad[:4])
         _posenc.attention(_view(q, heads_dim), _view(k, heads_dim), _view(v, heads_dim), _view(out, heads_dim), params,
-                          lse.data_ptr(), threads)
+                          lse.data_ptr(), threads, not training)
         ctx.mark_non_differentiable(lse)
         ctx.save_for_backward(q, k, v, out, lse, bias_input if bias_input is not None else torch.empty(0))
         ctx.has_bias, ctx.params, ctx.keep, ctx.heads_dim, ctx.threads = bias_input is not None, params, keep, heads_dim, threads

@@ -95,14 +95,16 @@ struct Params {
 void add_attention(py::module_& m) {
   // out and lse (a [B, Hq, S] float32 buffer, or 0) written; validated with the GIL held, so an
   // error is an exception before anything is written; the kernel runs without the GIL.
+  // bf16_dot_products false: the f32 kernel on bf16 inputs, whose lse the f32 backward matches.
   m.def("attention", [](const py::dict& q, const py::dict& k, const py::dict& v, const py::dict& out,
-                        const py::dict& params, std::uintptr_t lse, int threads) {
+                        const py::dict& params, std::uintptr_t lse, int threads, bool bf16_dot_products) {
     const Params p(params);
     const RopeTensor qv = view_of(q), kv = view_of(k), vv = view_of(v), ov = view_of(out);
     validate_attention(qv, kv, vv, ov, p.p);
     AttentionOptions options;
     options.threads = threads;
     options.lse = reinterpret_cast<float*>(lse);
+    options.bf16_dot_products = bf16_dot_products;
     py::gil_scoped_release release;
     attention(qv, kv, vv, ov, p.p, options);
   });

@@ -97,6 +97,21 @@ def test_heads_first_layout_and_bf16():
     assert low.dtype == torch.bfloat16 and (low.float() - out).abs().max().item() <= 3e-2
 
 
+def test_bf16_training_reads_its_inputs_in_f32_so_the_backward_matches_the_forward():
+    # The backward recomputes scores in f32 from the forward's lse: with a gradient to take, the
+    # forward is the f32 kernel on the bf16 values (on a CPU with AVX512-BF16, inference takes its
+    # bf16 dot products instead, whose lse differs within their bound).
+    torch.manual_seed(3)
+    q, k, v = (torch.randn(1, 70, 4, 32).bfloat16() for _ in range(3))
+    slopes = posenc.alibi_slopes(4)
+    _, lse32 = posenc.attention(q.float(), k.float(), v.float(), alibi=slopes, return_lse=True)
+    qg = q.clone().requires_grad_()
+    out, lse = posenc.attention(qg, k, v, alibi=slopes, return_lse=True)
+    assert torch.equal(lse, lse32)
+    out.float().sum().backward()
+    assert torch.isfinite(qg.grad).all()
+
+
 def test_gradients_equal_autograd_through_eager_attention():
     q, k, v = inputs(S=7, T=11)
     s = posenc.schedule(head_dim=16)
