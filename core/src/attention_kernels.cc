@@ -12,6 +12,8 @@
 #if HWY_ONCE
 #include <string>
 
+#include "attention_decode.h"
+
 #include "posenc/error.h"
 #include "posenc/rope_kernels.h"
 
@@ -29,13 +31,16 @@ void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
   const int threads = kernel_threads(options.threads, "attention");
   const attention_detail::Plan plan = attention_detail::make_plan(q, k, v, out, params, options.table);
   if (std::int64_t{q.batch} * q.tokens == 0) return;
+  if (attention_detail::decode_applies(q, params)) return attention_detail::attention_decode(plan, threads, options.lse);
   HWY_DYNAMIC_DISPATCH(AttentionAll)(plan, threads, options.lse);
 }
 
 std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p, const KernelOptions& options) {
   const bool remapped = p.positions == AttentionPositions::kRope && p.remap.kind != PositionRemapKind::kNone;
   const auto floats = static_cast<std::int64_t>(attention_detail::tile_floats(q.head_dim, remapped));
-  std::int64_t bytes = floats * static_cast<std::int64_t>(sizeof(float)) * std::max(kernel_threads(options.threads, "attention"), 1);
+  const int threads = std::max(kernel_threads(options.threads, "attention"), 1);
+  std::int64_t bytes = attention_detail::decode_applies(q, p) ? attention_detail::decode_extra_bytes(q, k, threads)
+                                                              : floats * static_cast<std::int64_t>(sizeof(float)) * threads;
   if (p.remap.kind == PositionRemapKind::kLeakyReRope && p.positions == AttentionPositions::kRope)  // Remap::keys
     bytes += std::int64_t{p.k_positions.same_for_every_batch_row() ? std::min(k.batch, 1) : k.batch} * k.tokens * 2 *
              p.rope.num_freqs * static_cast<std::int64_t>(sizeof(float));
