@@ -124,11 +124,11 @@ TEST(AttentionDecode, ExtraBytesCountTheWorkspaceAndThePartials) {
   one.threads = 1;
   two.threads = 2;
   const std::int64_t single = attention_extra_bytes(q.view, k.view, p, one), split = attention_extra_bytes(q.view, k.view, p, two);
-  // One thread: Q and accumulators (2 x 4 x 64), scores 4 x 64, value tile 64 x 64, max, sum,
-  // two scratch rows.
-  EXPECT_EQ(single, static_cast<std::int64_t>((2 * 4 * 64 + 4 * 64 + 64 * 64 + 2 * 4 + 2 * 64) * sizeof(float)));
-  // Two threads: twice that, plus 2 kv heads x 4 splits x 4 rows x (64 + 2) floats.
-  EXPECT_EQ(split, 2 * single + static_cast<std::int64_t>(2 * 4 * 4 * 66 * sizeof(float)));
+  // One thread: Q and accumulators (2 x 8 x 64), scores 8 x 64, a value tile 64 x 64 per kv
+  // head, max, sum, four key rows and a scratch row.
+  EXPECT_EQ(single, static_cast<std::int64_t>((2 * 8 * 64 + 8 * 64 + 2 * 64 * 64 + 2 * 8 + 5 * 64) * sizeof(float)));
+  // Two threads: twice that, plus 8 splits (4 items per thread) x 8 heads x (64 + 2) floats.
+  EXPECT_EQ(split, 2 * single + static_cast<std::int64_t>(8 * 8 * 66 * sizeof(float)));
 }
 
 }  // namespace
