@@ -6,16 +6,18 @@
 //   scores  Sc[h][c] = q_h . k_c   (q pre-scaled, RoPE-rotated when that is the scheme): key c's
 //           rows of every kv head in storage order (a token-major cache is then read as one
 //           stream), each row loaded once (widened from bf16/f16 in registers) and dotted with
-//           the G query heads it serves, f32 FMAs and one horizontal sum per (head, key)
+//           the G query heads it serves, f32 FMAs; four keys' sums per head folded together
+//           (SumOf4) instead of a horizontal sum per (head, key)
 //   position terms and masks per head (ALiBi: AddAlibiRows; the others Plan::add_bias_tile;
 //           Plan::mask_tile), then the online
 //           softmax per head (SoftmaxRow, attention_softmax-inl.h)
 //   acc[h] += sum_c P[h][c] v_c: each kv head's value tile widened once into f32
 //           [kKeyTile][D], then register-blocked over 4 heads (AccumulateTile,
 //           attention_tiles-inl.h) or 1
-// Measured on a Zen 4 EPYC, 8 query heads over 2 kv heads, T = 32768, f32, one thread: one kv
-// head per work item (its rows strided by the other heads' in a token-major cache) read K and V
-// at 0.05 of the same-run streaming read; all kv heads per key row, 0.6 and more.
+// Measured on a shared Zen 4 EPYC (load average 6-9), 8 query heads over 2 kv heads, T = 32768,
+// f32, one thread (`posenc bench attention --decode`): one kv head per work item (its rows strided
+// by the other heads' in a token-major cache) read K and V at 0.05 of the same-run streaming
+// read; all kv heads per key row, 0.15; with the four-key sums and the prefetch, 0.48.
 // FMAs and a vector Exp: equal to attention_reference up to float rounding (the tests bound it
 // as they bound the general kernel).
 #if defined(POSENC_ATTENTION_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
