@@ -67,23 +67,6 @@ std::vector<double> materialised(const RopeTensor& q, const RopeTensor& k, const
   return out;
 }
 
-// A value no lse may keep: every row must be written.
-constexpr float kUnwritten = 12345.0f;
-
-// Log-sum-exps of the tiled kernel against the reference: within float rounding of the
-// scores' magnitude, and -inf exactly where the reference has it (a row that sees no key).
-void expect_lse_near(const std::vector<float>& ref, const std::vector<float>& fast) {
-  ASSERT_EQ(ref.size(), fast.size());
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    ASSERT_NE(ref[i], kUnwritten) << "row " << i;
-    if (std::isinf(ref[i])) {
-      EXPECT_EQ(ref[i], fast[i]) << "row " << i;
-      continue;
-    }
-    EXPECT_NEAR(fast[i], ref[i], 2e-5 * std::max(1.0f, std::abs(ref[i]))) << "row " << i;
-  }
-}
-
 double max_abs(const std::vector<double>& a, const Tensor4& out) {
   const RopeTensor& o = out.view;
   double worst = 0;
@@ -94,36 +77,6 @@ double max_abs(const std::vector<double>& a, const Tensor4& out) {
           worst = std::max(worst, std::abs(a[((static_cast<std::size_t>(b) * o.tokens + i) * o.heads + h) * o.head_dim + c] -
                                            at(o, b, i, h, c)));
   return worst;
-}
-
-// The largest difference between two outputs of one shape, in any layout.
-double max_diff(const Tensor4& a, const Tensor4& b) {
-  const RopeTensor& o = a.view;
-  double worst = 0;
-  for (int n = 0; n < o.batch; ++n)
-    for (int i = 0; i < o.tokens; ++i)
-      for (int h = 0; h < o.heads; ++h)
-        for (int c = 0; c < o.head_dim; ++c) worst = std::max(worst, std::abs(double{at(o, n, i, h, c)} - at(b.view, n, i, h, c)));
-  return worst;
-}
-
-// The tiled kernel on `threads` threads against the reference: each row's log-sum-exp checked
-// by expect_lse_near, the output's largest difference returned (f32 outputs; the kernel's
-// written head-major when out_head_major, so the output walk is tested too).
-double tiled_vs_reference(const Tensor4& q, const Tensor4& k, const Tensor4& v, const AttentionParams& p, int threads,
-                          bool out_head_major = false) {
-  const int B = q.view.batch, S = q.view.tokens, H = q.view.heads, D = q.view.head_dim;
-  Tensor4 ref = make(DType::kF32, B, S, H, D, false, nullptr), fast = make(DType::kF32, B, S, H, D, out_head_major, nullptr);
-  std::vector<float> ref_lse(static_cast<std::size_t>(B) * H * S, kUnwritten), fast_lse(ref_lse);
-  AttentionOptions options;
-  options.lse = ref_lse.data();
-  attention_reference(q.view, k.view, v.view, ref.view, p, options);
-  options.threads = threads;
-  options.lse = fast_lse.data();
-  options.bf16_dot_products = false;  // the f32 kernel, bf16 read into f32; the bf16 path: attention_bf16_test.cc
-  attention(q.view, k.view, v.view, fast.view, p, options);
-  expect_lse_near(ref_lse, fast_lse);
-  return max_diff(ref, fast);
 }
 
 TEST(Attention, ReferenceEqualsTheMaterialisedSoftmax) {

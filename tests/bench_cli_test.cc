@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <string>
+
 #include "cli_run.h"
 
 namespace posenc::testing {
@@ -15,10 +17,69 @@ TEST(BenchCli, AttentionPrintsOneJsonObject) {
     ASSERT_EQ(r.code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     for (const char* key : {"posenc_seconds", "torch_seconds", "speedup", "gemm_gflops", "fraction_of_gemm", "extra_bytes",
-                            "max_rel_error", "target", "threads"})
+                            "max_rel_error", "target", "threads", "square_gemm_gflops", "fraction_of_square_gemm", "blas_threads"})
       EXPECT_TRUE(j.contains(key)) << key;
+    EXPECT_GT(j["square_gemm_gflops"].get<double>(), 0);
+    EXPECT_NEAR(j["fraction_of_square_gemm"].get<double>(), j["posenc_gflops"].get<double>() / j["square_gemm_gflops"].get<double>(), 1e-9);
+    EXPECT_FALSE(j.contains("rate_vs_f32"));  // f32: nothing to compare with
     EXPECT_LT(j["max_rel_error"].get<double>(), 1e-4) << scheme;
     EXPECT_GT(j["extra_bytes"].get<long>(), 0);
+  }
+}
+
+// The BLAS ceilings run on the benchmark's threads: OpenBLAS keeps its own pool, which libtorch's
+// set_num_threads does not reach (posenc_bench/blas_threads.h).
+TEST(BenchCli, AttentionGemmCeilingsUseTheBenchmarksThreads) {
+  for (int threads : {1, 2}) {
+    const CliRun r = run("bench attention --seq 64 --heads 2 --head-dim 16 --repeats 1 --json --threads " + std::to_string(threads));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["threads"], threads);
+    EXPECT_EQ(j["blas_threads"], threads);  // Debian's libtorch calls OpenBLAS
+  }
+}
+
+// --causal is a flag (as in every command): absent, the mask is bidirectional; it takes no value.
+TEST(BenchCli, AttentionCausalIsAFlag) {
+  const CliRun plain = run("bench attention --seq 64 --heads 2 --head-dim 16 --repeats 1 --json");
+  const CliRun causal = run("bench attention --seq 64 --heads 2 --head-dim 16 --repeats 1 --json --causal");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  ASSERT_EQ(causal.code, 0) << causal.err;
+  EXPECT_EQ(nlohmann::json::parse(plain.out)["causal"], false);
+  EXPECT_EQ(nlohmann::json::parse(causal.out)["causal"], true);
+  EXPECT_NE(run("bench attention --seq 64 --causal true").code, 0);
+}
+
+// --dtype bf16 / f16 runs posenc's kernel on q, k, v in that dtype and the f32 kernel on the same
+// shape in the same run; the error is the reference's on the same bf16/f16 inputs, so only the
+// output's rounding to its dtype remains.
+TEST(BenchCli, AttentionDtypeReportsTheRateVsF32) {
+  for (const char* dtype : {"bf16", "f16"}) {
+    const CliRun r = run(std::string("bench attention --seq 96 --heads 4 --kv-heads 2 --head-dim 32 --repeats 1 --json --causal --dtype ") + dtype);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["dtype"], dtype);
+    EXPECT_GT(j["f32_seconds"].get<double>(), 0);
+    EXPECT_NEAR(j["rate_vs_f32"].get<double>(), j["f32_seconds"].get<double>() / j["posenc_seconds"].get<double>(), 1e-9);
+    EXPECT_LT(j["max_rel_error"].get<double>(), std::string(dtype) == "bf16" ? 8e-3 : 1e-3) << dtype;
+  }
+}
+
+// --decode: one query over a cache of --keys, its K and V bytes/s as a fraction of a streaming
+// read of the same bytes with the same threads, the kernel's answer against the reference.
+TEST(BenchCli, AttentionDecodeReportsTheFractionOfTheMemoryCeiling) {
+  for (const char* dtype : {"f32", "bf16"}) {
+    const CliRun r = run(std::string("bench attention --decode --keys 1000 --heads 8 --kv-heads 2 --head-dim 64 --threads 2 --repeats 2 --json --dtype ") +
+                         dtype);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["keys"], 1000);
+    EXPECT_EQ(j["threads"], 2);
+    EXPECT_DOUBLE_EQ(j["kv_bytes"].get<double>(), 2.0 * 1000 * 2 * 64 * (std::string(dtype) == "f32" ? 4 : 2));
+    EXPECT_GT(j["read_gbps"].get<double>(), 0);
+    EXPECT_NEAR(j["fraction_of_memory_ceiling"].get<double>(), j["kv_gbps"].get<double>() / j["read_gbps"].get<double>(), 1e-9);
+    EXPECT_LT(j["max_rel_error"].get<double>(), 1e-5) << dtype;
+    EXPECT_EQ(j.contains("rate_vs_f32"), std::string(dtype) != "f32");
   }
 }
 
@@ -76,7 +137,7 @@ TEST(BenchCli, TrainRefusesWholeModelsPerRank) {
 // Work that would take minutes or hours is refused with the sizes and the fix, and more torch
 // threads than the machine has are refused (under a memory limit libtorch's pool waited forever).
 TEST(BenchCli, WorkPastTheBoundIsRefusedNamingTheSizes) {
-  const CliRun seq = run("bench attention --seq 65536 --repeats 5");
+  const CliRun seq = run("bench attention --seq 65536 --repeats 5 --causal");
   EXPECT_EQ(seq.code, 2) << seq.err;
   EXPECT_NE(seq.err.find("use at most 1 repeats, or a shorter --seq"), std::string::npos) << seq.err;
   const CliRun steps = run("bench train --schemes rope --steps 1000000000");
@@ -91,7 +152,8 @@ TEST(BenchCli, WorkPastTheBoundIsRefusedNamingTheSizes) {
 
 TEST(BenchCli, AttentionBadArgumentsAreErrors) {
   for (const char* args : {"bench attention --scheme xl", "bench attention --seq 4", "bench attention --heads 6 --kv-heads 4",
-                           "bench attention --head-dim 7", "bench attention --threads 100000"}) {
+                           "bench attention --head-dim 7", "bench attention --threads 100000", "bench attention --dtype f64",
+                           "bench attention --decode --keys 0", "bench attention --decode --kv-heads 3"}) {
     const CliRun r = run(args);
     EXPECT_NE(r.code, 0) << args;
     EXPECT_FALSE(r.err.empty()) << args;

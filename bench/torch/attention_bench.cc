@@ -8,11 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include "posenc/alibi.h"
 #include "posenc/attention.h"
 #include "posenc/error.h"
 #include "posenc/rope_schedule.h"
-#include "posenc/t5_bias.h"
+#include "posenc_bench/attention_positions.h"
+#include "posenc_bench/blas_threads.h"
 #include "posenc_bench/timing.h"
 #include "posenc_lab/run_settings.h"
 #include "posenc_torch/fused_attention.h"
@@ -26,12 +26,26 @@ RopeTensor view_of(const torch::Tensor& t) {  // [1, S, H, D] contiguous
   return kernel_view(t.transpose(1, 2));
 }
 
+torch::ScalarType torch_dtype(DType dtype) {
+  return dtype == DType::kBF16 ? torch::kBFloat16 : dtype == DType::kF16 ? torch::kHalf : torch::kFloat32;
+}
+
 template <typename F>
 double median_seconds(int repeats, F&& f) {
   announce_estimate("bench attention", seconds_of(f), repeats);  // the warm-up
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) times.push_back(seconds_of(f));
   return median(times);
+}
+
+// The rate of a square float32 matrix product, 2 n^3 FLOPs at n = 2048 (the size at which BLAS
+// reaches its peak on one core; 17 GFLOP, a tenth of a second), through libtorch's BLAS on the
+// threads set for this run: the ceiling a compute-bound kernel is compared with.
+double square_sgemm_gflops(int repeats) {
+  constexpr int n = 2048;
+  const torch::Tensor a = torch::randn({n, n}), b = torch::randn({n, n});
+  const double seconds = median_seconds(repeats, [&] { torch::matmul(a, b); });
+  return 2.0 * n * double(n) * n / seconds / 1e9;
 }
 
 // The materialising path, as model.cc computes it: scores [1, H, S, S], bias + mask, softmax,
@@ -149,40 +163,33 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
   // The libtorch path holds [H, S, T] floats three times (scores, bias, weights).
   const double torch_bytes = 3.0 * H * double(S) * S * 4;
   const bool run_torch = torch_bytes <= 8.0 * (1 << 30);
-  if (c.threads > 0) torch::set_num_threads(c.threads);
   AttentionBenchResult r;
-  r.threads = torch::get_num_threads();
+  r.threads = c.threads > 0 ? c.threads : torch::get_num_threads();
+  r.blas_threads = set_torch_and_blas_threads(r.threads);  // the BLAS ceilings on the same threads as posenc
   torch::NoGradGuard no_grad;
   torch::manual_seed(0);
   const torch::Tensor q = torch::randn({1, S, H, D}), k = torch::randn({1, S, Hk, D}), v = torch::randn({1, S, Hk, D});
   torch::Tensor out = torch::empty({1, S, H, D});
 
-  AttentionParams p;
-  p.mask.causal = c.causal;
-  const std::vector<double> slopes = alibi_slopes(H);
-  RopeParams rp;
-  rp.head_dim = D;
-  const RopeSchedule schedule = compute_schedule(rp);
-  const T5BucketParams t5{32, 128, !c.causal};
-  const torch::Tensor t5_table = torch::randn({t5.num_buckets, H});
-  if (c.scheme == "rope") {
-    p.positions = AttentionPositions::kRope;
-    p.rope = rope_apply_params(schedule);
-  } else if (c.scheme == "alibi") {
-    p.positions = AttentionPositions::kAlibi;
-    p.alibi_slopes = slopes.data();
-    p.alibi_mode = c.causal ? AlibiMode::kCausal : AlibiMode::kSymmetric;
-  } else if (c.scheme == "t5") {
-    p.positions = AttentionPositions::kT5;
-    p.t5_table = t5_table.data_ptr<float>();
-    p.t5 = t5;
-  } else if (c.scheme != "none") {
-    throw Error("bench attention: --scheme must be none, rope, alibi or t5, got '" + c.scheme + "'");
-  }
+  const BenchPositions positions(c.scheme, c.causal, H, D);
+  const AttentionParams& p = positions.params;
+  const std::vector<double>& slopes = positions.slopes;
+  const RopeSchedule& schedule = positions.schedule;
+  const T5BucketParams& t5 = positions.t5;
+  const torch::Tensor t5_table = torch::from_blob(const_cast<float*>(positions.t5_table.data()), {t5.num_buckets, H});
   AttentionOptions options;
   options.threads = r.threads;
-  r.posenc_seconds = median_seconds(c.repeats, [&] { attention(view_of(q), view_of(k), view_of(v), view_of(out), p, options); });
-  r.extra_bytes = attention_extra_bytes(view_of(q), view_of(k), p, options);
+  // q, k, v (and out) in the benchmark's dtype: posenc's public attention on those tensors, so a
+  // bf16 kernel in the core is what this times.
+  const auto stored = [&](const torch::Tensor& x) { return c.dtype == DType::kF32 ? x : x.to(torch_dtype(c.dtype)); };
+  const torch::Tensor qs = stored(q), ks = stored(k), vs = stored(v);
+  torch::Tensor outs = stored(out);
+  r.posenc_seconds = median_seconds(c.repeats, [&] { attention(view_of(qs), view_of(ks), view_of(vs), view_of(outs), p, options); });
+  if (c.dtype != DType::kF32) {  // the f32 kernel on the same shape, same run
+    r.f32_seconds = median_seconds(c.repeats, [&] { attention(view_of(q), view_of(k), view_of(v), view_of(out), p, options); });
+    r.rate_vs_f32 = r.f32_seconds / r.posenc_seconds;
+  }
+  r.extra_bytes = attention_extra_bytes(view_of(qs), view_of(ks), p, options);
   r.target = attention_kernel_target();
 
   // The materialising path, as model.cc computes it.
@@ -213,16 +220,18 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
   const double full_flops = 4.0 * H * double(S) * S * D;
   r.posenc_gflops = full_flops * (c.causal ? 0.5 : 1.0) / r.posenc_seconds / 1e9;
   r.fraction_of_gemm = r.posenc_gflops / r.gemm_gflops;
+  r.square_gemm_gflops = square_sgemm_gflops(c.repeats);
+  r.fraction_of_square_gemm = r.posenc_gflops / r.square_gemm_gflops;
 
   // Accuracy: the last 8 queries against the reference.
   const int tail = 8;
-  const torch::Tensor q_tail = q.narrow(1, S - tail, tail).contiguous();
+  const torch::Tensor q_tail = qs.narrow(1, S - tail, tail).contiguous();
   torch::Tensor ref = torch::empty({1, tail, H, D});
   AttentionParams pt = p;
   pt.q_positions.offset = S - tail;
-  attention_reference(view_of(q_tail), view_of(k), view_of(v), view_of(ref), pt);
-  attention(view_of(q), view_of(k), view_of(v), view_of(out), p, options);
-  const torch::Tensor got = out.narrow(1, S - tail, tail);
+  attention_reference(view_of(q_tail), view_of(ks), view_of(vs), view_of(ref), pt);
+  attention(view_of(qs), view_of(ks), view_of(vs), view_of(outs), p, options);
+  const torch::Tensor got = outs.narrow(1, S - tail, tail).to(torch::kFloat32);
   r.max_rel_error = ((got - ref).abs().max() / ref.abs().max()).item<double>();
   if (c.backward) r.backward = time_backward(c, torch_path, q, k, v, t5_table, slopes);
   return r;

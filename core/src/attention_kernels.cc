@@ -13,6 +13,8 @@
 #include <string>
 
 #include "attention_bf16.h"
+#include "attention_decode.h"
+
 #include "posenc/error.h"
 #include "posenc/rope_kernels.h"
 
@@ -30,6 +32,7 @@ void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
   const int threads = kernel_threads(options.threads, "attention");
   const attention_detail::Plan plan = attention_detail::make_plan(q, k, v, out, params, options.table);
   if (std::int64_t{q.batch} * q.tokens == 0) return;
+  if (attention_detail::decode_applies(q, params)) return attention_detail::attention_decode(plan, threads, options.lse);
   if (attention_detail::run_attention_bf16(plan, threads, options)) return;  // bf16 q, k, v on AVX512-BF16
   HWY_DYNAMIC_DISPATCH(AttentionAll)(plan, threads, options.lse);
 }
@@ -37,8 +40,10 @@ void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
 std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p, const KernelOptions& options) {
   const bool remapped = p.positions == AttentionPositions::kRope && p.remap.kind != PositionRemapKind::kNone;
   const auto floats = static_cast<std::int64_t>(attention_detail::tile_floats(q.head_dim, remapped));
-  std::int64_t bytes = floats * static_cast<std::int64_t>(sizeof(float)) * std::max(kernel_threads(options.threads, "attention"), 1);
-  bytes = std::max(bytes, attention_detail::bf16_extra_bytes(q, k, p, kernel_threads(options.threads, "attention")));
+  const int threads = std::max(kernel_threads(options.threads, "attention"), 1);
+  std::int64_t bytes = attention_detail::decode_applies(q, p) ? attention_detail::decode_extra_bytes(q, k, threads)
+                                                              : std::max(floats * static_cast<std::int64_t>(sizeof(float)) * threads,
+                                                                         attention_detail::bf16_extra_bytes(q, k, p, threads));
   if (p.remap.kind == PositionRemapKind::kLeakyReRope && p.positions == AttentionPositions::kRope)  // Remap::keys
     bytes += std::int64_t{p.k_positions.same_for_every_batch_row() ? std::min(k.batch, 1) : k.batch} * k.tokens * 2 *
              p.rope.num_freqs * static_cast<std::int64_t>(sizeof(float));

@@ -11,6 +11,11 @@ namespace posenc::bench {
 // (threads.h) and the SIMD target they dispatch to: the ceiling a memory-bound kernel can reach.
 void memory_rmw_pass(float* data, std::size_t n, int threads, float factor);
 
+// A streaming read of n floats (their sum, which the caller keeps so the loads stay), split in
+// one contiguous run per thread, same threads rule and target: the ceiling of a kernel that only
+// reads its big operands (decode attention's K and V).
+double memory_read_pass(const float* data, std::size_t n, int threads);
+
 // The SIMD target the pass runs on ("AVX3", "AVX2", ...): the same as the kernels'.
 const char* memory_pass_target();
 

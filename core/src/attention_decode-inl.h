@@ -1,0 +1,394 @@
+// SIMD decode attention (S = 1), compiled once per Highway target by attention_decode.cc
+// (foreach_target). What it computes and why: attention_decode.h.
+//
+// Per work item (batch row b, keys [lo, hi) in tiles of kKeyTile), for every kv head hk and its
+// G = Hq / Hk query heads h = hk G .. hk G + G - 1:
+//   scores  Sc[h][c] = q_h . k_c   (q pre-scaled, RoPE-rotated when that is the scheme): key c's
+//           rows of every kv head in storage order (a token-major cache is then read as one
+//           stream), each row loaded once (widened from bf16/f16 in registers) and dotted with
+//           the G query heads it serves, f32 FMAs; four keys' sums per head folded together
+//           (SumOf4) instead of a horizontal sum per (head, key)
+//   position terms and masks per head (ALiBi: AddAlibiRows; the others Plan::add_bias_tile;
+//           Plan::mask_tile), then the online
+//           softmax per head (SoftmaxRow, attention_softmax-inl.h)
+//   acc[h] += sum_c P[h][c] v_c: each kv head's value tile widened once into f32
+//           [kKeyTile][D], then register-blocked over 4 heads (AccumulateTile,
+//           attention_tiles-inl.h) or 1
+// Measured on a shared Zen 4 EPYC (load average 6-9), 8 query heads over 2 kv heads, T = 32768,
+// f32, one thread (`posenc bench attention --decode`): one kv head per work item (its rows strided
+// by the other heads' in a token-major cache) read K and V at 0.05 of the same-run streaming
+// read; all kv heads per key row, 0.15; with the four-key sums and the prefetch, 0.48.
+// FMAs and a vector Exp: equal to attention_reference up to float rounding (the tests bound it
+// as they bound the general kernel).
+#if defined(POSENC_ATTENTION_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef POSENC_ATTENTION_DECODE_INL_H_
+#undef POSENC_ATTENTION_DECODE_INL_H_
+#else
+#define POSENC_ATTENTION_DECODE_INL_H_
+#endif
+
+#include <hwy/aligned_allocator.h>
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "attention_decode.h"
+#include "attention_plan.h"
+#include "attention_softmax-inl.h"
+// Only AccumulateTile is used here; the unit's own copy of ScoreTile is not.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "attention_tiles-inl.h"
+#pragma GCC diagnostic pop
+#include "rope_convert-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+namespace decode {
+
+using attention_detail::kKeyTile;
+
+// scores[r * kKeyTile] = sum_x Q[r][x] key[x] for the kRows rows at Q (row stride D); key: D
+// values stored as T (float, bf16 or f16), each vector widened once for all kRows rows.
+template <int kRows, typename T>
+HWY_INLINE void DotRows(const float* HWY_RESTRICT Q, int D, const T* HWY_RESTRICT key, float* HWY_RESTRICT scores) {
+  const DA d;
+  const int N = static_cast<int>(hn::Lanes(d));
+  hn::Vec<DA> sum[kRows];
+  for (int r = 0; r < kRows; ++r) sum[r] = hn::Zero(d);
+  int x = 0;
+  for (; x + N <= D; x += N) {
+    const auto k = LoadAs(d, key + x);
+    for (int r = 0; r < kRows; ++r) sum[r] = hn::MulAdd(hn::LoadU(d, Q + r * D + x), k, sum[r]);
+  }
+  for (int r = 0; r < kRows; ++r) {
+    float total = hn::GetLane(hn::SumOfLanes(d, sum[r]));
+    for (int t = x; t < D; ++t) total += Q[r * D + t] * LoadScalar(key + t);  // channels past the last vector
+    scores[r * kKeyTile] = total;
+  }
+}
+
+// Column c of the score tile for all `rows` query rows: blocks of 4 rows, then one at a time.
+template <typename T>
+HWY_INLINE void ScoreKey(const float* HWY_RESTRICT Q, int rows, int D, const T* HWY_RESTRICT key, float* HWY_RESTRICT column) {
+  int r = 0;
+  for (; r + 4 <= rows; r += 4) DotRows<4>(Q + r * D, D, key, column + r * kKeyTile);
+  for (; r < rows; ++r) DotRows<1>(Q + r * D, D, key, column + r * kKeyTile);
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// Four keys at a time: a (query head, key) score without a horizontal sum of its own. The four
+// keys' vector sums of one head are folded together by a transposing tree (lane pairs, then
+// 64-bit pairs, then the two 128-bit blocks): 9 shuffles and adds for 4 scores where 4 separate
+// horizontal sums take about 24. Vectors of at most 256 bits: a Zen 4 core splits 512-bit
+// operations in two anyway, and the tree is one level shorter.
+using DK = hn::CappedTag<float, 8>;
+using DK4 = hn::CappedTag<float, 4>;
+inline constexpr bool kFourKeys = true;
+// Query heads per block of the four-key product: 4 x 4 accumulators where there are 32 vector
+// registers (AVX-512), 2 x 4 where there are 16.
+inline constexpr int kFourKeyRows = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 ? 4 : 2;
+
+// Lanes 0..3: the sums of the lanes of a, b, c and e.
+template <class D>  // DK (a template, so the branch for the other width is discarded)
+HWY_INLINE hn::Vec<DK4> SumOf4(D d, hn::Vec<D> a, hn::Vec<D> b, hn::Vec<D> c, hn::Vec<D> e) {
+  const hn::Repartition<std::uint64_t, D> d64;
+  // Per 128-bit block: [a0+a2, b0+b2, a1+a3, b1+b3] and the same of c, e.
+  const auto ab = hn::Add(hn::InterleaveLower(d, a, b), hn::InterleaveUpper(d, a, b));
+  const auto ce = hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e));
+  // Per block: [a, b, c, e] over the block's lanes.
+  const auto sums = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, ab), hn::BitCast(d64, ce))),
+                            hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, ab), hn::BitCast(d64, ce))));
+  if constexpr (hn::MaxLanes(D()) == 8) {
+    return hn::Add(hn::LowerHalf(DK4(), sums), hn::UpperHalf(DK4(), sums));
+  } else {
+    return sums;
+  }
+}
+
+// scores[r * kKeyTile + 0 .. 3] = sum_x Q[r][x] keys[k][x] for the kRows rows at Q (row stride D)
+// and 4 keys stored as T: each key vector widened once for the kRows rows.
+template <int kRows, typename T>
+HWY_INLINE void DotRows4Keys(const float* HWY_RESTRICT Q, int D, const T* const* keys, float* HWY_RESTRICT scores) {
+  const DK d;
+  const int N = static_cast<int>(hn::Lanes(d));
+  hn::Vec<DK> sum[kRows][4];
+  for (int r = 0; r < kRows; ++r)
+    for (int k = 0; k < 4; ++k) sum[r][k] = hn::Zero(d);
+  int x = 0;
+  for (; x + N <= D; x += N) {
+    const auto k0 = LoadAs(d, keys[0] + x), k1 = LoadAs(d, keys[1] + x), k2 = LoadAs(d, keys[2] + x), k3 = LoadAs(d, keys[3] + x);
+    for (int r = 0; r < kRows; ++r) {
+      const auto q = hn::LoadU(d, Q + r * D + x);
+      sum[r][0] = hn::MulAdd(q, k0, sum[r][0]);
+      sum[r][1] = hn::MulAdd(q, k1, sum[r][1]);
+      sum[r][2] = hn::MulAdd(q, k2, sum[r][2]);
+      sum[r][3] = hn::MulAdd(q, k3, sum[r][3]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    HWY_ALIGN float four[hn::MaxLanes(DK4())];
+    hn::Store(SumOf4(d, sum[r][0], sum[r][1], sum[r][2], sum[r][3]), DK4(), four);
+    for (int k = 0; k < 4; ++k) {
+      for (int t = x; t < D; ++t) four[k] += Q[r * D + t] * LoadScalar(keys[k] + t);  // channels past the last vector
+      scores[r * kKeyTile + k] = four[k];
+    }
+  }
+}
+
+// Columns c .. c + 3 of the score tile for all `rows` query rows.
+template <typename T>
+HWY_INLINE void ScoreFourKeys(const float* HWY_RESTRICT Q, int rows, int D, const T* const* keys, float* HWY_RESTRICT column) {
+  int r = 0;
+  for (; r + kFourKeyRows <= rows; r += kFourKeyRows) DotRows4Keys<kFourKeyRows>(Q + r * D, D, keys, column + r * kKeyTile);
+  for (; r < rows; ++r) DotRows4Keys<1>(Q + r * D, D, keys, column + r * kKeyTile);
+}
+#else
+inline constexpr bool kFourKeys = false;  // one lane: ScoreKey's sums are the scalar products
+template <typename T>
+HWY_INLINE void ScoreFourKeys(const float*, int, int, const T* const*, float*) {}
+#endif
+
+// acc[r][:] += sum_{c < cols} P[r][c] V[c][:] for r < rows: P [rows][kKeyTile], V [cols][D], acc
+// [rows][D]. Whole blocks of kRowBlock rows through the forward's register-blocked tile product;
+// a remaining row with 4 vectors of channels per pass (4 independent FMA chains).
+static HWY_NOINLINE void AccumulateRows(const float* HWY_RESTRICT P, const float* HWY_RESTRICT V, int rows, int cols, int D,
+                                        float* HWY_RESTRICT acc) {
+  int r = 0;
+  for (; r + kRowBlock <= rows; r += kRowBlock) AccumulateTile(P + r * kKeyTile, kKeyTile, V, kRowBlock, cols, D, acc + r * D);
+  const DA d;
+  const int N = static_cast<int>(hn::Lanes(d));
+  for (; r < rows; ++r) {
+    const float* p = P + r * kKeyTile;
+    float* a = acc + r * D;
+    int x = 0;
+    for (; x + 4 * N <= D; x += 4 * N) {
+      auto a0 = hn::LoadU(d, a + x), a1 = hn::LoadU(d, a + x + N), a2 = hn::LoadU(d, a + x + 2 * N), a3 = hn::LoadU(d, a + x + 3 * N);
+      for (int c = 0; c < cols; ++c) {
+        const auto w = hn::Set(d, p[c]);
+        const float* v = V + c * D + x;
+        a0 = hn::MulAdd(w, hn::LoadU(d, v), a0);
+        a1 = hn::MulAdd(w, hn::LoadU(d, v + N), a1);
+        a2 = hn::MulAdd(w, hn::LoadU(d, v + 2 * N), a2);
+        a3 = hn::MulAdd(w, hn::LoadU(d, v + 3 * N), a3);
+      }
+      hn::StoreU(a0, d, a + x);
+      hn::StoreU(a1, d, a + x + N);
+      hn::StoreU(a2, d, a + x + 2 * N);
+      hn::StoreU(a3, d, a + x + 3 * N);
+    }
+    for (; x + N <= D; x += N) {
+      auto a0 = hn::LoadU(d, a + x);
+      for (int c = 0; c < cols; ++c) a0 = hn::MulAdd(hn::Set(d, p[c]), hn::LoadU(d, V + c * D + x), a0);
+      hn::StoreU(a0, d, a + x);
+    }
+    for (; x < D; ++x)
+      for (int c = 0; c < cols; ++c) a[x] += p[c] * V[c * D + x];
+  }
+}
+
+// Keys ahead of the one being read whose K and V rows are prefetched (every kv head's, every
+// cache line). Measured on a Zen 4 EPYC shared with other work, 8 query heads over 2 kv heads,
+// T = 32768, bf16, one thread, CPU time per step: no prefetch 3.3 ms, 8 keys ahead 1.74 ms, 24
+// keys 1.65 ms, 64 keys 1.6 ms (within the noise); L2-only hints (prefetcht2) were no better.
+constexpr int kPrefetchKeys = 24;
+
+// Prefetches the rows of key j (batch row b) of every kv head of x; past the cache's end it is
+// not called (no out-of-range pointer is formed).
+template <typename T>
+HWY_INLINE void PrefetchKey(const RopeTensor& x, const T* data, int b, int j, int D) {
+  for (int hk = 0; hk < x.heads; ++hk) {
+    const char* row = reinterpret_cast<const char*>(data + attention_detail::offset_of(x, b, j, hk));
+    for (std::size_t line = 0; line < D * sizeof(T); line += 64) hwy::Prefetch(row + line);
+  }
+}
+
+// ALiBi's term of one query (position qpos) against a tile's keys, for every head: the distances
+// are the same for all heads, so they are formed once per tile (distance[c] = qpos - kpos, or its
+// absolute value when symmetric) and each head's row gets - slope_h distance[c] in vectors, as
+// Plan::add_bias_tile does per element (float: slope and distance rounded, then multiplied).
+// Measured: add_bias_tile per head took 10% of a bf16 step at 8 query heads over 2 kv heads.
+static HWY_NOINLINE void AddAlibiRows(const attention_detail::Plan& plan, int b, std::int64_t j0, int cols, float* HWY_RESTRICT Sc,
+                                      std::int64_t* HWY_RESTRICT positions, float* HWY_RESTRICT distance) {
+  plan.tile_positions(b, 0, 1, j0, cols, positions);
+  const bool symmetric = plan.p->alibi_mode == AlibiMode::kSymmetric;
+  for (int c = 0; c < cols; ++c) {
+    const float d = static_cast<float>(positions[0] - positions[1 + c]);
+    distance[c] = symmetric ? std::abs(d) : d;
+  }
+  const DA d;
+  const int N = static_cast<int>(hn::Lanes(d));
+  for (int h = 0; h < plan.Hq; ++h) {
+    const float slope = static_cast<float>(plan.p->alibi_slopes[h]);
+    float* row = Sc + h * kKeyTile;
+    int c = 0;
+    for (; c + N <= cols; c += N)
+      hn::StoreU(hn::Sub(hn::LoadU(d, row + c), hn::Mul(hn::Set(d, slope), hn::LoadU(d, distance + c))), d, row + c);
+    for (; c < cols; ++c) row[c] -= slope * distance[c];
+  }
+}
+
+// One thread's buffers (attention_detail::decode_workspace_floats) for Hq query heads over Hk
+// kv heads: rows in query-head order, so kv head hk's G rows start at row hk G.
+struct Workspace {
+  Workspace(int Hq, int Hk, int D)
+      : buffer(hwy::AllocateAligned<float>(attention_detail::decode_workspace_floats(Hq, Hk, D))), Q(buffer.get()),
+        acc(Q + rows(Hq, D)), Sc(acc + rows(Hq, D)), V(Sc + rows(Hq, kKeyTile)), row_max(V + rows(Hk, kKeyTile) * D),
+        row_sum(row_max + Hq), key(row_sum + Hq), tmp(key + 4 * D) {}
+  static std::size_t rows(int n, int width) { return static_cast<std::size_t>(n) * static_cast<std::size_t>(width); }
+  hwy::AlignedFreeUniquePtr<float[]> buffer;
+  float *Q, *acc, *Sc, *V, *row_max, *row_sum, *key, *tmp;  // V: [Hk][kKeyTile][D]; key: 4 rotated key rows
+  std::vector<std::int64_t> positions = std::vector<std::int64_t>(1 + kKeyTile);  // add_bias_tile's scratch
+  std::vector<float> distance = std::vector<float>(kKeyTile);                     // AddAlibiRows' scratch
+  std::vector<int> lut;
+};
+
+// Keys [lo, hi) of batch row b against every query head: leaves in ws the heads' unnormalised
+// accumulators, running maxima and sums. T: the storage of k and v.
+template <typename T>
+void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std::int64_t hi, Workspace& ws) {
+  const int G = plan.group, D = plan.D, Hq = plan.Hq, Hk = Hq / G;
+  const bool rope = plan.p->positions == AttentionPositions::kRope, alibi = plan.p->positions == AttentionPositions::kAlibi;
+  const bool other_bias = plan.has_bias() && !alibi;
+  const T* k_data = static_cast<const T*>(plan.k->data);
+  const T* v_data = static_cast<const T*>(plan.v->data);
+  for (int h = 0; h < Hq; ++h) {
+    plan.load_query(b, 0, h, ws.Q + h * D, ws.tmp);
+    for (int x = 0; x < D; ++x) ws.Q[h * D + x] *= plan.scale;
+  }
+  std::fill(ws.acc, ws.acc + Workspace::rows(Hq, D), 0.0f);
+  std::fill(ws.row_max, ws.row_max + Hq, -std::numeric_limits<float>::infinity());
+  std::fill(ws.row_sum, ws.row_sum + Hq, 0.0f);
+  for (std::int64_t j0 = lo; j0 < hi; j0 += kKeyTile) {
+    const int cols = static_cast<int>(std::min<std::int64_t>(kKeyTile, hi - j0));
+    for (int c = 0; c < cols;) {
+      const int keys = kFourKeys && c + 4 <= cols ? 4 : 1;  // four keys at a time, then one
+      const int j = static_cast<int>(j0 + c);
+      for (int k = 0; k < keys; ++k)
+        if (j + k + kPrefetchKeys < hi) {
+          PrefetchKey(*plan.k, k_data, b, j + k + kPrefetchKeys, D);
+          PrefetchKey(*plan.v, v_data, b, j + k + kPrefetchKeys, D);
+        }
+      for (int hk = 0; hk < Hk; ++hk) {
+        float* column = ws.Sc + Workspace::rows(hk * G, kKeyTile) + c;
+        const float* Q = ws.Q + Workspace::rows(hk * G, D);
+        if (rope) {  // the keys rotated at their positions (scalar: the general kernel's rows)
+          const float* rows[4];
+          for (int k = 0; k < keys; ++k) {
+            plan.load_key(b, j + k, hk, ws.key + k * D, ws.tmp);
+            rows[k] = ws.key + k * D;
+          }
+          if (keys == 4) ScoreFourKeys(Q, G, D, rows, column);
+          else ScoreKey(Q, G, D, rows[0], column);
+        } else {
+          const T* rows[4];
+          for (int k = 0; k < keys; ++k) rows[k] = k_data + attention_detail::offset_of(*plan.k, b, j + k, hk);
+          if (keys == 4) ScoreFourKeys(Q, G, D, rows, column);
+          else ScoreKey(Q, G, D, rows[0], column);
+        }
+        for (int k = 0; k < keys; ++k)
+          ToFloatRow(v_data + attention_detail::offset_of(*plan.v, b, j + k, hk), ws.V + Workspace::rows(hk * kKeyTile + c + k, D), D);
+      }
+      c += keys;
+    }
+    if (alibi) AddAlibiRows(plan, b, j0, cols, ws.Sc, ws.positions.data(), ws.distance.data());
+    for (int h = 0; h < Hq; ++h) {
+      float* row = ws.Sc + Workspace::rows(h, kKeyTile);
+      if (other_bias) plan.add_bias_tile(b, h, 0, 1, j0, cols, row, kKeyTile, ws.positions.data(), ws.lut);
+      plan.mask_tile(b, 0, 1, j0, cols, row);
+      const float correction = SoftmaxRow(row, &ws.row_max[h], &ws.row_sum[h]);
+      if (correction != 1.0f)
+        for (int x = 0; x < D; ++x) ws.acc[h * D + x] *= correction;
+    }
+    for (int hk = 0; hk < Hk; ++hk)
+      AccumulateRows(ws.Sc + Workspace::rows(hk * G, kKeyTile), ws.V + Workspace::rows(hk * kKeyTile, D), G, cols, D,
+                     ws.acc + Workspace::rows(hk * G, D));
+  }
+}
+
+}  // namespace decode
+
+void AttentionDecode(const attention_detail::Plan& plan, int threads, float* lse) {
+  using attention_detail::kKeyTile;
+  const int Hq = plan.Hq, D = plan.D, B = plan.q->batch;
+  std::int64_t lo = 0, hi = 0;
+  plan.key_range(0, 1, &lo, &hi);  // the same for every batch row: S = 1 at index past
+  const std::int64_t key_tiles = (hi - lo + kKeyTile - 1) / kKeyTile;
+  const int splits = attention_detail::decode_splits(B, key_tiles, threads);
+  const std::int64_t per = (key_tiles + splits - 1) / splits;  // tiles per split
+  // A split's partial softmax for the merge: Hq accumulator rows, then Hq maxima, then Hq sums.
+  const std::size_t partial_size = decode::Workspace::rows(Hq, D + 2);
+  std::vector<float> partials(splits > 1 ? static_cast<std::size_t>(B) * splits * partial_size : 0);
+  const auto store = [&](int b, int h, const float* row, float row_max, float row_sum) {  // normalised head h of batch row b
+    thread_local std::vector<float> o;
+    o.resize(static_cast<std::size_t>(D));
+    const float inv = row_sum > 0 ? 1.0f / row_sum : 0.0f;  // a row that saw no key: zeros
+    for (int x = 0; x < D; ++x) o[static_cast<std::size_t>(x)] = row[x] * inv;
+    attention_detail::store_row(*plan.out, b, 0, h, o.data());
+    if (lse) lse[std::int64_t{b} * Hq + h] = LogSumExp(row_max, row_sum);
+  };
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+  {
+    decode::Workspace ws(Hq, Hq / plan.group, D);
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+    for (std::int64_t item = 0; item < std::int64_t{B} * splits; ++item) {
+      const int b = static_cast<int>(item / splits), split = static_cast<int>(item % splits);
+      const std::int64_t first = lo + std::min(key_tiles, per * split) * kKeyTile;
+      const std::int64_t last = std::min(hi, lo + std::min(key_tiles, per * (split + 1)) * kKeyTile);
+      switch (plan.k->dtype) {
+        case DType::kF32: decode::DecodeKeys<float>(plan, b, first, last, ws); break;
+        case DType::kBF16: decode::DecodeKeys<hwy::bfloat16_t>(plan, b, first, last, ws); break;
+        case DType::kF16: decode::DecodeKeys<hwy::float16_t>(plan, b, first, last, ws); break;
+      }
+      if (splits == 1) {
+        for (int h = 0; h < Hq; ++h) store(b, h, ws.acc + h * D, ws.row_max[h], ws.row_sum[h]);
+        continue;
+      }
+      float* part = partials.data() + static_cast<std::size_t>(item) * partial_size;
+      std::copy(ws.acc, ws.acc + decode::Workspace::rows(Hq, D), part);
+      std::copy(ws.row_max, ws.row_max + Hq, part + decode::Workspace::rows(Hq, D));
+      std::copy(ws.row_sum, ws.row_sum + Hq, part + decode::Workspace::rows(Hq, D + 1));
+    }
+    if (splits > 1) {
+      // The union of the splits' softmaxes: each part rescaled to the largest maximum.
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+      for (std::int64_t bh = 0; bh < std::int64_t{B} * Hq; ++bh) {
+        const int b = static_cast<int>(bh / Hq), h = static_cast<int>(bh % Hq);
+        const float* parts = partials.data() + static_cast<std::size_t>(b) * splits * partial_size;
+        const std::size_t at_max = decode::Workspace::rows(Hq, D) + h, at_sum = at_max + Hq;
+        float m = -std::numeric_limits<float>::infinity(), sum = 0;
+        for (int sp = 0; sp < splits; ++sp) m = std::max(m, parts[sp * partial_size + at_max]);
+        std::fill(ws.tmp, ws.tmp + D, 0.0f);
+        for (int sp = 0; m != -std::numeric_limits<float>::infinity() && sp < splits; ++sp) {
+          const float* part = parts + sp * partial_size;
+          if (part[at_max] == -std::numeric_limits<float>::infinity()) continue;  // this split saw no key
+          const float w = std::exp(part[at_max] - m);
+          sum += w * part[at_sum];
+          for (int x = 0; x < D; ++x) ws.tmp[x] += w * part[h * D + x];
+        }
+        store(b, h, ws.tmp, m, sum);
+      }
+    }
+  }
+}
+
+std::int64_t AttentionDecodeTarget() { return HWY_TARGET; }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace posenc
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,45 @@
+// The one foreach_target translation unit of decode attention (attention_decode.h): compiles
+// attention_decode-inl.h for every Highway target and dispatches once per call.
+#include "attention_decode.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "attention_decode-inl.h"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "attention_decode-inl.h"
+
+#if HWY_ONCE
+#include <algorithm>
+
+namespace posenc::attention_detail {
+
+HWY_EXPORT(AttentionDecode);
+
+bool decode_applies(const RopeTensor& q, const AttentionParams& p) {
+  return q.tokens == 1 && !(p.positions == AttentionPositions::kRope && p.remap.kind != PositionRemapKind::kNone);
+}
+
+int decode_splits(std::int64_t sequences, std::int64_t key_tiles, int threads) {
+  if (threads <= 1 || sequences <= 0) return 1;
+  const std::int64_t wanted = (std::int64_t{kDecodeItemsPerThread} * threads + sequences - 1) / sequences;
+  return static_cast<int>(std::max<std::int64_t>(1, std::min(wanted, key_tiles / kDecodeMinTiles)));
+}
+
+std::size_t decode_workspace_floats(int query_heads, int kv_heads, int D) {
+  const std::size_t hq = static_cast<std::size_t>(query_heads), hk = static_cast<std::size_t>(kv_heads), d = static_cast<std::size_t>(D);
+  return 2 * hq * d + hq * kKeyTile + hk * kKeyTile * d + 2 * hq + 5 * d;
+}
+
+std::int64_t decode_extra_bytes(const RopeTensor& q, const RopeTensor& k, int threads) {
+  const std::int64_t key_tiles = (std::int64_t{k.tokens} + kKeyTile - 1) / kKeyTile;
+  const int splits = decode_splits(q.batch, key_tiles, threads);
+  const std::int64_t partials = splits > 1 ? std::int64_t{q.batch} * splits * q.heads * (std::int64_t{q.head_dim} + 2) : 0;
+  return (static_cast<std::int64_t>(decode_workspace_floats(q.heads, k.heads, q.head_dim)) * threads + partials) *
+         static_cast<std::int64_t>(sizeof(float));
+}
+
+void attention_decode(const Plan& plan, int threads, float* lse) { HWY_DYNAMIC_DISPATCH(AttentionDecode)(plan, threads, lse); }
+
+}  // namespace posenc::attention_detail
+#endif  // HWY_ONCE
