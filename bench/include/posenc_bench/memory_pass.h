@@ -9,7 +9,9 @@ namespace posenc::bench {
 // An in-place read-modify-write pass over n floats (x *= factor; pass factors that do not fold
 // away, e.g. 1 + 2^-20 and its inverse on alternate calls), with the kernels' threads rule
 // (threads.h) and the SIMD target they dispatch to: the ceiling a memory-bound kernel can reach.
-void memory_rmw_pass(float* data, std::size_t n, int threads, float factor);
+// Returns the threads the pass ran on (the OpenMP team), so a benchmark can show its ceiling used
+// the kernel's thread count.
+int memory_rmw_pass(float* data, std::size_t n, int threads, float factor);
 
 // The SIMD target the pass runs on ("AVX3", "AVX2", ...): the same as the kernels'.
 const char* memory_pass_target();
