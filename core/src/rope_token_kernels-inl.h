@@ -79,11 +79,24 @@ void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, con
   };
   std::uint16_t* base = static_cast<std::uint16_t*>(x.data) + offset;
   const std::int64_t ahead = PrefetchOffset(x, 2 * half);  // elements; 0: no prefetch
-  for (int i = 0; i < pairs; ++i) {
-    ce[i] = c[2 * i];
-    co[i] = c[2 * i + 1];
-    se[i] = s[2 * i];
-    so[i] = s[2 * i + 1];
+  // Split by vectors: the grouped head-major walk calls this per token for 4 heads, and 4 * half
+  // scalar copies held bf16 there to 0.53 of the memory ceiling on one thread (Zen 4).
+  int pair = 0;
+#if HWY_TARGET != HWY_SCALAR  // one lane: the scalar loop below
+  for (; pair + n <= pairs; pair += n) {
+    const auto c_lo = hn::LoadU(df, c + 2 * pair), c_hi = hn::LoadU(df, c + 2 * pair + n);
+    const auto s_lo = hn::LoadU(df, s + 2 * pair), s_hi = hn::LoadU(df, s + 2 * pair + n);
+    hn::StoreU(hn::ConcatEven(df, c_hi, c_lo), df, ce + pair);
+    hn::StoreU(hn::ConcatOdd(df, c_hi, c_lo), df, co + pair);
+    hn::StoreU(hn::ConcatEven(df, s_hi, s_lo), df, se + pair);
+    hn::StoreU(hn::ConcatOdd(df, s_hi, s_lo), df, so + pair);
+  }
+#endif
+  for (; pair < pairs; ++pair) {
+    ce[pair] = c[2 * pair];
+    co[pair] = c[2 * pair + 1];
+    se[pair] = s[2 * pair];
+    so[pair] = s[2 * pair + 1];
   }
   for (int h = 0; h < x.heads; ++h) {
     std::uint16_t* row = base + h * x.head_stride;
