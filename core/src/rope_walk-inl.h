@@ -44,7 +44,7 @@ inline bool AllHeadMajor(const RotateJob& job) {
 // many bytes as one f32 head's values (twice a bf16 head's), so reading it once per head — the
 // walk before this one, one sequential stream per head — held every dtype at 0.50-0.65 of the
 // memory ceiling on one thread (Zen 4), and 0.92 with the table's traffic removed. A group is
-// kHeadGroup streams: 4 measured best (f32 0.90-0.98, bf16 0.80-0.83); 8 streams fell to 0.65-0.73
+// kHeadGroup streams: 4 measured best (f32 0.90-0.98, bf16 0.80-0.83); 8 streams fell to 0.58-0.73
 // and the token-outer walk below, one stream per head (40 for Llama-3-8B's q and k), to 0.38.
 // The tokens go in chunks whose table rows (kTableChunkBytes) stay in L2 while every group of the
 // thread's share rotates them, so the table comes from DRAM or L3 once per chunk, not per group.
@@ -154,7 +154,7 @@ void RotateAllT(const RotateJob& job) {
   const std::int64_t rows = std::int64_t{job.tensors[0].batch} * tokens;
   const bool xpos = p.xpos.enabled();
   const bool table_rows = job.table && !p.axis_of_freq;  // 1-D: point straight into the table
-  // The head-by-head walk reads table rows as they are; xPos scales them per token first.
+  // The grouped walk reads table rows as they are; xPos scales them per token first.
   if (table_rows && !xpos && AllHeadMajor(job) && HeadGroupUnits(job) >= job.threads) return RotateHeadGroups<kForward>(job);
   RopeApplyParams forward = p;
   forward.direction = 1;
