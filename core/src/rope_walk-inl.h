@@ -59,8 +59,7 @@ struct HeadGroup {
 
 inline int GroupsOf(int heads) { return (heads + kHeadGroup - 1) / kHeadGroup; }
 
-// The units, tensors in order, batch rows, then head groups. Fewer than threads: the token-outer
-// walk, which splits tokens, keeps every thread busy.
+// The units, tensors in order, batch rows, then head groups.
 inline std::int64_t HeadGroupUnits(const RotateJob& job) {
   std::int64_t units = 0;
   for (int i = 0; i < job.num_tensors; ++i) units += std::int64_t{job.tensors[i].batch} * GroupsOf(job.tensors[i].heads);
@@ -83,6 +82,9 @@ void RotateHeadGroups(const RotateJob& job) {
   const PositionIds& pos = *job.positions;
   const int half = job.params->num_freqs, tokens = job.tensors[0].tokens;
   const std::int64_t units = HeadGroupUnits(job);
+  // Fewer units than threads (10 for Llama-3-8B's q and k, on 16 cores): each unit's tokens are
+  // cut into slices, so every thread has work and still walks few streams.
+  const std::int64_t slices = std::max<std::int64_t>(1, (job.threads + units - 1) / units), items = units * slices;
   const int chunk = static_cast<int>(std::max<std::int64_t>(1, kTableChunkBytes / (2 * half * std::int64_t{sizeof(float)})));
 #ifdef _OPENMP
 #pragma omp parallel num_threads(job.threads)
@@ -94,16 +96,20 @@ void RotateHeadGroups(const RotateJob& job) {
 #else
     const std::int64_t thread = 0, threads = 1;
 #endif
-    // Each thread its own run of units through every chunk (its own L2): no barrier per chunk.
-    const std::int64_t first_unit = units * thread / threads, end_unit = units * (thread + 1) / threads;
+    // Each thread its own run of (unit, slice) items through every chunk (its own L2): no barrier
+    // per chunk.
+    const std::int64_t first_item = items * thread / threads, end_item = items * (thread + 1) / threads;
     for (int t0 = 0; t0 < tokens; t0 += chunk) {
-      const int t1 = std::min(tokens, t0 + chunk);
-      for (std::int64_t u = first_unit; u < end_unit; ++u) {
-        const HeadGroup g = HeadGroupAt(job, u);
+      for (std::int64_t item = first_item; item < end_item; ++item) {
+        const std::int64_t slice = item % slices;
+        const int begin = std::max(t0, static_cast<int>(tokens * slice / slices));
+        const int end = std::min(t0 + chunk, static_cast<int>(tokens * (slice + 1) / slices));
+        if (begin >= end) continue;
+        const HeadGroup g = HeadGroupAt(job, item / slices);
         RopeTensor view = job.tensors[g.tensor];
         view.heads = g.heads;
         const std::int64_t offset = g.batch * view.batch_stride + g.head * view.head_stride;
-        for (int t = t0; t < t1; ++t) {
+        for (int t = begin; t < end; ++t) {
           const std::int64_t at = pos.at(0, g.batch, t, tokens) * half;
           RotateTokenOf<kForward>(job, view, offset + t * view.token_stride, job.table->cos + at, job.table->sin + at,
                                   tmp.data(), tmp2.data());
@@ -155,7 +161,7 @@ void RotateAllT(const RotateJob& job) {
   const bool xpos = p.xpos.enabled();
   const bool table_rows = job.table && !p.axis_of_freq;  // 1-D: point straight into the table
   // The grouped walk reads table rows as they are; xPos scales them per token first.
-  if (table_rows && !xpos && AllHeadMajor(job) && HeadGroupUnits(job) >= job.threads) return RotateHeadGroups<kForward>(job);
+  if (table_rows && !xpos && AllHeadMajor(job)) return RotateHeadGroups<kForward>(job);
   RopeApplyParams forward = p;
   forward.direction = 1;
   const XPosScales xpos_scales(xpos ? p.xpos : XPosParams{}, xpos ? half : 0);
