@@ -84,14 +84,11 @@ void add_bench_command(CLI::App& app) {
     if (a->json) {
       nlohmann::json j = {{"tokens", c.tokens}, {"heads", c.heads}, {"kv_heads", c.kv_heads}, {"head_dim", c.head_dim},
                           {"dtype", to_string(c.dtype)}, {"layout", to_string(c.layout)}, {"memory", a->memory}, {"mode", c.table ? "table" : "on-the-fly"},
-                          {"threads", r.threads}, {"target", r.target}, {"repeats", c.repeats},
+                          {"threads", r.threads}, {"ceiling_threads", r.ceiling_threads}, {"target", r.target}, {"repeats", c.repeats},
                           {"seconds", r.seconds}, {"gbps", r.gbps}, {"ceiling_gbps", r.ceiling_gbps},
                           {"fraction_of_ceiling", r.fraction_of_ceiling}, {"ns_per_element", r.ns_per_element},
-                          {"elements_per_second", 1e9 / r.ns_per_element}};
-      if (c.dtype != DType::kF32) {
-        j["f32_ns_per_element"] = r.f32_ns_per_element;
-        j["rate_vs_f32"] = r.rate_vs_f32;
-      }
+                          {"elements_per_second", 1e9 / r.ns_per_element},
+                          {"f32_ns_per_element", r.f32_ns_per_element}, {"rate_vs_f32", r.rate_vs_f32}};
       if (c.dtype == DType::kBF16) j["bf16_narrowing"] = r.native_bf16 ? "instruction" : "emulated";
       if (c.xpos) {
         j["xpos_seconds"] = r.xpos_seconds;
@@ -99,12 +96,12 @@ void add_bench_command(CLI::App& app) {
       }
       std::cout << j.dump() << "\n";
     } else {
-      std::printf("rope %s %s %s: [%d tokens, %d + %d heads, %d] threads %d, target %s, median of %d\n", to_string(c.dtype),
-                  to_string(c.layout), c.table ? "table" : "on-the-fly", c.tokens, c.heads, c.kv_heads, c.head_dim, r.threads,
-                  r.target.c_str(), c.repeats);
+      std::printf("rope %s %s %s %s: [%d tokens, %d + %d heads, %d] threads %d, target %s, median of %d\n", to_string(c.dtype),
+                  to_string(c.layout), a->memory.c_str(), c.table ? "table" : "on-the-fly", c.tokens, c.heads, c.kv_heads,
+                  c.head_dim, r.threads, r.target.c_str(), c.repeats);
       std::printf("  kernel   %8.3f ms  %7.2f GB/s  %.3f ns/element\n", r.seconds * 1e3, r.gbps, r.ns_per_element);
-      std::printf("  ceiling  %8.3f ms  %7.2f GB/s  (in-place read-modify-write of the same bytes)\n",
-                  r.ceiling_seconds * 1e3, r.ceiling_gbps);
+      std::printf("  ceiling  %8.3f ms  %7.2f GB/s  (in-place read-modify-write of the same bytes, %d thread%s)\n",
+                  r.ceiling_seconds * 1e3, r.ceiling_gbps, r.ceiling_threads, r.ceiling_threads > 1 ? "s" : "");
       std::printf("  fraction_of_ceiling %.3f\n", r.fraction_of_ceiling);
       if (c.dtype != DType::kF32)
         std::printf("  float32  %.3f ns/element (same shape, same run): %s is %.2fx its element rate%s\n", r.f32_ns_per_element,

@@ -1,7 +1,9 @@
-// `posenc bench rope --xpos`: xPos timed beside plain RoPE in the same run, and its refusal.
+// `posenc bench rope`: both ratios in every dtype and memory order, the ceiling on the kernel's
+// threads; `--xpos`: xPos timed beside plain RoPE in the same run, and its refusal.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli_run.h"
 
@@ -18,6 +20,23 @@ TEST(CliBenchRope, XPosPrintsItsTimeOverPlainRopesFromTheSameRun) {
   const CliRun no_keys = run("bench rope --xpos --tokens 256 --heads 2 --kv-heads 0 --head-dim 64 --repeats 7");
   EXPECT_NE(no_keys.code, 0);
   EXPECT_NE(no_keys.err.find("bench --xpos needs --kv-heads >= 1, got 0"), std::string::npos) << no_keys.err;
+}
+
+// Issue 29 reads fraction_of_ceiling and rate_vs_f32 from every run: float32 is its own
+// reference (rate 1), and the ceiling pass runs on as many threads as the kernel.
+TEST(CliBenchRope, EveryDtypeAndMemoryOrderPrintsBothRatiosWithTheCeilingOnTheKernelsThreads) {
+  for (const char* dtype : {"f32", "bf16", "f16"})
+    for (const char* memory : {"bshd", "bhsd"}) {
+      const auto j = run_json(std::string("bench rope --tokens 64 --heads 4 --kv-heads 2 --head-dim 64 --threads 2 --repeats 7 --dtype ") +
+                              dtype + " --memory " + memory);
+      SCOPED_TRACE(std::string(dtype) + " " + memory);
+      EXPECT_EQ(j.at("memory"), memory);
+      EXPECT_GT(j.at("fraction_of_ceiling").get<double>(), 0);
+      EXPECT_GT(j.at("rate_vs_f32").get<double>(), 0);
+      if (std::string(dtype) == "f32") EXPECT_EQ(j.at("rate_vs_f32").get<double>(), 1.0);
+      EXPECT_EQ(j.at("threads").get<int>(), 2);
+      EXPECT_EQ(j.at("ceiling_threads").get<int>(), 2);
+    }
 }
 
 }  // namespace

@@ -102,19 +102,26 @@ TEST_F(RopeKernels, LargePositionsOnTheFlyOnEveryTarget) {
   }
 }
 
-// [B, H, S, D] storage with a table is walked head by head; where a batch row's positions are
-// consecutive, all of a head's tokens go through one call (each token a row of the view, its own
-// cos/sin row). Rows with consecutive ids (implicit, or explicit) and with a gap, every target,
-// layout, dtype, direction, and head dims with and without vector tails.
-TEST_F(RopeKernels, HeadMajorRunsOfConsecutivePositionsEqualTheReference) {
+// [B, H, S, D] storage with a table is walked in groups of up to 4 heads of one tensor, token by
+// token, through chunks of tokens (1024 at head_dim 128: 512 KiB of cos/sin rows); each thread
+// takes a run of groups, or of token slices of them where groups are fewer than threads. Shapes
+// with a group of 4 and a remainder group (q: 5, 6 heads), a lone head (k: 1 head), 1100 tokens
+// across a chunk's end, vector tails (head_dim 40), 6 threads over 4 units (2 batch rows x the q
+// group and the k head: 2 token slices each, 8 items), batch rows with consecutive ids (implicit,
+// or explicit) and with a gap, every target, layout, dtype and direction.
+TEST_F(RopeKernels, HeadMajorGroupsAndChunksEqualTheReference) {
   std::mt19937 rng(31);
-  const int batch = 2, heads = 3;
+  const int batch = 2, k_heads = 1;
+  struct Shape {
+    int tokens, heads, head_dim, threads;
+  };
   int combinations = 0;
-  for (const auto target : hwy::SupportedAndGeneratedTargets()) {
+  const auto targets = hwy::SupportedAndGeneratedTargets();
+  for (const auto target : targets) {
     hwy::SetSupportedTargetsForTest(target);
     SCOPED_TRACE(hwy::TargetName(target));
-    // 9 tokens, and 600 (row 1 with its gap after 300), with and without vector tails.
-    for (const auto& [tokens, head_dim] : {std::pair{9, 40}, std::pair{9, 128}, std::pair{600, 40}}) {
+    for (const Shape& shape : {Shape{9, 3, 40, 2}, Shape{9, 6, 128, 3}, Shape{600, 3, 40, 6}, Shape{1100, 5, 128, 2}}) {
+      const int tokens = shape.tokens, head_dim = shape.head_dim;
       std::vector<std::int64_t> ids(static_cast<std::size_t>(batch) * tokens);
       for (int t = 0; t < tokens; ++t) {
         ids[static_cast<std::size_t>(t)] = 40 + t;                                           // row 0: consecutive
@@ -130,21 +137,26 @@ TEST_F(RopeKernels, HeadMajorRunsOfConsecutivePositionsEqualTheReference) {
               p.direction = direction;
               p.attention_factor = 1.125;
               const PositionIds pos = implicit ? PositionIds::implicit(5) : PositionIds{ids.data(), 1, batch * tokens};
-              Buffer q = random_buffer(dtype, std::size_t{batch} * tokens * heads * head_dim, rng), ref = q;
-              const RopeTensor view = bhsd(q.data(), dtype, {batch, tokens, heads, head_dim});
-              rope_apply_reference(with_data(view, ref.data()), pos, p);
+              Buffer q = random_buffer(dtype, std::size_t{batch} * tokens * shape.heads * head_dim, rng), q_ref = q;
+              Buffer k = random_buffer(dtype, std::size_t{batch} * tokens * k_heads * head_dim, rng), k_ref = k;
+              const RopeTensor qv = bhsd(q.data(), dtype, {batch, tokens, shape.heads, head_dim});
+              const RopeTensor kv = bhsd(k.data(), dtype, {batch, tokens, k_heads, head_dim});
+              rope_apply_reference(with_data(qv, q_ref.data()), pos, p);
+              rope_apply_reference(with_data(kv, k_ref.data()), pos, p);
               RopeTable table(p, 8);
               RopeKernelOptions options;
               options.table = &table;
-              options.threads = 2;
-              rope_rotate(view, nullptr, pos, p, options);
-              ASSERT_EQ(q.bytes, ref.bytes) << to_string(dtype) << " " << to_string(layout) << " head_dim " << head_dim
-                                            << " dir " << direction << " implicit " << implicit;
+              options.threads = shape.threads;
+              rope_rotate(qv, &kv, pos, p, options);
+              ASSERT_EQ(q.bytes, q_ref.bytes) << to_string(dtype) << " " << to_string(layout) << " tokens " << tokens
+                                              << " head_dim " << head_dim << " dir " << direction << " implicit " << implicit
+                                              << " threads " << shape.threads;
+              ASSERT_EQ(k.bytes, k_ref.bytes) << to_string(dtype) << " " << to_string(layout) << " tokens " << tokens;
               ++combinations;
             }
     }
   }
-  EXPECT_GT(combinations, 0);
+  EXPECT_EQ(combinations, static_cast<int>(targets.size()) * 4 * 3 * 3 * 2 * 2);
 }
 
 TEST_F(RopeKernels, ThreadCountDoesNotChangeBits) {

@@ -9,24 +9,37 @@
 
 #include <cstdint>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace posenc::bench {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-void RmwPass(float* data, std::size_t n, int threads, float factor) {
+int RmwPass(float* data, std::size_t n, int threads, float factor) {
   const hn::ScalableTag<float> df;
   const std::size_t lanes = hn::Lanes(df);
   const std::size_t vectors = n / lanes;
   const auto f = hn::Set(df, factor);
+  int team = 1;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(threads)
+#pragma omp parallel num_threads(threads)
 #endif
-  for (std::int64_t v = 0; v < static_cast<std::int64_t>(vectors); ++v) {
-    float* p = data + static_cast<std::size_t>(v) * lanes;
-    hn::StoreU(hn::Mul(hn::LoadU(df, p), f), df, p);
+  {
+#ifdef _OPENMP
+#pragma omp single nowait
+    team = omp_get_num_threads();
+#pragma omp for schedule(static)
+#endif
+    for (std::int64_t v = 0; v < static_cast<std::int64_t>(vectors); ++v) {
+      float* p = data + static_cast<std::size_t>(v) * lanes;
+      hn::StoreU(hn::Mul(hn::LoadU(df, p), f), df, p);
+    }
   }
   for (std::size_t i = vectors * lanes; i < n; ++i) data[i] *= factor;
+  return team;
 }
 
 // The sum of n floats, read once in order: 4 independent vector sums per thread, so the pass is
@@ -70,8 +83,8 @@ HWY_EXPORT(RmwPass);
 HWY_EXPORT(ReadPass);
 HWY_EXPORT(PassTarget);
 
-void memory_rmw_pass(float* data, std::size_t n, int threads, float factor) {
-  HWY_DYNAMIC_DISPATCH(RmwPass)(data, n, kernel_threads(threads, "memory pass"), factor);
+int memory_rmw_pass(float* data, std::size_t n, int threads, float factor) {
+  return HWY_DYNAMIC_DISPATCH(RmwPass)(data, n, kernel_threads(threads, "memory pass"), factor);
 }
 
 double memory_read_pass(const float* data, std::size_t n, int threads) {

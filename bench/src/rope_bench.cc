@@ -159,7 +159,7 @@ RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
   const float up = 1.0f + 1.0f / (1 << 20), down = 1.0f / up;
   for (int i = -1; i < c.repeats; ++i) {  // i = -1: warm-up (page faults, thread start)
     const double tk = seconds_of([&] { rope_rotate(qv, kp, {}, p, options); });
-    const double tc = seconds_of([&] { memory_rmw_pass(ceiling_buf, ceiling_floats, c.threads, i % 2 ? up : down); });
+    const double tc = seconds_of([&] { r.ceiling_threads = memory_rmw_pass(ceiling_buf, ceiling_floats, c.threads, i % 2 ? up : down); });
     const double tf = compare ? seconds_of([&] { rope_rotate(q32v, kp ? &k32v : nullptr, {}, p, options); }) : 0;
     // q as the query and k as the key, then the other way round: each scale undone by the next run.
     const double tx = !c.xpos   ? 0
@@ -186,6 +186,10 @@ RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
   r.ceiling_gbps = 2.0 * static_cast<double>(ceiling_floats * sizeof(float)) / r.ceiling_seconds / 1e9;
   r.fraction_of_ceiling = r.gbps / r.ceiling_gbps;
   r.ns_per_element = r.seconds * 1e9 / static_cast<double>(r.elements);
+  if (!compare) {  // float32 is its own reference: every dtype reports both ratios
+    r.f32_ns_per_element = r.ns_per_element;
+    r.rate_vs_f32 = 1;
+  }
   return r;
 }
 

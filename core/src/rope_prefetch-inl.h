@@ -11,9 +11,11 @@
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
+#include "posenc/half.h"
 #include "posenc/rope_apply.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -21,22 +23,40 @@ namespace posenc {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr int kPrefetchTokens = 2;
+// How far ahead: at least kPrefetchTokens tokens, and kPrefetchBytesInFlight bytes across the
+// token's heads. A distance in bytes is one in time (the streams move a token's bytes per step);
+// a budget across heads keeps many streams from flooding L1 with lines not yet needed. Measured on
+// one thread (Zen 4, thread CPU time, medians): the grouped head-major walk (4 heads,
+// rope_walk-inl.h's RotateHeadGroups) with bf16 rows of 128 values (1 KiB a token) reached 0.64
+// of the ceiling 2 tokens ahead, 0.78 at 4, 0.80 at 8, 0.71 at 16; f32 (2 KiB a token) 0.93 at 2,
+// 0.95 at 4 and 8. The token-outer walk (40 heads: 20 KiB a f32 token) stays at 2.
+constexpr std::size_t kPrefetchTokens = 2;
+constexpr std::size_t kPrefetchBytesInFlight = 8 << 10;
 
-// Prefetches the same head kPrefetchTokens tokens ahead, so DRAM latency hides behind this
-// token's work — only where a token's heads are not one contiguous block ([B, H, S, D]: one
-// stream per head, more than the hardware prefetchers follow; measured 0.35 -> 0.66 of the
-// memory ceiling at 2 threads). Where they are ([B, S, H, D]), the token is one sequential
-// stream the hardware prefetches itself, and the hints only cost: float32 went from 0.81 to
-// 1.06 of the ceiling on one thread without them (Zen 4, `posenc bench rope --threads 1`).
-// A hint: past the end of the tensor it does nothing; integer arithmetic avoids forming an
-// out-of-range pointer.
+// Prefetches the same head ahead (above), so DRAM latency hides behind this token's work — only
+// where a token's heads are not one contiguous block ([B, H, S, D]: one stream per head, more
+// than the hardware prefetchers follow; measured 0.35 -> 0.66 of the memory ceiling at 2 threads
+// in the token-outer walk). Where they are ([B, S, H, D]), the token is one sequential stream the
+// hardware prefetches itself, and the hints only cost: float32 went from 0.81 to 1.06 of the
+// ceiling on one thread without them (Zen 4, `posenc bench rope --threads 1`).
 HWY_INLINE bool WantsPrefetch(const RopeTensor& x) { return x.heads > 1 && x.head_stride != x.head_dim; }
 
+// How many elements ahead of a row of x (channels values) to prefetch, once per kernel call (a
+// division the per-head loop should not repeat); 0: no prefetch.
+HWY_INLINE std::int64_t PrefetchOffset(const RopeTensor& x, int channels) {
+  if (!WantsPrefetch(x)) return 0;
+  const std::size_t token_bytes = static_cast<std::size_t>(channels) * static_cast<std::size_t>(x.heads) * dtype_size(x.dtype);
+  const std::size_t tokens_ahead = std::max(kPrefetchTokens, kPrefetchBytesInFlight / token_bytes);
+  return static_cast<std::int64_t>(tokens_ahead) * x.token_stride;
+}
+
+// Prefetches the channels values ahead elements past row. A hint: past the end of the tensor it
+// does nothing; integer arithmetic avoids forming an out-of-range pointer.
 template <typename T>
-HWY_INLINE void PrefetchAhead(const T* row, std::int64_t token_stride, int channels) {
-  const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(row) + kPrefetchTokens * token_stride * sizeof(T);
-  for (std::size_t line = 0; line < channels * sizeof(T); line += 64) hwy::Prefetch(reinterpret_cast<const char*>(ahead + line));
+HWY_INLINE void PrefetchRow(const T* row, std::int64_t ahead, int channels) {
+  const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(row) + static_cast<std::uintptr_t>(ahead) * sizeof(T);
+  for (std::size_t line = 0; line < static_cast<std::size_t>(channels) * sizeof(T); line += 64)
+    hwy::Prefetch(reinterpret_cast<const char*>(at + line));
 }
 
 }  // namespace HWY_NAMESPACE

@@ -1,6 +1,6 @@
-// The per-token RoPE kernels, one per layout and storage type: every head of one token (or a
-// run of one head's tokens viewed as heads), per Highway target (included by rope_kernels.cc, the
-// one foreach_target unit). Which one runs is chosen in rope_token_switch-inl.h.
+// The per-token RoPE kernels, one per layout and storage type: every head of one token (every
+// head reads the same cos/sin row), per Highway target (included by rope_kernels.cc, the one
+// foreach_target unit). Which one runs is chosen in rope_token_switch-inl.h.
 // Per-target include guard, as Highway requires:
 #if defined(POSENC_ROPE_TOKEN_KERNELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef POSENC_ROPE_TOKEN_KERNELS_INL_H_
@@ -27,15 +27,14 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Half-split, every head of one token (heads outer: each row is streamed once, in order).
 template <bool kForward, typename T, bool kNative>
-void RotateTokenHalfSplit(const RopeTensor& x, std::int64_t offset, const float* c0, const float* s0, std::int64_t cs_stride, int half) {
+void RotateTokenHalfSplit(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
   const TagFor<T> df;
   const int n = static_cast<int>(hn::Lanes(df));
   T* base = static_cast<T*>(x.data) + offset;
-  const bool prefetch = WantsPrefetch(x);
+  const std::int64_t ahead = PrefetchOffset(x, 2 * half);  // elements; 0: no prefetch
   for (int h = 0; h < x.heads; ++h) {
-    const float *c = c0 + h * cs_stride, *s = s0 + h * cs_stride;  // a run of tokens: one row each
     T* row = base + h * x.head_stride;
-    if (prefetch) PrefetchAhead(row, x.token_stride, 2 * half);
+    if (ahead != 0) PrefetchRow(row, ahead, 2 * half);
     int j = 0;
     for (; j + 2 * n <= half; j += 2 * n) {  // two vectors a step: bf16 narrows them in one instruction
       decltype(hn::Zero(df)) oa0, ob0, oa1, ob1;
@@ -67,7 +66,7 @@ void RotateTokenHalfSplit(const RopeTensor& x, std::int64_t offset, const float*
 // rate on one thread with them). cos/sin are split into even and odd entries once per token,
 // into scratch (2 * half floats).
 template <bool kForward>
-void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, const float* c0, const float* s0, std::int64_t cs_stride, int half,
+void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half,
                                    float* scratch) {
   const DW df;
   const hn::RebindToUnsigned<DW> du;
@@ -79,18 +78,29 @@ void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, con
     return hn::Or(hn::And(Bf16InHighHalf(df, odd), high), hn::ShiftRight<16>(Bf16InHighHalf(df, even)));
   };
   std::uint16_t* base = static_cast<std::uint16_t*>(x.data) + offset;
-  const bool prefetch = WantsPrefetch(x);
+  const std::int64_t ahead = PrefetchOffset(x, 2 * half);  // elements; 0: no prefetch
+  // Split by vectors: the grouped head-major walk calls this per token for 4 heads, and 4 * half
+  // scalar copies held bf16 there to 0.53 of the memory ceiling on one thread (Zen 4).
+  int pair = 0;
+#if HWY_TARGET != HWY_SCALAR  // one lane: the scalar loop below
+  for (; pair + n <= pairs; pair += n) {
+    const auto c_lo = hn::LoadU(df, c + 2 * pair), c_hi = hn::LoadU(df, c + 2 * pair + n);
+    const auto s_lo = hn::LoadU(df, s + 2 * pair), s_hi = hn::LoadU(df, s + 2 * pair + n);
+    hn::StoreU(hn::ConcatEven(df, c_hi, c_lo), df, ce + pair);
+    hn::StoreU(hn::ConcatOdd(df, c_hi, c_lo), df, co + pair);
+    hn::StoreU(hn::ConcatEven(df, s_hi, s_lo), df, se + pair);
+    hn::StoreU(hn::ConcatOdd(df, s_hi, s_lo), df, so + pair);
+  }
+#endif
+  for (; pair < pairs; ++pair) {
+    ce[pair] = c[2 * pair];
+    co[pair] = c[2 * pair + 1];
+    se[pair] = s[2 * pair];
+    so[pair] = s[2 * pair + 1];
+  }
   for (int h = 0; h < x.heads; ++h) {
-    const float *c = c0 + h * cs_stride, *s = s0 + h * cs_stride;  // a run of tokens: one row each
-    if (h == 0 || cs_stride != 0)
-      for (int i = 0; i < pairs; ++i) {
-        ce[i] = c[2 * i];
-        co[i] = c[2 * i + 1];
-        se[i] = s[2 * i];
-        so[i] = s[2 * i + 1];
-      }
     std::uint16_t* row = base + h * x.head_stride;
-    if (prefetch) PrefetchAhead(row, x.token_stride, 2 * half);
+    if (ahead != 0) PrefetchRow(row, ahead, 2 * half);
     int j = 0;
     for (; j + 2 * n <= half; j += 2 * n) {
       const auto a = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(row + j));
@@ -118,17 +128,16 @@ void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, con
 // pair merges back the same way — no interleaving shuffles (measured: 1.17x float32's element
 // rate on one thread with them, on Zen 4).
 template <bool kForward>
-void RotateTokenPairsBf16(const RopeTensor& x, std::int64_t offset, const float* c0, const float* s0, std::int64_t cs_stride, int half) {
+void RotateTokenPairsBf16(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
   const DW df;
   const hn::RebindToUnsigned<DW> du;
   const int n = static_cast<int>(hn::Lanes(df));  // pairs a vector
   const auto high = hn::Set(du, 0xffff0000u);
   std::uint16_t* base = static_cast<std::uint16_t*>(x.data) + offset;
-  const bool prefetch = WantsPrefetch(x);
+  const std::int64_t ahead = PrefetchOffset(x, 2 * half);  // elements; 0: no prefetch
   for (int h = 0; h < x.heads; ++h) {
-    const float *c = c0 + h * cs_stride, *s = s0 + h * cs_stride;  // a run of tokens: one row each
     std::uint16_t* row = base + h * x.head_stride;
-    if (prefetch) PrefetchAhead(row, x.token_stride, 2 * half);
+    if (ahead != 0) PrefetchRow(row, ahead, 2 * half);
     int j = 0;
     for (; j + n <= half; j += n) {
       const auto ab = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(row + 2 * j));
@@ -149,15 +158,14 @@ void RotateTokenPairsBf16(const RopeTensor& x, std::int64_t offset, const float*
 
 // Interleaved float32, every head of one token.
 template <bool kForward>
-void RotateTokenPairsF32(const RopeTensor& x, std::int64_t offset, const float* c0, const float* s0, std::int64_t cs_stride, int half) {
+void RotateTokenPairsF32(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
   const DF df;
   const int n = static_cast<int>(hn::Lanes(df));
   float* base = static_cast<float*>(x.data) + offset;
-  const bool prefetch = WantsPrefetch(x);
+  const std::int64_t ahead = PrefetchOffset(x, 2 * half);  // elements; 0: no prefetch
   for (int h = 0; h < x.heads; ++h) {
-    const float *c = c0 + h * cs_stride, *s = s0 + h * cs_stride;  // a run of tokens: one row each
     float* row = base + h * x.head_stride;
-    if (prefetch) PrefetchAhead(row, x.token_stride, 2 * half);
+    if (ahead != 0) PrefetchRow(row, ahead, 2 * half);
     int j = 0;
     for (; j + n <= half; j += n) {
       decltype(hn::Zero(df)) a, b, oa, ob;
@@ -172,17 +180,16 @@ void RotateTokenPairsF32(const RopeTensor& x, std::int64_t offset, const float* 
 // Interleaved f16, every head of one token: the 16-bit values are split into even and odd
 // lanes as integers, widened, rotated in float32, narrowed and re-interleaved.
 template <bool kForward, typename T>
-void RotateTokenPairsHalf(const RopeTensor& x, std::int64_t offset, const float* c0, const float* s0, std::int64_t cs_stride, int half) {
+void RotateTokenPairsHalf(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
   const DW df;
   const BitsOf<DW> du16;
   const int n = static_cast<int>(hn::Lanes(df));
   T* base = static_cast<T*>(x.data) + offset;
-  const bool prefetch = WantsPrefetch(x);
+  const std::int64_t ahead = PrefetchOffset(x, 2 * half);  // elements; 0: no prefetch
   for (int h = 0; h < x.heads; ++h) {
-    const float *c = c0 + h * cs_stride, *s = s0 + h * cs_stride;  // a run of tokens: one row each
     T* row = base + h * x.head_stride;
     std::uint16_t* bits = reinterpret_cast<std::uint16_t*>(row);
-    if (prefetch) PrefetchAhead(row, x.token_stride, 2 * half);
+    if (ahead != 0) PrefetchRow(row, ahead, 2 * half);
     int j = 0;
     for (; j + n <= half; j += n) {
       decltype(hn::Zero(du16)) even, odd;
@@ -202,11 +209,10 @@ void RotateTokenPairsHalf(const RopeTensor& x, std::int64_t offset, const float*
 
 // DeepSeek-V3, every head of one token, through float copies (in, out: 2 * half floats each).
 template <bool kForward, typename T>
-void RotateTokenDeepSeek(const RopeTensor& x, std::int64_t offset, const float* c0, const float* s0, std::int64_t cs_stride, int half, float* in,
+void RotateTokenDeepSeek(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half, float* in,
                          float* out) {
   T* base = static_cast<T*>(x.data) + offset;
   for (int h = 0; h < x.heads; ++h) {
-    const float *c = c0 + h * cs_stride, *s = s0 + h * cs_stride;  // a run of tokens: one row each
     T* row = base + h * x.head_stride;
     ToFloatRow(row, in, 2 * half);
     if (kForward)

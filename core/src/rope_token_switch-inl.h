@@ -25,27 +25,25 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // One token of one tensor, every head: the layout and the storage type chosen here.
-// cs_stride: 0 for one token (every head reads c and s); or, for a run of tokens of one head
-// viewed as heads (RotateHeadByHead), the floats from one token's cos/sin row to the next's.
 template <bool kForward, typename T, bool kNative = false>
 void RotateToken(const RopeTensor& x, std::int64_t offset, RopeLayout layout, const float* c, const float* s,
-                 std::int64_t cs_stride, int half, float* tmp, float* tmp2) {
+                 int half, float* tmp, float* tmp2) {
   switch (layout) {
     case RopeLayout::kHalfSplit:
       if constexpr (std::is_same_v<T, hwy::bfloat16_t> && !kNative)
-        RotateTokenHalfSplitBf16Pairs<kForward>(x, offset, c, s, cs_stride, half, tmp);
+        RotateTokenHalfSplitBf16Pairs<kForward>(x, offset, c, s, half, tmp);
       else
-        RotateTokenHalfSplit<kForward, T, kNative>(x, offset, c, s, cs_stride, half);
+        RotateTokenHalfSplit<kForward, T, kNative>(x, offset, c, s, half);
       break;
     case RopeLayout::kInterleaved:
       if constexpr (std::is_same_v<T, float>)
-        RotateTokenPairsF32<kForward>(x, offset, c, s, cs_stride, half);
+        RotateTokenPairsF32<kForward>(x, offset, c, s, half);
       else if constexpr (std::is_same_v<T, hwy::bfloat16_t>)
-        RotateTokenPairsBf16<kForward>(x, offset, c, s, cs_stride, half);
+        RotateTokenPairsBf16<kForward>(x, offset, c, s, half);
       else
-        RotateTokenPairsHalf<kForward, T>(x, offset, c, s, cs_stride, half);
+        RotateTokenPairsHalf<kForward, T>(x, offset, c, s, half);
       break;
-    case RopeLayout::kDeepSeekV3: RotateTokenDeepSeek<kForward, T>(x, offset, c, s, cs_stride, half, tmp, tmp2); break;
+    case RopeLayout::kDeepSeekV3: RotateTokenDeepSeek<kForward, T>(x, offset, c, s, half, tmp, tmp2); break;
   }
 }
 
@@ -53,21 +51,21 @@ void RotateToken(const RopeTensor& x, std::int64_t offset, RopeLayout layout, co
 // floats of scratch each.
 template <bool kForward>
 void RotateTokenOf(const RotateJob& job, const RopeTensor& x, std::int64_t offset, const float* c, const float* s,
-                   float* tmp, float* tmp2, std::int64_t cs_stride = 0) {
+                   float* tmp, float* tmp2) {
   const RopeLayout layout = job.params->layout;
   const int half = job.params->num_freqs;
   switch (x.dtype) {
-    case DType::kF32: RotateToken<kForward, float>(x, offset, layout, c, s, cs_stride, half, tmp, tmp2); break;
+    case DType::kF32: RotateToken<kForward, float>(x, offset, layout, c, s, half, tmp, tmp2); break;
     case DType::kBF16:
 #if POSENC_NATIVE_BF16
       if (job.native_bf16) {
-        RotateToken<kForward, hwy::bfloat16_t, true>(x, offset, layout, c, s, cs_stride, half, tmp, tmp2);
+        RotateToken<kForward, hwy::bfloat16_t, true>(x, offset, layout, c, s, half, tmp, tmp2);
         break;
       }
 #endif
-      RotateToken<kForward, hwy::bfloat16_t>(x, offset, layout, c, s, cs_stride, half, tmp, tmp2);
+      RotateToken<kForward, hwy::bfloat16_t>(x, offset, layout, c, s, half, tmp, tmp2);
       break;
-    case DType::kF16: RotateToken<kForward, hwy::float16_t>(x, offset, layout, c, s, cs_stride, half, tmp, tmp2); break;
+    case DType::kF16: RotateToken<kForward, hwy::float16_t>(x, offset, layout, c, s, half, tmp, tmp2); break;
   }
 }
 

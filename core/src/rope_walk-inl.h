@@ -1,4 +1,4 @@
-// The two walks of one rope_rotate call over its tensors (token-outer, and head by head for
+// The two walks of one rope_rotate call over its tensors (token-outer, and in groups of heads for
 // head-major storage with a table), threaded with OpenMP, per Highway target (included by
 // rope_kernels.cc, the one foreach_target unit, which dispatches RotateAll once per call).
 // Per-target include guard, as Highway requires:
@@ -11,6 +11,7 @@
 
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -21,6 +22,10 @@
 #include "rope_kernel_job.h"
 #include "rope_sincos-inl.h"
 #include "rope_token_switch-inl.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace posenc {
@@ -34,60 +39,81 @@ inline bool AllHeadMajor(const RotateJob& job) {
   return true;
 }
 
-// Head-major storage with 1-D positions and a table: walked head by head, each head's tokens in
-// order, so every thread reads one sequential stream. The token-outer walk below reads one
-// stream per head at once (40 for Llama-3-8B's q and k), more than the hardware prefetchers
-// follow: measured 0.38 of the memory ceiling on one thread, 0.51-0.61 this way. What is left
-// is the cos/sin table, read once per head (4 MiB at 8192 tokens, rotary dim 128: as many bytes
-// as the head's values); chunks of 256 tokens across all heads, to keep the table in L2, measured
-// slower (0.41-0.43). The other cos/sin modes compute rows, so they stay token-outer.
-// Work units of the head-by-head walk: (tensor, batch row, head). Fewer than threads: the
-// token-outer walk, which splits tokens, keeps every thread busy.
-inline std::int64_t HeadUnits(const RotateJob& job) {
+// Head-major storage with 1-D positions and a table: walked in groups of kHeadGroup heads of one
+// tensor, token by token, so a cos/sin row read serves kHeadGroup rows of values. Its table is as
+// many bytes as one f32 head's values (twice a bf16 head's), so reading it once per head — the
+// walk before this one, one sequential stream per head — held every dtype at 0.50-0.65 of the
+// memory ceiling on one thread (Zen 4), and 0.92 with the table's traffic removed. A group is
+// kHeadGroup streams: 4 measured best (f32 0.90-0.98, bf16 0.80-0.83); 8 streams fell to 0.58-0.73
+// and the token-outer walk below, one stream per head (40 for Llama-3-8B's q and k), to 0.38.
+// The tokens go in chunks whose table rows (kTableChunkBytes) stay in L2 while every group of the
+// thread's share rotates them, so the table comes from DRAM or L3 once per chunk, not per group.
+// The other cos/sin modes compute rows, so they stay token-outer.
+constexpr int kHeadGroup = 4;
+constexpr std::int64_t kTableChunkBytes = std::int64_t{512} << 10;  // half of a 1 MiB L2 (Zen 4)
+
+// One work unit of the grouped walk: up to kHeadGroup consecutive heads of one tensor's batch row.
+struct HeadGroup {
+  int tensor = 0, batch = 0, head = 0, heads = 0;
+};
+
+inline int GroupsOf(int heads) { return (heads + kHeadGroup - 1) / kHeadGroup; }
+
+// The units, tensors in order, batch rows, then head groups.
+inline std::int64_t HeadGroupUnits(const RotateJob& job) {
   std::int64_t units = 0;
-  for (int i = 0; i < job.num_tensors; ++i) units += std::int64_t{job.tensors[0].batch} * job.tensors[i].heads;
+  for (int i = 0; i < job.num_tensors; ++i) units += std::int64_t{job.tensors[i].batch} * GroupsOf(job.tensors[i].heads);
   return units;
 }
 
+inline HeadGroup HeadGroupAt(const RotateJob& job, std::int64_t unit) {
+  HeadGroup g;
+  while (unit >= std::int64_t{job.tensors[g.tensor].batch} * GroupsOf(job.tensors[g.tensor].heads))
+    unit -= std::int64_t{job.tensors[g.tensor].batch} * GroupsOf(job.tensors[g.tensor].heads), ++g.tensor;
+  const int groups = GroupsOf(job.tensors[g.tensor].heads);
+  g.batch = static_cast<int>(unit / groups);
+  g.head = static_cast<int>(unit % groups) * kHeadGroup;
+  g.heads = std::min(kHeadGroup, job.tensors[g.tensor].heads - g.head);
+  return g;
+}
+
 template <bool kForward>
-void RotateHeadByHead(const RotateJob& job) {
-  const RopeApplyParams& p = *job.params;
+void RotateHeadGroups(const RotateJob& job) {
   const PositionIds& pos = *job.positions;
-  const int half = p.num_freqs, tokens = job.tensors[0].tokens, batch = job.tensors[0].batch;
-  const std::int64_t units = HeadUnits(job);
+  const int half = job.params->num_freqs, tokens = job.tensors[0].tokens;
+  const std::int64_t units = HeadGroupUnits(job);
+  // Fewer units than threads (10 for Llama-3-8B's q and k, on 16 cores): each unit's tokens are
+  // cut into slices, so every thread has work and still walks few streams.
+  const std::int64_t slices = std::max<std::int64_t>(1, (job.threads + units - 1) / units), items = units * slices;
+  const int chunk = static_cast<int>(std::max<std::int64_t>(1, kTableChunkBytes / (2 * half * std::int64_t{sizeof(float)})));
 #ifdef _OPENMP
 #pragma omp parallel num_threads(job.threads)
 #endif
   {
     std::vector<float> tmp(static_cast<std::size_t>(2 * half)), tmp2(static_cast<std::size_t>(2 * half));
 #ifdef _OPENMP
-#pragma omp for schedule(static)
+    const std::int64_t thread = omp_get_thread_num(), threads = omp_get_num_threads();
+#else
+    const std::int64_t thread = 0, threads = 1;
 #endif
-    for (std::int64_t u = 0; u < units; ++u) {
-      std::int64_t rest = u;
-      int i = 0;
-      while (rest >= std::int64_t{batch} * job.tensors[i].heads) rest -= std::int64_t{batch} * job.tensors[i].heads, ++i;
-      RopeTensor one = job.tensors[i];
-      const int b = static_cast<int>(rest / one.heads), h = static_cast<int>(rest % one.heads);
-      const std::int64_t head_offset = b * one.batch_stride + h * one.head_stride;
-      // Consecutive positions (no padding, no gaps): the head's tokens are consecutive table rows,
-      // so one call walks them all, each token a "head" of the view — no call per 128 values.
-      const std::int64_t first = pos.at(0, b, 0, tokens);
-      bool consecutive = true;
-      for (int t = 1; t < tokens && consecutive; ++t) consecutive = pos.at(0, b, t, tokens) == first + t;
-      if (consecutive) {
-        RopeTensor run = one;
-        run.heads = tokens;
-        run.head_stride = one.token_stride;
-        RotateTokenOf<kForward>(job, run, head_offset, job.table->cos + first * half, job.table->sin + first * half,
-                                tmp.data(), tmp2.data(), half);
-        continue;
-      }
-      one.heads = 1;  // the view of this head alone, token by token
-      for (int t = 0; t < tokens; ++t) {
-        const std::int64_t at = pos.at(0, b, t, tokens) * half;
-        RotateTokenOf<kForward>(job, one, b * one.batch_stride + t * one.token_stride + h * one.head_stride,
-                                job.table->cos + at, job.table->sin + at, tmp.data(), tmp2.data());
+    // Each thread its own run of (unit, slice) items through every chunk (its own L2): no barrier
+    // per chunk.
+    const std::int64_t first_item = items * thread / threads, end_item = items * (thread + 1) / threads;
+    for (int t0 = 0; t0 < tokens; t0 += chunk) {
+      for (std::int64_t item = first_item; item < end_item; ++item) {
+        const std::int64_t slice = item % slices;
+        const int begin = std::max(t0, static_cast<int>(tokens * slice / slices));
+        const int end = std::min(t0 + chunk, static_cast<int>(tokens * (slice + 1) / slices));
+        if (begin >= end) continue;
+        const HeadGroup g = HeadGroupAt(job, item / slices);
+        RopeTensor view = job.tensors[g.tensor];
+        view.heads = g.heads;
+        const std::int64_t offset = g.batch * view.batch_stride + g.head * view.head_stride;
+        for (int t = begin; t < end; ++t) {
+          const std::int64_t at = pos.at(0, g.batch, t, tokens) * half;
+          RotateTokenOf<kForward>(job, view, offset + t * view.token_stride, job.table->cos + at, job.table->sin + at,
+                                  tmp.data(), tmp2.data());
+        }
       }
     }
   }
@@ -134,8 +160,8 @@ void RotateAllT(const RotateJob& job) {
   const std::int64_t rows = std::int64_t{job.tensors[0].batch} * tokens;
   const bool xpos = p.xpos.enabled();
   const bool table_rows = job.table && !p.axis_of_freq;  // 1-D: point straight into the table
-  // The head-by-head walk reads table rows as they are; xPos scales them per token first.
-  if (table_rows && !xpos && AllHeadMajor(job) && HeadUnits(job) >= job.threads) return RotateHeadByHead<kForward>(job);
+  // The grouped walk reads table rows as they are; xPos scales them per token first.
+  if (table_rows && !xpos && AllHeadMajor(job)) return RotateHeadGroups<kForward>(job);
   RopeApplyParams forward = p;
   forward.direction = 1;
   const XPosScales xpos_scales(xpos ? p.xpos : XPosParams{}, xpos ? half : 0);

@@ -9,7 +9,9 @@ namespace posenc::bench {
 // An in-place read-modify-write pass over n floats (x *= factor; pass factors that do not fold
 // away, e.g. 1 + 2^-20 and its inverse on alternate calls), with the kernels' threads rule
 // (threads.h) and the SIMD target they dispatch to: the ceiling a memory-bound kernel can reach.
-void memory_rmw_pass(float* data, std::size_t n, int threads, float factor);
+// Returns the threads the pass ran on (the OpenMP team), so a benchmark can show its ceiling used
+// the kernel's thread count.
+int memory_rmw_pass(float* data, std::size_t n, int threads, float factor);
 
 // A streaming read of n floats (their sum, which the caller keeps so the loads stay), split in
 // one contiguous run per thread, same threads rule and target: the ceiling of a kernel that only

@@ -36,9 +36,10 @@ struct RopeBenchResult {
   double ns_per_element = 0;     // per element of q and k
   std::int64_t elements = 0;
   int threads = 0;
+  int ceiling_threads = 0;       // the threads the ceiling pass ran on (the kernel's count)
   std::string target;            // SIMD target used
   bool native_bf16 = false;      // bf16 narrowed by the CPU's instruction (rope_native_bf16)
-  // bf16/f16 only (0 for f32): float32 q and k of the same shape, timed in the same run.
+  // bf16/f16: float32 q and k of the same shape, timed in the same run; f32: its own rate (1).
   double f32_ns_per_element = 0;
   double rate_vs_f32 = 0;        // this dtype's element rate / float32's
   // xpos only (0 otherwise): xPos's median time, and it over plain RoPE's (the same run).
