@@ -28,7 +28,7 @@ TEST(BenchCli, AttentionPrintsOneJsonObject) {
 }
 
 // The BLAS ceilings run on the benchmark's threads: OpenBLAS keeps its own pool, which libtorch's
-// set_num_threads does not reach (posenc_bench/blas_threads.h).
+// set_num_threads does not reach (posenc_torch/blas_threads.h).
 TEST(BenchCli, AttentionGemmCeilingsUseTheBenchmarksThreads) {
   for (int threads : {1, 2}) {
     const CliRun r = run("bench attention --seq 64 --heads 2 --head-dim 16 --repeats 1 --json --threads " + std::to_string(threads));

@@ -12,7 +12,7 @@
 #include "posenc/error.h"
 #include "posenc/rope_schedule.h"
 #include "posenc_bench/attention_positions.h"
-#include "posenc_bench/blas_threads.h"
+#include "posenc_torch/blas_threads.h"
 #include "posenc_bench/timing.h"
 #include "posenc_lab/run_settings.h"
 #include "posenc_torch/fused_attention.h"

@@ -8,6 +8,7 @@
 #include "posenc_bench/timing.h"
 #include "posenc_lab/run_settings.h"
 #include "train_loop.h"
+#include "posenc_torch/blas_threads.h"
 #include "posenc_torch/model.h"
 #include "posenc_torch/rope.h"
 
@@ -137,7 +138,7 @@ DataParallelResult run_data_parallel_bench(const TrainBenchConfig& c, const lab:
   {
     const nlohmann::json plan = {{"command", "bench train"}, {"models", c.schemes}, {"world_size", result.world_size}};
     lab::World world(launch, plan.dump());
-    torch::set_num_threads(result.threads_per_rank);
+    torch_layer::set_torch_and_blas_threads(result.threads_per_rank);
     for (const std::string& name : c.schemes) {
       DataParallelSpeed s;
       s.scheme = name;
@@ -148,7 +149,7 @@ DataParallelResult run_data_parallel_bench(const TrainBenchConfig& c, const lab:
     }
     if (world.rank() != 0) return result;
   }
-  torch::set_num_threads(result.single_threads);
+  torch_layer::set_torch_and_blas_threads(result.single_threads);
   for (DataParallelSpeed& s : speeds) {
     s.single_step_seconds = loop_seconds(c, s.scheme, nullptr, nullptr) / c.steps;
     const double tokens = static_cast<double>(c.batch) * c.seq;
@@ -162,7 +163,7 @@ DataParallelResult run_data_parallel_bench(const TrainBenchConfig& c, const lab:
 
 TrainBenchResult run_train_bench(const TrainBenchConfig& c) {
   check_config(c);
-  if (c.threads > 0) torch::set_num_threads(c.threads);
+  if (c.threads > 0) torch_layer::set_torch_and_blas_threads(c.threads);
   TrainBenchResult result;
   result.threads = torch::get_num_threads();
   for (const std::string& name : c.schemes) {

@@ -1,5 +1,7 @@
 #include "run_models.h"
 
+#include "posenc_torch/blas_threads.h"
+
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -70,7 +72,7 @@ RunRanks open_run(const TrainSettings& training, const LaunchConfig& launch, con
                   const std::vector<std::string>& models) {
   // Default one thread: measured on the 2-vCPU machines this project runs on, libtorch trained
   // these small models 3x slower with 2 threads than with 1.
-  torch::set_num_threads(training.threads > 0 ? training.threads : 1);
+  torch_layer::set_torch_and_blas_threads(training.threads > 0 ? training.threads : 1);  // OpenBLAS too: blas_threads.h
   return join_run(launch, training.out_dir, training.batch, {{"command", command}, {"models", models}});
 }
 

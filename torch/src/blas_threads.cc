@@ -1,9 +1,9 @@
-#include "posenc_bench/blas_threads.h"
+#include "posenc_torch/blas_threads.h"
 
 #include <dlfcn.h>
 #include <torch/torch.h>
 
-namespace posenc::bench {
+namespace posenc::torch_layer {
 
 int set_torch_and_blas_threads(int threads) {
   torch::set_num_threads(threads);
@@ -16,4 +16,4 @@ int set_torch_and_blas_threads(int threads) {
   return get();
 }
 
-}  // namespace posenc::bench
+}  // namespace posenc::torch_layer
