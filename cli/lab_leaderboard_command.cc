@@ -21,8 +21,9 @@ void add_lab_leaderboard_command(CLI::App& lab) {
                                      "every scheme on the same footing: bits per character 1x-64x, passkey retrieval, sorting, "
                                      "training speed, over seeds; report.html, leaderboard.md, results.json/.csv");
   add_size_flags(cmd, &a->quick, &a->full,
-                 "about 15 minutes on 2 cores: nope, sinusoidal, rope, alibi, kerple, fox; 2 seeds; 2 x 64 models; "
-                 "passkey on rope, alibi, nope only, zero-shot; RoPE with pi, ntk, yarn",
+                 "nope, sinusoidal, rope, alibi, kerple, fox; 2 seeds; 2 x 64 models: language models 400 steps scored "
+                 "1x-64x (RoPE with pi, ntk, yarn), passkey on rope, alibi, nope only (1200 steps, zero-shot, one key and "
+                 "among 2 distractor keys), sorting 400 steps; about 13 CPU-minutes",
                  "every scheme, 3 seeds, both corpora, each experiment at its own defaults (passkey fine-tunes too): hours");
   add_schemes_option(cmd, a->schemes, "schemes (default: the size's)");
   cmd->add_option("--seeds", a->seeds, "seeds 0 .. N-1 (default: --quick 2, --full 3)")->check(CLI::Range(1, 100));
@@ -52,6 +53,7 @@ void add_lab_leaderboard_command(CLI::App& lab) {
     if (!a->corpora.empty()) c.command += " --corpora " + joined(a->corpora);
     if (a->steps > 0) c.command += " --steps " + std::to_string(a->steps);
     if (!a->out.empty()) c.command += " --out " + a->out;
+    if (a->threads > 0) c.command += " --threads " + std::to_string(a->threads);
     const lab::LeaderboardResult r = lab::run_leaderboard(c);
     std::cout << lab::leaderboard_markdown(r, c) << "\nreport: " << c.out_dir << "/report.html (also leaderboard.md, results.json, results.csv)\n";
   });

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -135,12 +136,24 @@ TEST(LeaderboardRun, TheReportRendersInABrowser) {
   const std::string d = test::slurp(dom);
   EXPECT_NE(d.find("data-ready=\"1\""), std::string::npos);
   EXPECT_NE(d.find("<svg"), std::string::npos);
+  // Every column of every table sorts on a click, both ways, without an error (a copy of the
+  // report with a script that clicks each header twice, then marks the body).
+  std::string page = test::slurp(report);
+  const std::string clicks =
+      "<script>document.querySelectorAll('table.board th').forEach(function(th){th.click();th.click();});"
+      "document.body.dataset.clicked='1';</script></body>";
+  page.replace(page.rfind("</body>"), 7, clicks);
+  const std::string clicked = c.out_dir + "/clicked.html";
+  std::ofstream(clicked) << page;
+  ASSERT_EQ(chromium("--dump-dom", std::filesystem::absolute(clicked).string(), dom, log), 0) << test::slurp(log);
+  EXPECT_EQ(test::slurp(log).find("CONSOLE"), std::string::npos) << test::slurp(log);
+  EXPECT_NE(test::slurp(dom).find("data-clicked=\"1\""), std::string::npos);
 }
 
 TEST(LeaderboardRun, BadSettingsNameTheValueAndWhatWasExpected) {
   LeaderboardConfig c = tiny_board("leaderboard-bad");
   c.seeds = {0, 0};
-  EXPECT_HAS(test::error_of([&] { run_leaderboard(c); }), "--seeds: a seed is given twice");
+  EXPECT_HAS(test::error_of([&] { run_leaderboard(c); }), "--seeds: seed 0 is given twice");
   c.seeds = {0};
   c.schemes = {"rope", "roap"};
   EXPECT_HAS(test::error_of([&] { run_leaderboard(c); }), "'roap'");

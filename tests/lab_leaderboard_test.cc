@@ -130,6 +130,7 @@ TEST(Leaderboard, JudgesTheLiteraturesClaimsFromTheMeasuredMeans) {
   EXPECT_EQ(claim(check_claims(board(3.2, 0.01), "kjv"), "Press").verdict, "disagrees");
   // Differences within the seeds' spread are called neither way.
   EXPECT_EQ(claim(check_claims(board(2.21, 0.2), "kjv"), "Peng").verdict, "within the seeds' spread");
+  EXPECT_EQ(claim(check_claims(board(2.25, 0.05), "kjv"), "Press").verdict, "within the seeds' spread");  // +0.05 ± 0.1
 }
 
 TEST(Leaderboard, TheReportIsOneSelfContainedPageWithEveryPart) {

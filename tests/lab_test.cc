@@ -149,6 +149,8 @@ TEST(Lab, ASinusoidalBaseSweepTrainsModelsWithTheirOwnTables) {
   const torch::Tensor got = module->forward(torch::tensor(positions)).contiguous();
   ASSERT_EQ(got.numel(), static_cast<std::int64_t>(want.size()));
   for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got.data_ptr<float>()[i], want[i], 1e-6) << i;
+  c.sinusoidal_bases = {100, 1e2};
+  EXPECT_HAS(test::error_of([&] { run_extrapolate(c); }), "--sinusoidal-bases: base 100 is given twice");
   c.sinusoidal_bases = {1};
   EXPECT_HAS(test::error_of([&] { run_extrapolate(c); }), "--sinusoidal-bases: a base must be a finite number > 1, got 1");
 }

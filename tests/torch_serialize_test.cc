@@ -195,7 +195,7 @@ TEST(TorchSerialize, VersionTwoFilesLoadWithTheSinusoidalBaseTheyHad) {
     TransformerLM model(wanted);
     ADD_FAILURE() << "a sinusoidal base of 1 was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("sinusoidal_base must be a finite number > 1, got 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sinusoidal_base must be a finite number > 1, got 1 ("), std::string::npos) << e.what();
   }
 }
 

@@ -14,13 +14,16 @@ namespace posenc::lab {
 
 std::vector<HeadOffsets> sort_head_offsets(const HeadOffsetsRequest& r) {
   check_range("--digits", r.digits, 1, kMaxSortTestLen);
-  check_range("--sequences", r.sequences, 1, 4096);
+  check_range("--sequences", r.sequences, 1, 256);  // one batch: the recorded weights of 256 x 257^2 per head and layer
   torch_layer::TransformerLM model = load_model_file(r.model_path);
   const auto& cfg = model->config();
   if (cfg.vocab_size != 11)
     throw Error(r.model_path + " is not a sort model (its vocabulary has " + std::to_string(cfg.vocab_size) +
                 " ids; a sort model's has 11: ten digits and the separator)");
   const int n = r.digits, S = 2 * n + 1;
+  if (cfg.scheme == Scheme::kLearned && S > cfg.learned_positions)
+    throw Error("--digits " + std::to_string(n) + ": sequences of " + std::to_string(S) + " tokens are longer than this model's learned table (" +
+                std::to_string(cfg.learned_positions) + " positions); give --digits <= " + std::to_string((cfg.learned_positions - 1) / 2));
   torch::Tensor tokens = torch::empty({r.sequences, S}, torch::kInt64);
   for (int b = 0; b < r.sequences; ++b) {
     const auto ex = sort_example(n, r.seed * 7919ull + static_cast<unsigned long long>(b));

@@ -105,6 +105,11 @@ void validate(const ExtrapolateConfig& c) {
     if (!(b > 1 && std::isfinite(b))) throw Error("--rope-bases: a base must be a finite number > 1, got " + format_number(b));
   for (double b : c.sinusoidal_bases)
     if (!(b > 1 && std::isfinite(b))) throw Error("--sinusoidal-bases: a base must be a finite number > 1, got " + format_number(b));
+  for (const auto* bases : {&c.rope_bases, &c.sinusoidal_bases})
+    for (std::size_t i = 0; i < bases->size(); ++i)
+      if (std::count(bases->begin(), bases->begin() + static_cast<std::ptrdiff_t>(i), (*bases)[i]))
+        throw Error(std::string(bases == &c.rope_bases ? "--rope-bases" : "--sinusoidal-bases") + ": base " + base_label((*bases)[i]) +
+                    " is given twice");
   for (const std::string& name : c.schemes) torch_layer::language_model_scheme(name, "--schemes");  // throws naming a bad one
   for (const std::string& f : c.fusions) from_name<Fusion>(f);
   if (c.extensions.empty()) throw Error("--extensions is empty: give at least one of " + enum_names_joined<RopeExtension>(", "));

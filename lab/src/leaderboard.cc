@@ -134,7 +134,11 @@ void validate_leaderboard(const LeaderboardConfig& c) {
   if (c.seeds.empty()) throw Error("--seeds: give at least one seed");
   if (c.corpora.empty()) throw Error("--corpora is empty: give at least one corpus");
   const std::set<int> distinct(c.seeds.begin(), c.seeds.end());
-  if (distinct.size() != c.seeds.size()) throw Error("--seeds: a seed is given twice");
+  if (distinct.size() != c.seeds.size()) {
+    for (std::size_t i = 0; i < c.seeds.size(); ++i)
+      if (std::count(c.seeds.begin(), c.seeds.end(), c.seeds[i]) > 1)
+        throw Error("--seeds: seed " + std::to_string(c.seeds[i]) + " is given twice");
+  }
   for (const auto& s : c.schemes) torch_layer::language_model_scheme(s, "--schemes");  // throws naming a bad one
 }
 
@@ -166,7 +170,7 @@ LeaderboardResult run_leaderboard(const LeaderboardConfig& c) {
         const auto t = read_train_timing(ex.training.out_dir + "/" + s + ".ckpt");
         if (!t) continue;  // trained before timings were kept
         result.observations.push_back({corpus, s, "train_tokens_per_s", 0, -1, seed, t->tokens_per_second()});
-        result.observations.push_back({corpus, s, "train_s", 0, -1, seed, t->seconds});
+        if (t->first_step == 0) result.observations.push_back({corpus, s, "train_s", 0, -1, seed, t->seconds});  // a resumed run timed part
       }
       if (!passkey_schemes.empty()) {
         PasskeyConfig pk = c.passkey;

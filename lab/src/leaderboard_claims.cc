@@ -77,8 +77,11 @@ ClaimCheck alibi_flat(const Board& b) {
   const double da = ax->mean - a1->mean, ds = sx->mean - s1->mean;
   c.measured = "bpc from 1x to " + times(x) + ": ALiBi " + num(a1->mean) + " → " + num(ax->mean) + " (" + (da >= 0 ? "+" : "") + num(da) +
                "), sinusoidal " + num(s1->mean) + " → " + num(sx->mean) + " (" + (ds >= 0 ? "+" : "") + num(ds) + ")";
-  // Flat: within 0.1 bit (5% of ~2 bits); grows: by more than 0.3 bit.
-  c.verdict = da <= 0.1 && ds > 0.3 ? kAgrees : kDisagrees;
+  // Flat: within 0.1 bit (5% of ~2 bits); grows: by more than 0.3 bit. A change within the
+  // seeds' spread of either threshold is not called.
+  const double sa = a1->spread + ax->spread, ss = s1->spread + sx->spread;
+  if (std::fabs(da - 0.1) <= sa || std::fabs(ds - 0.3) <= ss) c.verdict = kTie;
+  else c.verdict = da <= 0.1 && ds > 0.3 ? kAgrees : kDisagrees;
   return c;
 }
 

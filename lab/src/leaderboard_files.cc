@@ -50,6 +50,8 @@ std::string leaderboard_config_json(const LeaderboardConfig& c) {
   pk["extensions"] = extension_names(c.passkey.extensions);
   pk["finetune_steps"] = c.passkey.finetune_steps;
   pk["probe_every"] = c.passkey.probe_every;
+  pk["distractors"] = c.passkey.distractors;
+  pk["passkey_fraction"] = c.passkey.passkey_fraction;
   j["passkey"] = pk;
   nlohmann::json so = training_json(c.sort.training, c.sort.shape);
   so["schemes"] = c.sort.schemes;

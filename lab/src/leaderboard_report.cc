@@ -19,12 +19,12 @@ using plot::xml_escape;
 constexpr const char* kStyle = R"(body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 h1{font-size:1.6em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}table{border-collapse:collapse;margin:1em 0;font-size:.9em}
 th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right;white-space:nowrap}table.text td,table.text th{text-align:left;white-space:normal}th{background:#f0f0f0;cursor:pointer}td:first-child,th:first-child{text-align:left}
-.charts{display:flex;flex-wrap:wrap;gap:1em}.charts svg{width:420px;height:auto}.heat{display:inline-block;margin:.5em}
+.wide{overflow-x:auto}.charts{display:flex;flex-wrap:wrap;gap:1em}.charts svg{width:420px;height:auto}.heat{display:inline-block;margin:.5em}
 .agrees{color:#1a7f37}.disagrees{color:#b42318}pre{background:#f6f6f6;padding:1em;overflow:auto;font-size:.8em}.note{color:#555})";
 
 // Sorts a table by the clicked column: numbers by value (the cell's data-v), text by text.
-constexpr const char* kScript = R"(document.querySelectorAll('table.board th').forEach(function(th,i){th.addEventListener('click',function(){
-var t=th.closest('table'),b=t.tBodies[0],rows=Array.from(b.rows),up=th.dataset.up!=='1';th.dataset.up=up?'1':'0';
+constexpr const char* kScript = R"(document.querySelectorAll('table.board th').forEach(function(th){th.addEventListener('click',function(){
+var i=th.cellIndex;var t=th.closest('table'),b=t.tBodies[0],rows=Array.from(b.rows),up=th.dataset.up!=='1';th.dataset.up=up?'1':'0';
 rows.sort(function(x,y){var a=x.cells[i].dataset.v,c=y.cells[i].dataset.v;if(a===undefined||c===undefined){a=x.cells[i].textContent;c=y.cells[i].textContent;return up?a.localeCompare(c):c.localeCompare(a);}
 a=parseFloat(a);c=parseFloat(c);if(isNaN(a))return 1;if(isNaN(c))return -1;return up?a-c:c-a;});rows.forEach(function(r){b.appendChild(r);});});});
 document.body.dataset.ready='1';)";
@@ -55,24 +55,33 @@ std::string board_table(const LeaderboardResult& r, const std::string& corpus, b
   return out.str();
 }
 
+// bpc against length: one chart of every scheme's plain row, then one per scheme with its
+// variants (RoPE's extensions), all on the board's y range so that they compare.
 std::string bpc_charts(const LeaderboardResult& r, const std::string& corpus, const std::string& unit) {
-  std::vector<std::string> groups;
-  for (const Aggregate& a : r.aggregates)
-    if (a.corpus == corpus && a.metric == "bpc" && std::find(groups.begin(), groups.end(), base_scheme(a.row)) == groups.end())
-      groups.push_back(base_scheme(a.row));
+  std::vector<std::string> groups = {""};  // "": the overview
+  double lo = INFINITY, hi = -INFINITY;
+  for (const Aggregate& a : r.aggregates) {
+    if (a.corpus != corpus || a.metric != "bpc" || !a.seeds) continue;
+    if (std::find(groups.begin(), groups.end(), base_scheme(a.row)) == groups.end()) groups.push_back(base_scheme(a.row));
+    lo = std::min(lo, a.mean);
+    hi = std::max(hi, a.mean);
+  }
   std::ostringstream out;
   out << "<div class=\"charts\">\n";
   for (const std::string& g : groups) {
     std::vector<plot::Series> series;
     for (const Aggregate& a : r.aggregates) {
-      if (a.corpus != corpus || a.metric != "bpc" || base_scheme(a.row) != g || !a.seeds) continue;
+      if (a.corpus != corpus || a.metric != "bpc" || !a.seeds) continue;
+      if (g.empty() ? a.row != base_scheme(a.row) : base_scheme(a.row) != g) continue;
       auto s = std::find_if(series.begin(), series.end(), [&](const plot::Series& x) { return x.name == a.row; });
       if (s == series.end()) s = series.insert(series.end(), plot::Series{a.row, {}, {}});
       s->x.push_back(a.multiple);
       s->y.push_back(a.mean);
     }
     plot::ChartOptions o;
-    o.title = g + ": " + unit + " against length (mean over seeds)";
+    o.title = (g.empty() ? "every scheme" : g) + ": " + unit + " against length (mean over seeds)";
+    o.y_from = lo;
+    o.y_to = hi;
     o.x_label = "evaluation length / training length";
     o.y_label = unit;
     o.log_x = true;
@@ -158,9 +167,9 @@ std::string leaderboard_html(const LeaderboardResult& r, const LeaderboardConfig
   for (const std::string& corpus : board_corpora(r)) {
     const auto u = r.units.find(corpus);
     const std::string unit = u != r.units.end() ? u->second : "bits per character";
-    out << "<h2>" << xml_escape(corpus) << "</h2>\n" << board_table(r, corpus, false);
-    out << "<details><summary>every column (each length, sorting's whole sequences, training seconds)</summary>" << board_table(r, corpus, true)
-        << "</details>\n";
+    out << "<h2>" << xml_escape(corpus) << "</h2>\n<div class=\"wide\">" << board_table(r, corpus, false) << "</div>\n";
+    out << "<details><summary>every column (each length, sorting's whole sequences, training seconds)</summary><div class=\"wide\">"
+        << board_table(r, corpus, true) << "</div></details>\n";
     out << "<h3>" << xml_escape(unit) << " against length</h3>\n" << bpc_charts(r, corpus, unit);
     const std::string pk = heatmaps(r, corpus, "passkey"), mk = heatmaps(r, corpus, "multikey");
     if (!pk.empty()) out << "<h3>Passkey retrieval, one key (exact match)</h3>\n<div>" << pk << "</div>\n";

@@ -100,6 +100,8 @@ std::string svg_line_chart(const std::vector<Series>& series, const ChartOptions
     y0 = std::min(y0, l.at);
     y1 = std::max(y1, l.at);
   }
+  for (double y : {o.y_from, o.y_to})
+    if (drawable(y) && !(o.log_y && y <= 0)) y0 = std::min(y0, y), y1 = std::max(y1, y);
   if (!std::isfinite(x0)) x0 = o.log_x ? 1 : 0, x1 = o.log_x ? 10 : 1;
   if (!std::isfinite(y0)) y0 = o.log_y ? 1 : 0, y1 = o.log_y ? 10 : 1;
   // A span below the values' own precision (a constant series) gets a visible width.

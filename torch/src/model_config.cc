@@ -160,7 +160,7 @@ void ModelConfig::validate() const {
   if (scheme == Scheme::kSandwich && head_dim() % 2 != 0)
     throw Error("Sandwich's sinusoids need an even head_dim (its d'), got " + std::to_string(head_dim()));
   if (!(sinusoidal_base > 1 && std::isfinite(sinusoidal_base)))
-    throw Error("sinusoidal_base must be a finite number > 1, got " + std::to_string(sinusoidal_base));
+    throw Error("sinusoidal_base must be a finite number > 1, got " + format_number(sinusoidal_base) + " (Vaswani et al.'s is 10000)");
   if (xl_clamp_len < 0 || xl_mem_len < 0) throw Error("xl_clamp_len and xl_mem_len must be >= 0");
   if (xl_mem_len > 0 && scheme != Scheme::kXl)
     throw Error("xl_mem_len " + std::to_string(xl_mem_len) + " is for the xl scheme only, got scheme '" +

@@ -7,7 +7,7 @@
 // numbers into observations (one number of one row, metric, corpus and seed) and aggregates
 // them over seeds: the mean and the sample standard deviation (n - 1).
 //
-// It writes results.json and results.csv (every observation and every aggregate),
+// It writes results.json (every observation and every aggregate), results.csv (the aggregates),
 // leaderboard.md and report.html (leaderboard_report.h). Plain C++ types: callers need not
 // include <torch/torch.h>.
 #pragma once

@@ -53,7 +53,12 @@ inline constexpr int kMinPasskeyLen = kPasskeyOverhead + 3;  // at least 4 fille
 inline constexpr std::string_view kDistractorNames[] = {"pin=", "tag=", "lot=", "cod=", "map=", "box=", "cup=", "jar="};
 inline constexpr int kMaxDistractors = static_cast<int>(std::size(kDistractorNames));
 // Characters of one distractor sentence: its name, its digits, kKeySuffix.
-inline constexpr int kDistractorLen = 4 + kPasskeyDigits + static_cast<int>(kKeySuffix.size());
+inline constexpr int kDistractorLen = static_cast<int>(kKeyPrefix.size()) + kPasskeyDigits + static_cast<int>(kKeySuffix.size());
+static_assert([] {
+  for (std::string_view name : kDistractorNames)
+    if (name.size() != kKeyPrefix.size() || name.back() != '=') return false;
+  return true;
+}(), "every distractor's name is as long as the key's prefix and ends in '='");
 // The shortest example with n distractors.
 constexpr int min_passkey_len(int distractors) { return kMinPasskeyLen + distractors * kDistractorLen; }
 

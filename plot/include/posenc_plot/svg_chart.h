@@ -2,6 +2,7 @@
 // series, dashed reference lines, shaded bands, and a legend. Text is real SVG text.
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct ChartOptions {
   bool log_x = false, log_y = false;
   std::vector<Line> vlines, hlines;  // dashed reference lines
   std::vector<Band> vbands;          // shaded x ranges
+  // A y range the axis covers at least (NaN: the data's own): charts meant to be compared side
+  // by side share one, so a flat line is not stretched across the height.
+  double y_from = std::nan(""), y_to = std::nan("");
 };
 
 std::string svg_line_chart(const std::vector<Series>& series, const ChartOptions& options);
