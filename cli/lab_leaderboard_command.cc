@@ -23,7 +23,7 @@ void add_lab_leaderboard_command(CLI::App& lab) {
   add_size_flags(cmd, &a->quick, &a->full,
                  "nope, sinusoidal, rope, alibi, kerple, fox; 2 seeds; 2 x 64 models: language models 400 steps scored "
                  "1x-64x (RoPE with pi, ntk, yarn), passkey on rope, alibi, nope only (1200 steps, zero-shot, one key and "
-                 "among 2 distractor keys), sorting 400 steps; about 13 CPU-minutes",
+                 "among 2 distractor keys), sorting 400 steps; about 17 CPU-minutes",
                  "every scheme, 3 seeds, both corpora, each experiment at its own defaults (passkey fine-tunes too): hours");
   add_schemes_option(cmd, a->schemes, "schemes (default: the size's)");
   cmd->add_option("--seeds", a->seeds, "seeds 0 .. N-1 (default: --quick 2, --full 3)")->check(CLI::Range(1, 100));
