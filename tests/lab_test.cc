@@ -135,6 +135,10 @@ TEST(Lab, ASinusoidalBaseSweepTrainsModelsWithTheirOwnTables) {
   bool variant_scored = false;
   for (const ResultRow& row : r.rows) variant_scored = variant_scored || row.model == "sinusoidal-base100";
   EXPECT_TRUE(variant_scored);
+  for (const std::string& note : r.notes) {  // no RoPE model: nothing about YaRN or dynamic NTK
+    EXPECT_EQ(note.find("yarn"), std::string::npos) << note;
+    EXPECT_EQ(note.find("dynamic"), std::string::npos) << note;
+  }
   torch_layer::TransformerLM model = load_model_file(c.training.out_dir + "/sinusoidal-base100.pt");
   EXPECT_EQ(model->config().sinusoidal_base, 100);
   // Its table is the core's at base 100 (the scheme's own model keeps 10000).

@@ -62,7 +62,9 @@ std::vector<ResultRow> pi_finetune(const ModelPlan& base, const nlohmann::json& 
 std::vector<std::string> run_notes(const ExtrapolateConfig& c, const Corpus& corpus, const RunRanks& run) {
   std::vector<std::string> notes;
   const int train_len = c.training.train_len;
-  {
+  const auto scores = [&](RopeExtension e) { return std::find(c.extensions.begin(), c.extensions.end(), e) != c.extensions.end(); };
+  const bool rope = std::find(c.schemes.begin(), c.schemes.end(), "rope") != c.schemes.end() || !c.rope_bases.empty();
+  if (rope && scores(RopeExtension::kYarn)) {
     // YaRN's beta_fast zone at this training length (HF's floor/ceil of the correction range).
     RopeParams probe;
     probe.head_dim = c.shape.d_model / c.shape.heads;
@@ -76,9 +78,9 @@ std::vector<std::string> run_notes(const ExtrapolateConfig& c, const Corpus& cor
                       format_number(range[0]) + ", " + format_number(range[1]) + "]); YaRN is all ramp and temperature here");
   }
   notes.push_back("evaluation: non-overlapping windows over the first " + std::to_string(c.eval_chars) +
-                  " validation tokens (one window where the length is longer), each scored in one pass; "
-                  "'dynamic' is then NTK at the window's scale" +
-                  (scores_incremental(c) ? "; 'dynamic' and '" + std::string(kIncrementalRow) + "' are both scored on the first " +
+                  " validation tokens (one window where the length is longer), each scored in one pass" +
+                  std::string(rope && scores(RopeExtension::kDynamic) ? "; 'dynamic' is then NTK at the window's scale" : "") +
+                  (rope && scores_incremental(c) ? "; 'dynamic' and '" + std::string(kIncrementalRow) + "' are both scored on the first " +
                                                   std::to_string(std::min(c.incremental_tokens, c.eval_chars)) +
                                                   " tokens (one window, where the length is longer), one pass vs "
                                                   "token by token under HF's runtime rule"
