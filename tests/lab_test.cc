@@ -16,6 +16,7 @@
 #include "lab_support.h"
 #include "posenc/sinusoidal.h"
 #include "checkpoint.h"
+#include "lm_train.h"
 
 namespace posenc::lab {
 namespace {
@@ -157,6 +158,23 @@ TEST(Lab, ASinusoidalBaseSweepTrainsModelsWithTheirOwnTables) {
   EXPECT_HAS(test::error_of([&] { run_extrapolate(c); }), "--sinusoidal-bases: base 100 is given twice");
   c.sinusoidal_bases = {1};
   EXPECT_HAS(test::error_of([&] { run_extrapolate(c); }), "--sinusoidal-bases: a base must be a finite number > 1, got 1");
+}
+
+TEST(Lab, FromItsLengthTrainingRunsThroughTheFusedKernel) {
+  // Below kFusedTrainingMinLen the materialising path, as before; from it, the fused kernel's
+  // backward, which the checkpoint's key records.
+  for (int len : {16, kFusedTrainingMinLen}) {
+    ExtrapolateConfig c = test::tiny("lab_fused_training_" + std::to_string(len), {"alibi"});
+    c.training.train_len = len;
+    c.training.steps = 2;
+    c.training.batch = 2;
+    c.eval_lens = {len};
+    const ExtrapolateResult r = run_extrapolate(c);
+    ASSERT_FALSE(r.rows.empty());
+    EXPECT_TRUE(std::isfinite(r.rows[0].bpc));
+    const CheckpointHeader h = read_checkpoint_header(c.training.out_dir + "/alibi.ckpt");
+    EXPECT_EQ(h.train_key.value("fused_training", false), len >= kFusedTrainingMinLen) << len;
+  }
 }
 
 TEST(Lab, TransformerXlTrainsAndReadsWithItsMemory) {

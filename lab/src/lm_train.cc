@@ -67,7 +67,10 @@ bool train(TransformerLM& model, const ModelPlan& plan, const TrainSettings& c, 
                 std::to_string(2 * c.train_len + 2) + ", two segments of the training length " + std::to_string(c.train_len) +
                 " + 2, which Transformer-XL's memory trains on");
   if (xl && batches) throw Error(plan.name + ": a Transformer-XL model with memory trains on its own pairs of text segments, not on a batch source");
-  TrainLoop loop = settings_loop(c, plan.name, c.out_dir + "/" + plan.name + ".ckpt", key);
+  model->fused_training = c.train_len >= kFusedTrainingMinLen;
+  nlohmann::json loop_key = key;
+  if (model->fused_training) loop_key["fused_training"] = true;  // other float rounding: not the materialising path's weights
+  TrainLoop loop = settings_loop(c, plan.name, c.out_dir + "/" + plan.name + ".ckpt", loop_key);
   loop.tokens_per_row = c.train_len;
   loop.restart_on_other_key = restart_on_other_key;
   loop.world = world;

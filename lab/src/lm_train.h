@@ -33,6 +33,13 @@ TrainLoop settings_loop(const TrainSettings& t, const std::string& label, const 
 // most a quarter of the steps.
 TrainSettings finetune_settings(const TrainSettings& base, int scale, int steps);
 
+// From this training length on, attention trains through posenc's fused kernel, forward and
+// backward (TransformerLM::fused_training; schemes it does not cover keep libtorch's path):
+// there it is faster per step than materialising [B, H, L, L] scores (issue 29, `bench train`).
+// Below it, where the two are equally fast, the materialising path keeps the lab's tables
+// exactly as they were. The checkpoint's key says "fused_training" when it applies.
+inline constexpr int kFusedTrainingMinLen = 256;
+
 // Trains (or resumes from <t.out_dir>/<plan.name>.ckpt) to t.steps; returns false when *budget
 // (steps left in this run, -1: no limit) ran out first. A checkpoint with another training key is
 // an Error, or (restart_on_other_key) is trained over from the model's current weights. A
