@@ -4,7 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "posenc/error.h"
+#include "posenc_lab/train_timing.h"
 
 #include "leaderboard_files.h"
 #include "posenc_lab/leaderboard.h"
@@ -53,13 +58,15 @@ TEST(Leaderboard, ObservesEachExperimentsRowsByLengthMultiple) {
     r.bpc = bpc;
     return r;
   };
-  er.rows = {row("rope", "yarn", 256, true, 2.5), row("learned", "none", 256, false, NAN), row("rope", "none", 64, true, 2.0)};
+  er.rows = {row("rope", "yarn", 256, true, 2.5), row("learned", "none", 256, false, NAN), row("rope", "none", 64, true, 2.0),
+             row("rope", "pi+finetune", 256, true, 2.2)};
   std::vector<Observation> obs;
   observe_extrapolate(er, ec, "kjv", &obs);
-  ASSERT_EQ(obs.size(), 2u);  // the learned table's n/a row has no number
+  ASSERT_EQ(obs.size(), 3u);  // the learned table's n/a row has no number
   EXPECT_EQ(obs[0].row, "rope+yarn");
   EXPECT_DOUBLE_EQ(obs[0].multiple, 4);
   EXPECT_EQ(obs[1].row, "rope");
+  EXPECT_EQ(obs[2].row, "rope+pi+ft");  // passkey's name for the fine-tuned variant
 
   PasskeyConfig pc;
   pc.training.train_len = 64;
@@ -125,6 +132,12 @@ TEST(Leaderboard, JudgesTheLiteraturesClaimsFromTheMeasuredMeans) {
   EXPECT_NE(claim(flat, "Press").measured.find("ALiBi 2.20 → 2.21"), std::string::npos) << claim(flat, "Press").measured;
   EXPECT_EQ(claim(flat, "Peng").verdict, "agrees");  // 2.3 < 2.5 < 4.3
   EXPECT_EQ(claim(flat, "Kazemnejad").verdict, "not measured");
+  EXPECT_EQ(claim(flat, "Chen et al. 2023 (PI)").verdict, "not measured");
+  LeaderboardResult tuned = board(2.21, 0.01);
+  tuned.observations.push_back({"kjv", "rope+pi+ft", "bpc", 4, -1, 0, 2.6});
+  tuned.observations.push_back({"kjv", "rope+pi+ft", "bpc", 4, -1, 1, 2.62});
+  tuned.aggregates = aggregate(tuned.observations);
+  EXPECT_EQ(claim(check_claims(tuned, "kjv"), "Chen et al. 2023 (PI)").verdict, "agrees");  // 2.61 against PI's 4.3
   EXPECT_EQ(claim(flat, "Li et al.").verdict, "not measured");
   // ALiBi growing by a bit past its length: the claim is not what this run saw.
   EXPECT_EQ(claim(check_claims(board(3.2, 0.01), "kjv"), "Press").verdict, "disagrees");
@@ -160,6 +173,25 @@ TEST(Leaderboard, TheReportIsOneSelfContainedPageWithEveryPart) {
   EXPECT_EQ(j["aggregates"].size(), r.aggregates.size());
   EXPECT_EQ(j["config"]["seeds"], nlohmann::json({0, 1}));
   EXPECT_NE(leaderboard_csv(r).find("kjv,alibi,bpc,8,,2,0,2.21,"), std::string::npos) << leaderboard_csv(r);
+}
+
+TEST(Leaderboard, TrainingTimingsRoundTripAndABadFileIsNamed) {
+  const std::string ckpt = ::testing::TempDir() + "posenc_timing_model.ckpt";
+  std::filesystem::remove(ckpt + ".timing.json");
+  EXPECT_FALSE(read_train_timing(ckpt).has_value());  // trained before timings were kept
+  write_train_timing(ckpt, {100, 300, 614400, 12.5, 1});
+  const auto t = read_train_timing(ckpt);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->first_step, 100);
+  EXPECT_EQ(t->steps, 300);
+  EXPECT_DOUBLE_EQ(t->tokens_per_second(), 614400 / 12.5);
+  std::ofstream(ckpt + ".timing.json") << "{\"steps\": -3}";
+  try {
+    read_train_timing(ckpt);
+    ADD_FAILURE() << "a malformed timing file was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(ckpt + ".timing.json: not a training timing file"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -53,7 +53,9 @@ std::vector<std::string> experiment_schemes(const std::vector<std::string>& boar
 void observe_extrapolate(const ExtrapolateResult& r, const ExtrapolateConfig& c, const std::string& corpus, std::vector<Observation>* out) {
   for (const ResultRow& row : r.rows) {
     if (!row.available) continue;  // a learned table shorter than the length: no number
-    const std::string name = row.extension == "none" ? row.model : row.model + "+" + row.extension;
+    // PI's fine-tuned rows ("pi+finetune") take passkey's name for a fine-tuned variant.
+    const std::string extension = row.extension == "pi+finetune" ? "pi+ft" : row.extension;
+    const std::string name = extension == "none" ? row.model : row.model + "+" + extension;
     out->push_back({corpus, name, "bpc", static_cast<double>(row.eval_len) / c.training.train_len, -1, row.seed, row.bpc});
   }
 }
@@ -121,8 +123,10 @@ LeaderboardConfig LeaderboardConfig::full() {
   c.corpora = {kDefaultCorpus, kSecondCorpus};
   c.seeds = {0, 1, 2};
   c.out_dir = "out/lab-leaderboard-full";
-  // Each experiment at its own defaults (lab extrapolate's 3 x 128 model, lab passkey's fine-tunes).
+  // Each experiment at its own defaults (lab extrapolate's 3 x 128 model, lab passkey's fine-tunes),
+  // and PI fine-tuned at 4x in bits per character too (Chen et al. 2023's recovery).
   c.extrapolate.eval_lens = {64, 128, 256, 512, 1024, 2048, 4096};
+  c.extrapolate.pi_finetune_steps = 200;
   c.passkey.schemes = c.schemes;
   c.passkey.distractors = 2;
   c.sort.schemes = c.schemes;
