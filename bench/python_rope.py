@@ -4,28 +4,13 @@ threads: forward in place, and forward + backward (autograd). Shapes [1, 8192, 3
 
     PYTHONPATH=build/python /usr/bin/python3 bench/python_rope.py
 """
-import statistics
-import time
 
 import torch
 
 import posenc
+from python_timing import rotate_half, timed
 
 B, S, HQ, HK, D = 1, 8192, 32, 8, 128
-
-
-def timed(f, repeats=5):
-    f()
-    samples = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        f()
-        samples.append(time.perf_counter() - t)
-    return statistics.median(samples)
-
-
-def rotate_half(x):
-    return torch.cat((-x[..., D // 2:], x[..., : D // 2]), dim=-1)
 
 
 def main():

@@ -13,6 +13,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import Schedule, _posenc
+from .attention_native import native_attention
 from .rope import _DTYPES, _strided as _view, _threads
 
 
@@ -99,7 +100,7 @@ class _Attention(torch.autograd.Function):
 
 
 def _bias_params(bias: Any, params: Dict[str, Any], keep: list, batch: int, heads: int, s_len: int, t_len: int,
-                 causal: bool, kv_offset: int) -> torch.Tensor:
+                 causal: bool, device: torch.device) -> torch.Tensor:
     """The kernel's parameters for a posenc.nn distance bias or FoX's c; returns the differentiable
     input (the table [Hq, L], or c [B, Hq, T])."""
     if hasattr(bias, "table"):  # Kerple, Sandwich: a table over |query - key| up to the farthest pair
@@ -116,8 +117,8 @@ def _bias_params(bias: Any, params: Dict[str, Any], keep: list, batch: int, head
             raise ValueError("FoX's gate bias is causal: pass causal=True")
         if bias.dim() != 3 or tuple(bias.shape) != (batch, heads, t_len):
             raise ValueError(f"a gate bias must be FoX's c [B, Hq, T] = [{batch}, {heads}, {t_len}], got {list(bias.shape)}")
-        if bias.device.type != "cpu" or not bias.dtype.is_floating_point:
-            raise ValueError(f"FoX's c must be a floating tensor on the CPU, got {bias.dtype} on {bias.device}")
+        if bias.device != device or not bias.dtype.is_floating_point:
+            raise ValueError(f"FoX's c must be a floating tensor on q's device {device}, got {bias.dtype} on {bias.device}")
         data = bias.detach().float().contiguous()
         keep.append(data)
         params.update(positions="forget-gate", gate_cumulative=data.data_ptr())
@@ -130,8 +131,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
               t5: Optional[torch.Tensor] = None, t5_max_distance: int = 128, window: Optional[int] = None,
               chunk: Optional[int] = None, key_padding_mask: Optional[torch.Tensor] = None, kv_offset: int = 0,
               heads_dim: int = 2, remap: Remap = None, bias: Any = None,
-              return_lse: bool = False) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
-    """Fused attention on the CPU, differentiable (the core's tiled backward, float32 math).
+              return_lse: bool = False, backend: str = "auto") -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+    """Fused attention, differentiable: on the CPU the core's kernel (tiled backward, float32 math).
 
     q [B, S, Hq, D], k and v [B, T, Hk, D] (heads_dim=2; heads_dim=1 for [B, H, S, D]), float32,
     bfloat16 or float16, channels contiguous; Hq a multiple of Hk (GQA). Query i sits at key index
@@ -145,15 +146,24 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     posenc.ReRoPE. bias: a posenc.nn distance bias (Kerple, Sandwich: its table over |distance|,
     differentiable in its parameters) or FoX's cumulative gate c [B, Hq, T] (ForgettingGate.cumulative,
     differentiable; causal only), inside the kernel with their gradients, never an S x T matrix.
+    backend: "kernels" (the fused CPU kernel), "torch" (the same attention in torch operations on
+    the tensors' device, differentiable by autograd; it materialises the [B, Hq, S, T] scores; also
+    float64), or "auto" (the kernel on the CPU, torch elsewhere).
     Returns out [like q] and, with return_lse, each row's log-sum-exp [B, Hq, S]."""
+    if backend not in ("auto", "kernels", "torch"):
+        raise ValueError(f"backend must be one of auto, kernels, torch, got {backend!r}")
+    native = backend == "torch" or (backend == "auto" and isinstance(q, torch.Tensor) and q.device.type != "cpu")
     tensors = {"q": q, "k": k, "v": v}
     for name, t in tensors.items():
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
             raise ValueError(f"{name} must be a 4-D tensor, got {getattr(t, 'shape', type(t))}")
-        if t.device.type != "cpu":
-            raise ValueError(f"posenc.attention runs on the CPU, got {name} on {t.device}")
-        if t.dtype not in _DTYPES:
-            raise ValueError(f"{name} must be float32, bfloat16 or float16, got {t.dtype}")
+        if not native and t.device.type != "cpu":
+            raise ValueError(f"posenc.attention's kernel runs on the CPU, got {name} on {t.device}: use backend='auto' "
+                             "or 'torch'")
+        if t.device != q.device:
+            raise ValueError(f"q, k and v must be on one device, got {name} on {t.device} and q on {q.device}")
+        if t.dtype not in _DTYPES and not (native and t.dtype == torch.float64):
+            raise ValueError(f"{name} must be float32, bfloat16 or float16 (float64 with backend='torch'), got {t.dtype}")
     if heads_dim not in (1, 2):
         raise ValueError(f"heads_dim must be 1 or 2, got {heads_dim}")
     if sum(x is not None for x in (rope, alibi, t5, bias)) > 1:
@@ -183,8 +193,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         if not isinstance(key_padding_mask, torch.Tensor) or tuple(key_padding_mask.shape) != (batch, t_len):
             raise ValueError(f"key_padding_mask must be [B, T] = [{batch}, {t_len}], got "
                              f"{list(getattr(key_padding_mask, 'shape', [type(key_padding_mask).__name__]))}")
-        if key_padding_mask.device.type != "cpu":
-            raise ValueError(f"key_padding_mask must be on the CPU, got {key_padding_mask.device}")
+        if key_padding_mask.device != q.device:
+            raise ValueError(f"key_padding_mask must be on q's device {q.device}, got {key_padding_mask.device}")
         if key_padding_mask.dtype.is_floating_point or key_padding_mask.dtype.is_complex:
             raise ValueError(f"key_padding_mask must be bool or integer 0/1 (True, 1: a real key; the opposite of "
                              f"nn.MultiheadAttention's), got {key_padding_mask.dtype}")
@@ -206,8 +216,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     if t5 is not None:
         if not isinstance(t5, torch.Tensor) or t5.dim() != 2 or t5.shape[1] != heads:
             raise ValueError(f"t5 must be the bucket table [num_buckets, Hq={heads}], got {getattr(t5, 'shape', type(t5))}")
-        if t5.device.type != "cpu":
-            raise ValueError(f"the t5 table must be on the CPU, got {t5.device}")
+        if t5.device != q.device:
+            raise ValueError(f"the t5 table must be on q's device {q.device}, got {t5.device}")
         table = t5.detach().float().contiguous()  # what the kernel reads, alive for the call
         keep.append(table)
         params.update(positions="t5", t5_table=table.data_ptr(), t5_num_buckets=int(t5.shape[0]),
@@ -215,6 +225,12 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
                       t5_bidirectional=not causal)
     bias_input = t5
     if bias is not None:
-        bias_input = _bias_params(bias, params, keep, batch, heads, s_len, t_len, causal, kv_offset)
-    out, lse = _Attention.apply(q, k, v, bias_input, params, keep, heads_dim, _threads())
+        bias_input = _bias_params(bias, params, keep, batch, heads, s_len, t_len, causal, q.device)
+    if native:
+        out, lse = native_attention(q, k, v, causal=causal, scale=scale, rope=rope, rope_layout=rope_layout, alibi=alibi,
+                                    t5=t5, t5_max_distance=t5_max_distance, window=window, chunk=chunk,
+                                    key_padding_mask=key_padding_mask, kv_offset=kv_offset, heads_dim=heads_dim,
+                                    remap=remap, bias=bias)
+    else:
+        out, lse = _Attention.apply(q, k, v, bias_input, params, keep, heads_dim, _threads())
     return (out, lse) if return_lse else out

@@ -139,11 +139,15 @@ def self_extend(group, window):
     return distance
 
 
-@pytest.mark.parametrize("remap,distance", [
+# Each remap with the distance it gives (query index i, key index j).
+REMAP_CASES = [
     (posenc.SelfExtend(group=3, window=4), self_extend(3, 4)),
     (posenc.ReRoPE(window=5), lambda i, j: min(i - j, 5)),
     (posenc.ReRoPE(window=5, leak=2.5), lambda i, j: i - j if i - j < 5 else 5 + (i - j - 5) / 2.5),
-])
+]
+
+
+@pytest.mark.parametrize("remap,distance", REMAP_CASES)
 def test_remaps_equal_eager_attention_at_the_remapped_distance(remap, distance):
     q, k, v = inputs(S=12, T=30, seed=4)
     s = posenc.schedule(head_dim=16)
