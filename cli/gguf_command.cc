@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "options.h"
+#include "posenc/engine_json.h"
 #include "posenc/error.h"
 #include "posenc/gguf.h"
 
@@ -15,12 +16,22 @@ namespace {
 struct GgufArgs {
   std::string file;
   ConfigArgs source;  // the config to compare with
+  bool json = false;
 };
+
+// The same report as one JSON object (posenc.gguf() in Python returns it); exit 1 when it differs.
+void print_json(const GgufFile& f, const GgufRope& r, const ConfigArgs& source) {
+  std::vector<GgufMismatch> mismatches;
+  if (!source.config.empty()) mismatches = compare_with_hf(r, source.load());
+  std::cout << gguf_report_json(GgufReport{&f, &r, source.config.empty() ? nullptr : &mismatches}) << "\n";
+  if (!mismatches.empty()) throw ChecksFailed();
+}
 
 void run_gguf(const GgufArgs& a) {
   // Only the header and the small positional tensors are read, whatever the model's size.
   const GgufFile f = read_gguf(a.file);
   const GgufRope r = gguf_rope(f);
+  if (a.json) return print_json(f, r, a.source);
   std::printf("architecture %s (GGUF v%u, %zu keys, %zu tensors)\n", r.arch.c_str(), f.version, f.metadata.size(),
               f.tensors.size());
   for (const auto& [key, value] : r.keys) std::printf("  %s = %s\n", key.c_str(), value.c_str());
@@ -48,6 +59,7 @@ void add_gguf_command(CLI::App& app) {
                                              "and with --config its agreement with HF's (exit 1 when they differ)");
   cmd->add_option("file", args->file, "the .gguf file")->required();
   add_config_options(cmd, args->source, false, "");
+  add_json_flag(cmd, args->json);
   cmd->callback([args] { run_gguf(*args); });
 }
 

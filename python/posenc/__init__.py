@@ -21,7 +21,7 @@ from . import _posenc
 __all__ = [
     "ConfigError", "Error", "Layer", "Model", "Schedule", "RopeRuntime", "load_hf_config", "schedule", "rope_fields",
     "apply_rope", "XPosScale", "rope_shift", "attention", "SelfExtend", "ReRoPE",
-    "sinusoidal", "alibi_slopes", "alibi_bias", "t5_buckets", "kernel_target", "check", "mrope_position_ids", "hf", "nn", "plot", "deberta_relative_positions", "xl_relative_sinusoid",
+    "sinusoidal", "alibi_slopes", "alibi_bias", "t5_buckets", "kernel_target", "check", "spec", "golden", "gguf", "mrope_position_ids", "hf", "nn", "plot", "deberta_relative_positions", "xl_relative_sinusoid",
 ]
 
 Error = _posenc.Error  # every error the C++ core raises (a ValueError)
@@ -194,3 +194,4 @@ def kernel_target() -> str:
     """The SIMD target the kernels use on this machine ("AVX3", "AVX2", ...)."""
     return _posenc.kernel_target()
 from . import hf, nn, plot  # noqa: E402,F401  (posenc.hf, posenc.nn, posenc.plot after import posenc)
+from .engine import golden, gguf, spec  # noqa: E402  (the engine kit: needs hf)
