@@ -43,14 +43,16 @@ def main(argv):
             print("| %s | not converted | | | | | | %s |" % (name, keys["not_converted"]))
             continue
         by_layer = {}
-        for r in rows:
-            by_layer.setdefault(r["layer_type"], {})[r["tensor"]] = r
+        for r in rows:  # golden's vision sequence (M-RoPE, 3-axis ids) gets its own row
+            vision = r["tensor"].startswith("vision.")
+            lt = r["layer_type"] + (", vision ids" if vision else "")
+            by_layer.setdefault(lt, {})[r["tensor"].split(".")[-1]] = r
         for lt, t in by_layer.items():
             q, k = t["q"], t["k"]
             worst = max((q, k), key=lambda r: r["max_abs_error"])
             first = q.get("first_difference") or k.get("first_difference")
             verdict = lambda r: "agrees" if r["agrees"] else "differs"
-            why = REASONS.get(name, {}).get(lt, REASONS.get(name, {}).get("*", ""))
+            why = REASONS.get(name, {}).get(lt, REASONS.get(name, {}).get("*", "")) if not (q["agrees"] and k["agrees"]) else ""
             if not why and not (q["agrees"] and k["agrees"]):
                 why = "(not yet explained)"
             print("| %s | %s, %s | %s | %s | %s | %s (%d, %d) | %s | %s |" % (

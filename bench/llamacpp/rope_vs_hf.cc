@@ -16,6 +16,7 @@
 // exact in either implementation (ggml builds theta_j = p * theta_scale^j by j float products,
 // ggml-cpu/ops.cpp ggml_rope_cache_init; HF rounds inv_freq and p * inv_freq once each).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -167,6 +168,123 @@ struct Compare {
   double max_err_4095 = 0;
 };
 
+// One golden layer type, as the comparison needs it.
+struct Layer {
+  std::string name;
+  int D = 0, R = 0, off = 0;
+  std::string pairing;
+  bool out_half = false;      // deepseek_v3: interleaved pairs, half-split output
+  double af = 1;
+  std::vector<double> w;      // HF's frequency of pair j
+  std::vector<int> to;        // HF channel -> llama.cpp channel within the slice
+};
+
+// One sequence: rows of positions per axis (T, H, W; all equal for text), q or k and HF's result.
+struct Sequence {
+  std::string name;                        // "q", "k", "vision.q", ...
+  std::vector<std::array<int64_t, 3>> pos; // [P]
+  std::vector<int> axis_of_freq;           // [R/2], all 0 for text
+  const std::vector<float>* in = nullptr;
+  const std::vector<float>* gold = nullptr;
+  std::vector<double> scale;               // divides golden's output (the query scale), [P]
+};
+
+json rotate_and_compare(const Layer& L, const RopeArgs& a, const Sequence& seq) {
+  const int64_t P = static_cast<int64_t>(seq.pos.size());
+  const int slice = L.D - L.off;  // MLA: the rope part [off, D) is its own tensor in llama.cpp
+  const std::vector<float>& in = *seq.in;
+  const std::vector<float>& gold = *seq.gold;
+  const size_t mem = static_cast<size_t>(P) * slice * 4 * 4 + static_cast<size_t>(P) * 4 * 8 + (size_t{1} << 22);
+  ggml_init_params init{mem, nullptr, false};
+  ggml_context* ctx = ggml_init(init);
+  if (!ctx) fail("ggml_init failed");
+  ggml_tensor* x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, slice, 1, P);
+  const bool multi = a.mode == GGML_ROPE_TYPE_MROPE || a.mode == GGML_ROPE_TYPE_IMROPE;
+  ggml_tensor* pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, multi ? 4 * P : P);
+  ggml_tensor* ff = nullptr;
+  if (!a.freq_factors.empty()) {
+    ff = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, static_cast<int64_t>(a.freq_factors.size()));
+    std::memcpy(ff->data, a.freq_factors.data(), a.freq_factors.size() * 4);
+  }
+  float* xd = static_cast<float*>(x->data);
+  int32_t* pd = static_cast<int32_t*>(pos->data);
+  for (int64_t r = 0; r < P; ++r) {
+    for (int c = 0; c < slice; ++c) xd[r * slice + L.to[c]] = in[r * L.D + L.off + c];
+    if (multi) {  // ggml_rope_multi reads 4 position rows (T, H, W, extra); text: src/llama-graph.cpp (p, p, p, 0)
+      for (int ax = 0; ax < 3; ++ax) pd[ax * P + r] = static_cast<int32_t>(seq.pos[r][ax]);
+      pd[3 * P + r] = 0;
+    } else {
+      pd[r] = static_cast<int32_t>(seq.pos[r][0]);
+    }
+  }
+  int sections[4];
+  std::copy(a.sections, a.sections + 4, sections);
+  ggml_tensor* y = multi ? ggml_rope_multi(ctx, x, pos, ff, a.n_dims, sections, a.mode, a.n_ctx_orig, a.freq_base,
+                                           a.freq_scale, a.ext_factor, a.attn_factor, a.beta_fast, a.beta_slow)
+                         : ggml_rope_ext(ctx, x, pos, ff, a.n_dims, a.mode, a.n_ctx_orig, a.freq_base, a.freq_scale,
+                                         a.ext_factor, a.attn_factor, a.beta_fast, a.beta_slow);
+  ggml_cgraph* graph = ggml_new_graph(ctx);
+  ggml_build_forward_expand(graph, y);
+  ggml_graph_compute_with_ctx(ctx, graph, 1);
+  const float* yd = static_cast<const float*>(y->data);
+
+  Compare cmp;
+  const double eps = std::ldexp(1.0, -24);
+  const int R = L.R;
+  for (int64_t r = 0; r < P; ++r) {
+    const int64_t p0 = seq.pos[r][0];
+    for (int c = 0; c < slice; ++c) {
+      double g;  // the golden value of HF channel c (deepseek_v3 writes pair j at (j, j + R/2))
+      if (L.out_half && c < R) g = gold[r * L.D + L.off + (c % 2 == 0 ? c / 2 : R / 2 + c / 2)];
+      else g = gold[r * L.D + L.off + c];
+      g /= seq.scale[r];
+      const double v = yd[r * slice + L.to[c]];
+      int j = -1, partner = -1;  // c's frequency and pair partner in HF's order
+      if (c < R) {
+        if (L.pairing == "interleaved") j = c / 2, partner = c ^ 1;
+        else j = c % (R / 2), partner = c < R / 2 ? c + R / 2 : c - R / 2;
+      }
+      double tol = 8 * eps * std::fabs(g) + 1e-7;
+      if (j >= 0) {
+        const double xa = in[r * L.D + L.off + c], xb = in[r * L.D + L.off + partner];
+        const double norm = std::sqrt(xa * xa + xb * xb);
+        const double theta = std::fabs(L.w[j] * static_cast<double>(seq.pos[r][seq.axis_of_freq[j]]));
+        tol = 2 * L.af * norm * eps * ((j + 8) * theta + 8) + 1e-7;
+      }
+      const double err = std::fabs(v - g);
+      if (err > cmp.max_err) cmp.max_err = err, cmp.max_pos = p0, cmp.max_ch = c + L.off;
+      if (p0 <= 4095) cmp.max_err_4095 = std::max(cmp.max_err_4095, err);
+      cmp.max_ratio = std::max(cmp.max_ratio, err / tol);
+      if (err > tol && cmp.first_pos < 0) cmp.first_pos = p0, cmp.first_ch = c + L.off, cmp.first_err = err, cmp.first_tol = tol;
+    }
+  }
+  ggml_free(ctx);
+  json row = {{"layer_type", L.name},
+              {"tensor", seq.name},
+              {"agrees", cmp.first_pos < 0},
+              {"max_abs_error", cmp.max_err},
+              {"max_error_at", {{"position", cmp.max_pos}, {"channel", cmp.max_ch}}},
+              {"max_abs_error_to_4095", cmp.max_err_4095},
+              {"max_error_over_tolerance", cmp.max_ratio},
+              {"ggml", {{"op", multi ? "ggml_rope_multi" : "ggml_rope_ext"},
+                        {"n_dims", a.n_dims},
+                        {"mode", a.mode},
+                        {"n_ctx_orig", a.n_ctx_orig},
+                        {"freq_base", a.freq_base},
+                        {"freq_scale", a.freq_scale},
+                        {"ext_factor", a.ext_factor},
+                        {"attn_factor", a.attn_factor},
+                        {"beta_fast", a.beta_fast},
+                        {"beta_slow", a.beta_slow},
+                        {"sections", std::vector<int>(a.sections, a.sections + 4)},
+                        {"freq_factors", a.factors_name}}},
+              {"llama_cpp_commit", LLAMA_CPP_COMMIT}};
+  if (cmp.first_pos >= 0)  // position: the token's T position (its only one for text)
+    row["first_difference"] = {{"position", cmp.first_pos}, {"channel", cmp.first_ch},
+                               {"abs_error", cmp.first_err}, {"tolerance", cmp.first_tol}};
+  return row;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -189,112 +307,44 @@ int main(int argc, char** argv) {
     json h = keys.at("layer_types").at(lt);
     h["arch"] = keys.at("arch");
     const RopeArgs a = llama_cpp_args(h, n_ctx);
-    const int D = entry.at("head_dim"), R = entry.at("rotary_dim"), off = entry.at("rotary_offset");
-    const std::string pairing = entry.at("pairing");
-    const bool out_half = entry.contains("output_order");  // deepseek_v3: interleaved pairs, half-split output
-    const double af = entry.at("attention_factor");
-    const int slice = D - off;  // MLA: the rope part [off, D) is its own tensor in llama.cpp
-    const std::vector<int> to = llama_cpp_order(keys.at("qk_order"), slice, R);
-    // HF frequency j of pair (a, b) in the slice, for the tolerance.
+    Layer L;
+    L.name = lt;
+    L.D = entry.at("head_dim"), L.R = entry.at("rotary_dim"), L.off = entry.at("rotary_offset");
+    L.pairing = entry.at("pairing");
+    L.out_half = entry.contains("output_order");
+    L.af = entry.at("attention_factor");
+    L.to = llama_cpp_order(keys.at("qk_order"), L.D - L.off, L.R);
     const std::vector<float>& cs = golden.data.at(lt + ".cos");
     const std::vector<float>& sn = golden.data.at(lt + ".sin");
-    std::vector<double> w(R / 2);
-    for (int j = 0; j < R / 2; ++j) w[j] = std::atan2(sn[row1 * R + j], cs[row1 * R + j]);
+    for (int j = 0; j < L.R / 2; ++j) L.w.push_back(std::atan2(sn[row1 * L.R + j], cs[row1 * L.R + j]));
     const auto qs = entry.at("query_scales").get<std::vector<double>>();
-
     for (const char* which : {"q", "k"}) {
-      const std::vector<float>& in = golden.data.at(lt + "." + which);
-      const std::vector<float>& gold = golden.data.at(lt + "." + which + "_out");
-      const size_t mem = static_cast<size_t>(P) * slice * 4 * 4 + static_cast<size_t>(P) * 4 * 8 + (size_t{1} << 22);
-      ggml_init_params init{mem, nullptr, false};
-      ggml_context* ctx = ggml_init(init);
-      ggml_tensor* x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, slice, 1, P);
-      const bool multi = a.mode == GGML_ROPE_TYPE_MROPE || a.mode == GGML_ROPE_TYPE_IMROPE;
-      ggml_tensor* pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, multi ? 4 * P : P);
-      ggml_tensor* ff = nullptr;
-      if (!a.freq_factors.empty()) {
-        ff = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, static_cast<int64_t>(a.freq_factors.size()));
-        std::memcpy(ff->data, a.freq_factors.data(), a.freq_factors.size() * 4);
+      Sequence seq;
+      seq.name = which;
+      for (int64_t r = 0; r < P; ++r) seq.pos.push_back({positions[r], positions[r], positions[r]});
+      seq.axis_of_freq.assign(L.R / 2, 0);
+      seq.in = &golden.data.at(lt + "." + which);
+      seq.gold = &golden.data.at(lt + "." + which + "_out");
+      seq.scale = which[0] == 'q' ? qs : std::vector<double>(P, 1.0);  // llama.cpp scales queries outside RoPE
+      std::printf("%s\n", rotate_and_compare(L, a, seq).dump().c_str());
+    }
+    // M-RoPE's vision sequence (golden_mrope.h): HF's 3-axis ids as ggml_rope_multi's T, H, W rows.
+    const bool multi = a.mode == GGML_ROPE_TYPE_MROPE || a.mode == GGML_ROPE_TYPE_IMROPE;
+    if (multi && entry.contains("vision")) {
+      const json& v = entry.at("vision");
+      const std::vector<float>& ids = golden.data.at(lt + ".vision.position_ids");
+      const int64_t N = v.at("seq_len");
+      for (const char* which : {"q", "k"}) {
+        Sequence seq;
+        seq.name = std::string("vision.") + which;
+        for (int64_t n = 0; n < N; ++n)
+          seq.pos.push_back({static_cast<int64_t>(ids[n]), static_cast<int64_t>(ids[N + n]), static_cast<int64_t>(ids[2 * N + n])});
+        seq.axis_of_freq = v.at("axis_of_freq").get<std::vector<int>>();
+        seq.in = &golden.data.at(lt + ".vision." + which);
+        seq.gold = &golden.data.at(lt + ".vision." + which + "_out");
+        seq.scale.assign(N, 1.0);
+        std::printf("%s\n", rotate_and_compare(L, a, seq).dump().c_str());
       }
-      float* xd = static_cast<float*>(x->data);
-      int32_t* pd = static_cast<int32_t*>(pos->data);
-      for (int64_t r = 0; r < P; ++r) {
-        for (int c = 0; c < slice; ++c) xd[r * slice + to[c]] = in[r * D + off + c];
-        if (multi) {  // src/llama-graph.cpp llm_graph_input_pos::set_input: text tokens (p, p, p, 0)
-          pd[r] = pd[P + r] = pd[2 * P + r] = static_cast<int32_t>(positions[r]);
-          pd[3 * P + r] = 0;
-        } else {
-          pd[r] = static_cast<int32_t>(positions[r]);
-        }
-      }
-      int sections[4];
-      std::copy(a.sections, a.sections + 4, sections);
-      ggml_tensor* y = multi ? ggml_rope_multi(ctx, x, pos, ff, a.n_dims, sections, a.mode, a.n_ctx_orig, a.freq_base,
-                                               a.freq_scale, a.ext_factor, a.attn_factor, a.beta_fast, a.beta_slow)
-                             : ggml_rope_ext(ctx, x, pos, ff, a.n_dims, a.mode, a.n_ctx_orig, a.freq_base, a.freq_scale,
-                                             a.ext_factor, a.attn_factor, a.beta_fast, a.beta_slow);
-      ggml_cgraph* graph = ggml_new_graph(ctx);
-      ggml_build_forward_expand(graph, y);
-      ggml_graph_compute_with_ctx(ctx, graph, 1);
-      const float* yd = static_cast<const float*>(y->data);
-
-      Compare cmp;
-      const double eps = std::ldexp(1.0, -24);
-      for (int64_t r = 0; r < P; ++r) {
-        const double scale = which[0] == 'q' ? qs[r] : 1.0;  // llama.cpp scales queries outside RoPE
-        for (int c = 0; c < slice; ++c) {
-          // The golden value of HF channel c (deepseek_v3 writes pair j at (j, j + R/2)).
-          double g;
-          if (out_half && c < R) g = gold[r * D + off + (c % 2 == 0 ? c / 2 : R / 2 + c / 2)];
-          else g = gold[r * D + off + c];
-          g /= scale;
-          const double v = yd[r * slice + to[c]];
-          // c's pair partner and frequency in HF's order
-          int j = -1, partner = -1;
-          if (c < R) {
-            if (pairing == "interleaved") j = c / 2, partner = c ^ 1;
-            else j = c % (R / 2), partner = c < R / 2 ? c + R / 2 : c - R / 2;
-          }
-          double tol = 8 * eps * std::fabs(g) + 1e-7;
-          if (j >= 0) {
-            const double xa = in[r * D + off + c], xb = in[r * D + off + partner];
-            const double norm = std::sqrt(xa * xa + xb * xb);
-            const double theta = std::fabs(w[j] * static_cast<double>(positions[r]));
-            tol = 2 * af * norm * eps * ((j + 8) * theta + 8) + 1e-7;
-          }
-          const double err = std::fabs(v - g);
-          if (err > cmp.max_err) cmp.max_err = err, cmp.max_pos = positions[r], cmp.max_ch = c + off;
-          if (positions[r] <= 4095) cmp.max_err_4095 = std::max(cmp.max_err_4095, err);
-          cmp.max_ratio = std::max(cmp.max_ratio, err / tol);
-          if (err > tol && cmp.first_pos < 0)
-            cmp.first_pos = positions[r], cmp.first_ch = c + off, cmp.first_err = err, cmp.first_tol = tol;
-        }
-      }
-      json row = {{"layer_type", lt},
-                  {"tensor", which},
-                  {"agrees", cmp.first_pos < 0},
-                  {"max_abs_error", cmp.max_err},
-                  {"max_error_at", {{"position", cmp.max_pos}, {"channel", cmp.max_ch}}},
-                  {"max_abs_error_to_4095", cmp.max_err_4095},
-                  {"max_error_over_tolerance", cmp.max_ratio},
-                  {"ggml", {{"op", multi ? "ggml_rope_multi" : "ggml_rope_ext"},
-                            {"n_dims", a.n_dims},
-                            {"mode", a.mode},
-                            {"n_ctx_orig", a.n_ctx_orig},
-                            {"freq_base", a.freq_base},
-                            {"freq_scale", a.freq_scale},
-                            {"ext_factor", a.ext_factor},
-                            {"attn_factor", a.attn_factor},
-                            {"beta_fast", a.beta_fast},
-                            {"beta_slow", a.beta_slow},
-                            {"sections", std::vector<int>(a.sections, a.sections + 4)},
-                            {"freq_factors", a.factors_name}}},
-                  {"llama_cpp_commit", LLAMA_CPP_COMMIT}};
-      if (cmp.first_pos >= 0)
-        row["first_difference"] = {{"position", cmp.first_pos}, {"channel", cmp.first_ch},
-                                   {"abs_error", cmp.first_err}, {"tolerance", cmp.first_tol}};
-      std::printf("%s\n", row.dump().c_str());
-      ggml_free(ctx);
     }
   }
   return 0;
