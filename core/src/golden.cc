@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
+#include "golden_mrope.h"
 #include "posenc/error.h"
 #include "posenc/file_io.h"
 #include "posenc/rope_apply.h"
@@ -180,10 +181,15 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
     std::vector<F32Tensor> made;
     if (l.rope) made.push_back(std::move(cos)), made.push_back(std::move(sin));
     for (F32Tensor* t : {&q, &k, &q_out, &k_out, &logits}) made.push_back(std::move(*t));
+    // Drawn after the text vectors, so those stay as they were; listed in entry["vision"].
+    std::vector<F32Tensor> vision;
+    if (l.rope && spec.mrope_vision)
+      entry["vision"] = golden_vision_vectors(spec, l, s, ap, params, [&rng] { return rng.next(); }, vision);
     for (F32Tensor& t : made) {
       entry["tensors"].push_back(t.name);
       g.tensors.tensors.push_back(std::move(t));
     }
+    for (F32Tensor& t : vision) g.tensors.tensors.push_back(std::move(t));
     manifest["layer_types"].push_back(entry);
   }
   g.manifest_json = manifest.dump(1) + "\n";
