@@ -20,6 +20,7 @@ struct GoldenArgs {
   std::vector<std::int64_t> positions;
   std::uint64_t seed = 0;
   std::optional<std::string> image_grid, video_grid;
+  std::optional<std::int64_t> shift;
 };
 
 std::array<int, 3> grid_of(const std::string& text, const char* flag) {
@@ -34,6 +35,7 @@ void run_golden(const GoldenArgs& a) {
   GoldenParams params{a.positions, a.seed};
   if (a.image_grid) params.image_grid = grid_of(*a.image_grid, "--image-grid");
   if (a.video_grid) params.video_grid = grid_of(*a.video_grid, "--video-grid");
+  params.shift = a.shift;
   const Golden g = make_golden(spec, params);
   write_golden(g, a.out);
   std::printf("wrote %s/golden.safetensors (%zu tensors) and %s/manifest.json\n", a.out.c_str(),
@@ -52,6 +54,8 @@ void add_golden_command(CLI::App& app) {
   add_seed_option(cmd, args->seed, "seed of q and k");
   cmd->add_option("--image-grid", args->image_grid,
                   "M-RoPE (Qwen-VL): the image's grid T,H,W in patches for the vision vectors (default 1,4,6)");
+  cmd->add_option("--shift", args->shift,
+                  "also write <layer>.k_shifted: k_out re-rotated by this position delta (llama.cpp's K-shift)");
   cmd->add_option("--video-grid", args->video_grid,
                   "M-RoPE (Qwen-VL): the video's grid T,H,W in patches for the vision vectors (default 2,4,4)");
   cmd->callback([args] { run_golden(*args); });

@@ -48,4 +48,16 @@ TEST(CliGolden, MropeModelsGetVisionVectorsAtTheGridsGiven) {
   EXPECT_CLEAN_ERROR(run("golden --config " + cfg + " --out " + dir + " --video-grid 1,3,2"), "divisible");
 }
 
+TEST(CliGolden, ShiftWritesShiftedKeysAndRefusesANegativePosition) {
+  const std::string cfg = reference_dir() + "/real-configs/Qwen3-8B.json";
+  const std::string dir = temp_path("_golden_shift");
+  const auto r = run("golden --config " + cfg + " --out " + dir + " --positions 4,9 --shift -4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto m = nlohmann::json::parse(posenc::testing::read_file(dir + "/manifest.json"));
+  EXPECT_EQ(m.at("layer_types")[0].at("k_shifted").at("delta"), -4);
+  EXPECT_NE(m.at("layer_types")[0].at("tensors").dump().find("full_attention.k_shifted"), std::string::npos);
+  EXPECT_CLEAN_ERROR(run("golden --config " + cfg + " --out " + dir + " --positions 4,9 --shift -5"), "--shift -5",
+                     "position 4");
+}
+
 }  // namespace

@@ -11,6 +11,7 @@
 //                                 model's pairing, then the position-dependent query scale
 //     k_out      [P, head_dim]    k rotated
 //     logits     [P, P]           softmax_scale * q_out[i] . k_out[j] (before masking)
+//     k_shifted  [P, head_dim]    with GoldenParams::shift: k_out re-rotated by that delta (rope_shift)
 //   DIR/manifest.json         positions (row order), seed, seq_len, and per layer type its
 //                             layers, pairing, dims, attention factor, softmax scale, query scales
 //   M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5): per layer type also "<layer_type>.vision.*",
@@ -22,6 +23,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,10 @@ struct GoldenParams {
   // the image and the video of the vision sequence (golden_mrope.h).
   std::array<int, 3> image_grid{1, 4, 6};
   std::array<int, 3> video_grid{2, 4, 4};
+  // Also write "<layer_type>.k_shifted" [P, head_dim]: k_out re-rotated by this position delta
+  // with rope_shift (rope_shift.h: llama.cpp's K-shift, p -> p + delta), what an engine's cache
+  // holds after it closes a gap (delta < 0) or shifts its context. Every p + delta must be a position.
+  std::optional<std::int64_t> shift;
 };
 
 // 0, 1, 127, 4095, the original context C, 4C and 131071, duplicates removed, in that order.
