@@ -7,6 +7,7 @@
 
 #include "cli_run.h"
 #include "golden.h"
+#include "gguf_values.h"
 #include "posenc/gguf.h"
 #include "posenc/hf_config.h"
 #include "posenc/rope_schedule.h"
@@ -19,16 +20,8 @@ using posenc::testing::reference_dir;
 using posenc::testing::run;
 using posenc::testing::temp_path;
 
-GgufValue num(std::uint32_t type, double v) {
-  GgufValue x;
-  x.type = type, x.number = v;
-  return x;
-}
-GgufValue str(const std::string& s) {
-  GgufValue x;
-  x.type = 8, x.text = s;
-  return x;
-}
+const auto num = posenc::testing::gguf_num;
+const auto str = posenc::testing::gguf_str;
 
 const std::string kLlama31 = "/real-configs/Llama-3.1-8B-Instruct.json";
 

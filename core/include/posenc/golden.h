@@ -42,7 +42,7 @@ struct GoldenParams {
   // Also write "<layer_type>.k_shifted" [P, head_dim]: k_out re-rotated by this position delta
   // with rope_shift (rope_shift.h: llama.cpp's K-shift, p -> p + delta), what an engine's cache
   // holds after it closes a gap (delta < 0) or shifts its context. Every p + delta must be a position.
-  std::optional<std::int64_t> shift;
+  std::optional<std::int64_t> shift = std::nullopt;
 };
 
 // 0, 1, 127, 4095, the original context C, 4C and 131071, duplicates removed, in that order.
