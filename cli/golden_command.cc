@@ -4,8 +4,11 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "options.h"
+#include "posenc/error.h"
+#include "ranges.h"
 #include "posenc/golden.h"
 
 namespace posenc::cli {
@@ -16,12 +19,24 @@ struct GoldenArgs {
   std::string out;
   std::vector<std::int64_t> positions;
   std::uint64_t seed = 0;
+  std::optional<std::string> image_grid, video_grid;
+  std::optional<std::int64_t> shift;
 };
+
+std::array<int, 3> grid_of(const std::string& text, const char* flag) {
+  const auto g = parse_int_list(text, flag, 1, 4096, 3);
+  if (g.size() != 3) throw Error(std::string(flag) + " takes T,H,W, got '" + text + "'");
+  return {static_cast<int>(g[0]), static_cast<int>(g[1]), static_cast<int>(g[2])};
+}
 
 void run_golden(const GoldenArgs& a) {
   const ModelSpec spec = load_model_spec(a.source.config, ConfigOptions{a.source.lenient, a.source.hf_compatible});
   for (const auto& w : spec.warnings) std::cerr << "posenc: warning: " << w << "\n";
-  const Golden g = make_golden(spec, GoldenParams{a.positions, a.seed});
+  GoldenParams params{a.positions, a.seed};
+  if (a.image_grid) params.image_grid = grid_of(*a.image_grid, "--image-grid");
+  if (a.video_grid) params.video_grid = grid_of(*a.video_grid, "--video-grid");
+  params.shift = a.shift;
+  const Golden g = make_golden(spec, params);
   write_golden(g, a.out);
   std::printf("wrote %s/golden.safetensors (%zu tensors) and %s/manifest.json\n", a.out.c_str(),
               g.tensors.tensors.size(), a.out.c_str());
@@ -37,6 +52,12 @@ void add_golden_command(CLI::App& app) {
   add_out_option(cmd, args->out, "directory for golden.safetensors and manifest.json")->required();
   add_positions_option(cmd, args->positions, "positions (default: 0,1,127,4095, the original context, 4x it, 131071)");
   add_seed_option(cmd, args->seed, "seed of q and k");
+  cmd->add_option("--image-grid", args->image_grid,
+                  "M-RoPE (Qwen-VL): the image's grid T,H,W in patches for the vision vectors (default 1,4,6)");
+  cmd->add_option("--shift", args->shift,
+                  "also write <layer>.k_shifted: k_out re-rotated by this position delta (llama.cpp's K-shift)");
+  cmd->add_option("--video-grid", args->video_grid,
+                  "M-RoPE (Qwen-VL): the video's grid T,H,W in patches for the vision vectors (default 2,4,4)");
   cmd->callback([args] { run_golden(*args); });
 }
 

@@ -33,4 +33,31 @@ TEST(CliGolden, BadInputIsExitTwo) {
   EXPECT_EQ(run("golden --config " + cfg).code, 2);  // --out required
 }
 
+TEST(CliGolden, MropeModelsGetVisionVectorsAtTheGridsGiven) {
+  const std::string cfg = reference_dir() + "/real-configs/Qwen2-VL-7B-Instruct__4layer.json";
+  const std::string dir = temp_path("_golden_vl");
+  const auto r = run("golden --config " + cfg + " --out " + dir + " --positions 0,1 --image-grid 1,2,4 --video-grid 3,2,2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto m = nlohmann::json::parse(posenc::testing::read_file(dir + "/manifest.json"));
+  const auto& v = m.at("layer_types")[0].at("vision");
+  // text 2, image 1x1x2 merged tokens, text 2, video 3x1x1, text 2
+  EXPECT_EQ(v.at("seq_len"), 11);
+  EXPECT_EQ(v.at("runs")[1].at("grid_thw"), nlohmann::json({1, 2, 4}));
+  EXPECT_EQ(v.at("runs")[3].at("grid_thw"), nlohmann::json({3, 2, 2}));
+  EXPECT_CLEAN_ERROR(run("golden --config " + cfg + " --out " + dir + " --image-grid 1,2"), "--image-grid");
+  EXPECT_CLEAN_ERROR(run("golden --config " + cfg + " --out " + dir + " --video-grid 1,3,2"), "divisible");
+}
+
+TEST(CliGolden, ShiftWritesShiftedKeysAndRefusesANegativePosition) {
+  const std::string cfg = reference_dir() + "/real-configs/Qwen3-8B.json";
+  const std::string dir = temp_path("_golden_shift");
+  const auto r = run("golden --config " + cfg + " --out " + dir + " --positions 4,9 --shift -4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto m = nlohmann::json::parse(posenc::testing::read_file(dir + "/manifest.json"));
+  EXPECT_EQ(m.at("layer_types")[0].at("k_shifted").at("delta"), -4);
+  EXPECT_NE(m.at("layer_types")[0].at("tensors").dump().find("full_attention.k_shifted"), std::string::npos);
+  EXPECT_CLEAN_ERROR(run("golden --config " + cfg + " --out " + dir + " --positions 4,9 --shift -5"), "--shift -5",
+                     "position 4");
+}
+
 }  // namespace

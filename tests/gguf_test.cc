@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "golden.h"
+#include "gguf_values.h"
 #include "posenc/error.h"
 #include "posenc/gguf.h"
 #include "posenc/rope_schedule.h"
@@ -11,16 +12,8 @@
 namespace posenc {
 namespace {
 
-GgufValue num(std::uint32_t type, double v) {
-  GgufValue x;
-  x.type = type, x.number = v;
-  return x;
-}
-GgufValue str(const std::string& s) {
-  GgufValue x;
-  x.type = 8, x.text = s;
-  return x;
-}
+const auto num = testing::gguf_num;
+const auto str = testing::gguf_str;
 
 ModelRope real(const std::string& name) {
   return load_hf_config(testing::reference_dir() + "/real-configs/" + name + ".json");

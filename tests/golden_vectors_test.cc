@@ -152,5 +152,39 @@ TEST(GoldenVectors, WrittenFilesReadBack) {
   EXPECT_EQ(read_file(dir + "/manifest.json", 1 << 20), g.manifest_json);
 }
 
+// --shift: k_out re-rotated by delta is k rotated at p + delta (the same seeded k, so a second
+// golden at the moved positions is the reference), up to the shift's extra float32 rounding:
+// at most 4 ulp of the larger angle (p + |delta| here < 2^13, so < 4e-3 rad) per unit of |k|.
+void expect_shift_is_rotation_at(const std::string& model, const std::string& lt, std::vector<std::int64_t> pos,
+                                 std::int64_t delta) {
+  GoldenParams gp{pos, 9};
+  gp.shift = delta;
+  const Golden g = make_golden(real(model), gp);
+  std::vector<std::int64_t> moved;
+  for (std::int64_t p : pos) moved.push_back(p + delta);
+  const Golden at = make_golden(real(model), {moved, 9});
+  const F32Tensor& shifted = tensor(g.tensors, lt + ".k_shifted");
+  const F32Tensor& fresh = tensor(at.tensors, lt + ".k_out");
+  ASSERT_EQ(tensor(g.tensors, lt + ".k").data, tensor(at.tensors, lt + ".k").data);
+  double worst = 0, moved_by = 0;
+  for (std::size_t i = 0; i < shifted.data.size(); ++i) {
+    worst = std::max(worst, double(std::fabs(shifted.data[i] - fresh.data[i])));
+    moved_by = std::max(moved_by, double(std::fabs(shifted.data[i] - tensor(g.tensors, lt + ".k_out").data[i])));
+  }
+  EXPECT_LT(worst, 3e-3) << model;
+  EXPECT_GT(moved_by, 0.1) << model << ": the keys moved";
+  EXPECT_EQ(json::parse(g.manifest_json).at("layer_types")[0].at("k_shifted").at("delta"), delta);
+}
+
+TEST(GoldenVectors, ShiftedKeysAreTheKeysRotatedAtTheMovedPositions) {
+  expect_shift_is_rotation_at("Llama-3.1-8B-Instruct", "full_attention", {0, 1, 127, 4095}, 1000);
+  expect_shift_is_rotation_at("Llama-3.1-8B-Instruct", "full_attention", {300, 301, 4095}, -300);
+  expect_shift_is_rotation_at("DeepSeek-V2-Lite", "full_attention", {0, 5, 127}, 64);  // MLA, deepseek_v3 order
+  expect_shift_is_rotation_at("gpt-oss-20b", "full_attention", {0, 3, 4095}, 2048);   // YaRN's factor not applied again
+  GoldenParams out{{0, 5}, 0};
+  out.shift = -6;
+  EXPECT_THROW(make_golden(real("Qwen3-8B"), out), Error);  // 5 - 6 < 0
+}
+
 }  // namespace
 }  // namespace posenc

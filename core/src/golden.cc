@@ -7,9 +7,11 @@
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
+#include "golden_mrope.h"
 #include "posenc/error.h"
 #include "posenc/file_io.h"
 #include "posenc/rope_apply.h"
+#include "posenc/rope_shift.h"
 
 namespace posenc {
 namespace {
@@ -54,6 +56,23 @@ struct SplitMix {
     return static_cast<float>(z >> 40) / 8388608.0f - 1.0f;
   }
 };
+
+// k_out [P, D] re-rotated by delta through rope_shift, the rotated channels from the layer's offset.
+F32Tensor shifted_keys(const LayerSpec& l, const RopeApplyParams& ap, const F32Tensor& k_out,
+                       const std::vector<std::int64_t>& positions, std::int64_t delta) {
+  for (std::int64_t p : positions)
+    if (p + delta < 0 || p + delta > kMaxPosition)
+      throw Error("--shift " + std::to_string(delta) + " moves position " + std::to_string(p) + " to " +
+                  std::to_string(p + delta) + ", outside [0, 2^31-1]");
+  F32Tensor out{l.layer_type + ".k_shifted", k_out.shape, k_out.data};
+  RopeShiftParams sp;
+  sp.rope = ap;
+  sp.rope.channel_offset = l.rotary_offset;
+  sp.delta = delta;
+  const int P = static_cast<int>(k_out.shape[0]), D = static_cast<int>(k_out.shape[1]);
+  rope_shift(bshd(out.data.data(), RopeShape{1, P, 1, D}), sp);
+  return out;
+}
 
 }  // namespace
 
@@ -147,6 +166,8 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
       query_scales.push_back(qs);
       for (int d = 0; d < D; ++d) q_out.data[r * D + d] *= static_cast<float>(qs);
     }
+    std::vector<F32Tensor> shifted;  // k_out after rope_shift by params.shift
+    if (l.rope && params.shift) shifted.push_back(shifted_keys(l, ap, k_out, positions, *params.shift));
     F32Tensor logits{l.layer_type + ".logits", {P, P}, std::vector<float>(P * P)};
     for (std::int64_t i = 0; i < P; ++i)
       for (std::int64_t j = 0; j < P; ++j) {
@@ -169,6 +190,10 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
                   {"query_scales", query_scales},
                   {"tensors", json::array()}};
     if (const char* order = output_order(l.layout)) entry["output_order"] = order;
+    if (!shifted.empty())
+      entry["k_shifted"] = {{"delta", *params.shift},
+                            {"rule", "k_out rotated by delta (rope_shift: R(delta) R(p) k = R(p + delta) k, no attention "
+                                     "factor again), as llama.cpp's K-shift; one float32 rounding more than k rotated at p + delta"}};
     if (l.rope && spec.rope.layers[l.schedule].ntk_prefill_length)
       entry["qwen_ntk_alpha"] = qwen_ntk_alpha(max_pos + 1, *spec.rope.layers[l.schedule].ntk_prefill_length);
     // Gemma 3n / 4: these layers attend with an earlier layer's rotated K/V (same positions,
@@ -180,10 +205,16 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
     std::vector<F32Tensor> made;
     if (l.rope) made.push_back(std::move(cos)), made.push_back(std::move(sin));
     for (F32Tensor* t : {&q, &k, &q_out, &k_out, &logits}) made.push_back(std::move(*t));
+    for (F32Tensor& t : shifted) made.push_back(std::move(t));
+    // Drawn after the text vectors, so those stay as they were; listed in entry["vision"].
+    std::vector<F32Tensor> vision;
+    if (l.rope && spec.mrope_vision)
+      entry["vision"] = golden_vision_vectors(spec, l, s, ap, params, [&rng] { return rng.next(); }, vision);
     for (F32Tensor& t : made) {
       entry["tensors"].push_back(t.name);
       g.tensors.tensors.push_back(std::move(t));
     }
+    for (F32Tensor& t : vision) g.tensors.tensors.push_back(std::move(t));
     manifest["layer_types"].push_back(entry);
   }
   g.manifest_json = manifest.dump(1) + "\n";

@@ -241,6 +241,30 @@ struct SpecBuilder {
   }
 };
 
+// The families whose get_rope_index golden follows, and what it reads besides the grids:
+// Qwen2-VL (modeling_qwen2_vl.py get_rope_index: T step 1), Qwen2.5-VL (modeling_qwen2_5_vl.py:
+// T step vision_config.tokens_per_second x int(second_per_grid_t), 1 s per grid when the
+// processor gives none), Qwen3-VL and Qwen3.5 (modeling_qwen3_vl.py get_rope_index: videos
+// repeat_interleave'd into one t = 1 grid per frame, the timestamps being text between them).
+std::optional<MropeVision> read_mrope_vision(const ConfigDoc& doc) {
+  const std::string& f = doc.families();
+  MropeVision v;
+  for (const char* name : {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
+    if (f.find(std::string("|") + name + "|") != std::string::npos && v.family.empty()) v.family = name;
+  if (v.family.empty()) return std::nullopt;
+  v.frames_split = v.family.rfind("qwen3", 0) == 0;
+  const auto vc = doc.top().find("vision_config");
+  if (vc != doc.top().end() && vc->is_object()) {
+    if (const auto m = json_fields::integer_in(*vc, "spatial_merge_size", "vision_config", 1, 64)) v.merge_size = static_cast<int>(*m);
+  }
+  if (v.family == "qwen2_5_vl") {
+    v.time_interval = 4;  // Qwen2_5_VLVisionConfig's default tokens_per_second
+    if (vc != doc.top().end() && vc->is_object())
+      if (const auto t = json_fields::number_in(*vc, "tokens_per_second", "vision_config", 0, 1e6)) v.time_interval = *t;
+  }
+  return v;
+}
+
 }  // namespace
 
 double QueryScaling::at(std::int64_t position) const { return QueryScalingAt(*this, position); }
@@ -282,6 +306,7 @@ ModelSpec parse_model_spec(const std::string& json_text, const ConfigOptions& op
   }
   if (!spec.mrope_section.empty() && spec.family->mrope_style && !spec.rope.layers[0].params.mrope_interleaved)
     spec.mrope_style = spec.family->mrope_style;
+  if (!spec.mrope_section.empty()) spec.mrope_vision = read_mrope_vision(doc);
   SpecBuilder{doc, doc.model(), doc.where(), *spec.family, spec}.run();
   return spec;
 }

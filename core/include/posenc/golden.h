@@ -11,14 +11,19 @@
 //                                 model's pairing, then the position-dependent query scale
 //     k_out      [P, head_dim]    k rotated
 //     logits     [P, P]           softmax_scale * q_out[i] . k_out[j] (before masking)
+//     k_shifted  [P, head_dim]    with GoldenParams::shift: k_out re-rotated by that delta (rope_shift)
 //   DIR/manifest.json         positions (row order), seed, seq_len, and per layer type its
 //                             layers, pairing, dims, attention factor, softmax scale, query scales
+//   M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5): per layer type also "<layer_type>.vision.*",
+//   a text-image-text-video-text sequence at HF's 3-axis position ids (golden_mrope.h)
 //
 // Dynamic NTK and LongRoPE depend on the sequence: the schedule is the one HF uses for a forward
 // pass whose largest position is max(positions), i.e. seq_len = max(positions) + 1.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +35,14 @@ namespace posenc {
 struct GoldenParams {
   std::vector<std::int64_t> positions;  // empty: default_golden_positions(spec)
   std::uint64_t seed = 0;
+  // M-RoPE models with ModelSpec::mrope_vision: the grids (t, h, w in patches, before merging) of
+  // the image and the video of the vision sequence (golden_mrope.h).
+  std::array<int, 3> image_grid{1, 4, 6};
+  std::array<int, 3> video_grid{2, 4, 4};
+  // Also write "<layer_type>.k_shifted" [P, head_dim]: k_out re-rotated by this position delta
+  // with rope_shift (rope_shift.h: llama.cpp's K-shift, p -> p + delta), what an engine's cache
+  // holds after it closes a gap (delta < 0) or shifts its context. Every p + delta must be a position.
+  std::optional<std::int64_t> shift = std::nullopt;
 };
 
 // 0, 1, 127, 4095, the original context C, 4C and 131071, duplicates removed, in that order.

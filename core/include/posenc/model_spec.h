@@ -81,6 +81,14 @@ struct LayerSpec {
   std::optional<int> kv_shared_from;
 };
 
+// What HF's get_rope_index reads besides the grids (vision_config, defaults of HF's classes).
+struct MropeVision {
+  std::string family;             // the model_type whose get_rope_index applies
+  int merge_size = 2;             // vision_config.spatial_merge_size
+  double time_interval = 1;       // T step per temporal patch: Qwen2.5-VL tokens_per_second (x 1 s per grid)
+  bool frames_split = false;      // Qwen3-VL: a video is one t = 1 grid per frame, timestamps between
+};
+
 struct ModelSpec {
   // The model's positional scheme. Not RoPE (BERT, BLOOM, T5, Whisper, ...): everything below is
   // empty, the stacks say what the model has instead.
@@ -94,6 +102,9 @@ struct ModelSpec {
   std::optional<LayerSpec> every_layer;
   std::vector<int> mrope_section;      // empty unless M-RoPE
   std::optional<MropeStyle> mrope_style;  // set with mrope_section
+  // The vision positions of the Qwen-VL families whose get_rope_index posenc follows (qwen2_vl,
+  // qwen2_5_vl, qwen3_vl(_moe), qwen3_5(_moe)); unset for other M-RoPE models (GLM-4.1V).
+  std::optional<MropeVision> mrope_vision;
   std::vector<std::string> warnings;   // rope.warnings plus the spec's own
 };
 

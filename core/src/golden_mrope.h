@@ -1,0 +1,37 @@
+// Golden's per-axis M-RoPE vectors: one sequence text 2, image, text 2, video, text 2 (the 2-token
+// text runs stand for <text><vision_start> and <vision_end><text>) at the 3-axis position ids HF's
+// get_rope_index builds for it (posenc/mrope.h mrope_position_ids, the v5 rule), q and k rotated
+// with each frequency at its axis' position (HF's apply_multimodal_rotary_pos_emb, Qwen3-VL's
+// apply_interleaved_mrope: posenc's mrope_axis_map), in HF's float32 angles.
+//
+//   <lt>.vision.position_ids  [3, N]  T, H, W ids (float32, exact: below 2^24)
+//   <lt>.vision.cos, .sin     [N, R]  cat(freqs, freqs) order, attention factor included
+//   <lt>.vision.q, .k         [N, D]  seeded, uniform in [-1, 1)
+//   <lt>.vision.q_out, .k_out [N, D]  rotated (no query scale: HF's vision models have none)
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "posenc/golden.h"
+#include "posenc/model_spec.h"
+#include "posenc/mrope.h"
+#include "posenc/rope_apply.h"
+#include "posenc/rope_schedule.h"
+
+namespace posenc {
+
+// The runs of golden's vision sequence for these grids (Qwen3-VL: the video as t frames of
+// t = 1, each after a 2-token timestamp).
+std::vector<TokenRun> golden_vision_runs(const MropeVision& vision, const std::array<int, 3>& image,
+                                         const std::array<int, 3>& video);
+
+// Appends the layer type's vision tensors to `out` and returns the manifest's "vision" entry.
+// `uniform` draws q and k (the layer type's seeded stream).
+nlohmann::json golden_vision_vectors(const ModelSpec& spec, const LayerSpec& layer, const RopeSchedule& schedule,
+                                     const RopeApplyParams& ap, const GoldenParams& params,
+                                     const std::function<float()>& uniform, std::vector<F32Tensor>& out);
+
+}  // namespace posenc
