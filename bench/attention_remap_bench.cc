@@ -39,11 +39,16 @@ int main(int argc, char** argv) {
     PositionRemap remap;
   };
   // Windows as the papers use them at a 4k context: Self-Extend w 1024, G 8 (Jin et al.'s Llama-2
-  // settings are w 512-1024, G 4-16); ReRoPE w 512, leaky k 16 (Su's).
+  // settings are w 512-1024, G 4-16); ReRoPE w 512, leaky k 16 (Su's). DCA: Qwen2.5-1M's
+  // chunk_size 262144 / local_size 8192 is plain RoPE below 253952 tokens, so its shape at 4k:
+  // chunk lengths c = chunk_size - local_size of 1024 (four chunks at S = 4096: most key tiles
+  // inter-chunk) and 2048 (two: intra-chunk and successive), local_size c / 4.
   std::vector<Variant> variants = {{"rope", {}},
                                    {"self-extend w1024 G8", {PositionRemapKind::kSelfExtend, 1024, 8, 0}},
                                    {"rerope w512", {PositionRemapKind::kReRope, 512, 1, 0}},
-                                   {"leaky-rerope w512 k16", {PositionRemapKind::kLeakyReRope, 512, 1, 16}}};
+                                   {"leaky-rerope w512 k16", {PositionRemapKind::kLeakyReRope, 512, 1, 16}},
+                                   {"dual-chunk 1280/256", {PositionRemapKind::kDualChunk, 0, 1, 0, 1280, 256}},
+                                   {"dual-chunk 2560/512", {PositionRemapKind::kDualChunk, 0, 1, 0, 2560, 512}}};
   const RopeTensor qv = bshd(q.data(), {1, S, H, D}), kv = bshd(k.data(), {1, S, H, D}), vv = bshd(v.data(), {1, S, H, D}),
                    ov = bshd(out.data(), {1, S, H, D});
   std::vector<std::vector<double>> seconds(variants.size());

@@ -38,8 +38,8 @@ void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
 }
 
 std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p, const KernelOptions& options) {
-  const bool remapped = p.positions == AttentionPositions::kRope && p.remap.kind != PositionRemapKind::kNone;
-  const auto floats = static_cast<std::int64_t>(attention_detail::tile_floats(q.head_dim, remapped));
+  const int far_queries = p.positions == AttentionPositions::kRope ? attention_detail::Remap{p.remap, nullptr}.far_queries() : 0;
+  const auto floats = static_cast<std::int64_t>(attention_detail::tile_floats(q.head_dim, far_queries));
   const int threads = std::max(kernel_threads(options.threads, "attention"), 1);
   std::int64_t bytes = attention_detail::decode_applies(q, p) ? attention_detail::decode_extra_bytes(q, k, threads)
                                                               : std::max(floats * static_cast<std::int64_t>(sizeof(float)) * threads,
