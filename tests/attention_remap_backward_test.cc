@@ -36,10 +36,7 @@ double relative_to(const std::vector<double>& ref, const RopeTensor& g) {
 TEST(AttentionRemapBackward, ReferenceAndTiledEqualTheExplicitGradients) {
   std::mt19937 rng(31);
   const int B = 2, Hq = 4, Hk = 2, D = 40;
-  RopeParams rp = testing::yarn_params(4.0, 64);  // an attention factor, a partial rotary dim
-  rp.head_dim = D;
-  rp.partial_rotary_factor = 0.8;
-  const RopeSchedule sched = compute_schedule(rp);
+  const RopeSchedule sched = yarn_partial_schedule(D);
   double worst_reference = 0, worst_tiled = 0;
   int cases = 0, runs = 0;
   // two query tiles and three key tiles; a chunk of queries after a cache; decode

@@ -16,6 +16,7 @@
 #include "posenc/rope_schedule.h"
 
 #include "attention_test_support.h"
+#include "rope_params_fixtures.h"
 
 namespace posenc::attention_test {
 
@@ -189,6 +190,14 @@ inline const PositionRemap kRemaps[] = {remap_of(PositionRemapKind::kSelfExtend,
                                         remap_of(PositionRemapKind::kReRope, 32), remap_of(PositionRemapKind::kLeakyReRope, 16, 1, 5.5),
                                         dual_chunk(48, 16), dual_chunk(40, 30)};
 constexpr int kRemapCount = sizeof(kRemaps) / sizeof(kRemaps[0]);
+
+// YaRN over D (an attention factor) rotating 0.8 of its channels (the rest pass through).
+inline RopeSchedule yarn_partial_schedule(int D) {
+  RopeParams rp = testing::yarn_params(4.0, 64);
+  rp.head_dim = D;
+  rp.partial_rotary_factor = 0.8;
+  return compute_schedule(rp);
+}
 
 // RoPE attention inputs: plain schedule over D (interleaved pairs when asked), positions 7 + index.
 inline AttentionParams rope_params(const RopeSchedule& sched, BiasInputs& setup, int Hq, int B, int S, int T, std::mt19937& rng,

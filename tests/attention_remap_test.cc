@@ -29,10 +29,7 @@ using namespace attention_test;
 TEST(AttentionRemap, EqualsTheDistanceMatrixReferenceForEveryMaskDtypeAndTarget) {
   std::mt19937 rng(21);
   const int B = 2, Hq = 4, Hk = 2, D = 40;
-  RopeParams rp = testing::yarn_params(4.0, 64);  // an attention factor, a partial rotary dim
-  rp.head_dim = D;
-  rp.partial_rotary_factor = 0.8;
-  const RopeSchedule sched = compute_schedule(rp);
+  const RopeSchedule sched = yarn_partial_schedule(D);
   double worst_tiled = 0, worst_reference = 0;
   int cases = 0, runs = 0;
   // prefill across two query tiles, decode after a cache, a chunk of queries after a cache
