@@ -24,7 +24,7 @@ Plan make_plan(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
   if (p.positions != AttentionPositions::kRope) return plan;
   if (table && !table->matches(p.rope))
     throw Error("attention: the RoPE table was built for other frequencies, attention factor or angle mode");
-  plan.remap = {p.remap, remap_key_rows(k, p)};
+  plan.remap = {p.remap, remap_rows(k, p, false), remap_rows(q, p, true)};
   const std::int64_t largest = table_position(q, k, p);
   if (table)
     plan.angles = table->ensure(largest);
@@ -44,7 +44,7 @@ std::int64_t largest_position(const RopeTensor& q, const RopeTensor& k, const At
 
 std::int64_t table_position(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p) {
   const std::int64_t largest = largest_position(q, k, p);
-  const Remap remap{p.remap, nullptr};
+  const Remap remap{p.remap, nullptr, nullptr};
   return remap.integral() ? std::max(largest, static_cast<std::int64_t>(remap.far_bound(largest))) : largest;
 }
 

@@ -69,6 +69,8 @@ struct BackwardTiles {
   float *Qf[2] = {nullptr, nullptr}, *dQf[2] = {nullptr, nullptr}, *Ktf = nullptr, *Kf = nullptr, *dKf = nullptr, *Sf = nullptr,
         *dSb = nullptr;
   int branches = attention_detail::Remap::kNear;  // the loaded tile pair's (TileGradients)
+  struct { int b, h, i0, rows; } query = {0, 0, 0, 0};  // the loaded query tile (LoadQueryTile)
+  int far_loaded = 0;                                  // its far tiles loaded so far (LoadFarQueries)
   std::vector<std::int64_t> positions = std::vector<std::int64_t>(attention_detail::kQueryTile + attention_detail::kKeyTile);
   std::vector<int> lut;
   // A branch's query tile (times scale), key tile ([D][kKeyTile] or rows) and accumulators.
@@ -90,19 +92,31 @@ void LoadQueryTile(const attention_detail::Plan& plan, const AttentionBackwardIn
   std::fill(t.dO, t.dO + BackwardTiles::kRows * D, 0.0f);
   std::fill(t.lse, t.lse + BackwardTiles::kRows, inf);
   std::fill(t.Di, t.Di + BackwardTiles::kRows, 0.0f);
-  for (int f = 0; f < plan.remap.far_queries(); ++f) std::fill(t.Qf[f], t.Qf[f] + BackwardTiles::kRows * D, 0.0f);
+  t.query = {b, h, i0, rows};
+  t.far_loaded = 0;
   for (int r = 0; r < rows; ++r) {
     plan.load_query(b, i0 + r, h, t.Q + r * D, t.tmp);
     for (int x = 0; x < D; ++x) t.Q[r * D + x] *= plan.scale;
-    for (int f = 0; f < plan.remap.far_queries(); ++f) {
-      plan.load_query_far(b, i0 + r, h, t.Qf[f] + r * D, t.tmp, f ? attention_detail::Remap::kFar2 : attention_detail::Remap::kFar);
-      for (int x = 0; x < D; ++x) t.Qf[f][r * D + x] *= plan.scale;
-    }
     attention_detail::load_row(in.dout, b, i0 + r, h, t.dO + r * D);
     const std::int64_t row = (std::int64_t{b} * plan.Hq + h) * plan.S + i0 + r;
     t.lse[r] = in.lse[row] == -inf ? inf : in.lse[row];
     t.Di[r] = Di[row];
   }
+}
+
+// A remap's far query tile `which` (Remap::kFar or kFar2) of the loaded query tile, times scale,
+// on its first need: pass K reloads each query tile per key tile, and most tile pairs need no
+// far branch (rotating at a far position off the table costs num_freqs sincos per row).
+void LoadFarQueries(const attention_detail::Plan& plan, int which, BackwardTiles& t) {
+  if (t.far_loaded & which) return;
+  float* Qf = t.Qf[which == attention_detail::Remap::kFar ? 0 : 1];
+  const int D = plan.D;
+  std::fill(Qf, Qf + BackwardTiles::kRows * D, 0.0f);
+  for (int r = 0; r < t.query.rows; ++r) {
+    plan.load_query_far(t.query.b, t.query.i0 + r, t.query.h, Qf + r * D, t.tmp, which);
+    for (int x = 0; x < D; ++x) Qf[r * D + x] *= plan.scale;
+  }
+  t.far_loaded |= which;
 }
 
 // Keys j0 .. j0+cols-1 of kv head hk: Kt and Vt transposed, and with_rows: K as rows; with a
@@ -163,6 +177,7 @@ void TileGradients(const attention_detail::Plan& plan, int b, int h, int i0, int
   bool first = true;  // the first branch scores into P, each further one into Sf, taken per element
   for (const int which : {Remap::kNear, Remap::kFar, Remap::kFar2}) {
     if (!(t.branches & which)) continue;
+    if (which != Remap::kNear) LoadFarQueries(plan, which, t);
     ScoreTile(t.query_of(which), t.keys_of(which), rows4, D, first ? t.P : t.Sf);
     if (!first) plan.remap.merge(which, t.positions.data(), rows, t.positions.data() + rows, cols, t.Sf, t.P, BackwardTiles::kKeys);
     first = false;

@@ -135,10 +135,12 @@ struct Plan {
   }
   // A remap's far branch (Remap::kFar, or DCA's kFar2): the row rotated at its far position
   // (Remap::query / key). 1-D positions; table rows where the position is integral
-  // (Self-Extend, ReRoPE, DCA: make_plan's table covers them), a leaky key's row from
-  // remap.keys, else rope_cos_sin_at. direction -1: the transpose (the backward's).
+  // (Self-Extend, ReRoPE, DCA: make_plan's table covers them), a leaky row from remap.keys or
+  // remap.queries, else rope_cos_sin_at. direction -1: the transpose (the backward's).
   void rotate_query_far(int b, int t, float* row, float* tmp, int branch, int direction) const {
-    rotate_at(remap.query(p->q_positions.at(0, b, t, S), branch), nullptr, nullptr, row, tmp, direction);
+    if (!remap.queries) return rotate_at(remap.query(p->q_positions.at(0, b, t, S), branch), nullptr, nullptr, row, tmp, direction);
+    const std::size_t at = static_cast<std::size_t>(remap.queries->per_batch_row ? std::int64_t{b} * S + t : t) * p->rope.num_freqs;
+    rotate_at(0, remap.queries->cos.data() + at, remap.queries->sin.data() + at, row, tmp, direction);
   }
   void rotate_key_far(int b, int t, float* row, float* tmp, int direction) const {
     if (!remap.keys) return rotate_at(remap.key(p->k_positions.at(0, b, t, T)), nullptr, nullptr, row, tmp, direction);

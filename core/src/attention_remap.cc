@@ -49,7 +49,7 @@ void validate_remap(const RopeTensor& q, const RopeTensor& k, const AttentionPar
   // Far positions grow with the position (or are constant, or DCA's are below it): the largest
   // is far_bound's, and its angles must stay where cos/sin are accurate (validate, rope_apply.h).
   const std::int64_t largest = largest_position(q, k, p);
-  const double far = Remap{r, nullptr}.far_bound(largest);
+  const double far = Remap{r, nullptr, nullptr}.far_bound(largest);
   float widest = 0;
   for (int j = 0; j < p.rope.num_freqs; ++j) widest = std::max(widest, std::fabs(p.rope.inv_freq[j]));
   if (!(far <= static_cast<double>(kMaxPosition)) || !(far * widest <= kMaxRopeAngle))
@@ -57,18 +57,20 @@ void validate_remap(const RopeTensor& q, const RopeTensor& k, const AttentionPar
                 ") must be at most 2^31-1 with angles at most 2^31 radians");
 }
 
-std::shared_ptr<const Remap::KeyRows> remap_key_rows(const RopeTensor& k, const AttentionParams& p) {
+std::shared_ptr<const Remap::Rows> remap_rows(const RopeTensor& x, const AttentionParams& p, bool queries) {
   if (p.positions != AttentionPositions::kRope || p.remap.kind != PositionRemapKind::kLeakyReRope) return nullptr;
-  const Remap remap{p.remap, nullptr};
-  auto rows = std::make_shared<Remap::KeyRows>();
-  rows->per_batch_row = !p.k_positions.same_for_every_batch_row();
-  const int batch = rows->per_batch_row ? k.batch : std::min(k.batch, 1), half = p.rope.num_freqs;
-  rows->cos.resize(static_cast<std::size_t>(batch) * k.tokens * half);
+  const Remap remap{p.remap, nullptr, nullptr};
+  const PositionIds& ids = queries ? p.q_positions : p.k_positions;
+  auto rows = std::make_shared<Remap::Rows>();
+  rows->per_batch_row = !ids.same_for_every_batch_row();
+  const int batch = rows->per_batch_row ? x.batch : std::min(x.batch, 1), half = p.rope.num_freqs;
+  rows->cos.resize(static_cast<std::size_t>(batch) * x.tokens * half);
   rows->sin.resize(rows->cos.size());
   for (int b = 0; b < batch; ++b)
-    for (int t = 0; t < k.tokens; ++t) {
-      const double position = remap.key(p.k_positions.at(0, b, t, k.tokens));
-      const std::size_t at = (static_cast<std::size_t>(b) * k.tokens + t) * half;
+    for (int t = 0; t < x.tokens; ++t) {
+      const std::int64_t id = ids.at(0, b, t, x.tokens);
+      const double position = queries ? remap.query(id) : remap.key(id);
+      const std::size_t at = (static_cast<std::size_t>(b) * x.tokens + t) * half;
       for (int j = 0; j < half; ++j) rope_cos_sin_at(p.rope.inv_freq[j], position, p.rope, &rows->cos[at + j], &rows->sin[at + j]);
     }
   return rows;

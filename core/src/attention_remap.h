@@ -15,14 +15,16 @@ namespace posenc::attention_detail {
 
 struct Remap {
   PositionRemap r;  // kind kNone: no remap
-  // Leaky ReRoPE's keys sit at real positions kpos / k: their cos/sin, [key row][num_freqs] each,
-  // computed once per call (row b * T + j, or j when every batch row has the same positions), so
-  // each query tile reads rows instead of computing num_freqs sincos per key. Null otherwise.
-  struct KeyRows {
+  // Leaky ReRoPE's far keys and queries sit at real positions (kpos / k, qpos / k + w - w / k):
+  // their cos/sin, [row][num_freqs] each, computed once per call (row b * tokens + t, or t when
+  // every batch row has the same positions), so a tile reads rows instead of computing num_freqs
+  // sincos per row each time it loads (the backward reloads a query tile per key tile). Null
+  // otherwise.
+  struct Rows {
     bool per_batch_row = false;
     AlignedVector<float> cos, sin;
   };
-  std::shared_ptr<const KeyRows> keys;
+  std::shared_ptr<const Rows> keys, queries;
 
   bool on() const { return r.kind != PositionRemapKind::kNone; }
   bool dual_chunk() const { return r.kind == PositionRemapKind::kDualChunk; }
@@ -101,7 +103,8 @@ namespace posenc::attention_detail {
 // validate_attention.
 void validate_remap(const RopeTensor& q, const RopeTensor& k, const AttentionParams& params);
 
-// Leaky ReRoPE's key rows for the call (Remap::keys); null for the other remaps.
-std::shared_ptr<const Remap::KeyRows> remap_key_rows(const RopeTensor& k, const AttentionParams& params);
+// Leaky ReRoPE's far rows for the call: of k at k_positions (Remap::keys) or, queries true, of q
+// at q_positions (Remap::queries); null for the other remaps.
+std::shared_ptr<const Remap::Rows> remap_rows(const RopeTensor& x, const AttentionParams& params, bool queries);
 
 }  // namespace posenc::attention_detail

@@ -54,8 +54,9 @@
 // takes, per (query, key), the near or the far score: the two score matrices the papers merge,
 // formed only for the tiles that straddle Delta = w (DCA: a second far query, the inter-chunk
 // one, with the same far keys; up to three score matrices, for the tiles that straddle a chunk
-// edge). G = 1, w beyond every distance, k = 1 or c beyond every position give plain RoPE's bits. Leaky ReRoPE's key positions are not integers: their cos/sin are computed
-// once per call, T x rotary/2 sincos into T x rotary floats. Measured at S = 4096, 8 heads,
+// edge). G = 1, w beyond every distance, k = 1 or c beyond every position give plain RoPE's bits.
+// Leaky ReRoPE's far positions are not integers: their cos/sin are computed once per call,
+// (S + T) x rotary/2 sincos into (S + T) x rotary floats. Measured at S = 4096, 8 heads,
 // D = 64, causal, 1 thread (posenc_attention_remap_bench): each remap within 0.87-1.10x plain RoPE;
 // DCA (c 1024 and 2048) 0.90-1.12x over two runs at load 15-160 on 2 cores.
 #pragma once
