@@ -58,7 +58,7 @@
 // Leaky ReRoPE's far positions are not integers: their cos/sin are computed once per call,
 // (S + T) x rotary/2 sincos into (S + T) x rotary floats. Measured at S = 4096, 8 heads,
 // D = 64, causal, 1 thread (posenc_attention_remap_bench): each remap within 0.87-1.10x plain RoPE;
-// DCA (c 1024 and 2048) 0.90-1.12x over two runs at load 15-160 on 2 cores.
+// DCA (c 1024 and 2048) 0.90-1.12x over three runs at load 13-160 on 2 cores (AVX2 target).
 #pragma once
 
 #include <cstdint>
