@@ -1,4 +1,4 @@
-// Remapped RoPE distances in fused attention (Self-Extend, ReRoPE, leaky ReRoPE): the tiled kernel
+// Remapped RoPE distances in fused attention (Self-Extend, ReRoPE, leaky ReRoPE, DCA): the tiled kernel
 // and the core's reference against a double reference that builds the remapped distance matrix
 // explicitly from the papers' formulas and rotates by it (q.R(d)k, no factorisation into query
 // and key positions), for every mask, dtype and SIMD target; the remaps' plain-RoPE limits bit
@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "posenc/attention.h"
-#include "posenc/attention_backward.h"
 #include "posenc/error.h"
 
+#include "attention_remap_support.h"
 #include "attention_test_support.h"
 #include "rope_params_fixtures.h"
 
@@ -26,113 +26,10 @@ namespace {
 
 using namespace attention_test;
 
-// The remapped distance of (query position i, key position j), from the papers (not the core's
-// factorised far positions): Self-Extend (Jin et al. 2024), ReRoPE and leaky ReRoPE (Su 2023).
-double paper_distance(const PositionRemap& r, std::int64_t i, std::int64_t j) {
-  const std::int64_t d = i - j;
-  if (r.kind == PositionRemapKind::kNone || d < r.window) return static_cast<double>(d);
-  switch (r.kind) {
-    case PositionRemapKind::kSelfExtend: return static_cast<double>(i / r.group - j / r.group + (r.window - r.window / r.group));
-    case PositionRemapKind::kReRope: return static_cast<double>(r.window);
-    case PositionRemapKind::kLeakyReRope: return static_cast<double>(r.window) + static_cast<double>(d - r.window) / r.leak;
-    case PositionRemapKind::kNone: break;
-  }
-  return static_cast<double>(d);
-}
-
-// softmax(scale * q.R(d_ij) k + mask) v in double, [B, S, Hq, D], with d_ij = paper_distance of
-// the positions: per rotation pair (a, b) of frequency w, m^2 ((qa ka + qb kb) cos(d w) +
-// (qa kb - qb ka) sin(d w)) (m the attention factor), the channels past the rotary dim plain.
-std::vector<double> distance_matrix_reference(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const AttentionParams& p) {
-  const int B = q.batch, S = q.tokens, T = k.tokens, H = q.heads, D = q.head_dim, group = q.heads / k.heads;
-  const int half = p.rope.num_freqs;
-  const bool interleaved = p.rope.layout != RopeLayout::kHalfSplit;
-  const std::int64_t past = p.mask.past >= 0 ? p.mask.past : T - S;
-  const double scale = p.scale > 0 ? p.scale : 1 / std::sqrt(static_cast<double>(D)), m2 = p.rope.attention_factor * p.rope.attention_factor;
-  std::map<double, std::vector<double>> angles;  // distance -> cos[half], sin[half]
-  const auto cos_sin = [&](double d) -> const std::vector<double>& {
-    auto [it, fresh] = angles.try_emplace(d);
-    if (fresh)
-      for (int f = 0; f < 2 * half; ++f) {
-        const double a = d * static_cast<double>(p.rope.inv_freq[f % half]);
-        it->second.push_back(f < half ? std::cos(a) : std::sin(a));
-      }
-    return it->second;
-  };
-  std::vector<double> out(static_cast<std::size_t>(B) * S * H * D, 0.0);
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < H; ++h)
-      for (int i = 0; i < S; ++i) {
-        const std::int64_t pos = past + i, qpos = p.q_positions.at(0, b, i, S);
-        std::vector<double> s(static_cast<std::size_t>(T), -std::numeric_limits<double>::infinity());
-        double best = -std::numeric_limits<double>::infinity();
-        for (int j = 0; j < T; ++j) {
-          bool ok = !(p.mask.causal && j > pos);
-          ok = ok && !(p.mask.key_padding && !p.mask.key_padding[b * T + j]);
-          ok = ok && !(p.mask.sliding_window > 0 && pos - j >= p.mask.sliding_window);
-          ok = ok && !(p.mask.chunk > 0 && j / p.mask.chunk != pos / p.mask.chunk);
-          if (!ok) continue;
-          const std::vector<double>& cs = cos_sin(paper_distance(p.remap, qpos, p.k_positions.at(0, b, j, T)));
-          double dot = 0;
-          for (int f = 0; f < half; ++f) {
-            const int ia = interleaved ? 2 * f : f, ib = interleaved ? 2 * f + 1 : f + half;
-            const double qa = at(q, b, i, h, ia), qb = at(q, b, i, h, ib);
-            const double ka = at(k, b, j, h / group, ia), kb = at(k, b, j, h / group, ib);
-            dot += m2 * ((qa * ka + qb * kb) * cs[f] + (qa * kb - qb * ka) * cs[half + f]);
-          }
-          for (int c = 2 * half; c < D; ++c) dot += double{at(q, b, i, h, c)} * at(k, b, j, h / group, c);
-          s[j] = dot * scale;
-          best = std::max(best, s[j]);
-        }
-        double total = 0;
-        for (int j = 0; j < T; ++j) total += std::isinf(s[j]) ? 0.0 : std::exp(s[j] - best);
-        for (int j = 0; j < T && total > 0; ++j)
-          if (!std::isinf(s[j]))
-            for (int c = 0; c < D; ++c)
-              out[((static_cast<std::size_t>(b) * S + i) * H + h) * D + c] += std::exp(s[j] - best) / total * at(v, b, j, h / group, c);
-      }
-  return out;
-}
-
-double worst_vs(const std::vector<double>& ref, const RopeTensor& o) {
-  double worst = 0;
-  for (int b = 0; b < o.batch; ++b)
-    for (int i = 0; i < o.tokens; ++i)
-      for (int h = 0; h < o.heads; ++h)
-        for (int c = 0; c < o.head_dim; ++c)
-          worst = std::max(worst, std::abs(ref[((static_cast<std::size_t>(b) * o.tokens + i) * o.heads + h) * o.head_dim + c] - at(o, b, i, h, c)));
-  return worst;
-}
-
-PositionRemap remap_of(PositionRemapKind kind, std::int64_t window, std::int64_t group = 1, double leak = 0) {
-  PositionRemap r;
-  r.kind = kind;
-  r.window = window;
-  r.group = group;
-  r.leak = leak;
-  return r;
-}
-
-const PositionRemap kRemaps[] = {remap_of(PositionRemapKind::kSelfExtend, 24, 4), remap_of(PositionRemapKind::kSelfExtend, 19, 3),
-                                 remap_of(PositionRemapKind::kReRope, 32), remap_of(PositionRemapKind::kLeakyReRope, 16, 1, 5.5)};
-
-// RoPE attention inputs: plain schedule over D (interleaved pairs when asked), positions 7 + index.
-AttentionParams rope_params(const RopeSchedule& sched, BiasInputs& setup, int Hq, int B, int S, int T, std::mt19937& rng,
-                            RopeLayout layout = RopeLayout::kHalfSplit) {
-  AttentionParams p = params_for(AttentionPositions::kRope, setup, Hq, B, T, rng);
-  p.rope = rope_apply_params(sched, layout);
-  p.q_positions.offset = 7 + T - S;
-  p.k_positions.offset = 7;
-  return p;
-}
-
 TEST(AttentionRemap, EqualsTheDistanceMatrixReferenceForEveryMaskDtypeAndTarget) {
   std::mt19937 rng(21);
   const int B = 2, Hq = 4, Hk = 2, D = 40;
-  RopeParams rp = testing::yarn_params(4.0, 64);  // an attention factor, a partial rotary dim
-  rp.head_dim = D;
-  rp.partial_rotary_factor = 0.8;
-  const RopeSchedule sched = compute_schedule(rp);
+  const RopeSchedule sched = yarn_partial_schedule(D);
   double worst_tiled = 0, worst_reference = 0;
   int cases = 0, runs = 0;
   // prefill across two query tiles, decode after a cache, a chunk of queries after a cache
@@ -155,7 +52,7 @@ TEST(AttentionRemap, EqualsTheDistanceMatrixReferenceForEveryMaskDtypeAndTarget)
           if (mask == 4) p.mask.chunk = 64;
           Tensor4 q = make(dtype, B, S, Hq, D, cases % 2, &rng), k = make(dtype, B, T, Hk, D, false, &rng),
                   v = make(dtype, B, T, Hk, D, true, &rng), ref = make(DType::kF32, B, S, Hq, D, false, nullptr);
-          const std::vector<double> expected = distance_matrix_reference(q.view, k.view, v.view, p);
+          const std::vector<double> expected = explicit_attention(q.view, k.view, v.view, p).out;
           attention_reference(q.view, k.view, v.view, ref.view, p);
           worst_reference = std::max(worst_reference, worst_vs(expected, ref.view));
           on_every_target([&] {
@@ -171,17 +68,18 @@ TEST(AttentionRemap, EqualsTheDistanceMatrixReferenceForEveryMaskDtypeAndTarget)
         }
   std::printf("attention remap: %d cases, %d tiled runs; worst |out - distance-matrix reference|: tiled %.2g, core reference %.2g\n",
               cases, runs, worst_tiled, worst_reference);
-  EXPECT_EQ(cases, 3 * 4 * 5 * 2);
+  EXPECT_EQ(cases, 3 * kRemapCount * 5 * 2);
   EXPECT_LE(worst_reference, 2e-6);
 }
 
 TEST(AttentionRemap, PlainLimitsGivePlainRopesBits) {
-  // Self-Extend G = 1, ReRoPE with w beyond every distance, leaky k = 1: plain RoPE, bit for bit.
+  // Self-Extend G = 1, ReRoPE with w beyond every distance, leaky k = 1, DCA with a chunk beyond
+  // every position: plain RoPE, bit for bit.
   std::mt19937 rng(22);
   const int B = 1, S = 200, T = 200, Hq = 2, Hk = 1, D = 64;
   const RopeSchedule sched = testing::plain_schedule(D);
   for (const PositionRemap& remap : {remap_of(PositionRemapKind::kSelfExtend, 24, 1), remap_of(PositionRemapKind::kReRope, 1000),
-                                     remap_of(PositionRemapKind::kLeakyReRope, 24, 1, 1.0)})
+                                     remap_of(PositionRemapKind::kLeakyReRope, 24, 1, 1.0), dual_chunk(100000, 8)})
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       SCOPED_TRACE(std::string(to_string(remap.kind)) + " " + to_string(dtype));
       BiasInputs setup;
@@ -268,7 +166,7 @@ TEST(AttentionRemap, ExplicitIdsPerBatchRow) {
     AttentionOptions options;
     options.threads = 2;
     attention(q.view, k.view, v.view, out.view, p, options);
-    EXPECT_LE(worst_vs(distance_matrix_reference(q.view, k.view, v.view, p), out.view), 1e-5);
+    EXPECT_LE(worst_vs(explicit_attention(q.view, k.view, v.view, p).out, out.view), 1e-5);
   }
 }
 
@@ -290,6 +188,9 @@ TEST(AttentionRemap, BadInputIsAnErrorNamingIt) {
     }
   };
   expect_message(remap_of(static_cast<PositionRemapKind>(9), 4), "unknown remap kind 9; expected none, self-extend", good);
+  expect_message(dual_chunk(8, 0), "remap dual-chunk: local_size = 0 must be in [1, 2^31-1]", good);
+  expect_message(dual_chunk(8, 8), "remap dual-chunk: chunk_size = 8 must be > local_size = 8", good);
+  expect_message(dual_chunk(std::int64_t{1} << 31, 8), "chunk_size = 2147483648 must be > local_size = 8", good);
   expect_message(remap_of(PositionRemapKind::kReRope, -1), "window w = -1 must be in [0, 2^31-1]", good);
   expect_message(remap_of(PositionRemapKind::kSelfExtend, 4, 0), "group G = 0 must be in [1, 2^31-1]", good);
   expect_message(remap_of(PositionRemapKind::kLeakyReRope, 4, 1, 0.0), "leak k = 0 must be > 0", good);
@@ -304,18 +205,17 @@ TEST(AttentionRemap, BadInputIsAnErrorNamingIt) {
   AttentionParams mrope = good;
   mrope.rope.axis_of_freq = axes.data();
   expect_message(remap_of(PositionRemapKind::kSelfExtend, 4, 2), "one position axis", mrope);
-  // No backward pass: refused by name.
-  AttentionParams remapped = good;
-  remapped.remap = remap_of(PositionRemapKind::kReRope, 2);
-  std::vector<float> lse(8);
-  Tensor4 g = make(DType::kF32, 1, 4, 2, D, false, nullptr), gk = make(DType::kF32, 1, 4, 2, D, false, nullptr),
-          gv = make(DType::kF32, 1, 4, 2, D, false, nullptr), dout = make(DType::kF32, 1, 4, 2, D, false, &rng);
-  try {
-    attention_backward_reference({q.view, k.view, k.view, out.view, dout.view, lse.data()}, {g.view, gk.view, gv.view}, remapped);
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("remap rerope is for inference"), std::string::npos) << e.what();
-  }
+}
+
+TEST(AttentionRemap, DualChunkDistancesAreVllms) {
+  // chunk_size 48, local_size 16: c = 32. Query 100 (chunk 3, 100 mod 32 = 4), query 120 (mod 24).
+  const PositionRemap r = dual_chunk(48, 16);
+  EXPECT_EQ(remapped_distance(r, 100, 97), 3);        // intra-chunk: 4 - 1
+  EXPECT_EQ(remapped_distance(r, 100, 70), 36 - 6);   // successive: min(4 + 32, 48) - 70 mod 32
+  EXPECT_EQ(remapped_distance(r, 120, 70), 48 - 6);   // successive, clamped: min(24 + 32, 48) - 6
+  EXPECT_EQ(remapped_distance(r, 100, 10), 48 - 10);  // inter-chunk: min(2 * 32 - 1, 48) - 10
+  EXPECT_EQ(remapped_distance(r, 100, 130), -30);     // a later chunk (bidirectional): plain
+  EXPECT_EQ(remapped_distance(dual_chunk(40, 30), 35, 3), 19 - 3);  // c = 10: inter query 2c - 1
 }
 
 TEST(AttentionRemap, RemappedDistanceIsThePapersFormula) {

@@ -172,12 +172,15 @@ TEST(CApi, RotateAndAttentionAreTheKernelsBits) {
   const std::pair<int, PositionRemap> remaps[] = {
       {POSENC_REMAP_SELF_EXTEND, {PositionRemapKind::kSelfExtend, 3, 2, 0}},
       {POSENC_REMAP_RE_ROPE, {PositionRemapKind::kReRope, 3, 1, 0}},
-      {POSENC_REMAP_LEAKY_RE_ROPE, {PositionRemapKind::kLeakyReRope, 3, 1, 2.5}}};
+      {POSENC_REMAP_LEAKY_RE_ROPE, {PositionRemapKind::kLeakyReRope, 3, 1, 2.5}},
+      {POSENC_REMAP_DUAL_CHUNK, {PositionRemapKind::kDualChunk, 0, 1, 0, 4, 2}}};  // c = 2: all three branches
   for (const auto& [c_kind, remap] : remaps) {
     p.remap = c_kind;
     p.remap_window = remap.window;
     p.remap_group = remap.group;
     p.remap_leak = remap.leak;
+    p.remap_chunk_size = remap.chunk_size;
+    p.remap_local_size = remap.local_size;
     ASSERT_EQ(posenc_attention_forward(&p, &qc, &kc, &vc, &oc), POSENC_OK) << posenc_last_error();
     cpp.remap = remap;
     attention(bshd(q.data(), {1, T, H, D}), bshd(k.data(), {1, T, H, D}), bshd(v.data(), {1, T, H, D}),

@@ -201,7 +201,13 @@ POSENC_API posenc_status posenc_rope_shift_keys(const posenc_schedule* schedule,
 
 enum { POSENC_POS_NONE = 0, POSENC_POS_ROPE = 1, POSENC_POS_ALIBI = 2, POSENC_POS_T5 = 3 };
 enum { POSENC_ALIBI_CAUSAL = 0, POSENC_ALIBI_SYMMETRIC = 1 };
-enum { POSENC_REMAP_NONE = 0, POSENC_REMAP_SELF_EXTEND = 1, POSENC_REMAP_RE_ROPE = 2, POSENC_REMAP_LEAKY_RE_ROPE = 3 };
+enum {
+  POSENC_REMAP_NONE = 0,
+  POSENC_REMAP_SELF_EXTEND = 1,
+  POSENC_REMAP_RE_ROPE = 2,
+  POSENC_REMAP_LEAKY_RE_ROPE = 3,
+  POSENC_REMAP_DUAL_CHUNK = 4
+};
 
 typedef struct posenc_attention_params {
   uint32_t struct_size;
@@ -229,6 +235,12 @@ typedef struct posenc_attention_params {
   int64_t remap_window;         /* w >= 0 */
   int64_t remap_group;          /* G >= 1 (SELF_EXTEND) */
   double remap_leak;            /* k > 0 (LEAKY_RE_ROPE) */
+  /* DUAL_CHUNK (Dual Chunk Attention, Qwen2.5-1M's dual_chunk_attention_config), c = chunk_size -
+   * local_size, chunk n(p) = floor(p / c): a key in the query's chunk keeps Delta; one chunk back
+   * min(q mod c + c, chunk_size) - k mod c; further back min(2c - 1, chunk_size) - k mod c.
+   * Added after remap_leak: an older caller's shorter struct gets 0, refused for DUAL_CHUNK. */
+  int64_t remap_chunk_size;     /* > remap_local_size (DUAL_CHUNK) */
+  int64_t remap_local_size;     /* > 0 (DUAL_CHUNK) */
 } posenc_attention_params;
 /* Defaults: causal, past -1, no positions, T5 32 buckets / 128 / bidirectional, no remap (G 1). */
 POSENC_API void posenc_attention_params_init(posenc_attention_params* params);

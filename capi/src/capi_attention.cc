@@ -42,7 +42,8 @@ std::int32_t zero_or_one(std::int32_t value, const char* name) {
 
 static_assert(static_cast<int>(posenc::PositionRemapKind::kSelfExtend) == POSENC_REMAP_SELF_EXTEND &&
                   static_cast<int>(posenc::PositionRemapKind::kReRope) == POSENC_REMAP_RE_ROPE &&
-                  static_cast<int>(posenc::PositionRemapKind::kLeakyReRope) == POSENC_REMAP_LEAKY_RE_ROPE,
+                  static_cast<int>(posenc::PositionRemapKind::kLeakyReRope) == POSENC_REMAP_LEAKY_RE_ROPE &&
+                  static_cast<int>(posenc::PositionRemapKind::kDualChunk) == POSENC_REMAP_DUAL_CHUNK,
               "posenc.h's POSENC_REMAP_* are attention.h's PositionRemapKind");
 
 using namespace posenc;
@@ -91,10 +92,12 @@ POSENC_API posenc_status posenc_attention_forward(const posenc_attention_params*
     a.t5.max_distance = p.t5_max_distance;
     a.t5.bidirectional = zero_or_one(p.t5_bidirectional, "params->t5_bidirectional") != 0;
     a.remap.kind = static_cast<PositionRemapKind>(
-        in_range(p.remap, POSENC_REMAP_NONE, POSENC_REMAP_LEAKY_RE_ROPE, "params->remap (POSENC_REMAP_*)"));
+        in_range(p.remap, POSENC_REMAP_NONE, POSENC_REMAP_DUAL_CHUNK, "params->remap (POSENC_REMAP_*)"));
     a.remap.window = p.remap_window;  // the core names a value out of range
     a.remap.group = p.remap_group;
     a.remap.leak = p.remap_leak;
+    a.remap.chunk_size = p.remap_chunk_size;
+    a.remap.local_size = p.remap_local_size;
 
     AttentionOptions options;
     options.threads = static_cast<int>(in_range(p.threads, 0, kMaxThreads, "params->threads (0: every hardware thread)"));

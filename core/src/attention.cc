@@ -24,7 +24,7 @@ Plan make_plan(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
   if (p.positions != AttentionPositions::kRope) return plan;
   if (table && !table->matches(p.rope))
     throw Error("attention: the RoPE table was built for other frequencies, attention factor or angle mode");
-  plan.remap = {p.remap, remap_key_rows(k, p)};
+  plan.remap = {p.remap, remap_rows(k, p, false), remap_rows(q, p, true)};
   const std::int64_t largest = table_position(q, k, p);
   if (table)
     plan.angles = table->ensure(largest);
@@ -44,8 +44,8 @@ std::int64_t largest_position(const RopeTensor& q, const RopeTensor& k, const At
 
 std::int64_t table_position(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p) {
   const std::int64_t largest = largest_position(q, k, p);
-  const Remap remap{p.remap, nullptr};
-  return remap.integral() ? std::max(largest, static_cast<std::int64_t>(remap.query(largest))) : largest;
+  const Remap remap{p.remap, nullptr, nullptr};
+  return remap.integral() ? std::max(largest, static_cast<std::int64_t>(remap.far_bound(largest))) : largest;
 }
 
 bool builds_own_table(const RopeTensor& q, const RopeTensor& k, std::int64_t largest) {
@@ -171,24 +171,26 @@ void attention_reference(const RopeTensor& q, const RopeTensor& k, const RopeTen
                          const AttentionParams& params, const AttentionOptions& options) {
   const Plan plan = make_plan(q, k, v, out, params, options.table);
   const int D = plan.D;
-  std::vector<float> qr(D), qf(D), kr(D), vr(D), tmp(D), o(D);
+  std::vector<float> qr(D), qf(D), qf2(D), kr(D), vr(D), tmp(D), o(D);
   std::vector<double> scores(static_cast<std::size_t>(plan.T)), acc(D);
   for (int b = 0; b < q.batch; ++b)
     for (int h = 0; h < plan.Hq; ++h)
       for (int i = 0; i < plan.S; ++i) {
         plan.load_query(b, i, h, qr.data(), tmp.data());
-        if (plan.remap.on()) plan.load_query_far(b, i, h, qf.data(), tmp.data());
+        if (plan.remap.on()) plan.load_query_far(b, i, h, qf.data(), tmp.data(), Remap::kFar);
+        if (plan.remap.far_queries() > 1) plan.load_query_far(b, i, h, qf2.data(), tmp.data(), Remap::kFar2);
         double best = -std::numeric_limits<double>::infinity();
         for (int j = 0; j < plan.T; ++j) {
           scores[j] = -std::numeric_limits<double>::infinity();
           if (!plan.visible(b, plan.past + i, j)) continue;
           // A remap's far pairs: both rows rotated at their far positions (attention_remap.h).
-          const bool far = plan.remap.on() && plan.remap.far(params.q_positions.at(0, b, i, plan.S), params.k_positions.at(0, b, j, plan.T));
-          if (far)
+          const int branch = plan.remap.on() ? plan.remap.branch(params.q_positions.at(0, b, i, plan.S), params.k_positions.at(0, b, j, plan.T))
+                                             : Remap::kNear;
+          if (branch != Remap::kNear)
             plan.load_key_far(b, j, h / plan.group, kr.data(), tmp.data());
           else
             plan.load_key(b, j, h / plan.group, kr.data(), tmp.data());
-          const std::vector<float>& qrow = far ? qf : qr;
+          const std::vector<float>& qrow = branch == Remap::kNear ? qr : branch == Remap::kFar ? qf : qf2;
           double dot = 0;
           for (int c = 0; c < D; ++c) dot += static_cast<double>(qrow[c]) * kr[c];
           scores[j] = dot * plan.scale + plan.bias(b, h, i, j);

@@ -36,9 +36,6 @@ void validate_attention_backward(const AttentionBackwardInputs& in, const Attent
   for (const auto& [x, name] : all)
     if (x->dtype != DType::kF32)
       throw Error(std::string("attention_backward: ") + name + " is " + to_string(x->dtype) + "; the backward pass takes float32 only");
-  if (params.remap.kind != PositionRemapKind::kNone)
-    throw Error(std::string("attention_backward: remap ") + to_string(params.remap.kind) +
-                " is for inference and has no backward pass; expected remap none");
   if (!in.lse) throw Error("attention_backward: needs the forward's lse [B, Hq, S] (AttentionOptions::lse)");
   if (grads.t5_table_grad && params.positions != AttentionPositions::kT5)
     throw Error(std::string("attention_backward: t5_table_grad is for T5 attention, positions are '") + to_string(params.positions) + "'");
@@ -62,27 +59,45 @@ void attention_backward_reference(const AttentionBackwardInputs& in, const Atten
   const std::int64_t width = params.distance_table.width();
   std::vector<double> distance(grads.distance_table_grad ? static_cast<std::size_t>(Hq * width) : 0);
   std::vector<double> gate(grads.gate_cumulative_grad ? static_cast<std::size_t>(B) * Hq * T : 0);
-  std::vector<float> qr(D), kr(D), vr(D), dor(D), tmp(D), row(D);
-  std::vector<double> s(static_cast<std::size_t>(T)), P(s.size()), dP(s.size()), dq(D);
+  // A remap (attention_remap.h): each pair's branch picks the query's rotation (near, far, DCA's
+  // far2) and the key's (near, far); each rotation's gradient is taken back by its own transpose.
+  const Remap& remap = plan.remap;
+  std::vector<double> dk_far(remap.on() ? dk.size() : 0);
+  std::vector<float> qr(D), qf(D), qf2(D), kr(D), vr(D), dor(D), tmp(D), row(D), far_row(D);
+  std::vector<double> s(static_cast<std::size_t>(T)), P(s.size()), dP(s.size()), dq(D), dq_far(D), dq_far2(D);
+  const auto branch_of = [&](int b, int i, int j) {
+    return remap.on() ? remap.branch(params.q_positions.at(0, b, i, S), params.k_positions.at(0, b, j, T)) : Remap::kNear;
+  };
+  const auto load_key_of = [&](int branch, int b, int j, int hk) {
+    if (branch == Remap::kNear)
+      plan.load_key(b, j, hk, kr.data(), tmp.data());
+    else
+      plan.load_key_far(b, j, hk, kr.data(), tmp.data());
+  };
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < Hq; ++h)
       for (int i = 0; i < S; ++i) {
         const int hk = h / plan.group;
         plan.load_query(b, i, h, qr.data(), tmp.data());
+        if (remap.on()) plan.load_query_far(b, i, h, qf.data(), tmp.data(), Remap::kFar);
+        if (remap.far_queries() > 1) plan.load_query_far(b, i, h, qf2.data(), tmp.data(), Remap::kFar2);
+        const auto query_of = [&](int branch) -> const std::vector<float>& { return branch == Remap::kNear ? qr : branch == Remap::kFar ? qf : qf2; };
         load_row(in.dout, b, i, h, dor.data());
         double best = neg_inf;
         for (int j = 0; j < T; ++j) {
           s[j] = neg_inf;
           if (!plan.visible(b, plan.past + i, j)) continue;
-          plan.load_key(b, j, hk, kr.data(), tmp.data());
+          const int branch = branch_of(b, i, j);
+          load_key_of(branch, b, j, hk);
+          const std::vector<float>& qrow = query_of(branch);
           double dot = 0;
-          for (int c = 0; c < D; ++c) dot += static_cast<double>(qr[c]) * kr[c];
+          for (int c = 0; c < D; ++c) dot += static_cast<double>(qrow[c]) * kr[c];
           s[j] = dot * plan.scale + plan.bias(b, h, i, j);
           best = std::max(best, s[j]);
         }
         double total = 0, Di = 0;  // softmax denominator; D_i = sum_j P_ij dP_ij = dO_i . O_i
         for (int j = 0; j < T; ++j) total += s[j] == neg_inf ? 0.0 : std::exp(s[j] - best);
-        std::fill(dq.begin(), dq.end(), 0.0);
+        for (auto* x : {&dq, &dq_far, &dq_far2}) std::fill(x->begin(), x->end(), 0.0);
         for (int j = 0; j < T && total > 0; ++j) {
           P[j] = s[j] == neg_inf ? 0.0 : std::exp(s[j] - best) / total;
           load_row(in.v, b, j, hk, vr.data());
@@ -94,12 +109,15 @@ void attention_backward_reference(const AttentionBackwardInputs& in, const Atten
         for (int j = 0; j < T && total > 0; ++j) {
           if (P[j] == 0) continue;
           const double dS = P[j] * (dP[j] - Di);
-          plan.load_key(b, j, hk, kr.data(), tmp.data());
-          double* dkj = &dk[kv_at(b, j, hk)];
+          const int branch = branch_of(b, i, j);
+          load_key_of(branch, b, j, hk);
+          const std::vector<float>& qrow = query_of(branch);
+          std::vector<double>& dqb = branch == Remap::kNear ? dq : branch == Remap::kFar ? dq_far : dq_far2;
+          double* dkj = &(branch == Remap::kNear ? dk : dk_far)[kv_at(b, j, hk)];
           double* dvj = &dv[kv_at(b, j, hk)];
           for (int c = 0; c < D; ++c) {
-            dq[c] += plan.scale * dS * kr[c];
-            dkj[c] += plan.scale * dS * qr[c];
+            dqb[c] += plan.scale * dS * kr[c];
+            dkj[c] += plan.scale * dS * qrow[c];
             dvj[c] += P[j] * dor[c];
           }
           if (!table.empty()) {
@@ -115,6 +133,12 @@ void attention_backward_reference(const AttentionBackwardInputs& in, const Atten
         }
         for (int c = 0; c < D; ++c) row[c] = static_cast<float>(dq[c]);
         plan.unrotate_query(b, i, row.data(), tmp.data());
+        for (int f = 0; f < remap.far_queries(); ++f) {
+          const std::vector<double>& g = f ? dq_far2 : dq_far;
+          for (int c = 0; c < D; ++c) far_row[c] = static_cast<float>(g[c]);
+          plan.rotate_query_far(b, i, far_row.data(), tmp.data(), f ? Remap::kFar2 : Remap::kFar, -1);
+          for (int c = 0; c < D; ++c) row[c] += far_row[c];
+        }
         store_row(grads.dq, b, i, h, row.data());
       }
   for (int b = 0; b < B; ++b)
@@ -122,6 +146,11 @@ void attention_backward_reference(const AttentionBackwardInputs& in, const Atten
       for (int hk = 0; hk < Hk; ++hk) {
         for (int c = 0; c < D; ++c) row[c] = static_cast<float>(dk[kv_at(b, j, hk) + c]);
         plan.unrotate_key(b, j, row.data(), tmp.data());
+        if (remap.on()) {
+          for (int c = 0; c < D; ++c) far_row[c] = static_cast<float>(dk_far[kv_at(b, j, hk) + c]);
+          plan.rotate_key_far(b, j, far_row.data(), tmp.data(), -1);
+          for (int c = 0; c < D; ++c) row[c] += far_row[c];
+        }
         store_row(grads.dk, b, j, hk, row.data());
         for (int c = 0; c < D; ++c) row[c] = static_cast<float>(dv[kv_at(b, j, hk) + c]);
         store_row(grads.dv, b, j, hk, row.data());

@@ -6,10 +6,11 @@
 //   masks and position terms, per element only where a tile is not wholly visible or has a bias
 //   online softmax per row (vector max, Exp, sum), then acc[r] += sum_c P[r][c] v_c
 //           register-blocked: 4 rows x 2 vectors of channels
-//   a position remap (attention_remap.h): a second query tile Qf rotated at the far positions;
-//           per key tile its branches from the positions' extremes: near only (as without a
-//           remap), far only (Qf against keys rotated far), or both (two score tiles, each
-//           element taken from its branch)
+//   a position remap (attention_remap.h): a second query tile Qf rotated at the far positions
+//           (DCA: a third, Qf2, at the inter-chunk position); per key tile its branches from the
+//           positions' extremes: near only (as without a remap), one far branch (its query tile
+//           against keys rotated far), or several (a score tile each, each element taken from
+//           its branch)
 // FMAs and a vector Exp: results differ from the scalar reference by float rounding only
 // (the tests bound it), not bit for bit.
 #if defined(POSENC_ATTENTION_KERNELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -60,7 +61,7 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
 #pragma omp parallel num_threads(threads)
 #endif
   {
-    hwy::AlignedFreeUniquePtr<float[]> buffer = hwy::AllocateAligned<float>(attention_detail::tile_floats(D, remapped));
+    hwy::AlignedFreeUniquePtr<float[]> buffer = hwy::AllocateAligned<float>(attention_detail::tile_floats(D, remap.far_queries()));
     float* Q = buffer.get();
     float* acc = Q + kPaddedRows * D;
     float* Kt = acc + kPaddedRows * D;
@@ -72,6 +73,9 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
     float* Qf = tmp + D;  // a remap's far query tile, far keys [D][kKeyTile], far scores
     float* Ktf = Qf + kPaddedRows * D;
     float* Sf = Ktf + kKeyTile * D;
+    float* Qf2 = Sf + kPaddedRows * kKeyTile;  // DCA's inter-chunk query tile
+    using attention_detail::Remap;
+    const float* query_of[5] = {nullptr, Q, Qf, nullptr, Qf2};  // by branch bit
     std::vector<std::int64_t> positions(kQueryTile + kKeyTile);
     std::vector<int> lut;
 #ifdef _OPENMP
@@ -89,11 +93,13 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
         plan.load_query(b, i0 + r, h, Q + r * D, tmp);
         for (int x = 0; x < D; ++x) Q[r * D + x] *= plan.scale;
       }
-      if (remapped) {
-        std::fill(Qf, Qf + kPaddedRows * D, 0.0f);
+      for (int f = 0; f < remap.far_queries(); ++f) {
+        const int which = f ? Remap::kFar2 : Remap::kFar;
+        float* far = f ? Qf2 : Qf;
+        std::fill(far, far + kPaddedRows * D, 0.0f);
         for (int r = 0; r < rows; ++r) {
-          plan.load_query_far(b, i0 + r, h, Qf + r * D, tmp);
-          for (int x = 0; x < D; ++x) Qf[r * D + x] *= plan.scale;
+          plan.load_query_far(b, i0 + r, h, far + r * D, tmp, which);
+          for (int x = 0; x < D; ++x) far[r * D + x] *= plan.scale;
         }
       }
       std::fill(acc, acc + kPaddedRows * D, 0.0f);
@@ -109,30 +115,34 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
       }
       for (std::int64_t j0 = lo; j0 < hi; j0 += kKeyTile) {
         const int cols = static_cast<int>(std::min<std::int64_t>(kKeyTile, hi - j0));
-        int branches = attention_detail::Remap::kNear;
+        int branches = Remap::kNear;
         if (remapped) {
           plan.tile_positions(b, i0, rows, j0, cols, positions.data());
           branches = remap.branches(positions.data(), rows, positions.data() + rows, cols);
         }
-        const bool near = branches & attention_detail::Remap::kNear, both = branches == attention_detail::Remap::kBoth;
-        float* far_keys = both ? Ktf : Kt;  // a far-only tile scores through Kt and Sc
+        // Far keys (one set for every far branch) go to Kt when the tile has no near branch.
+        const bool near = branches & Remap::kNear, far = branches & ~Remap::kNear;
+        float* far_keys = near ? Ktf : Kt;
         std::fill(Kt, Kt + kKeyTile * D, 0.0f);
-        if (both) std::fill(Ktf, Ktf + kKeyTile * D, 0.0f);
+        if (near && far) std::fill(Ktf, Ktf + kKeyTile * D, 0.0f);
         for (int c = 0; c < cols; ++c) {
           if (near) {
             plan.load_key(b, static_cast<int>(j0 + c), hk, tmp, V + c * D);  // V's row as scratch
             for (int x = 0; x < D; ++x) Kt[x * kKeyTile + c] = tmp[x];
           }
-          if (branches & attention_detail::Remap::kFar) {
+          if (far) {
             plan.load_key_far(b, static_cast<int>(j0 + c), hk, tmp, V + c * D);
             for (int x = 0; x < D; ++x) far_keys[x * kKeyTile + c] = tmp[x];
           }
           attention_detail::load_row(*plan.v, b, static_cast<int>(j0 + c), hk, V + c * D);
         }
-        ScoreTile(near ? Q : Qf, Kt, rows4, D, Sc);
-        if (both) {
-          ScoreTile(Qf, Ktf, rows4, D, Sf);
-          remap.merge(positions.data(), rows, positions.data() + rows, cols, Sf, Sc, kKeyTile);
+        // The tile's first branch scores into Sc; each further one into Sf, taken per element.
+        bool first = true;
+        for (const int which : {Remap::kNear, Remap::kFar, Remap::kFar2}) {
+          if (!(branches & which)) continue;
+          ScoreTile(query_of[which], which == Remap::kNear ? Kt : far_keys, rows4, D, first ? Sc : Sf);
+          if (!first) remap.merge(which, positions.data(), rows, positions.data() + rows, cols, Sf, Sc, kKeyTile);
+          first = false;
         }
         if (has_bias) plan.add_bias_tile(b, h, i0, rows, j0, cols, Sc, kKeyTile, positions.data(), lut);
         plan.mask_tile(b, i0, rows, j0, cols, Sc);

@@ -38,15 +38,16 @@ void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
 }
 
 std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p, const KernelOptions& options) {
-  const bool remapped = p.positions == AttentionPositions::kRope && p.remap.kind != PositionRemapKind::kNone;
-  const auto floats = static_cast<std::int64_t>(attention_detail::tile_floats(q.head_dim, remapped));
+  const int far_queries = p.positions == AttentionPositions::kRope ? attention_detail::Remap{p.remap, nullptr, nullptr}.far_queries() : 0;
+  const auto floats = static_cast<std::int64_t>(attention_detail::tile_floats(q.head_dim, far_queries));
   const int threads = std::max(kernel_threads(options.threads, "attention"), 1);
   std::int64_t bytes = attention_detail::decode_applies(q, p) ? attention_detail::decode_extra_bytes(q, k, threads)
                                                               : std::max(floats * static_cast<std::int64_t>(sizeof(float)) * threads,
                                                                          attention_detail::bf16_extra_bytes(q, k, p, threads));
-  if (p.remap.kind == PositionRemapKind::kLeakyReRope && p.positions == AttentionPositions::kRope)  // Remap::keys
-    bytes += std::int64_t{p.k_positions.same_for_every_batch_row() ? std::min(k.batch, 1) : k.batch} * k.tokens * 2 *
-             p.rope.num_freqs * static_cast<std::int64_t>(sizeof(float));
+  if (p.remap.kind == PositionRemapKind::kLeakyReRope && p.positions == AttentionPositions::kRope)  // Remap::keys, queries
+    for (const auto& [x, ids] : {std::pair{&k, &p.k_positions}, std::pair{&q, &p.q_positions}})
+      bytes += std::int64_t{ids->same_for_every_batch_row() ? std::min(x->batch, 1) : x->batch} * x->tokens * 2 * p.rope.num_freqs *
+               static_cast<std::int64_t>(sizeof(float));
   if (p.positions != AttentionPositions::kRope || options.table) return bytes;
   const std::int64_t largest = attention_detail::table_position(q, k, p);
   if (!attention_detail::builds_own_table(q, k, largest)) return bytes;

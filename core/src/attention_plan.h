@@ -34,11 +34,11 @@ inline constexpr int kRowBlock = 4;
 inline constexpr int kPaddedRows = (kQueryTile + kRowBlock - 1) / kRowBlock * kRowBlock;
 
 // Floats of one thread's tiles (attention_kernels-inl.h): query tile and accumulators, key
-// and value tiles, scores, row maximum and sum, a row of scratch; with a remap also the far
-// query tile, far keys and far scores.
-inline std::size_t tile_floats(int D, bool remapped) {
+// and value tiles, scores, row maximum and sum, a row of scratch; with a remap also its far
+// query tiles (Remap::far_queries), far keys and far scores.
+inline std::size_t tile_floats(int D, int far_queries) {
   const std::size_t d = static_cast<std::size_t>(D);
-  const std::size_t far = remapped ? kPaddedRows * d + kKeyTile * d + std::size_t{kPaddedRows} * kKeyTile : 0;
+  const std::size_t far = far_queries ? far_queries * kPaddedRows * d + kKeyTile * d + std::size_t{kPaddedRows} * kKeyTile : 0;
   return kPaddedRows * d * 2 + kKeyTile * d * 2 + std::size_t{kPaddedRows} * kKeyTile + 2 * kPaddedRows + d + far;
 }
 
@@ -133,21 +133,31 @@ struct Plan {
     load_row(*k, b, t, h, out);
     rotate(*k, p->k_positions, b, t, out, tmp, 1);
   }
-  // A remap's far branch: the row rotated at its far position (Remap::query / key). 1-D
-  // positions, direction +1; table rows where the position is integral (Self-Extend, ReRoPE:
-  // make_plan's table covers them), a leaky key's row from remap.keys, else rope_cos_sin_at.
-  void load_query_far(int b, int t, int h, float* out, float* tmp) const {
+  // A remap's far branch (Remap::kFar, or DCA's kFar2): the row rotated at its far position
+  // (Remap::query / key). 1-D positions; table rows where the position is integral
+  // (Self-Extend, ReRoPE, DCA: make_plan's table covers them), a leaky row from remap.keys or
+  // remap.queries, else rope_cos_sin_at. direction -1: the transpose (the backward's).
+  void rotate_query_far(int b, int t, float* row, float* tmp, int branch, int direction) const {
+    if (!remap.queries) return rotate_at(remap.query(p->q_positions.at(0, b, t, S), branch), nullptr, nullptr, row, tmp, direction);
+    const std::size_t at = static_cast<std::size_t>(remap.queries->per_batch_row ? std::int64_t{b} * S + t : t) * p->rope.num_freqs;
+    rotate_at(0, remap.queries->cos.data() + at, remap.queries->sin.data() + at, row, tmp, direction);
+  }
+  void rotate_key_far(int b, int t, float* row, float* tmp, int direction) const {
+    if (!remap.keys) return rotate_at(remap.key(p->k_positions.at(0, b, t, T)), nullptr, nullptr, row, tmp, direction);
+    const std::size_t at = static_cast<std::size_t>(remap.keys->per_batch_row ? std::int64_t{b} * T + t : t) * p->rope.num_freqs;
+    rotate_at(0, remap.keys->cos.data() + at, remap.keys->sin.data() + at, row, tmp, direction);
+  }
+  void load_query_far(int b, int t, int h, float* out, float* tmp, int branch) const {
     load_row(*q, b, t, h, out);
-    rotate_at(remap.query(p->q_positions.at(0, b, t, S)), nullptr, nullptr, out, tmp);
+    rotate_query_far(b, t, out, tmp, branch, 1);
   }
   void load_key_far(int b, int t, int h, float* out, float* tmp) const {
     load_row(*k, b, t, h, out);
-    if (!remap.keys) return rotate_at(remap.key(p->k_positions.at(0, b, t, T)), nullptr, nullptr, out, tmp);
-    const std::size_t at = static_cast<std::size_t>(remap.keys->per_batch_row ? std::int64_t{b} * T + t : t) * p->rope.num_freqs;
-    rotate_at(0, remap.keys->cos.data() + at, remap.keys->sin.data() + at, out, tmp);
+    rotate_key_far(b, t, out, tmp, 1);
   }
-  // row rotated in place by the given cos/sin row, or at `position` when cos is null.
-  void rotate_at(double position, const float* cos, const float* sin, float* row, float* tmp) const {
+  // row rotated in place by the given cos/sin row, or at `position` when cos is null; direction
+  // -1 rotates back (sin negated, as rotate's transpose).
+  void rotate_at(double position, const float* cos, const float* sin, float* row, float* tmp, int direction = 1) const {
     const RopeApplyParams& rope = p->rope;
     const int half = rope.num_freqs;
     std::copy_n(row, 2 * half, tmp);
@@ -156,14 +166,18 @@ struct Plan {
       cos = angles->cos.data() + static_cast<std::size_t>(whole) * half;
       sin = angles->sin.data() + static_cast<std::size_t>(whole) * half;
     }
-    thread_local std::vector<float> own;
+    thread_local std::vector<float> own;  // [cos][sin][-sin]
+    own.resize(3 * static_cast<std::size_t>(half));
     if (!cos) {
-      own.resize(2 * static_cast<std::size_t>(half));
       for (int j = 0; j < half; ++j) rope_cos_sin_at(rope.inv_freq[j], position, rope, &own[static_cast<std::size_t>(j)], &own[static_cast<std::size_t>(half + j)]);
       cos = own.data();
       sin = own.data() + half;
     }
-    rope_rotate_row(tmp, row, cos, sin, half, rope.layout, 1);
+    if (direction < 0) {
+      for (int j = 0; j < half; ++j) own[static_cast<std::size_t>(2 * half + j)] = -sin[j];
+      sin = own.data() + 2 * half;
+    }
+    rope_rotate_row(tmp, row, cos, sin, half, rope.layout, direction);
   }
   void unrotate_query(int b, int t, float* row, float* tmp) const { rotate(*q, p->q_positions, b, t, row, tmp, -1); }
   void unrotate_key(int b, int t, float* row, float* tmp) const { rotate(*k, p->k_positions, b, t, row, tmp, -1); }

@@ -10,8 +10,9 @@ namespace posenc {
 
 double remapped_distance(const PositionRemap& remap, std::int64_t query_position, std::int64_t key_position) {
   const attention_detail::Remap r{remap, nullptr};
-  if (!r.on() || !r.far(query_position, key_position)) return static_cast<double>(query_position - key_position);
-  return r.query(query_position) - r.key(key_position);
+  const int branch = r.on() ? r.branch(query_position, key_position) : attention_detail::Remap::kNear;
+  if (branch == attention_detail::Remap::kNear) return static_cast<double>(query_position - key_position);
+  return r.query(query_position, branch) - r.key(key_position);
 }
 
 namespace attention_detail {
@@ -22,10 +23,11 @@ void validate_remap(const RopeTensor& q, const RopeTensor& k, const AttentionPar
     case PositionRemapKind::kNone: return;
     case PositionRemapKind::kSelfExtend:
     case PositionRemapKind::kReRope:
-    case PositionRemapKind::kLeakyReRope: break;
+    case PositionRemapKind::kLeakyReRope:
+    case PositionRemapKind::kDualChunk: break;
     default:
       throw Error("attention: unknown remap kind " + std::to_string(static_cast<int>(r.kind)) +
-                  "; expected none, self-extend, rerope or leaky-rerope");
+                  "; expected none, self-extend, rerope, leaky-rerope or dual-chunk");
   }
   const std::string name = std::string("attention: remap ") + to_string(r.kind);
   if (p.positions != AttentionPositions::kRope)
@@ -37,10 +39,17 @@ void validate_remap(const RopeTensor& q, const RopeTensor& k, const AttentionPar
     throw Error(name + ": group G = " + std::to_string(r.group) + " must be in [1, 2^31-1] (1: plain RoPE)");
   if (r.kind == PositionRemapKind::kLeakyReRope && !(r.leak > 0 && std::isfinite(r.leak)))
     throw Error(name + ": leak k = " + format_number(r.leak) + " must be > 0 and finite (1: plain RoPE)");
-  // Far positions grow with the position (or are constant): the largest one is the largest
-  // position's, and its angles must stay where cos/sin are accurate (validate, rope_apply.h).
+  if (r.kind == PositionRemapKind::kDualChunk) {
+    if (r.local_size < 1 || r.local_size > kMaxPosition)
+      throw Error(name + ": local_size = " + std::to_string(r.local_size) + " must be in [1, 2^31-1]");
+    if (r.chunk_size <= r.local_size || r.chunk_size > kMaxPosition)
+      throw Error(name + ": chunk_size = " + std::to_string(r.chunk_size) + " must be > local_size = " + std::to_string(r.local_size) +
+                  " (the chunk length is chunk_size - local_size) and at most 2^31-1");
+  }
+  // Far positions grow with the position (or are constant, or DCA's are below it): the largest
+  // is far_bound's, and its angles must stay where cos/sin are accurate (validate, rope_apply.h).
   const std::int64_t largest = largest_position(q, k, p);
-  const double far = std::max(Remap{r, nullptr}.query(largest), Remap{r, nullptr}.key(largest));
+  const double far = Remap{r, nullptr, nullptr}.far_bound(largest);
   float widest = 0;
   for (int j = 0; j < p.rope.num_freqs; ++j) widest = std::max(widest, std::fabs(p.rope.inv_freq[j]));
   if (!(far <= static_cast<double>(kMaxPosition)) || !(far * widest <= kMaxRopeAngle))
@@ -48,18 +57,20 @@ void validate_remap(const RopeTensor& q, const RopeTensor& k, const AttentionPar
                 ") must be at most 2^31-1 with angles at most 2^31 radians");
 }
 
-std::shared_ptr<const Remap::KeyRows> remap_key_rows(const RopeTensor& k, const AttentionParams& p) {
+std::shared_ptr<const Remap::Rows> remap_rows(const RopeTensor& x, const AttentionParams& p, bool queries) {
   if (p.positions != AttentionPositions::kRope || p.remap.kind != PositionRemapKind::kLeakyReRope) return nullptr;
-  const Remap remap{p.remap, nullptr};
-  auto rows = std::make_shared<Remap::KeyRows>();
-  rows->per_batch_row = !p.k_positions.same_for_every_batch_row();
-  const int batch = rows->per_batch_row ? k.batch : std::min(k.batch, 1), half = p.rope.num_freqs;
-  rows->cos.resize(static_cast<std::size_t>(batch) * k.tokens * half);
+  const Remap remap{p.remap, nullptr, nullptr};
+  const PositionIds& ids = queries ? p.q_positions : p.k_positions;
+  auto rows = std::make_shared<Remap::Rows>();
+  rows->per_batch_row = !ids.same_for_every_batch_row();
+  const int batch = rows->per_batch_row ? x.batch : std::min(x.batch, 1), half = p.rope.num_freqs;
+  rows->cos.resize(static_cast<std::size_t>(batch) * x.tokens * half);
   rows->sin.resize(rows->cos.size());
   for (int b = 0; b < batch; ++b)
-    for (int t = 0; t < k.tokens; ++t) {
-      const double position = remap.key(p.k_positions.at(0, b, t, k.tokens));
-      const std::size_t at = (static_cast<std::size_t>(b) * k.tokens + t) * half;
+    for (int t = 0; t < x.tokens; ++t) {
+      const std::int64_t id = ids.at(0, b, t, x.tokens);
+      const double position = queries ? remap.query(id) : remap.key(id);
+      const std::size_t at = (static_cast<std::size_t>(b) * x.tokens + t) * half;
       for (int j = 0; j < half; ++j) rope_cos_sin_at(p.rope.inv_freq[j], position, p.rope, &rows->cos[at + j], &rows->sin[at + j]);
     }
   return rows;

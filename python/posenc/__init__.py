@@ -20,7 +20,7 @@ from . import _posenc
 
 __all__ = [
     "ConfigError", "Error", "Layer", "Model", "Schedule", "RopeRuntime", "load_hf_config", "schedule", "rope_fields",
-    "apply_rope", "XPosScale", "rope_shift", "attention", "SelfExtend", "ReRoPE",
+    "apply_rope", "XPosScale", "rope_shift", "attention", "SelfExtend", "ReRoPE", "DualChunk",
     "sinusoidal", "alibi_slopes", "alibi_bias", "t5_buckets", "kernel_target", "check", "spec", "golden", "gguf", "mrope_position_ids", "hf", "nn", "plot", "deberta_relative_positions", "xl_relative_sinusoid",
 ]
 
@@ -168,7 +168,7 @@ class RopeRuntime:
 
 
 from .rope import XPosScale, apply_rope, rope_shift  # noqa: E402  (needs Schedule)
-from .attention import ReRoPE, SelfExtend, attention  # noqa: E402
+from .attention import DualChunk, ReRoPE, SelfExtend, attention  # noqa: E402
 from .encodings import (alibi_bias, alibi_slopes, deberta_relative_positions, sinusoidal, t5_buckets,  # noqa: E402
                         xl_relative_sinusoid)
 

@@ -1,7 +1,7 @@
 """posenc.attention: softmax(q k^T * scale + bias + mask) v with positions computed on the fly
 (RoPE, ALiBi, T5, or none), never an S x T matrix: the core's fused kernel forward and backward
 as a torch.autograd.Function, and the inference-time remaps of RoPE's distance (Self-Extend,
-ReRoPE, leaky ReRoPE)."""
+ReRoPE, leaky ReRoPE, Dual Chunk Attention)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,7 +32,17 @@ class ReRoPE:
     leak: Optional[float] = None
 
 
-Remap = Union[SelfExtend, ReRoPE, None]
+@dataclass(frozen=True)
+class DualChunk:
+    """Dual Chunk Attention (An et al. 2024; Qwen2.5-1M's dual_chunk_attention_config): with
+    c = chunk_size - local_size, keys at j mod c; a key in the query's chunk keeps its distance,
+    one chunk back the query sits at min(i mod c + c, chunk_size), further back at
+    min(2c - 1, chunk_size) (vLLM's dual_chunk_rope.py). chunk_size > local_size > 0."""
+    chunk_size: int
+    local_size: int
+
+
+Remap = Union[SelfExtend, ReRoPE, DualChunk, None]
 
 
 def _count(name: str, value: Any, lo: int, hi: int) -> int:
@@ -43,19 +53,28 @@ def _count(name: str, value: Any, lo: int, hi: int) -> int:
 
 
 def _remap_fields(remap: Remap) -> Dict[str, Any]:
+    """The kernel's remap fields (attention.h's PositionRemap): the defaults, then the remap's own."""
+    fields = dict(remap="none", remap_window=0, remap_group=1, remap_leak=0.0, remap_chunk_size=0, remap_local_size=0)
     if remap is None:
-        return dict(remap="none", remap_window=0, remap_group=1, remap_leak=0.0)
+        return fields
     if isinstance(remap, SelfExtend):
-        return dict(remap="self-extend", remap_window=_count("SelfExtend.window", remap.window, 0, 2**31 - 1),
-                    remap_group=_count("SelfExtend.group", remap.group, 1, 2**31 - 1), remap_leak=0.0)
+        return dict(fields, remap="self-extend", remap_window=_count("SelfExtend.window", remap.window, 0, 2**31 - 1),
+                    remap_group=_count("SelfExtend.group", remap.group, 1, 2**31 - 1))
     if isinstance(remap, ReRoPE):
         window = _count("ReRoPE.window", remap.window, 0, 2**31 - 1)
         if remap.leak is None:
-            return dict(remap="rerope", remap_window=window, remap_group=1, remap_leak=0.0)
+            return dict(fields, remap="rerope", remap_window=window)
         if isinstance(remap.leak, bool) or not isinstance(remap.leak, (int, float)) or not remap.leak > 0:
             raise ValueError(f"ReRoPE.leak must be a number > 0 (None: ReRoPE without a leak), got {remap.leak!r}")
-        return dict(remap="leaky-rerope", remap_window=window, remap_group=1, remap_leak=float(remap.leak))
-    raise ValueError(f"remap must be posenc.SelfExtend, posenc.ReRoPE or None, got {type(remap).__name__}")
+        return dict(fields, remap="leaky-rerope", remap_window=window, remap_leak=float(remap.leak))
+    if isinstance(remap, DualChunk):
+        local = _count("DualChunk.local_size", remap.local_size, 1, 2**31 - 2)
+        chunk = _count("DualChunk.chunk_size", remap.chunk_size, 2, 2**31 - 1)
+        if chunk <= local:
+            raise ValueError(f"DualChunk.chunk_size must be > local_size = {local} (the chunk length is chunk_size - "
+                             f"local_size), got {chunk}")
+        return dict(fields, remap="dual-chunk", remap_chunk_size=chunk, remap_local_size=local)
+    raise ValueError(f"remap must be posenc.SelfExtend, posenc.ReRoPE, posenc.DualChunk or None, got {type(remap).__name__}")
 
 
 class _Attention(torch.autograd.Function):
@@ -79,9 +98,6 @@ class _Attention(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, dout, _dlse):  # type: ignore[override]
         q, k, v, out, lse, bias_input = ctx.saved_tensors
-        if ctx.params["remap"] != "none":
-            raise RuntimeError("posenc.attention: a remapped distance (Self-Extend, ReRoPE) is for inference; it has "
-                               "no backward pass")
         f32 = [t.float().contiguous() for t in (q, k, v, out, dout)]  # the backward's math is float32
         dq, dk, dv = (torch.empty_like(t) for t in f32[:3])
         # The positions' bias input (T5's table, a distance table, FoX's c) and its gradient.
@@ -142,8 +158,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     causal=False), t5 (the bucket table [num_buckets, Hq], learnable: it gets a gradient;
     bidirectional buckets when causal=False; T5 adds its bias to raw q.k: pass scale=1), or none.
     Masks: causal, window (sliding), chunk (Llama 4), key_padding_mask [B, T] (bool or 0/1, True
-    = a real key). scale: 1/sqrt(D) when None. remap (RoPE, inference only): posenc.SelfExtend or
-    posenc.ReRoPE. bias: a posenc.nn distance bias (Kerple, Sandwich: its table over |distance|,
+    = a real key). scale: 1/sqrt(D) when None. remap (RoPE; differentiable): posenc.SelfExtend,
+    posenc.ReRoPE or posenc.DualChunk. bias: a posenc.nn distance bias (Kerple, Sandwich: its table over |distance|,
     differentiable in its parameters) or FoX's cumulative gate c [B, Hq, T] (ForgettingGate.cumulative,
     differentiable; causal only), inside the kernel with their gradients, never an S x T matrix.
     backend: "kernels" (the fused CPU kernel), "torch" (the same attention in torch operations on

@@ -53,6 +53,7 @@ def native_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causa
                      t5_max_distance: int, window: int, chunk: int, key_padding_mask: Optional[torch.Tensor],
                      kv_offset: int, heads_dim: int, remap, bias: Any) -> Tuple[torch.Tensor, torch.Tensor]:
     """(out like q, lse [B, Hq, S] float32); the arguments already checked by posenc.attention."""
+    from .attention import DualChunk
     dev = q.device
     work = torch.float64 if q.dtype == torch.float64 else torch.float32  # the kernel's math is float32
     batch, s_len, heads = q.shape[0], q.shape[1 if heads_dim == 2 else 2], q.shape[2 if heads_dim == 2 else 1]
@@ -67,13 +68,23 @@ def native_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causa
     if rope is not None:
         near = _scores(_rotated(qw, rope, rope_layout, None, kv_offset + past, heads_dim),
                        _rotated(kw, rope, rope_layout, None, kv_offset, heads_dim), heads_dim, group, scale)
+        def far(q_at: torch.Tensor, k_at: torch.Tensor) -> torch.Tensor:  # scores at remapped positions
+            return _scores(_rotated(qw, rope, rope_layout, q_at, 0, heads_dim),
+                           _rotated(kw, rope, rope_layout, k_at, 0, heads_dim), heads_dim, group, scale)
+
         if remap is None:
             scores = near
+        elif isinstance(remap, DualChunk):  # by chunk of position: own (or later), previous, earlier
+            c, size = remap.chunk_size - remap.local_size, remap.chunk_size
+            q_chunk, k_chunk = torch.div(q_pos, c, rounding_mode="floor"), torch.div(k_pos, c, rounding_mode="floor")
+            k_at = k_pos % c
+            previous = far(torch.clamp(q_pos % c + c, max=size), k_at)
+            earlier = far(torch.full_like(q_pos, min(2 * c - 1, size)), k_at)
+            back = q_chunk[:, None] - k_chunk[None, :]
+            scores = torch.where(back <= 0, near, torch.where(back == 1, previous, earlier))
         else:
-            far_q = _rotated(qw, rope, rope_layout, _remap_positions(remap, q_pos, True), 0, heads_dim)
-            far_k = _rotated(kw, rope, rope_layout, _remap_positions(remap, k_pos, False), 0, heads_dim)
-            far = _scores(far_q, far_k, heads_dim, group, scale)
-            scores = torch.where(delta < remap.window, near, far)  # the papers' merge: near below w
+            scores = torch.where(delta < remap.window, near,  # the papers' merge: near below w
+                                 far(_remap_positions(remap, q_pos, True), _remap_positions(remap, k_pos, False)))
     else:
         scores = _scores(qw, kw, heads_dim, group, scale)
     if alibi is not None:

@@ -86,6 +86,8 @@ struct Params {
     p.remap.window = get<std::int64_t>(d, "remap_window");
     p.remap.group = get<std::int64_t>(d, "remap_group");
     p.remap.leak = get<double>(d, "remap_leak");
+    p.remap.chunk_size = get<std::int64_t>(d, "remap_chunk_size");
+    p.remap.local_size = get<std::int64_t>(d, "remap_local_size");
   }
   Params(const Params&) = delete;  // p points into this object
 };

@@ -139,9 +139,24 @@ def self_extend(group, window):
     return distance
 
 
+def dual_chunk(chunk_size, local_size):
+    """vLLM's dual_chunk_rope.py: keys at j mod c; the query at i mod c in its own chunk, at
+    min(i mod c + c, chunk_size) one chunk back, at min(2c - 1, chunk_size) further back."""
+    c = chunk_size - local_size
+
+    def distance(i, j):
+        if j // c >= i // c:
+            return i - j
+        if j // c == i // c - 1:
+            return min(i % c + c, chunk_size) - j % c
+        return min(2 * c - 1, chunk_size) - j % c
+    return distance
+
+
 # Each remap with the distance it gives (query index i, key index j).
 REMAP_CASES = [
     (posenc.SelfExtend(group=3, window=4), self_extend(3, 4)),
+    (posenc.DualChunk(chunk_size=12, local_size=4), dual_chunk(12, 4)),  # c = 8: 4 chunks, clamped at 12
     (posenc.ReRoPE(window=5), lambda i, j: min(i - j, 5)),
     (posenc.ReRoPE(window=5, leak=2.5), lambda i, j: i - j if i - j < 5 else 5 + (i - j - 5) / 2.5),
 ]
@@ -156,8 +171,14 @@ def test_remaps_equal_eager_attention_at_the_remapped_distance(remap, distance):
     assert (got.double() - want).abs().max().item() <= 2e-5
     plain = posenc.attention(q, k, v, rope=s)
     assert (got - plain).abs().max().item() > 1e-3  # the remap changes what far keys contribute
-    with pytest.raises(RuntimeError, match="no backward pass"):
-        posenc.attention(q.clone().requires_grad_(), k, v, rope=s, remap=remap).sum().backward()
+    # The backward (the core's, under the remap) against autograd through the eager reference.
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    weights = torch.randn(got.shape, generator=torch.Generator().manual_seed(5))
+    (posenc.attention(*leaves, rope=s, remap=remap) * weights).sum().backward()
+    ref_leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    (eager(*ref_leaves, inv_freq=s.inv_freq.double(), distance=distance) * weights.double()).sum().backward()
+    for mine, theirs in zip(leaves, ref_leaves):
+        assert (mine.grad.double() - theirs.grad).abs().max().item() <= 1e-4
 
 
 def test_bad_input_raises_with_the_value_named():
@@ -176,6 +197,10 @@ def test_bad_input_raises_with_the_value_named():
         posenc.attention(q[:, :, :3], k, v)
     with pytest.raises(ValueError, match=r"SelfExtend.window must be an integer in \[0, 2147483647\], got -1"):
         posenc.attention(q, k, v, rope=posenc.schedule(head_dim=16), remap=posenc.SelfExtend(group=2, window=-1))
+    with pytest.raises(ValueError, match=r"DualChunk.chunk_size must be > local_size = 4 \(the chunk length"):
+        posenc.attention(q, k, v, rope=posenc.schedule(head_dim=16), remap=posenc.DualChunk(chunk_size=4, local_size=4))
+    with pytest.raises(ValueError, match=r"DualChunk.local_size must be an integer in \[1, 2147483646\], got 0"):
+        posenc.attention(q, k, v, rope=posenc.schedule(head_dim=16), remap=posenc.DualChunk(chunk_size=4, local_size=0))
     with pytest.raises(ValueError, match=r"alibi must be the 4 slopes of the query heads \(\[Hq\]\), got \[1\]"):
         posenc.attention(q, k, v, alibi=torch.tensor([0.5]))
     with pytest.raises(ValueError, match="key_padding_mask must be bool or integer 0/1"):

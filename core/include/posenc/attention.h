@@ -33,19 +33,32 @@
 //           own key index past + i, so past + S <= T; position ids are not read). A constant gate
 //           gamma (c_t = (t + 1) log gamma) is ALiBi with slope -log gamma
 //
-// Remapped distances (RoPE only, inference: no backward pass), Delta = qpos - kpos, window w:
+// Remapped distances (RoPE only; forward, decode and backward), Delta = qpos - kpos, window w:
 //   Delta < w (keys after the query too)   Delta, as without a remap
 //   Self-Extend (Jin et al. 2024), G       floor(qpos/G) - floor(kpos/G) + (w - floor(w/G))
 //   ReRoPE (Su 2023)                        w
 //   leaky ReRoPE, k                         w + (Delta - w) / k
+// Dual Chunk Attention (An et al. 2024, "Training-Free Long-Context Scaling of LLMs"; Qwen2.5-1M's
+// dual_chunk_attention_config, vLLM's dual_chunk_rope.py), chunk length c = chunk_size -
+// local_size, chunks n(p) = floor(p / c), keys at kpos mod c:
+//   n(kpos) >= n(qpos) (intra-chunk; a later chunk when not causal)   Delta, as without a remap
+//   n(kpos) = n(qpos) - 1 (successive chunk)   min(qpos mod c + c, chunk_size) - kpos mod c
+//   n(kpos) <= n(qpos) - 2 (inter-chunk)       min(2c - 1, chunk_size) - kpos mod c
+// (the intra-chunk distance qpos mod c - kpos mod c is Delta; vLLM's qc_t clamps the successive
+// query at chunk_size, its inter query is qc_t[c - 1]). Chunks are by position id, as vLLM's are
+// by token index with positions 0, 1, ...; the softmax scale is the caller's (vLLM multiplies
+// Qwen's by its scaling_factor when the config sets original_max_position_embeddings).
 // Each far branch factors into a query position and a key position (Self-Extend: floor(qpos/G)
 // + w - floor(w/G) and floor(kpos/G); ReRoPE: w and 0; leaky: qpos/k + w - w/k and kpos/k), so
 // the kernel rotates a second copy of the query tile and of a key tile at those positions and
 // takes, per (query, key), the near or the far score: the two score matrices the papers merge,
-// formed only for the tiles that straddle Delta = w. G = 1, w beyond every distance or k = 1 give
-// plain RoPE's bits. Leaky ReRoPE's key positions are not integers: their cos/sin are computed
-// once per call, T x rotary/2 sincos into T x rotary floats. Measured at S = 4096, 8 heads,
-// D = 64, causal, 1 thread (posenc_attention_remap_bench): each remap within 0.87-1.10x plain RoPE.
+// formed only for the tiles that straddle Delta = w (DCA: a second far query, the inter-chunk
+// one, with the same far keys; up to three score matrices, for the tiles that straddle a chunk
+// edge). G = 1, w beyond every distance, k = 1 or c beyond every position give plain RoPE's bits.
+// Leaky ReRoPE's far positions are not integers: their cos/sin are computed once per call,
+// (S + T) x rotary/2 sincos into (S + T) x rotary floats. Measured at S = 4096, 8 heads,
+// D = 64, causal, 1 thread (posenc_attention_remap_bench): each remap within 0.87-1.10x plain RoPE;
+// DCA (c 1024 and 2048) 0.90-1.12x over three runs at load 13-160 on 2 cores (AVX2 target).
 #pragma once
 
 #include <cstdint>
@@ -72,16 +85,20 @@ POSENC_ENUM_NAMES(AttentionPositions, "positions", {AttentionPositions::kNone, "
                   {AttentionPositions::kAlibi, "alibi"}, {AttentionPositions::kT5, "t5"},
                   {AttentionPositions::kDistanceTable, "distance-table"}, {AttentionPositions::kForgetGate, "forget-gate"});
 
-enum class PositionRemapKind { kNone, kSelfExtend, kReRope, kLeakyReRope };
+enum class PositionRemapKind { kNone, kSelfExtend, kReRope, kLeakyReRope, kDualChunk };
 
 POSENC_ENUM_NAMES(PositionRemapKind, "remap", {PositionRemapKind::kNone, "none"}, {PositionRemapKind::kSelfExtend, "self-extend"},
-                  {PositionRemapKind::kReRope, "rerope"}, {PositionRemapKind::kLeakyReRope, "leaky-rerope"});
+                  {PositionRemapKind::kReRope, "rerope"}, {PositionRemapKind::kLeakyReRope, "leaky-rerope"},
+                  {PositionRemapKind::kDualChunk, "dual-chunk"});
 
 struct PositionRemap {
   PositionRemapKind kind = PositionRemapKind::kNone;
   std::int64_t window = 0;  // w in [0, 2^31-1]: distances below it are kept
   std::int64_t group = 1;   // G >= 1: Self-Extend's group size
   double leak = 0;          // k > 0: leaky ReRoPE's slope divisor beyond w
+  // Dual Chunk Attention (window, group and leak unused): 2^31-1 >= chunk_size > local_size > 0
+  std::int64_t chunk_size = 0;
+  std::int64_t local_size = 0;
 };
 
 // The distance the remap gives (query position, key position): the formulas above, in double.

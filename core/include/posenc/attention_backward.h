@@ -14,7 +14,12 @@
 //
 // RoPE: q and k are rotated as they load, exactly as the forward does, and dq, dk are rotated
 // back by the transpose (direction -1), so they are gradients w.r.t. q and k as given. GQA: the
-// dk and dv of a kv head sum over the query heads that read it.
+// dk and dv of a kv head sum over the query heads that read it. A position remap (attention.h:
+// Self-Extend, ReRoPE, leaky ReRoPE, DCA): each pair's score is q rotated at its branch's query
+// position against k at its branch's key position, so dq_i = sum over branches R_q^T (scale
+// sum_{j in branch} dS_ij k_j rotated), and dk_j likewise with the near and far key rotations.
+// Measured at S = 2048, 8 heads, D = 64, causal, 1 thread (posenc_attention_remap_bench 2048 8 64
+// 5 1 1): each remap's backward 1.09-1.22x plain RoPE's.
 #pragma once
 
 #include <cstdint>
