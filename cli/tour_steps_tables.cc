@@ -28,6 +28,8 @@ double mean_step(const LearnedTable& t) {
   return s / (t.num_positions - 1);
 }
 
+}  // namespace
+
 plot::HeatmapSpec table_heatmap(const LearnedTable& t, std::string title) {
   plot::HeatmapSpec h;
   h.rows = t.num_positions;
@@ -38,8 +40,6 @@ plot::HeatmapSpec table_heatmap(const LearnedTable& t, std::string title) {
   h.col_label = "dimension";
   return h;
 }
-
-}  // namespace
 
 // A learned table (GPT-2's wpe, BERT's position_embeddings) is an nn.Embedding of max_positions
 // rows: position max_positions has no row to look up (GPT-2 fails with an index error). Vision
