@@ -144,7 +144,7 @@ StepResult raw_integer_run_step(const StepContext& context) {
                        "拼接时原始下标的最终损失高于正弦编码（差值，单位奈特）"},
                       last[3] - last[1], 0.02, false});
   draw_chart(context, r, "raw-integer-loss.svg", curves,
-             chart_options("training loss per step (running mean of 10): the raw index against NoPE and the sinusoid", "step",
+             chart_options("training loss (mean of 10 steps): raw index, NoPE, sinusoid", "step",
                            "loss (nats per character)"));
   return r;
 }
