@@ -77,6 +77,12 @@ void add_lab_command(CLI::App& app) {
   add_list_option(ex, "--rope-bases", ec.rope_bases, "extra RoPE models with these bases (rope-base<B>; the rope scheme keeps 10000)");
   add_list_option(ex, "--sinusoidal-bases", ec.sinusoidal_bases,
                   "extra sinusoidal models with these table bases (sinusoidal-base<B>; the sinusoidal scheme keeps 10000)");
+  add_fusions_option(ex, "--fusion", &ec.fusions,
+                     "extra sinusoidal models fused into the embedding this way (sinusoidal-concat, sinusoidal-multiply; "
+                     "add is the sinusoidal scheme itself)");
+  add_fusions_option(ex, "--raw-index", &ec.raw_index,
+                     "extra models whose position is the raw index p in every channel, the tutorials' pitfall (raw-index "
+                     "for add, raw-index-concat, ...)");
   std::string default_lens, full_lens;
   for (int len : ec.eval_lens) default_lens += (default_lens.empty() ? "" : ",") + std::to_string(len);
   for (int len : lab::kFullEvalLens)

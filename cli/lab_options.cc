@@ -3,6 +3,7 @@
 #include "options.h"
 #include "posenc_lab/corpus.h"
 #include "posenc_lab/run_settings.h"
+#include "posenc_torch/model_config.h"
 
 namespace posenc::cli {
 namespace {
@@ -33,6 +34,11 @@ void add_extensions_option(CLI::App* cmd, std::vector<lab::RopeExtension>* exten
   add_name_list(cmd, "--extensions", extensions, lab::extension_names(*extensions),
                 [](const std::string& name) { return from_name<lab::RopeExtension>(name); },
                 "RoPE extensions: " + enum_names_joined<lab::RopeExtension>(", "));
+}
+
+void add_fusions_option(CLI::App* cmd, const std::string& flag, std::vector<std::string>* fusions, const std::string& help) {
+  add_name_list(cmd, flag, fusions, *fusions, [](const std::string& name) { return to_string(from_name<torch_layer::Fusion>(name)); },
+                help + ": " + enum_names_joined<torch_layer::Fusion>(", "));
 }
 
 void add_lab_run_options(CLI::App* cmd, const LabRunTargets& t, const std::string& unit) {

@@ -35,6 +35,10 @@ void add_lab_run_options(CLI::App* cmd, const LabRunTargets& t, const std::strin
 // name not in it is an Error naming it and the names allowed.
 void add_extensions_option(CLI::App* cmd, std::vector<lab::RopeExtension>* extensions);
 
+// A list of fusions (names.h's table of torch_layer::Fusion: add, concat, multiply) into
+// *fusions; a name not in it is an Error naming it and the names allowed.
+void add_fusions_option(CLI::App* cmd, const std::string& flag, std::vector<std::string>* fusions, const std::string& help);
+
 // Adds the flags to cmd, parsed into *launch (which must outlive cmd's callback).
 void add_launch_options(CLI::App* cmd, lab::LaunchConfig* launch);
 

@@ -13,6 +13,7 @@
 #include "posenc/hf_config.h"
 #include "posenc/model_spec.h"
 #ifdef POSENC_WITH_TORCH
+#include "posenc_lab/saved_models.h"
 #include "posenc_lab/sort_task.h"
 #endif
 #include "posenc_plot/explain.h"
@@ -61,6 +62,31 @@ void write_user_heatmap(const std::string& from, const std::string& out) {
   write_heatmap(spec, out);
 }
 
+#ifdef POSENC_WITH_TORCH
+// A character as an attention map's label: itself when printable ASCII, a space as '_', else
+// its byte in hex ("\n" would be two labels' worth; a UTF-8 byte alone is not text).
+std::string char_name(unsigned char c) {
+  if (c == ' ') return "_";
+  if (c > ' ' && c < 127) return std::string(1, static_cast<char>(c));
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "\\x%02x", c);
+  return hex;
+}
+
+// A trained learned table (the lab's model): positions down, dimensions across.
+plot::HeatmapSpec learned_heatmap(const std::string& model_path) {
+  const lab::LearnedPositions t = lab::learned_positions(model_path);
+  plot::HeatmapSpec spec;
+  spec.rows = t.rows;
+  spec.cols = t.dim;
+  spec.values = t.values;
+  spec.title = "Learned positions after training (" + model_path.substr(model_path.find_last_of('/') + 1) + ")";
+  spec.row_label = "position (table row)";
+  spec.col_label = "dimension";
+  return spec;
+}
+#endif
+
 }  // namespace
 
 void add_plot_command(CLI::App& app) {
@@ -69,7 +95,7 @@ void add_plot_command(CLI::App& app) {
 
   struct HeatmapArgs {
     plot::HeatmapRequest request;
-    std::string positions = "0:128", out, from;
+    std::string positions = "0:128", out, from, model;
     bool causal = false;
   };
   auto h = std::make_shared<HeatmapArgs>();
@@ -78,6 +104,9 @@ void add_plot_command(CLI::App& app) {
   heat->add_option("--from", h->from, "your own table instead of a scheme: .npy (float32/float64, 2-D) or CSV; "
                                       "prints how its values vary along each index")
       ->excludes(scheme);
+#ifdef POSENC_WITH_TORCH
+  heat->add_option("--model", h->model, "the trained table of a learned model the lab saved (<out>/learned.pt)")->excludes(scheme)->excludes("--from");
+#endif
   add_dim_option(heat, h->request.dim, "dimension");
   add_positions_option(heat, h->positions, "positions A:B (half-open)")->capture_default_str();
   add_base_option(heat, h->request.base, "frequency base")->capture_default_str();
@@ -87,7 +116,14 @@ void add_plot_command(CLI::App& app) {
   add_out_option(heat, h->out, "output .png (plus a labelled .svg) or .svg")->required();
   heat->callback([h] {
     if (!h->from.empty()) return write_user_heatmap(h->from, h->out);
+#ifdef POSENC_WITH_TORCH
+    if (!h->model.empty()) return write_heatmap(learned_heatmap(h->model), h->out);
+#endif
+#ifdef POSENC_WITH_TORCH
+    if (h->request.scheme.empty()) throw Error("plot heatmap needs --scheme NAME, --from FILE or --model FILE");
+#else
     if (h->request.scheme.empty()) throw Error("plot heatmap needs --scheme NAME or --from FILE");
+#endif
     const auto p = parse_int_list(h->positions, "--positions", 0, kMaxPosition, kMaxHeatmapPositions);
     plot::HeatmapRequest r = h->request;
     r.first = p.front();
@@ -194,6 +230,20 @@ void add_plot_command(CLI::App& app) {
     plot::HeatmapSpec spec;
     spec.values = lab::attention_weights(r, &spec.rows);
     spec.cols = spec.rows;
+    // Each row and column named by its token where there is room to read them: digits with '|' for
+    // the sort separator, characters (char_name), else the ids.
+    constexpr std::size_t kMostNamed = 64;
+    if (r.tokens.size() <= kMostNamed) {
+      for (std::size_t i = 0; i < r.tokens.size(); ++i) {
+        const long t = r.tokens[i];
+        if (!a->digits.empty()) spec.row_names.push_back(t == 10 ? "|" : std::to_string(t));
+        else if (!a->text.empty()) spec.row_names.push_back(char_name(static_cast<unsigned char>(a->text[i])));
+        else spec.row_names.push_back(std::to_string(t));
+      }
+      spec.col_names = spec.row_names;
+    }
+    spec.value_min = 0;  // attention probabilities: one colour scale for every map
+    spec.value_max = 1;
     const std::string name = r.model_path.substr(r.model_path.find_last_of('/') + 1);
     spec.title = "attention, layer " + std::to_string(r.layer) + " head " + std::to_string(r.head) + " of " + name;
     spec.row_label = "query position";

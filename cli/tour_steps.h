@@ -9,8 +9,8 @@
 // scaling, padding and positions from the mask), tour_steps_sinusoidal.cc (the sinusoidal table,
 // its rotation, the base-10^8 erratum, the stripes of a wrong table, float32 angles),
 // tour_steps_tables.cc (a learned table's length and its resizing, DeBERTa's buckets),
-// tour_steps_rope.cc (RoPE's sine term, ALiBi, 2-D RoPE). tour_coverage.cc maps issue 32's audit
-// to the steps.
+// tour_steps_rope.cc (RoPE's sine term, ALiBi, 2-D RoPE), tour_steps_lab.cc (the small training
+// runs, through posenc lab). tour_coverage.cc maps issue 32's audit to the steps.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "posenc/learned.h"
 #include "posenc/properties.h"
 #include "posenc_plot/heatmap.h"
 #include "posenc_plot/svg_chart.h"
@@ -48,16 +49,27 @@ struct StepResult {
   std::vector<std::string> pictures;  // file names written under the output folder
 };
 
-// Where pictures go ("" : none drawn) and the checks of `posenc check`, run once per tour.
+// The steps that train with posenc lab (tour_steps_lab.cc): at what size, on what text, and
+// where the models are kept (a second tour reuses them; the lab checks they are the same models).
+struct LabSettings {
+  bool real = false;    // the lab's own size (minutes) instead of the tiny one (seconds)
+  std::string corpus;   // "": the lab's default (data/kjv.txt, `make corpus`)
+  std::string dir = "out/tour";
+};
+
+// Where pictures go ("" : none drawn), the checks of `posenc check`, run once per tour, and the
+// lab steps' settings.
 struct StepContext {
   std::string out_dir;
   const std::vector<PropertyCheck>* checks = nullptr;
+  LabSettings lab;
 };
 
 struct Step {
   const char* id;
   Text title;
-  StepResult (*run)(const StepContext&);
+  StepResult (*run)(const StepContext&);  // null: a lab step in a posenc built without libtorch
+  bool lab = false;                       // trains with posenc lab: its numbers are this machine's run
 };
 
 // The steps, in teaching order.
@@ -82,6 +94,9 @@ std::vector<float> uniform_values(std::mt19937_64& rng, std::size_t n);
 plot::ChartOptions chart_options(std::string title, std::string x_label, std::string y_label, bool log_x = false,
                                  bool log_y = false);
 
+// A learned table's heatmap: positions down, dimensions across (tour_steps_tables.cc).
+plot::HeatmapSpec table_heatmap(const LearnedTable& t, std::string title);
+
 // Draws into context.out_dir (nothing when it is empty) and records the file name.
 void draw_heatmap(const StepContext& context, StepResult& result, const std::string& name, const plot::HeatmapSpec& spec);
 void draw_chart(const StepContext& context, StepResult& result, const std::string& name,
@@ -102,5 +117,11 @@ StepResult deberta_buckets_step(const StepContext& context);
 StepResult rope_sine_term_step(const StepContext& context);
 StepResult alibi_step(const StepContext& context);
 StepResult rope_2d_step(const StepContext& context);
+// The lab steps (tour_steps_lab.cc, built with libtorch).
+StepResult raw_integer_run_step(const StepContext& context);
+StepResult sinusoidal_bases_step(const StepContext& context);
+StepResult learned_vs_sinusoidal_step(const StepContext& context);
+StepResult fusion_step(const StepContext& context);
+StepResult sort_heads_step(const StepContext& context);
 
 }  // namespace posenc::cli::tour

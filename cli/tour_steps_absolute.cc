@@ -82,8 +82,10 @@ StepResult raw_integer_step(const StepContext& context) {
                      "内容被淹没了：同一位置上的两个不同词元，余弦相似度在 p = 0 时为 " + num(cosine_at(0), 2) + "，p = 10 时为 " +
                      num(cosine_at(10), 3) + "，p = 1000 时为 " + num(cosine_at(1000), 6) +
                      "：对下一层来说，靠后的词元看起来都一样。正弦编码在每个 p 上都保持 |PE(p)| = sqrt(d/2) = " + num(pe_norm, 3) + "。"});
-  r.lines.push_back({"(The training run that shows its loss failing to fall needs libtorch: posenc lab, not this tour.)",
-                     "（展示其损失不下降的训练实验需要 libtorch：见 posenc lab，不在本导览中。）"});
+  r.lines.push_back({"Whether a model trains worse with it is measured in the next step (raw-integer-run): in posenc's pre-LN "
+                     "model each LayerNorm erases the added index, and concatenated it hurts.",
+                     "模型是否因此训练得更差，由下一步（raw-integer-run）测量：在 posenc 的 pre-LN 模型中，每个 LayerNorm "
+                     "都会抹去相加的下标，而拼接时它会造成损害。"});
   r.claims.push_back({"raw_integer.swamps",
                       {"at p = 1000 the raw position is over 100 times the embedding's norm", "p = 1000 时原始位置的范数超过嵌入的 100 倍"},
                       ratio_at(1000), 100, false});

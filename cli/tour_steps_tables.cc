@@ -28,6 +28,8 @@ double mean_step(const LearnedTable& t) {
   return s / (t.num_positions - 1);
 }
 
+}  // namespace
+
 plot::HeatmapSpec table_heatmap(const LearnedTable& t, std::string title) {
   plot::HeatmapSpec h;
   h.rows = t.num_positions;
@@ -38,8 +40,6 @@ plot::HeatmapSpec table_heatmap(const LearnedTable& t, std::string title) {
   h.col_label = "dimension";
   return h;
 }
-
-}  // namespace
 
 // A learned table (GPT-2's wpe, BERT's position_embeddings) is an nn.Embedding of max_positions
 // rows: position max_positions has no row to look up (GPT-2 fails with an index error). Vision
@@ -72,10 +72,10 @@ StepResult learned_length_step(const StepContext& context) {
                      "\"），就像 GPT-2 的 wpe 会报索引错误。那里从未被训练过，所以无从外推。"});
   r.lines.push_back({"The sinusoid has a row for any position (PE(16) and PE(64) are computed like PE(0): |PE(64)| = " +
                      num(std::sqrt(std::inner_product(sinus.begin() + 2 * d, sinus.end(), sinus.begin() + 2 * d, 0.0)), 4) +
-                     "); whether a model trained at 16 uses them well is an experiment (posenc lab, needs libtorch).",
+                     "); whether a trained model uses them well is an experiment: the learned-vs-sinusoidal step runs it.",
                      "正弦编码对任何位置都有一行（PE(16)、PE(64) 与 PE(0) 的算法相同：|PE(64)| = " +
                      num(std::sqrt(std::inner_product(sinus.begin() + 2 * d, sinus.end(), sinus.begin() + 2 * d, 0.0)), 4) +
-                     "）；在 16 上训练的模型能否用好它们是一个实验问题（posenc lab，需要 libtorch）。"});
+                     "）；训练后的模型能否用好它们是一个实验问题：learned-vs-sinusoidal 一步会运行它。"});
   r.lines.push_back({"Resizing the table to 32 rows the way ViT and timm do (linear, half-pixel centres) keeps the first "
                      "and last rows and fills the rest by blending neighbours: adjacent rows are now " + num(step_ratio, 3) +
                      " times as far apart as before (0.5 for a smooth table; less for these random rows, where a blend "

@@ -220,9 +220,40 @@ TEST(CliLab, AttentionOfACharacterModelOnText) {
   EXPECT_EQ(results[0].at("scheme"), "rope");
   const CliRun map = run("plot attention --model " + dir + "/rope.pt --text 'the earth' --layer 0 --head 0 -o " + dir + "/a.png");
   EXPECT_EQ(map.code, 0) << map.err;
+  // Every row and column named by its character (the space as '_'), on one colour scale [0, 1].
+  const std::string svg = read_file(dir + "/a.svg");
+  EXPECT_NE(svg.find(">_</text>"), std::string::npos) << svg.substr(0, 400);
+  for (const char* name : {">t</text>", ">h</text>", ">a</text>", ">r</text>"}) EXPECT_NE(svg.find(name), std::string::npos) << name;
+  EXPECT_NE(svg.find(">1</text>"), std::string::npos) << "the colour bar's top";
+  EXPECT_NE(svg.find(">0</text>"), std::string::npos) << "the colour bar's bottom";
   const CliRun unknown = run("plot attention --model " + dir + "/rope.pt --text 'THE' -o " + dir + "/a.png");
   EXPECT_EQ(unknown.code, 2);
   EXPECT_NE(unknown.err.find("'T'"), std::string::npos) << unknown.err;
+}
+
+// `lab extrapolate --fusion` and `--raw-index` add their models by name; a trained learned table
+// is drawn by `plot heatmap --model`, and a model without one is refused naming its scheme.
+TEST(CliLab, FusionsRawIndexAndTheTrainedLearnedTable) {
+  if (run("lab --help").code != 0) GTEST_SKIP() << "this build has no libtorch layer (POSENC_WITH_TORCH=OFF)";
+  const std::string dir = temp_path("cli_lab_fusion"), corpus = temp_path("cli_lab_fusion.txt");
+  {
+    std::ofstream out(corpus);
+    for (int i = 0; i < 400; ++i) out << "in the beginning god created the heaven and the earth. ";
+  }
+  const CliRun trained = run("lab extrapolate --schemes learned --fusion concat,multiply --raw-index add,concat --extensions none "
+                             "--steps 2 --train-len 16 --eval-lens 16 --corpus " + corpus + " --out " + dir + " --json");
+  ASSERT_EQ(trained.code, 0) << trained.err;
+  std::vector<std::string> models;
+  const auto results = nlohmann::json::parse(trained.out);  // kept: the loop reads into it
+  for (const auto& row : results.at("results")) models.push_back(row.at("model").get<std::string>());
+  EXPECT_EQ(models, (std::vector<std::string>{"learned", "sinusoidal-concat", "sinusoidal-multiply", "raw-index", "raw-index-concat"}));
+  const CliRun table = run("plot heatmap --model " + dir + "/learned.pt -o " + dir + "/learned.svg");
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(read_file(dir + "/learned.svg").find("Learned positions after training (learned.pt)"), std::string::npos);
+  EXPECT_CLEAN_ERROR(run("plot heatmap --model " + dir + "/raw-index.pt -o " + dir + "/x.svg"), "raw-index.pt",
+                     "no learned position table: its scheme is 'sinusoidal'");
+  EXPECT_CLEAN_ERROR(run("lab extrapolate --fusion sum --out " + dir), "fusion must be one of add|concat|multiply, got 'sum'");
+  EXPECT_CLEAN_ERROR(run("lab extrapolate --raw-index add,add --out " + dir), "--raw-index: fusion 'add' is given twice");
 }
 
 // Kerple at posenc's initial parameters and Sandwich, read at |query - key|; FoX has no table.

@@ -17,6 +17,12 @@ namespace posenc::plot {
 namespace {
 
 // Every opening tag closed, in order (self-closing allowed): enough to catch broken output.
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 bool well_formed(const std::string& xml) {
   std::vector<std::string> stack;
   for (std::size_t i = xml.find('<'); i != std::string::npos; i = xml.find('<', i + 1)) {
@@ -80,6 +86,29 @@ TEST(Plot, HeatmapNumbersAreTheLibrarys) {
   EXPECT_TRUE(well_formed(heatmap_svg(t, 4)));
   r.scheme = "unknown";
   EXPECT_THROW(heatmap_data(r), Error);
+}
+
+// Token names (an attention map's): one label per cell, escaped, the scale made room for them;
+// a name count that is not the row or column count is an Error naming both.
+TEST(Plot, HeatmapCellsCarryTheirNames) {
+  HeatmapSpec s;
+  s.rows = s.cols = 3;
+  s.values = {1, 0, 0, 0.5, 0.5, 0, 0.2, 0.3, 0.5};
+  EXPECT_EQ(heatmap_scale(s), 8);
+  s.row_names = {"7", "<sep>", "1"};
+  s.col_names = s.row_names;
+  EXPECT_EQ(heatmap_scale(s), 24);
+  const std::string svg = heatmap_svg(s, heatmap_scale(s));
+  EXPECT_TRUE(well_formed(svg));
+  EXPECT_EQ(count_of(svg, ">&lt;sep&gt;</text>"), 2) << svg;  // once per axis
+  EXPECT_EQ(count_of(svg, "<line x1"), 6);  // a tick per name, none of the five numeric ones
+  s.col_names.pop_back();
+  try {
+    heatmap_svg(s, 24);
+    FAIL() << "two names for three columns";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("2 column names for 3 columns"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Plot, WavelengthsMarkTheBands) {

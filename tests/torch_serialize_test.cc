@@ -162,7 +162,7 @@ TEST(TorchSerialize, UnknownNamesAndKeysAreErrors) {
   expect_error(replaced(good, "\"d_ff\"", "\"d_fff\""), "d_ff");
   expect_error(replaced(good, "\"beta_fast\"", "\"beta_fastt\""), "rope.beta_fastt");
   expect_error(replaced(good, "\"rope_type\":\"default\"", "\"rope_type\":\"yarnn\""), "unknown rope type 'yarnn'");
-  expect_error(replaced(good, "\"version\":3", "\"version\":4"), "version 4");
+  expect_error(replaced(good, "\"version\":4", "\"version\":5"), "version 5");
   expect_error(replaced(good, "\"bidirectional\":false", "\"bidirectional\":0"), "t5.bidirectional");
 }
 
@@ -182,11 +182,15 @@ TEST(TorchSerialize, VersionOneFilesStillLoad) {
 
 TEST(TorchSerialize, VersionTwoFilesLoadWithTheSinusoidalBaseTheyHad) {
   ModelConfig wanted = small(Scheme::kSinusoidal);
-  std::string v2 = replaced(config_to_json(wanted), "\"version\":3", "\"version\":2");
+  std::string v2 = replaced(config_to_json(wanted), "\"version\":4", "\"version\":2");
   v2 = replaced(v2, "\"sinusoidal_base\":10000.0,", "");  // version 2 had no such key: its base was 10000
+  v2 = replaced(v2, "\"raw_index\":false,", "");        // nor this one (version 4)
   EXPECT_EQ(config_to_json(config_from_json(v2)), config_to_json(wanted));
   // In version 2 the key is unknown; in 3 a base <= 1 is refused.
-  expect_error(replaced(config_to_json(wanted), "\"version\":3", "\"version\":2"), "sinusoidal_base");
+  expect_error(replaced(replaced(config_to_json(wanted), "\"version\":4", "\"version\":2"), "\"raw_index\":false,", ""), "sinusoidal_base");
+  // In version 3 raw_index is unknown: a version-3 file is read without it (false).
+  expect_error(replaced(config_to_json(wanted), "\"version\":4", "\"version\":3"), "raw_index");
+  EXPECT_FALSE(config_from_json(replaced(replaced(config_to_json(wanted), "\"version\":4", "\"version\":3"), "\"raw_index\":false,", "")).raw_index);
   wanted.sinusoidal_base = 100;
   const ModelConfig read = config_from_json(config_to_json(wanted));
   EXPECT_EQ(read.sinusoidal_base, 100);

@@ -259,6 +259,33 @@ TEST(TorchModel, SaveLoadRoundTrip) {
   std::remove(path.c_str());
 }
 
+// The tutorials' raw index (PE(p) = p in every channel, issue 32). Added, it is p * (1, ..., 1),
+// which every LayerNorm of this pre-LN model subtracts as the channel mean: the model is NoPE's
+// (same seed, same weights: the sinusoidal scheme has none), to float32 rounding. Concatenated, no
+// norm removes it, and the model sees order.
+TEST(TorchModel, RawIndexAddedIsErasedConcatenatedIsSeen) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor tokens = torch::randint(0, 50, {2, 12}, torch::kInt64);
+  ModelConfig raw = small(Scheme::kSinusoidal);
+  raw.raw_index = true;
+  const torch::Tensor nope = testing::eval_model(small(Scheme::kNope), 9)->forward(tokens);
+  const torch::Tensor added = testing::eval_model(raw, 9)->forward(tokens);
+  EXPECT_LE(max_abs(added, nope), 1e-4);
+  EXPECT_GT(max_abs(testing::eval_model(small(Scheme::kSinusoidal), 9)->forward(tokens), nope), 1e-2) << "the sinusoid is seen";
+  raw.fusion = Fusion::kConcat;
+  raw.causal = false;
+  TransformerLM concat = testing::eval_model(raw, 9);
+  const torch::Tensor perm = torch::randperm(12, torch::kInt64);
+  EXPECT_GT(max_abs(concat->forward(tokens).index_select(1, perm), concat->forward(tokens.index_select(1, perm))), 1e-3);
+  raw.scheme = Scheme::kRope;
+  try {
+    TransformerLM{raw};
+    ADD_FAILURE() << "raw_index on a RoPE model";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("raw_index replaces the sinusoidal table, got scheme 'rope'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TorchModel, ConfigErrors) {
   ModelConfig c = small(Scheme::kRope);
   c.n_heads = 3;

@@ -54,6 +54,12 @@ std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab) {
       p.config.fusion = from_name<Fusion>(f);
       if (p.config.fusion != Fusion::kAdd) plans.push_back(p);  // add: the plain sinusoidal model
     }
+    for (const std::string& f : c.raw_index) {
+      ModelPlan p{(f == "add" ? "raw-index" : "raw-index-" + f) + suffix, base(Scheme::kSinusoidal), seed, true};
+      p.config.raw_index = true;
+      p.config.fusion = from_name<Fusion>(f);
+      plans.push_back(p);
+    }
   }
   return plans;
 }
@@ -99,7 +105,7 @@ void validate(const ExtrapolateConfig& c) {
   if (c.pi_finetune_steps > 0) check_range("--train-len (the PI fine-tune trains at 4x)", c.training.train_len, 2, kMaxTrainLen / kPiScale);
   if (c.eval_lens.empty()) throw Error("--eval-lens is empty: give at least one evaluation length");
   for (int len : c.eval_lens) check_range("--eval-lens", len, 2, kMaxEvalLen);
-  if (c.schemes.empty() && c.rope_bases.empty() && c.sinusoidal_bases.empty() && c.fusions.empty())
+  if (c.schemes.empty() && c.rope_bases.empty() && c.sinusoidal_bases.empty() && c.fusions.empty() && c.raw_index.empty())
     throw Error("--schemes is empty: give at least one scheme");
   for (double b : c.rope_bases)
     if (!(b > 1 && std::isfinite(b))) throw Error("--rope-bases: a base must be a finite number > 1, got " + format_number(b));
@@ -111,7 +117,12 @@ void validate(const ExtrapolateConfig& c) {
         throw Error(std::string(bases == &c.rope_bases ? "--rope-bases" : "--sinusoidal-bases") + ": base " + base_label((*bases)[i]) +
                     " is given twice");
   for (const std::string& name : c.schemes) torch_layer::language_model_scheme(name, "--schemes");  // throws naming a bad one
-  for (const std::string& f : c.fusions) from_name<Fusion>(f);
+  for (const auto* fusions : {&c.fusions, &c.raw_index})
+    for (std::size_t i = 0; i < fusions->size(); ++i) {
+      from_name<Fusion>((*fusions)[i]);  // throws naming a bad one
+      if (std::count(fusions->begin(), fusions->begin() + static_cast<std::ptrdiff_t>(i), (*fusions)[i]))
+        throw Error(std::string(fusions == &c.fusions ? "--fusion" : "--raw-index") + ": fusion '" + (*fusions)[i] + "' is given twice");
+    }
   if (c.extensions.empty()) throw Error("--extensions is empty: give at least one of " + enum_names_joined<RopeExtension>(", "));
   if (c.seeds.empty()) throw Error("give at least one seed");
 }
@@ -121,7 +132,7 @@ ExtrapolateConfig ExtrapolateConfig::full(int seed, bool schemes_given, bool ste
   if (!schemes_given) c.schemes = {"nope", "sinusoidal", "learned", "rope", "alibi", "t5", "xl", "deberta"};
   if (c.rope_bases.empty()) c.rope_bases = {100, 1e6};  // with the default rope (base 10000): the base sweep
   if (c.sinusoidal_bases.empty()) c.sinusoidal_bases = {100, 1e6};  // and the sinusoidal table's
-  c.fusions = {"concat", "multiply"};
+  if (c.fusions.empty()) c.fusions = {"concat", "multiply"};
   c.pi_finetune_steps = 200;
   if (!steps_given) c.training.steps = 800;
   c.eval_chars = 16384;  // one window at 16384

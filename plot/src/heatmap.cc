@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <tuple>
 
 #include "posenc/error.h"
 #include "posenc_plot/svg_chart.h"
@@ -142,7 +143,15 @@ std::vector<std::uint8_t> heatmap_png(const HeatmapSpec& s, int scale) {
   return encode_png(w, h, rgb);
 }
 
+int heatmap_scale(const HeatmapSpec& s) {
+  const int most = s.row_names.empty() && s.col_names.empty() ? 8 : 24;
+  return std::max(1, std::min(most, 512 / std::max(1, std::max(s.rows, s.cols))));
+}
+
 std::string heatmap_svg(const HeatmapSpec& s, int scale) {
+  for (const auto& [names, n, what] : {std::tuple{&s.row_names, s.rows, "row"}, std::tuple{&s.col_names, s.cols, "column"}})
+    if (!names->empty() && static_cast<int>(names->size()) != n)
+      throw Error(std::string("heatmap: ") + std::to_string(names->size()) + " " + what + " names for " + std::to_string(n) + " " + what + "s");
   const std::vector<std::uint8_t> png = heatmap_png(s, scale);
   const double w = s.cols * scale, h = s.rows * scale, left = 80, top = 44, bar = 18;
   const double W = std::max(left + w + 110, 560.0), H = top + h + 60;
@@ -155,13 +164,24 @@ std::string heatmap_svg(const HeatmapSpec& s, int scale) {
   svg << "<image x=\"" << left << "\" y=\"" << top << "\" width=\"" << w << "\" height=\"" << h
       << "\" style=\"image-rendering:pixelated\" xlink:href=\"data:image/png;base64," << base64(png) << "\"/>\n";
   svg << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << w << "\" height=\"" << h << "\" fill=\"none\" stroke=\"black\"/>\n";
-  for (int k = 0; k <= 4; ++k) {  // five ticks per axis at cell centres
-    const int col = (s.cols - 1) * k / 4, row = (s.rows - 1) * k / 4;
-    const double x = left + (col + 0.5) * scale, y = top + (row + 0.5) * scale;
+  // Ticks at cell centres: one per named column / row, else five per axis with coordinates.
+  const int col_ticks = s.col_names.empty() ? 5 : s.cols, row_ticks = s.row_names.empty() ? 5 : s.rows;
+  const int name_size = std::max(6, std::min(12, scale - 4));
+  for (int k = 0; k < col_ticks; ++k) {
+    const int col = s.col_names.empty() ? (s.cols - 1) * k / 4 : k;
+    const double x = left + (col + 0.5) * scale;
     svg << "<line x1=\"" << x << "\" y1=\"" << top + h << "\" x2=\"" << x << "\" y2=\"" << top + h + 5 << "\" stroke=\"black\"/><text x=\"" << x
-        << "\" y=\"" << top + h + 18 << "\" text-anchor=\"middle\">" << fmt(s.col_first + col * s.col_step) << "</text>\n";
+        << "\" y=\"" << top + h + 18 << "\" text-anchor=\"middle\"";
+    if (!s.col_names.empty()) svg << " font-size=\"" << name_size << "\"";
+    svg << ">" << (s.col_names.empty() ? fmt(s.col_first + col * s.col_step) : xml_escape(s.col_names[static_cast<std::size_t>(col)])) << "</text>\n";
+  }
+  for (int k = 0; k < row_ticks; ++k) {
+    const int row = s.row_names.empty() ? (s.rows - 1) * k / 4 : k;
+    const double y = top + (row + 0.5) * scale;
     svg << "<line x1=\"" << left - 5 << "\" y1=\"" << y << "\" x2=\"" << left << "\" y2=\"" << y << "\" stroke=\"black\"/><text x=\""
-        << left - 8 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">" << fmt(s.row_first + row * s.row_step) << "</text>\n";
+        << left - 8 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\"";
+    if (!s.row_names.empty()) svg << " font-size=\"" << name_size << "\"";
+    svg << ">" << (s.row_names.empty() ? fmt(s.row_first + row * s.row_step) : xml_escape(s.row_names[static_cast<std::size_t>(row)])) << "</text>\n";
   }
   svg << "<text x=\"" << left + w / 2 << "\" y=\"" << top + h + 40 << "\" text-anchor=\"middle\">" << xml_escape(s.col_label) << "</text>\n";
   svg << "<text transform=\"translate(22," << top + h / 2 << ") rotate(-90)\" text-anchor=\"middle\">" << xml_escape(s.row_label) << "</text>\n";

@@ -30,7 +30,7 @@ std::vector<std::string> write_heatmap_files(const HeatmapSpec& spec, const std:
     const std::string sx(suffix);
     return out.size() >= sx.size() && out.compare(out.size() - sx.size(), sx.size(), sx) == 0;
   };
-  const int scale = std::max(1, std::min(8, 512 / std::max(spec.rows, spec.cols)));
+  const int scale = heatmap_scale(spec);
   if (ends_with(".png")) {
     const std::string svg = out.substr(0, out.size() - 4) + ".svg";
     const std::string figure = heatmap_svg(spec, scale);

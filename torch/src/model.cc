@@ -241,7 +241,13 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   torch::Tensor x = embed->forward(tokens);
   if (config_.embed_scale) x = x * std::sqrt(static_cast<double>(config_.d_model));
   torch::Tensor pe;
-  if (sinusoidal) pe = sinusoidal->forward(ctx.q_positions);
+  if (sinusoidal && config_.raw_index) {
+    // PE(p) = p in each of the table's channels ([B, S] -> [B, S, width]; float32 holds p exactly).
+    const std::int64_t width = config_.fusion == Fusion::kConcat ? config_.d_model - x.size(-1) : x.size(-1);
+    pe = ctx.q_positions.to(x.scalar_type()).unsqueeze(-1).expand({B, S, width});
+  } else if (sinusoidal) {
+    pe = sinusoidal->forward(ctx.q_positions);
+  }
   if (learned) pe = learned->forward(ctx.q_positions);
   if (pe.defined()) {
     switch (config_.fusion) {

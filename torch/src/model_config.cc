@@ -161,6 +161,8 @@ void ModelConfig::validate() const {
     throw Error("Sandwich's sinusoids need an even head_dim (its d'), got " + std::to_string(head_dim()));
   if (!(sinusoidal_base > 1 && std::isfinite(sinusoidal_base)))
     throw Error("sinusoidal_base must be a finite number > 1, got " + format_number(sinusoidal_base) + " (Vaswani et al.'s is 10000)");
+  if (raw_index && scheme != Scheme::kSinusoidal)
+    throw Error(std::string("raw_index replaces the sinusoidal table, got scheme '") + to_string(scheme) + "'");
   if (xl_clamp_len < 0 || xl_mem_len < 0) throw Error("xl_clamp_len and xl_mem_len must be >= 0");
   if (xl_mem_len > 0 && scheme != Scheme::kXl)
     throw Error("xl_mem_len " + std::to_string(xl_mem_len) + " is for the xl scheme only, got scheme '" +

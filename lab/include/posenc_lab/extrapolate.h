@@ -52,6 +52,9 @@ struct ExtrapolateConfig {
   std::vector<double> rope_bases;    // base sweep: extra RoPE models ("rope-base100", ...)
   std::vector<double> sinusoidal_bases;  // base sweep: extra sinusoidal models ("sinusoidal-base100", ...)
   std::vector<std::string> fusions;  // extra sinusoidal models with these fusions ("sinusoidal-concat", ...)
+  // Raw-index models (ModelConfig::raw_index: PE(p) = p in every channel), one per fusion named:
+  // "raw-index" (add), "raw-index-concat", "raw-index-multiply". The tutorials' pitfall (issue 32).
+  std::vector<std::string> raw_index;
   int pi_finetune_steps = 0;         // PI with a short fine-tune at 4x the training length
   long stop_after_steps = -1;        // stop (as if killed) after this many training steps in this run
   LaunchConfig launch;               // ranks of a distributed run (distributed.h); default: this process alone

@@ -28,7 +28,14 @@ struct HeatmapSpec {
   // The values the colour map spans; NaN (default): the finite values' own min and max. Pin it
   // when figures must compare (accuracy: [0, 1], so an all-right grid is not drawn as all-wrong).
   double value_min = std::nan(""), value_max = std::nan("");
+  // One name per row / per column (the tokens of an attention map), drawn beside every cell in
+  // place of the five numeric ticks; empty: numeric ticks. Otherwise as many as rows / columns.
+  std::vector<std::string> row_names, col_names;
 };
+
+// Pixels per cell of the written figure: up to 8 (a table of up to 512 cells across fits 512
+// pixels), up to 24 where cells carry names (room for a token's label).
+int heatmap_scale(const HeatmapSpec& spec);
 
 // PNG of the cells, scale pixels per cell (nearest), colours spanning [min, max] of the values.
 std::vector<std::uint8_t> heatmap_png(const HeatmapSpec& spec, int scale);

@@ -55,6 +55,9 @@ struct ModelConfig {
   Fusion fusion = Fusion::kAdd;
   int pe_dim = 0;  // concat: width of the positional part (0: d_model / 4)
   double sinusoidal_base = 10000;  // the sinusoidal table's base (Vaswani et al. 2017: 10000)
+  // The sinusoidal scheme's table replaced by the raw index: PE(p) = p in every channel, the
+  // first encoding tutorials warn against (issue 32's pitfall), fused as `fusion` says.
+  bool raw_index = false;
   RopeParams rope;  // type, theta, scaling; head_dim is set from d_model / n_heads
   int learned_positions = 1024;
   T5BucketParams t5{32, 128, false};
@@ -69,7 +72,7 @@ struct ModelConfig {
   void validate() const;  // throws posenc::Error
 };
 
-inline constexpr int kModelConfigVersion = 3;  // 3: sinusoidal_base
+inline constexpr int kModelConfigVersion = 4;  // 3: sinusoidal_base; 4: raw_index
 
 // The field table of ModelConfig (and of its T5 buckets): one row per field, its JSON key and
 // the file version that brought it. It drives config_to_json, config_from_json (keys, known-key
@@ -95,6 +98,7 @@ void for_each_field(C& c, V&& visit) {
   visit(ConfigField{"fusion"}, c.fusion);
   visit(ConfigField{"pe_dim"}, c.pe_dim);
   visit(ConfigField{"sinusoidal_base", 3}, c.sinusoidal_base);
+  visit(ConfigField{"raw_index", 4}, c.raw_index);
   visit(ConfigField{"rope", 2}, c.rope);
   visit(ConfigField{"learned_positions"}, c.learned_positions);
   visit(ConfigField{"t5", 2}, c.t5);
