@@ -35,6 +35,9 @@ void add_lab_run_options(CLI::App* cmd, const LabRunTargets& t, const std::strin
 // name not in it is an Error naming it and the names allowed.
 void add_extensions_option(CLI::App* cmd, std::vector<lab::RopeExtension>* extensions);
 
+// --remap-groups, --remap-windows: the settings the remap extensions are scored at (lab::RemapSettings).
+void add_remap_options(CLI::App* cmd, lab::RemapSettings* remaps);
+
 // Adds the flags to cmd, parsed into *launch (which must outlive cmd's callback).
 void add_launch_options(CLI::App* cmd, lab::LaunchConfig* launch);
 
