@@ -74,6 +74,13 @@ void add_lab_command(CLI::App& app) {
                  "every scheme, 3 seeds, RoPE and sinusoidal base sweeps, sinusoidal fusion modes, scored to 16384");
   add_lab_run_options(ex, {&ec.schemes, &ec.training, &ec.shape, &a->seed, &ec.corpus, &a->json, &ec.launch}, "characters");
   add_extensions_option(ex, &ec.extensions);
+  add_remap_options(ex, &ec.remaps);
+  ex->add_flag("--stream", ec.stream.on,
+               "also stream the RoPE model token by token over --stream-multiple x train-len through a sink cache "
+               "(StreamingLLM), keys re-rotated on eviction and not, and the window alone");
+  ex->add_option("--stream-sinks", ec.stream.sinks, "the sink tokens of --stream")->capture_default_str();
+  ex->add_option("--stream-window", ec.stream.window, "the recent tokens of --stream (0: train-len - sinks)")->capture_default_str();
+  ex->add_option("--stream-multiple", ec.stream.multiple, "each stream's length over the training length")->capture_default_str();
   add_list_option(ex, "--rope-bases", ec.rope_bases, "extra RoPE models with these bases (rope-base<B>; the rope scheme keeps 10000)");
   add_list_option(ex, "--sinusoidal-bases", ec.sinusoidal_bases,
                   "extra sinusoidal models with these table bases (sinusoidal-base<B>; the sinusoidal scheme keeps 10000)");

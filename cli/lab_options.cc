@@ -41,6 +41,13 @@ void add_fusions_option(CLI::App* cmd, const std::string& flag, std::vector<std:
                 help + ": " + enum_names_joined<torch_layer::Fusion>(", "));
 }
 
+void add_remap_options(CLI::App* cmd, lab::RemapSettings* remaps) {
+  add_list_option(cmd, "--remap-groups", remaps->groups, "Self-Extend's group sizes G, each >= 2 (extension self-extend)")
+      ->capture_default_str();
+  add_list_option(cmd, "--remap-windows", remaps->windows,
+                  "the remaps' windows w, each in [1, train-len - 2] (default: train-len / 4 and train-len / 2)");
+}
+
 void add_lab_run_options(CLI::App* cmd, const LabRunTargets& t, const std::string& unit) {
   add_name_list(cmd, "--schemes", t.schemes, *t.schemes, [](const std::string& name) { return name; }, "comma-separated schemes");
   cmd->add_option("--train-len", t.training->train_len, unit + " per training sequence")->capture_default_str();

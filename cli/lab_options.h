@@ -39,6 +39,9 @@ void add_extensions_option(CLI::App* cmd, std::vector<lab::RopeExtension>* exten
 // *fusions; a name not in it is an Error naming it and the names allowed.
 void add_fusions_option(CLI::App* cmd, const std::string& flag, std::vector<std::string>* fusions, const std::string& help);
 
+// --remap-groups, --remap-windows: the settings the remap extensions are scored at (lab::RemapSettings).
+void add_remap_options(CLI::App* cmd, lab::RemapSettings* remaps);
+
 // Adds the flags to cmd, parsed into *launch (which must outlive cmd's callback).
 void add_launch_options(CLI::App* cmd, lab::LaunchConfig* launch);
 

@@ -25,6 +25,7 @@ void add_lab_passkey_command(CLI::App& lab) {
   // Comma-separated lists, checked with every other setting by validate_passkey.
   add_extensions_option(cmd, &c.extensions);
   add_list_option(cmd, "--multiples", c.multiples, "grid lengths as multiples of the training length")->capture_default_str();
+  add_remap_options(cmd, &c.remaps);
   add_list_option(cmd, "--depths", c.depths, "depths of the key in [0, 1]")->capture_default_str();
   cmd->add_option("--finetune-steps", c.finetune_steps, "fine-tune steps per RoPE extension at 2x the training length (0: zero-shot only)")->capture_default_str();
   cmd->add_option("--batch", c.training.batch, "sequences per training step")->capture_default_str();

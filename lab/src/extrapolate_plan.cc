@@ -89,6 +89,9 @@ nlohmann::json evaluation_key(const ModelPlan& p, const ExtrapolateConfig& c) {
   if (p.config.scheme == Scheme::kRope) {
     k["extensions"] = extension_names(c.extensions);
     if (scores_incremental(c)) k["incremental_tokens"] = c.incremental_tokens;
+    if (std::any_of(c.extensions.begin(), c.extensions.end(), is_remap))  // keys without remaps or streams keep their value
+      k["remaps"] = {{"groups", c.remaps.groups}, {"windows", c.remaps.windows}, {"leak", "(len - 1 - w) / (train_len - 1 - w)"}};
+    if (c.stream.on) k["stream"] = {{"sinks", c.stream.sinks}, {"window", c.stream.window}, {"multiple", c.stream.multiple}};
   }
   if (fine_tunes(p, c)) k["pi_finetune_steps"] = c.pi_finetune_steps;
   return k;
@@ -124,6 +127,12 @@ void validate(const ExtrapolateConfig& c) {
         throw Error(std::string(fusions == &c.fusions ? "--fusion" : "--raw-index") + ": fusion '" + (*fusions)[i] + "' is given twice");
     }
   if (c.extensions.empty()) throw Error("--extensions is empty: give at least one of " + enum_names_joined<RopeExtension>(", "));
+  check_remaps(c.remaps, c.training.train_len);
+  if (c.stream.on) {
+    check_range("--stream-sinks", c.stream.sinks, 0, c.training.train_len - 1);
+    check_range("--stream-window", c.stream.window, 0, kMaxEvalLen);
+    check_range("--stream-multiple", static_cast<long>(c.stream.multiple) * c.training.train_len, c.training.train_len, kMaxEvalLen);
+  }
   if (c.seeds.empty()) throw Error("give at least one seed");
 }
 

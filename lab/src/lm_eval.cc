@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "lm_stream.h"
+
 #include "posenc/error.h"
 #include "posenc_lab/progress.h"
 
@@ -104,9 +106,12 @@ RopeParams extension_params(const ModelConfig& m, RopeExtension ext, int train_l
   RopeParams p = m.rope;
   p.head_dim = m.head_dim();
   const double s = static_cast<double>(len) / train_len;
-  if (ext == RopeExtension::kNone || s <= 1) return p;
+  if (ext == RopeExtension::kNone || is_remap(ext) || s <= 1) return p;  // a remap keeps the model's schedule
   switch (ext) {
-    case RopeExtension::kNone: return p;
+    case RopeExtension::kNone:
+    case RopeExtension::kSelfExtend:
+    case RopeExtension::kReRope:
+    case RopeExtension::kLeakyReRope: return p;
     case RopeExtension::kPi: p.type = RopeType::kLinear; break;
     case RopeExtension::kNtk: p.type = RopeType::kNtk; break;
     case RopeExtension::kYarn:
@@ -123,6 +128,45 @@ RopeParams extension_params(const ModelConfig& m, RopeExtension ext, int train_l
   return p;
 }
 
+std::vector<ExtensionVariant> extension_variants(const std::vector<RopeExtension>& extensions, const RemapSettings& remaps, int train_len) {
+  std::vector<int> windows = remaps.windows;
+  if (windows.empty()) windows = {train_len / 4, train_len / 2};
+  std::vector<ExtensionVariant> out;
+  for (const RopeExtension ext : extensions) {
+    const std::string name = to_string(ext);
+    if (!is_remap(ext)) {
+      out.push_back({ext, name, 1, 0});
+      continue;
+    }
+    for (const int w : windows) {
+      if (ext != RopeExtension::kSelfExtend) {
+        out.push_back({ext, name + "-w" + std::to_string(w), 1, w});
+        continue;
+      }
+      for (const int g : remaps.groups) out.push_back({ext, name + "-g" + std::to_string(g) + "-w" + std::to_string(w), g, w});
+    }
+  }
+  return out;
+}
+
+PositionRemap extension_remap(const ExtensionVariant& v, int train_len, int len) {
+  PositionRemap r;
+  r.window = v.window;
+  switch (v.extension) {
+    case RopeExtension::kSelfExtend:
+      r.kind = PositionRemapKind::kSelfExtend;
+      r.group = v.group;
+      break;
+    case RopeExtension::kReRope: r.kind = PositionRemapKind::kReRope; break;
+    case RopeExtension::kLeakyReRope:  // the longest distance of len lands on L - 1
+      r.kind = PositionRemapKind::kLeakyReRope;
+      r.leak = std::max(1.0, static_cast<double>(len - 1 - v.window) / (train_len - 1 - v.window));
+      break;
+    default: return {};  // a schedule extension (Dual Chunk Attention: a case here)
+  }
+  return r;
+}
+
 RotaryEmbedding extension_rope(const ModelConfig& m, RopeExtension ext, int train_len, int len) {
   return RotaryEmbedding(extension_params(m, ext, train_len, len));
 }
@@ -133,11 +177,15 @@ std::vector<ResultRow> evaluate(TransformerLM& model, const ModelPlan& plan, con
   std::vector<ResultRow> rows;
   const bool rope = plan.config.scheme == Scheme::kRope;
   const int train_len = c.training.train_len;
-  const std::vector<RopeExtension> exts = rope ? c.extensions : std::vector<RopeExtension>{RopeExtension::kNone};
-  Progress progress("eval  " + plan.name, static_cast<long>(exts.size() * c.eval_lens.size()));
+  const std::vector<ExtensionVariant> variants =
+      extension_variants(rope ? c.extensions : std::vector<RopeExtension>{RopeExtension::kNone}, c.remaps, train_len);
+  const std::vector<std::pair<std::string, torch_layer::SinkCacheOptions>> streams =
+      rope && c.stream.on ? stream_variants(c.stream, train_len) : std::vector<std::pair<std::string, torch_layer::SinkCacheOptions>>{};
+  Progress progress("eval  " + plan.name, static_cast<long>(variants.size() * c.eval_lens.size() + streams.size()));
   long done = 0;
-  for (const RopeExtension ext : exts) {
-    const std::string name = to_string(ext);
+  for (const ExtensionVariant& variant : variants) {
+    const RopeExtension ext = variant.extension;
+    const std::string& name = variant.label;
     for (int len : c.eval_lens) {
       progress.update(done++, std::nan(""));
       if (xl_memory(model)) {
@@ -159,6 +207,7 @@ std::vector<ResultRow> evaluate(TransformerLM& model, const ModelPlan& plan, con
       // state starts over); other models with their own positions.
       RotaryEmbedding schedule = rope ? extension_rope(plan.config, ext, train_len, len) : RotaryEmbedding(nullptr);
       RotaryEmbeddingImpl* const override_rope = rope ? schedule.get() : nullptr;
+      const ScopedRemap remap(model, extension_remap(variant, train_len, len));
       if (!(rope && ext == RopeExtension::kDynamic && c.incremental_tokens > 0)) {
         rows.push_back(make_row(plan, name, len, score_windows(model, corpus, len, train_len, c.eval_chars, override_rope)));
         continue;
@@ -175,6 +224,15 @@ std::vector<ResultRow> evaluate(TransformerLM& model, const ModelPlan& plan, con
       rows.push_back(make_row(plan, kIncrementalRow, len,
                               score_incremental(model, corpus, len, train_len, windows, incremental.get()), note));
     }
+  }
+  // The streaming run: one text of multiple x train_len per stream, token by token (lm_stream.h).
+  for (const auto& [label, options] : streams) {
+    progress.update(done++, std::nan(""));
+    const int len = c.stream.multiple * train_len;
+    char note[128];
+    std::snprintf(note, sizeof note, "token by token through a cache of %lld sinks + %lld recent tokens%s", static_cast<long long>(options.sinks),
+                  static_cast<long long>(options.window), options.rerotate ? ", keys re-rotated to their slots" : ", keys not re-rotated");
+    rows.push_back(make_row(plan, label, len, score_stream(model, corpus, len, train_len, c.eval_chars, options), note));
   }
   progress.finish("evaluated");
   return rows;

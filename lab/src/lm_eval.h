@@ -40,6 +40,29 @@ RopeParams extension_params(const torch_layer::ModelConfig& m, RopeExtension ext
 // Rotary embeddings with that schedule, fresh (no runtime state yet), for forward's rope_override.
 torch_layer::RotaryEmbedding extension_rope(const torch_layer::ModelConfig& m, RopeExtension ext, int train_len, int len);
 
+// One scored variant of an extension: a schedule (PI, NTK, ...), or a remap at one of its
+// settings (RemapSettings), named in the rows with them: "self-extend-g4-w16", "rerope-w32".
+struct ExtensionVariant {
+  RopeExtension extension = RopeExtension::kNone;
+  std::string label;  // the rows' extension
+  int group = 1;      // Self-Extend's G
+  int window = 0;     // a remap's w
+};
+// The variants of extensions in order: one per schedule extension, one per setting of a remap.
+std::vector<ExtensionVariant> extension_variants(const std::vector<RopeExtension>& extensions, const RemapSettings& remaps,
+                                                 int train_len);
+// The remap of a variant at eval length len (kNone for a schedule extension).
+PositionRemap extension_remap(const ExtensionVariant& v, int train_len, int len);
+
+// model->remap for one scope (a variant at one length), back to none when it ends.
+struct ScopedRemap {
+  ScopedRemap(torch_layer::TransformerLM& m, const PositionRemap& r) : model(m) { model->remap = r; }
+  ~ScopedRemap() { model->remap = {}; }
+  ScopedRemap(const ScopedRemap&) = delete;
+  ScopedRemap& operator=(const ScopedRemap&) = delete;
+  torch_layer::TransformerLM& model;
+};
+
 // Every row of one trained model: each eval length, and for RoPE each extension.
 std::vector<ResultRow> evaluate(torch_layer::TransformerLM& model, const ModelPlan& plan, const ExtrapolateConfig& c,
                                 const Corpus& corpus);

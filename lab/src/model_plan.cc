@@ -56,6 +56,14 @@ void check_shape(const ModelShape& s, const TrainSettings& t) {
                 "use a smaller model, a shorter --train-len or a smaller batch");
 }
 
+void check_remaps(const RemapSettings& r, int train_len) {
+  for (const int g : r.groups) check_range("--remap-groups", g, 2, kMaxEvalLen);
+  for (const int w : r.windows) check_range("--remap-windows", w, 1, train_len - 2);  // leaky ReRoPE divides by L - 1 - w
+  if (r.groups.empty()) throw Error("--remap-groups is empty: give at least one Self-Extend group size >= 2");
+  if (r.windows.empty() && train_len < 4)
+    throw Error("--remap-windows: the default windows train_len / 4 and / 2 need --train-len >= 4, got " + std::to_string(train_len));
+}
+
 std::vector<std::string> extension_names(const std::vector<RopeExtension>& extensions) {
   std::vector<std::string> names;
   for (RopeExtension e : extensions) names.emplace_back(to_string(e));

@@ -1,5 +1,7 @@
 #include "passkey_plan.h"
 
+#include <algorithm>
+
 #include "check_range.h"
 #include "extrapolate_plan.h"
 #include "model_plan.h"
@@ -39,6 +41,8 @@ nlohmann::json evaluation_key(const ModelPlan& p, const PasskeyConfig& c) {
   if (p.config.scheme == Scheme::kRope) {
     k["extensions"] = extension_names(c.extensions);
     k["finetune_steps"] = c.finetune_steps;
+    if (std::any_of(c.extensions.begin(), c.extensions.end(), is_remap))  // keys without remaps keep their value
+      k["remaps"] = {{"groups", c.remaps.groups}, {"windows", c.remaps.windows}, {"leak", "(len - 1 - w) / (train_len - 1 - w)"}};
   }
   if (c.distractors > 0) k["distractors"] = c.distractors;
   return k;
@@ -69,6 +73,7 @@ void validate_passkey(const PasskeyConfig& c) {
       throw Error("--schemes: '" + name + "' is not a passkey scheme; use: nope, sinusoidal, learned, rope, alibi, t5, deberta, kerple, sandwich, fox");
   }
   if (c.extensions.empty()) throw Error("--extensions is empty: give at least one of " + enum_names_joined<RopeExtension>(", "));
+  check_remaps(c.remaps, t.train_len);
 }
 
 PasskeyConfig PasskeyConfig::full() const {

@@ -71,19 +71,21 @@ std::string variant_name(const std::string& model, const std::string& extension,
 std::string passkey_table(const PasskeyResult& r, const PasskeyConfig& c) {
   std::ostringstream out;
   char buf[128];
-  std::snprintf(buf, sizeof buf, "%-18s", "model");
+  int width = 18;  // the model column: the longest variant name (a remap's carries its settings)
+  for (const Variant& v : variants(r)) width = std::max(width, static_cast<int>(v.name().size()));
+  std::snprintf(buf, sizeof buf, "%-*s", width, "model");
   out << buf;
   for (int m : c.multiples) {
     const std::string label = std::to_string(m) + "x (" + std::to_string(m * c.training.train_len) + ")";
     std::snprintf(buf, sizeof buf, "  %15s", label.c_str());
     out << buf;
   }
-  out << "\n" << std::string(18, ' ');
+  out << "\n" << std::string(static_cast<std::size_t>(width), ' ');
   for (std::size_t i = 0; i < c.multiples.size(); ++i) out << "     exact  log p";
   out << "   (mean over depths; " << c.samples << " sequences per depth; trained at " << c.training.train_len
       << (c.distractors ? "; +d" + std::to_string(c.distractors) + ": among " + std::to_string(c.distractors) + " distractor keys" : "") << ")\n";
   for (const Variant& v : variants(r)) {
-    std::snprintf(buf, sizeof buf, "%-18s", v.name().c_str());
+    std::snprintf(buf, sizeof buf, "%-*s", width, v.name().c_str());
     out << buf;
     for (int m : c.multiples) {
       const auto [acc, logp] = mean_at(r, v, m * c.training.train_len);

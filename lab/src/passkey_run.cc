@@ -35,10 +35,10 @@ BatchSource mixed_batches(const PasskeyVocab& vocab, const Corpus& corpus, int l
 // The RoPE schedule of a variant at length len, for forward's rope_override (null for a model
 // without RoPE). A fine-tuned variant keeps at least the scale it was tuned at (it has learned
 // those positions), and grows past it as the zero-shot one does.
-torch_layer::RotaryEmbedding variant_rope(const ModelPlan& p, RopeExtension ext, bool finetune, int train_len, int len) {
+torch_layer::RotaryEmbedding variant_rope(const ModelPlan& p, const ExtensionVariant& v, bool finetune, int train_len, int len) {
   if (p.config.scheme != Scheme::kRope) return torch_layer::RotaryEmbedding(nullptr);
   const int at = finetune ? std::max(len, kFinetuneScale * train_len) : len;
-  return extension_rope(p.config, ext, train_len, at);
+  return extension_rope(p.config, v.extension, train_len, at);
 }
 
 torch_layer::RotaryEmbeddingImpl* pointer_of(torch_layer::RotaryEmbedding& rope) { return rope ? rope.get() : nullptr; }
@@ -51,10 +51,10 @@ nlohmann::json cell_json(const PasskeyRow& r) {
 }
 
 // Every grid cell and the position curve of one variant.
-void score_variant(TransformerLM& model, const ModelPlan& p, RopeExtension ext, bool finetune, const PasskeyConfig& c,
+void score_variant(TransformerLM& model, const ModelPlan& p, const ExtensionVariant& ext, bool finetune, const PasskeyConfig& c,
                    const PasskeyVocab& vocab, const Corpus& corpus, nlohmann::json* out) {
   const int train_len = c.training.train_len;
-  const std::string ext_name = to_string(ext);
+  const std::string& ext_name = ext.label;
   // The one-key grid, and with distractors the multi-key grid too.
   const std::vector<int> grids = c.distractors > 0 ? std::vector<int>{0, c.distractors} : std::vector<int>{0};
   Progress progress("score " + variant_name(p.name, ext_name, finetune), static_cast<long>(grids.size() * c.multiples.size() * c.depths.size()));
@@ -63,6 +63,7 @@ void score_variant(TransformerLM& model, const ModelPlan& p, RopeExtension ext, 
     for (int m : c.multiples) {
       const int len = m * train_len;
       torch_layer::RotaryEmbedding rope = variant_rope(p, ext, finetune, train_len, len);  // one schedule for every depth
+      const ScopedRemap remap(model, extension_remap(ext, train_len, len));
       for (double depth : c.depths) {
         const PasskeyScore s = score_cell(model, passkey_cell(vocab, corpus.valid, len, depth, c.samples, distractors), pointer_of(rope));
         out->push_back(cell_json({p.name, "", ext_name, finetune, len, depth, s.accuracy, s.logprob, s.samples, distractors}));
@@ -71,6 +72,7 @@ void score_variant(TransformerLM& model, const ModelPlan& p, RopeExtension ext, 
     }
   const int longest = train_len * *std::max_element(c.multiples.begin(), c.multiples.end());
   torch_layer::RotaryEmbedding rope = variant_rope(p, ext, finetune, train_len, longest);
+  const ScopedRemap remap(model, extension_remap(ext, train_len, longest));
   out->push_back({{"kind", "curve"}, {"extension", ext_name}, {"finetune", finetune},
                   {"bits", position_bits(model, corpus.valid, longest, c.curve_chars, pointer_of(rope))}});
   progress.finish("scored");
@@ -187,6 +189,10 @@ PasskeyResult run_passkey(const PasskeyConfig& c) {
   PasskeyResult result;
   result.notes.push_back("dynamic: the prompt is read in one pass, so its scale is length / train_len (NTK at that scale), "
                          "which is also the scale HF's dynamic NTK uses at prefill");
+  if (std::any_of(c.extensions.begin(), c.extensions.end(), is_remap))
+    result.notes.push_back("remaps, zero-shot on the model's own schedule: self-extend-gG-wW (Jin et al. 2024), rerope-wW and "
+                           "leaky-rerope-wW (Su 2023); leaky's slope k = (len - 1 - w) / (train_len - 1 - w), which maps the "
+                           "longest distance to train_len - 1");
   long budget = c.stop_after_steps;
   RunHooks hooks;
   hooks.job = [&](std::size_t i) {
@@ -207,13 +213,13 @@ PasskeyResult run_passkey(const PasskeyConfig& c) {
   hooks.evaluate = [&](std::size_t i, TransformerLM& model, nlohmann::json* rows) {
     const ModelPlan& plan = plans[i];
     const bool rope = plan.config.scheme == Scheme::kRope;
-    for (const RopeExtension ext : rope ? c.extensions : std::vector<RopeExtension>{RopeExtension::kNone})
-      score_variant(model, plan, ext, false, c, vocab, corpus, rows);
+    const std::vector<RopeExtension> exts = rope ? c.extensions : std::vector<RopeExtension>{RopeExtension::kNone};
+    for (const ExtensionVariant& v : extension_variants(exts, c.remaps, t.train_len)) score_variant(model, plan, v, false, c, vocab, corpus, rows);
     for (const RopeExtension ext : rope && c.finetune_steps > 0 ? c.extensions : std::vector<RopeExtension>{}) {
-      if (ext == RopeExtension::kNone) continue;
+      if (ext == RopeExtension::kNone || is_remap(ext)) continue;  // a remap has no backward pass to fine-tune through
       TransformerLM tuned(nullptr);
       if (!finetune(&tuned, plan, training_key(plan, c, corpus), ext, c, vocab, corpus, &budget)) return false;
-      score_variant(tuned, plan, ext, true, c, vocab, corpus, rows);
+      score_variant(tuned, plan, extension_variants({ext}, c.remaps, t.train_len).front(), true, c, vocab, corpus, rows);
     }
     return true;
   };

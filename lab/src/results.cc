@@ -1,4 +1,5 @@
 // Results of `lab extrapolate` as text, JSON, CSV and the SVG chart (no libtorch here).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -60,8 +61,10 @@ std::string format_table(const ExtrapolateResult& r, const ExtrapolateConfig& c)
     cells[key][row.eval_len].push_back(row.available ? row.bpc : std::nan(""));
   }
   std::ostringstream out;
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%-22s %-20s", "model", "extension");
+  char buf[96];
+  int width = 20;  // the extension column: the longest label (a remap's or a stream's carries its settings)
+  for (const auto& key : order) width = std::max(width, static_cast<int>(std::min<std::size_t>(key.second.size(), 48)));
+  std::snprintf(buf, sizeof buf, "%-22s %-*s", "model", width, "extension");
   out << buf;
   for (int len : c.eval_lens) {
     std::snprintf(buf, sizeof buf, " %13d", len);
@@ -69,7 +72,7 @@ std::string format_table(const ExtrapolateResult& r, const ExtrapolateConfig& c)
   }
   out << "   (" << r.unit << "; trained at " << c.training.train_len << ")\n";
   for (const auto& key : order) {
-    std::snprintf(buf, sizeof buf, "%-22s %-20s", key.first.c_str(), key.second.c_str());
+    std::snprintf(buf, sizeof buf, "%-22s %-*s", key.first.c_str(), width, key.second.c_str());
     out << buf;
     for (int len : c.eval_lens) {
       const auto& v = cells[key][len];

@@ -212,7 +212,7 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   ctx.query_rows = attention_query_rows;
   ctx.past = cache ? cache->length() : 0;
   ctx.key_mask = cache && cache->mask.defined() ? torch::cat({cache->mask, new_mask}, 1) : new_mask;
-  const torch::Tensor all_positions = positions_for(ctx.key_mask, ctx.key_mask.size(1));
+  const torch::Tensor all_positions = positions_for(ctx.key_mask, ctx.key_mask.size(1)) + (cache ? cache->position_offset : 0);
   RopeSpec spec;
   if (RotaryEmbeddingImpl* const rope = rope_override ? rope_override : rotary ? rotary.get() : nullptr) {
     spec = rope->spec_for(all_positions.max().item<std::int64_t>());
@@ -271,6 +271,10 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   const std::int64_t distances = all_positions.numel() ? all_positions.max().item<std::int64_t>() + 1 : 1;
   if (kerple) ctx.distance_table = kerple->table(distances);
   if (sandwich) ctx.distance_table = sandwich->table(distances);
+  if (remap.kind != PositionRemapKind::kNone && !(fused && ctx.rope))
+    throw Error(std::string("TransformerLM: remap ") + to_string(remap.kind) + " needs a RoPE model on the fused kernel at inference" +
+                (ctx.rope ? " (eval mode, no gradients, no recorded weights, keys cached unrotated)" : "; the scheme is " +
+                 std::string(to_string(config_.scheme))));
   if (fused) {
     ctx.fused = fused_spec(ctx);
     if (t5) ctx.t5_table = t5->table;  // layer 0's table, shared (T5); its gradient when training
@@ -293,6 +297,7 @@ std::shared_ptr<const AttentionSpec> TransformerLMImpl::fused_spec(const Forward
   data.key_padding = ctx.key_mask;
   if (ctx.rope) {
     p.positions = AttentionPositions::kRope;
+    p.remap = remap;
     data.rope = *ctx.rope;
   } else if (alibi) {
     p.positions = AttentionPositions::kAlibi;

@@ -37,6 +37,18 @@ inline const std::vector<int> kFullEvalLens = {64, 128, 256, 512, 1024, 2048, 40
 // The row label of dynamic NTK scored token by token with a KV cache (beside its "dynamic" row).
 inline constexpr const char* kIncrementalRow = "dynamic-incremental";
 
+// The streaming run (`--stream`): the RoPE model reads streams of multiple x train_len tokens of the
+// validation text, token by token, through StreamingLLM's cache (Xiao et al. 2023;
+// posenc_torch/sink_cache.h) of `sinks` + `window` tokens, keys re-rotated to their slots on
+// eviction and not, and through the window alone (no sinks); bits per character over every token,
+// rows "stream-s<S>-w<W>", "...-no-rerotate", "stream-s0-w<S+W>" at eval length multiple x train_len.
+struct StreamSettings {
+  bool on = false;
+  int sinks = 4;
+  int window = 0;     // 0: train_len - sinks, so the cache spans the trained range exactly
+  int multiple = 16;  // each stream's length over the training length
+};
+
 struct ExtrapolateConfig {
   std::string corpus = kDefaultCorpus;
   std::vector<std::string> schemes = {"nope", "sinusoidal", "rope", "alibi"};
@@ -56,6 +68,8 @@ struct ExtrapolateConfig {
   // "raw-index" (add), "raw-index-concat", "raw-index-multiply". The tutorials' pitfall (issue 32).
   std::vector<std::string> raw_index;
   int pi_finetune_steps = 0;         // PI with a short fine-tune at 4x the training length
+  RemapSettings remaps;              // the settings of the remap extensions (self-extend, rerope, leaky-rerope)
+  StreamSettings stream;             // the streaming run of the RoPE model (off by default)
   long stop_after_steps = -1;        // stop (as if killed) after this many training steps in this run
   LaunchConfig launch;               // ranks of a distributed run (distributed.h); default: this process alone
 

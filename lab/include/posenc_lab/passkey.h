@@ -4,7 +4,8 @@
 // (passkey_task.h) and asked for the key at every grid length x depth; RoPE also with each
 // length extension (PI, Chen et al. 2023; NTK and dynamic NTK; YaRN, Peng et al. 2023)
 // zero-shot and after a short fine-tune at 2x the training length, as the PI paper does
-// (about 1% of the training steps). RULER (Hsieh et al. 2024) shows one needle can be too easy;
+// (about 1% of the training steps), and each distance remap (Self-Extend, ReRoPE, leaky ReRoPE)
+// zero-shot at each of its settings. RULER (Hsieh et al. 2024) shows one needle can be too easy;
 // this grid is the single-needle baseline.
 //
 // Runs survive like `lab extrapolate`: checkpoints every checkpoint_every steps, finished models
@@ -23,9 +24,11 @@ namespace posenc::lab {
 struct PasskeyConfig {
   std::string corpus = kDefaultCorpus;
   std::vector<std::string> schemes = {"rope", "alibi", "nope"};
-  // RoPE's extensions, each zero-shot and (finetune_steps > 0, not none) fine-tuned at 2x.
-  std::vector<RopeExtension> extensions = {RopeExtension::kNone, RopeExtension::kPi, RopeExtension::kNtk, RopeExtension::kDynamic,
-                                           RopeExtension::kYarn};
+  // RoPE's extensions, each zero-shot and (finetune_steps > 0, not none, not a remap) fine-tuned at 2x.
+  std::vector<RopeExtension> extensions = {RopeExtension::kNone,       RopeExtension::kPi,     RopeExtension::kNtk,
+                                           RopeExtension::kDynamic,    RopeExtension::kYarn,   RopeExtension::kSelfExtend,
+                                           RopeExtension::kReRope,     RopeExtension::kLeakyReRope};
+  RemapSettings remaps;  // the settings each remap extension is scored at
   // train_len 64, 1500 steps of 32, lr 3e-3, warm-up 50. Measured with probe_every on this
   // 2-core machine: at 2 layers x 64 wide, lr 3e-3, exact match at 1x jumps from 0% to ~96%
   // between steps 500 and 600 (RoPE, ALiBi) or 600 and 900 (NoPE); 1500 steps leave a margin

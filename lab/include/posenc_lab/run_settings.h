@@ -57,8 +57,31 @@ void check_shape(const ModelShape& shape, const TrainSettings& training);
 
 // RoPE's inference-time length extensions (scale = eval_len / train_len), no retraining: none,
 // position interpolation (Chen et al. 2023), NTK-aware base scaling, dynamic NTK (the scale of
-// each window), YaRN (Peng et al. 2023).
-enum class RopeExtension { kNone, kPi, kNtk, kDynamic, kYarn };
+// each window), YaRN (Peng et al. 2023); and remaps of the query-key distance on the model's own
+// schedule (the core's PositionRemap, fused kernel, inference only): Self-Extend (Jin et al. 2024),
+// ReRoPE and leaky ReRoPE (Su 2023), each scored at the settings of RemapSettings. Dual Chunk
+// Attention (An et al. 2024) joins them as one more remap kind (extension_remap, lm_eval.h).
+enum class RopeExtension { kNone, kPi, kNtk, kDynamic, kYarn, kSelfExtend, kReRope, kLeakyReRope };
+
+// Whether ext remaps distances (scored zero-shot only: a remap has no backward pass to fine-tune).
+inline bool is_remap(RopeExtension ext) {
+  return ext == RopeExtension::kSelfExtend || ext == RopeExtension::kReRope || ext == RopeExtension::kLeakyReRope;
+}
+
+// The settings the remaps are scored at (train_len L). A distance Delta beyond Self-Extend's
+// window w becomes about Delta / G + w (1 - 1/G), inside the trained range while
+// Delta < G (L - w) + w: w = L/2 reaches 2.5L, 4.5L, 8.5L at G = 4, 8, 16, and w = L/4 reaches
+// 3.25L, 6.25L, 12.25L, so the defaults span the passkey grid's 4x and 8x, with a neighbour window
+// of a half or a quarter of the trained range kept exact (the paper's w is 1/8 to 1/4 of L).
+// ReRoPE and leaky ReRoPE take each window too; leaky's slope k = (len - 1 - w) / (L - 1 - w)
+// maps the longest distance of a length to L - 1, the longest one trained (k = 1 up to L).
+struct RemapSettings {
+  std::vector<int> groups = {4, 8, 16};  // Self-Extend's G, each >= 2
+  std::vector<int> windows;              // w in [1, L - 2]; empty: {L / 4, L / 2}
+};
+
+// Throws Error naming the first remap setting out of range for training length train_len.
+void check_remaps(const RemapSettings& remaps, int train_len);
 
 // The names of extensions, in order (the JSON of results and cache keys).
 std::vector<std::string> extension_names(const std::vector<RopeExtension>& extensions);
@@ -67,5 +90,7 @@ std::vector<std::string> extension_names(const std::vector<RopeExtension>& exten
 
 namespace posenc {
 POSENC_ENUM_NAMES(lab::RopeExtension, "--extensions", {lab::RopeExtension::kNone, "none"}, {lab::RopeExtension::kPi, "pi"},
-                  {lab::RopeExtension::kNtk, "ntk"}, {lab::RopeExtension::kDynamic, "dynamic"}, {lab::RopeExtension::kYarn, "yarn"});
+                  {lab::RopeExtension::kNtk, "ntk"}, {lab::RopeExtension::kDynamic, "dynamic"}, {lab::RopeExtension::kYarn, "yarn"},
+                  {lab::RopeExtension::kSelfExtend, "self-extend"}, {lab::RopeExtension::kReRope, "rerope"},
+                  {lab::RopeExtension::kLeakyReRope, "leaky-rerope"});
 }  // namespace posenc

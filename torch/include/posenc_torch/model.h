@@ -38,6 +38,9 @@ struct KVCache {
   // changes, as it does in transformers with dynamic NTK). For measuring that drift.
   bool hf_stale_keys = false;
   std::vector<torch::Tensor> gate;  // FoX: per layer the cumulative gate c [B, H, T] of the keys
+  // Added to the position of every token of the next forward: a sink cache that does not
+  // re-rotate (sink_cache.h) keeps each new token at its place in the stream after evictions.
+  std::int64_t position_offset = 0;
   std::int64_t length() const { return mask.defined() ? mask.size(1) : 0; }
   void clear() { *this = KVCache{{}, {}, {}, {}, {}, rebuilds, hf_stale_keys, {}}; }
 };
@@ -157,6 +160,12 @@ class TransformerLMImpl : public torch::nn::Module {
   // a causal block also drops the keys after its last query's. 0: as many rows as keep one
   // block's scores near model.cc's kQueryBlockScores. Training and `record`: one block.
   std::int64_t attention_query_rows = 0;
+  // An inference-time remap of RoPE's query-key distance (core attention.h's PositionRemap:
+  // Self-Extend, ReRoPE, leaky ReRoPE), for a RoPE model on the fused kernel: forward in eval mode
+  // without gradients, with or without a KV cache (whose keys stay unrotated). kNone: plain. A
+  // forward that would take another path (gradients, recorded weights, another scheme,
+  // hf_stale_keys) is an Error naming it; the remap has no backward pass.
+  PositionRemap remap;
   RotaryEmbedding rotary{nullptr};
   std::vector<Block> blocks;
 
