@@ -52,7 +52,7 @@ TEST(LabCli, EmptyOrBogusListsAreRejectedUpFront) {
   expect_error("lab extrapolate --extensions ''" + out, "--extensions: item 1 of '' is empty");
   expect_error("lab passkey --depths ''" + out, "--depths: item 1 of '' is empty");
   expect_error("lab passkey --multiples 1,,2" + out, "--multiples: item 2 of '1,,2' is empty");
-  expect_error("lab extrapolate --extensions none,bogus" + out, "--extensions must be one of none|pi|ntk|dynamic|yarn|self-extend|rerope|leaky-rerope, got 'bogus'");
+  expect_error("lab extrapolate --extensions none,bogus" + out, "--extensions must be one of none|pi|ntk|dynamic|yarn|self-extend|rerope|leaky-rerope|dual-chunk, got 'bogus'");
   expect_error("lab extrapolate --schemes rope,nonsense" + out, "'nonsense'");
   expect_error("lab sort --schemes ''" + out, "--schemes: item 1 of '' is empty");
   expect_error("lab passkey --remap-groups 4,1" + out, "--remap-groups must be in [2, 16384], got 1");

@@ -23,7 +23,7 @@ double bpc_of(const ExtrapolateResult& r, const std::string& extension, int len)
 
 TEST(LabLongContext, RemapsAndStreamsAreRowsOfTheRopeModel) {
   ExtrapolateConfig c = test::tiny("lab_long_context", {"rope"});
-  c.extensions = {RopeExtension::kNone, RopeExtension::kSelfExtend, RopeExtension::kLeakyReRope};
+  c.extensions = {RopeExtension::kNone, RopeExtension::kSelfExtend, RopeExtension::kLeakyReRope, RopeExtension::kDualChunk};
   c.remaps.groups = {2};
   c.remaps.windows = {4};
   c.stream = {true, 2, 0, 2};  // 2 sinks + 14 recent tokens over streams of 32
@@ -34,6 +34,11 @@ TEST(LabLongContext, RemapsAndStreamsAreRowsOfTheRopeModel) {
   EXPECT_DOUBLE_EQ(bpc_of(r, "leaky-rerope-w4", 16), bpc_of(r, "none", 16));
   EXPECT_GT(std::fabs(bpc_of(r, "self-extend-g2-w4", 16) - bpc_of(r, "none", 16)), 1e-4);
   EXPECT_GT(std::fabs(bpc_of(r, "leaky-rerope-w4", 32) - bpc_of(r, "none", 32)), 1e-4);
+  // Dual Chunk Attention with chunk_size 16, local_size 4 (c = 12): within the training length a
+  // key one chunk back keeps its distance (min(q mod c + c, 16) = q), so plain RoPE's numbers;
+  // at 32 the earlier chunks' distances are clamped.
+  EXPECT_NEAR(bpc_of(r, "dual-chunk-c16-l4", 16), bpc_of(r, "none", 16), 1e-6);
+  EXPECT_GT(std::fabs(bpc_of(r, "dual-chunk-c16-l4", 32) - bpc_of(r, "none", 32)), 1e-4);
   const double rerotated = bpc_of(r, "stream-s2-w14", 32), kept = bpc_of(r, "stream-s2-w14-no-rerotate", 32);
   ASSERT_TRUE(std::isfinite(rerotated) && std::isfinite(kept) && std::isfinite(bpc_of(r, "stream-s0-w16", 32)));
   EXPECT_NE(rerotated, kept) << "after evictions the positions differ (a model of 24 steps barely reads them: 3e-5 bits)";

@@ -111,7 +111,8 @@ RopeParams extension_params(const ModelConfig& m, RopeExtension ext, int train_l
     case RopeExtension::kNone:
     case RopeExtension::kSelfExtend:
     case RopeExtension::kReRope:
-    case RopeExtension::kLeakyReRope: return p;
+    case RopeExtension::kLeakyReRope:
+    case RopeExtension::kDualChunk: return p;
     case RopeExtension::kPi: p.type = RopeType::kLinear; break;
     case RopeExtension::kNtk: p.type = RopeType::kNtk; break;
     case RopeExtension::kYarn:
@@ -139,6 +140,10 @@ std::vector<ExtensionVariant> extension_variants(const std::vector<RopeExtension
       continue;
     }
     for (const int w : windows) {
+      if (ext == RopeExtension::kDualChunk) {  // local_size w, chunk_size the training length
+        out.push_back({ext, name + "-c" + std::to_string(train_len) + "-l" + std::to_string(w), 1, w});
+        continue;
+      }
       if (ext != RopeExtension::kSelfExtend) {
         out.push_back({ext, name + "-w" + std::to_string(w), 1, w});
         continue;
@@ -162,7 +167,13 @@ PositionRemap extension_remap(const ExtensionVariant& v, int train_len, int len)
       r.kind = PositionRemapKind::kLeakyReRope;
       r.leak = std::max(1.0, static_cast<double>(len - 1 - v.window) / (train_len - 1 - v.window));
       break;
-    default: return {};  // a schedule extension (Dual Chunk Attention: a case here)
+    case RopeExtension::kDualChunk:  // c = L - w: a key one chunk back sits at most L away
+      r.kind = PositionRemapKind::kDualChunk;
+      r.chunk_size = train_len;
+      r.local_size = v.window;
+      r.window = 0;
+      break;
+    default: return {};  // a schedule extension
   }
   return r;
 }

@@ -192,7 +192,8 @@ PasskeyResult run_passkey(const PasskeyConfig& c) {
   if (std::any_of(c.extensions.begin(), c.extensions.end(), is_remap))
     result.notes.push_back("remaps, zero-shot on the model's own schedule: self-extend-gG-wW (Jin et al. 2024), rerope-wW and "
                            "leaky-rerope-wW (Su 2023); leaky's slope k = (len - 1 - w) / (train_len - 1 - w), which maps the "
-                           "longest distance to train_len - 1");
+                           "longest distance to train_len - 1; dual-chunk-cC-lW (An et al. 2024) with chunk_size C = train_len and "
+                           "local_size W");
   long budget = c.stop_after_steps;
   RunHooks hooks;
   hooks.job = [&](std::size_t i) {

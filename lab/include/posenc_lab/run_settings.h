@@ -59,13 +59,15 @@ void check_shape(const ModelShape& shape, const TrainSettings& training);
 // position interpolation (Chen et al. 2023), NTK-aware base scaling, dynamic NTK (the scale of
 // each window), YaRN (Peng et al. 2023); and remaps of the query-key distance on the model's own
 // schedule (the core's PositionRemap, fused kernel, inference only): Self-Extend (Jin et al. 2024),
-// ReRoPE and leaky ReRoPE (Su 2023), each scored at the settings of RemapSettings. Dual Chunk
-// Attention (An et al. 2024) joins them as one more remap kind (extension_remap, lm_eval.h).
-enum class RopeExtension { kNone, kPi, kNtk, kDynamic, kYarn, kSelfExtend, kReRope, kLeakyReRope };
+// ReRoPE and leaky ReRoPE (Su 2023), and Dual Chunk Attention (An et al. 2024; chunk_size the
+// training length, as Qwen2.5-1M's config sets it to the trained context, local_size each window),
+// each scored at the settings of RemapSettings.
+enum class RopeExtension { kNone, kPi, kNtk, kDynamic, kYarn, kSelfExtend, kReRope, kLeakyReRope, kDualChunk };
 
 // Whether ext remaps distances (scored zero-shot only: a remap has no backward pass to fine-tune).
 inline bool is_remap(RopeExtension ext) {
-  return ext == RopeExtension::kSelfExtend || ext == RopeExtension::kReRope || ext == RopeExtension::kLeakyReRope;
+  return ext == RopeExtension::kSelfExtend || ext == RopeExtension::kReRope || ext == RopeExtension::kLeakyReRope ||
+         ext == RopeExtension::kDualChunk;
 }
 
 // The settings the remaps are scored at (train_len L). A distance Delta beyond Self-Extend's
@@ -92,5 +94,5 @@ namespace posenc {
 POSENC_ENUM_NAMES(lab::RopeExtension, "--extensions", {lab::RopeExtension::kNone, "none"}, {lab::RopeExtension::kPi, "pi"},
                   {lab::RopeExtension::kNtk, "ntk"}, {lab::RopeExtension::kDynamic, "dynamic"}, {lab::RopeExtension::kYarn, "yarn"},
                   {lab::RopeExtension::kSelfExtend, "self-extend"}, {lab::RopeExtension::kReRope, "rerope"},
-                  {lab::RopeExtension::kLeakyReRope, "leaky-rerope"});
+                  {lab::RopeExtension::kLeakyReRope, "leaky-rerope"}, {lab::RopeExtension::kDualChunk, "dual-chunk"});
 }  // namespace posenc
