@@ -4,6 +4,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <charconv>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -41,15 +43,19 @@ ConfigGroup add_config_options(CLI::App* cmd, ConfigArgs& args, bool required,
                                const std::string& layer_help = "layer type (default: full attention)");
 
 // --seed, --dim: the same name and the same check everywhere; `help` says what they seed or size.
-// An unsigned seed refuses a sign: CLI11 converted --seed -1 to 18446744073709551615.
+// An unsigned seed is a decimal integer that fits T: CLI11 converted --seed -1 to 2^64-1 and
+// saturated --seed 18446744073709551616 (2^64) to 2^64-1, two seeds giving one stream (issue 33,
+// spec-089); std::from_chars refuses both (a sign, std::errc::result_out_of_range).
 template <typename T>
 CLI::Option* add_seed_option(CLI::App* cmd, T& seed, const std::string& help) {
   CLI::Option* o = cmd->add_option("--seed", seed, help)->capture_default_str();
   if constexpr (std::is_unsigned_v<T>)
     o->check(CLI::Validator(
         [](std::string& v) {
-          return v.find('-') == std::string::npos ? std::string()
-                                                  : "must be an integer in [0, 2^64-1], got " + v;
+          T parsed{};
+          const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), parsed);
+          if (!v.empty() && ec == std::errc() && end == v.data() + v.size()) return std::string();
+          return "must be a decimal integer in [0, " + std::to_string(std::numeric_limits<T>::max()) + "], got " + v;
         },
         "UINT"));
   return o;

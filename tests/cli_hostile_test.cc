@@ -108,6 +108,10 @@ TEST(CliHostile, EmptyListItemsAndSignedSeedsAreRefused) {
   EXPECT_CLEAN_ERROR(run_bounded(golden + " --positions 0,,1"), "--positions: item 2 of '0,,1' is empty");
   EXPECT_CLEAN_ERROR(run_bounded(golden + " --positions 1,"), "--positions: item 2 of '1,' is empty");
   EXPECT_CLEAN_ERROR(run_bounded(golden + " --seed -1"), "--seed", "got -1");
+  // spec-089: 2^64 saturated to 2^64-1 (the manifest recorded 18446744073709551615).
+  EXPECT_CLEAN_ERROR(run_bounded(golden + " --seed 18446744073709551616"), "--seed",
+                     "in [0, 18446744073709551615], got 18446744073709551616");
+  EXPECT_CLEAN_ERROR(run_bounded(golden + " --seed 100000000000000000000000"), "--seed", "got 100000000000000000000000");
   EXPECT_CLEAN_ERROR(run_bounded("table --scheme sinusoidal --dim 8 --seed -5 --positions 0,1"), "--seed", "got -5");
   // The schedule's list flags (freqs --long-factor, --mrope-section) are list flags too.
   EXPECT_CLEAN_ERROR(run_bounded("freqs --head-dim 8 --mrope-section 1,,1"), "--mrope-section: item 2");
@@ -125,6 +129,19 @@ TEST(CliHostile, BenchShapesThatWrapOrRepeatsWithoutEndAreRefused) {
                      "is 274877906944 q + k elements, more than the limit of 134217728");
   EXPECT_CLEAN_ERROR(run_bounded("bench rope --tokens 1 --heads 1 --head-dim 2 --kv-heads 0 --repeats 1073741824"),
                      "--repeats 1073741824", "use at most 32768 repeats");
+}
+
+// bench-010..014: one message for every bad setting named none; bench-022: --threads 1024 reached
+// libgomp ("Thread creation failed") where bench attention and train refuse more threads than
+// the machine has.
+TEST(CliHostile, BenchRopeNamesTheSettingAndRefusesThreadsBeyondTheMachine) {
+  EXPECT_CLEAN_ERROR(run_bounded("bench rope --tokens 0"), "--tokens must be >= 1, got 0");
+  EXPECT_CLEAN_ERROR(run_bounded("bench rope --heads -1"), "--heads must be >= 1, got -1");
+  EXPECT_CLEAN_ERROR(run_bounded("bench rope --kv-heads -1"), "--kv-heads must be >= 0, got -1");
+  EXPECT_CLEAN_ERROR(run_bounded("bench rope --head-dim 3"), "--head-dim must be even and >= 2, got 3");
+  EXPECT_CLEAN_ERROR(run_bounded("bench rope --head-dim 0"), "--head-dim must be even and >= 2, got 0");
+  EXPECT_CLEAN_ERROR(run_bounded("bench rope --threads 1024 --tokens 64 --heads 2 --kv-heads 1 --head-dim 64 --repeats 7"),
+                     "bench rope: --threads must be in [0, ", "(this machine's hardware threads; 0: all), got 1024");
 }
 
 // F15: under RLIMIT_FSIZE the CLI died by SIGXFSZ mid-write, leaving golden.safetensors.tmp.

@@ -130,6 +130,23 @@ TEST(GgufHostile, ValuesNoEngineCanUseAreRefusedNamingTheKey) {
     for (int i = 0; i < 4; ++i) std::memcpy(&data[4 * i], i == 2 ? &bad : &one, 4);
     EXPECT_ERROR_HAS(header({{"rope_freqs.weight", {4}, 0, 0}}) + data, "rope_freqs.weight entry 2 is");
   }
+  // gguf-090/091: every factor tensor is checked alike, the long factors too (llama.cpp divides by
+  // them past n_ctx_orig) though the schedule printed here is the short one's.
+  for (float bad : {0.0f, std::numeric_limits<float>::quiet_NaN()}) {
+    std::string data(64, '\0');
+    const float one = 1.0f;
+    for (int i = 0; i < 8; ++i) std::memcpy(&data[4 * i], i >= 4 ? &bad : &one, 4);
+    const std::string two = header({{"rope_factors_short.weight", {4}, 0, 0}, {"rope_factors_long.weight", {4}, 0, 32}});
+    EXPECT_ERROR_HAS(two + data, "rope_factors_long.weight entry 0 is");
+    EXPECT_ERROR_HAS(two + data, "; expected a finite divisor > 0");
+  }
+  EXPECT_ERROR_HAS(header({{"rope_factors_long.weight", {3}, 0, 0}}) + kData64, "rope_factors_long.weight has 3 values; n_rot / 2 = 4");
+  // gguf-070: the product of finite factors must be usable: float16's normal range, the KV cache's.
+  EXPECT_ERROR_HAS(with("llama.rope.scaling.attn_factor", 3e38f), "the attention factor on cos/sin is 3");
+  EXPECT_ERROR_HAS(with("llama.rope.scaling.attn_factor", 65600), "expected a value in [6.103515625e-05, 65504]");
+  EXPECT_ERROR_HAS(with("llama.rope.scaling.yarn_attn_factor", 1e-5f), "times yarn_attn_factor 9.99");
+  EXPECT_EQ(error_of(with("llama.rope.scaling.attn_factor", 65504)), "");
+  EXPECT_EQ(error_of(with("llama.rope.scaling.attn_factor", 0x1p-14f)), "");
   std::string u32_arch = "GGUF";
   put<std::uint32_t>(u32_arch, 3);
   put<std::uint64_t>(u32_arch, 0);

@@ -68,6 +68,22 @@ TEST(ModelSpecHostile, ScalesAreFinitePositiveNumbers) {
   granite["attention_multiplier"] = -1;
   EXPECT_REFUSED(granite, "attention_multiplier must be a finite number > 0", "-1");
 
+  // spec-023: a subnormal is > 0 but 1 / sqrt(1e-320) = 1e160 made golden's logits +-inf; a normal
+  // double whose scale is past float32 (1e-300 -> 1e150, or a multiplier of 1e-300) is refused by
+  // the scale's own range, naming the key and its value.
+  gemma["query_pre_attn_scalar"] = 1e-320;
+  EXPECT_REFUSED(gemma, "query_pre_attn_scalar must be a finite number > 0 (and not subnormal), got 1e-320");
+  gemma["query_pre_attn_scalar"] = 1e-300;
+  EXPECT_REFUSED(gemma, "query_pre_attn_scalar 1e-300 gives a softmax scale of 1", "float32's normal range");
+  granite["attention_multiplier"] = 1e-300;
+  EXPECT_REFUSED(granite, "attention_multiplier 1e-300 gives a softmax scale of 1e-300");
+  granite["attention_multiplier"] = 1e39;
+  EXPECT_REFUSED(granite, "attention_multiplier 1e+39 gives a softmax scale");
+  granite["attention_multiplier"] = 1e-30;  // small but a normal float32: accepted
+  EXPECT_EQ(spec_error(granite), "");
+  gemma["query_pre_attn_scalar"] = 256;
+  EXPECT_EQ(spec_error(gemma), "");
+
   json llama4 = {{"model_type", "llama4_text"}, {"hidden_size", 512}, {"num_attention_heads", 4}, {"head_dim", 128},
                  {"num_hidden_layers", 4}, {"rope_theta", 500000.0}};
   for (const auto& [key, value, says] :

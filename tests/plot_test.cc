@@ -201,5 +201,20 @@ TEST(Explain, Llama31InNumbersAndWords) {
   EXPECT_NE(explain_json(r).find("\"frequencies_blended\": 6"), std::string::npos);
 }
 
+// spec-107: --context is a length, in the range of freqs' --seq-len ([1, 2^31]: positions up to
+// 2^31-1); 2^31 was refused as past 2^31-1.
+TEST(Explain, ContextTakesTheSequenceLengthRange) {
+  const ModelRope m = load_hf_config(testing::reference_dir() + "/real-configs/Llama-3.1-8B-Instruct.json");
+  EXPECT_EQ(explain(m, "", std::int64_t{1} << 31).context, std::int64_t{1} << 31);
+  for (std::int64_t bad : {std::int64_t{0}, (std::int64_t{1} << 31) + 1}) {
+    try {
+      explain(m, "", bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "--context must be in [1, 2^31] (positions 0 .. 2^31-1), got " + std::to_string(bad));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace posenc::plot

@@ -14,6 +14,7 @@
 #include "posenc_bench/memory_pass.h"
 #include "posenc_bench/timing.h"
 #include "posenc/rope_kernels.h"
+#include "posenc_bench/bench_threads.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -74,8 +75,16 @@ std::string available_targets() {
 
 RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
   const TargetScope target_scope(c.target);
-  if (c.tokens < 1 || c.heads < 1 || c.kv_heads < 0 || c.head_dim < 2 || c.head_dim % 2 != 0 || c.repeats < 1)
-    throw Error("bench needs tokens, heads >= 1, kv_heads >= 0, an even head_dim >= 2 and repeats >= 1");
+  // Each setting named with its value (issue 33, bench-010..014: one message for all named none).
+  const auto need = [](bool ok, const char* flag, int value, const char* expected) {
+    if (!ok) throw Error(std::string("bench rope: ") + flag + " must be " + expected + ", got " + std::to_string(value));
+  };
+  need(c.tokens >= 1, "--tokens", c.tokens, ">= 1");
+  need(c.heads >= 1, "--heads", c.heads, ">= 1");
+  need(c.kv_heads >= 0, "--kv-heads", c.kv_heads, ">= 0");
+  need(c.head_dim >= 2 && c.head_dim % 2 == 0, "--head-dim", c.head_dim, "even and >= 2");
+  need(c.repeats >= 1, "--repeats", c.repeats, ">= 1");
+  check_bench_threads(c.threads, "bench rope", "all");
   if (c.xpos && c.kv_heads < 1)
     throw Error("bench --xpos needs --kv-heads >= 1, got " + std::to_string(c.kv_heads) +
                 ": q and k swap places every other run so that xPos's opposite scales keep the values in range");

@@ -14,7 +14,7 @@
 #include "posenc_bench/attention_positions.h"
 #include "posenc_torch/blas_threads.h"
 #include "posenc_bench/timing.h"
-#include "posenc_lab/run_settings.h"
+#include "posenc_bench/bench_threads.h"
 #include "posenc_torch/fused_attention.h"
 #include "posenc_torch/rope.h"
 
@@ -147,9 +147,7 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
                 std::to_string(Hk));
   if (D < 2 || D > 512 || D % 2) throw Error("bench attention: --head-dim must be even, in [2, 512], got " + std::to_string(D));
   if (c.repeats < 1 || c.repeats > 100) throw Error("bench attention: repeats must be in [1, 100]");
-  if (c.threads < 0 || c.threads > lab::max_lab_threads())
-    throw Error("bench attention: --threads must be in [0, " + std::to_string(lab::max_lab_threads()) +
-                "] (this machine's hardware threads; 0: torch's default), got " + std::to_string(c.threads));
+  check_bench_threads(c.threads, "bench attention", "torch's default");
   // Bounded like bench rope: each timed run of each path is about one forward's FLOPs (x3.5
   // with --backward); 2^43 of them is minutes on a core.
   const double run_flops = 4.0 * H * double(S) * S * D * (c.causal ? 0.5 : 1.0) * (c.backward ? 4.5 : 1.0);

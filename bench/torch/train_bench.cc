@@ -5,6 +5,7 @@
 
 #include "distributed_world.h"
 #include "posenc/error.h"
+#include "posenc_bench/bench_threads.h"
 #include "posenc_bench/timing.h"
 #include "posenc_lab/run_settings.h"
 #include "train_loop.h"
@@ -60,9 +61,7 @@ RopeAutogradSpeed rope_speed(std::int64_t b, std::int64_t h, std::int64_t s, std
 
 void check_config(const TrainBenchConfig& c) {
   if (c.steps < 1 || c.seq < 2 || c.batch < 1) throw Error("bench train needs steps >= 1, seq >= 2, batch >= 1");
-  if (c.threads < 0 || c.threads > lab::max_lab_threads())
-    throw Error("bench train: --threads must be in [0, " + std::to_string(lab::max_lab_threads()) +
-                "] (this machine's hardware threads; 0: torch's default), got " + std::to_string(c.threads));
+  check_bench_threads(c.threads, "bench train", "torch's default");
   // Bounded like bench rope: a training step is about 6 x weights x tokens plus the attention
   // products, each scheme timed on two paths for steps + 1 steps; 2^44 FLOPs is minutes.
   const double tokens = double(c.batch) * c.seq, d = c.d_model;

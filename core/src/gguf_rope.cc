@@ -128,24 +128,29 @@ GgufRope gguf_rope(const GgufFile& f) {
   k.find("rope.dimension_sections");
   k.find("attention.sliding_window");
 
-  // Per-frequency divisors: llama3's rope_freqs, LongRoPE's short factors (the schedule at init).
+  // Per-frequency divisors: llama3's rope_freqs, LongRoPE's short factors (the schedule at init)
+  // and long factors (llama.cpp's build_rope_factors divides by them past n_ctx_orig). Every one
+  // present is checked alike, whether or not the schedule below uses it (issue 33, gguf-090: all-NaN
+  // long factors were accepted): n_rot / 2 values, each a positive finite divisor — a zero gave
+  // inv_freq inf, a NaN nan, a negative a reversed turn.
+  const int n = r.n_rot / 2;
   const std::vector<float>* ff = nullptr;
-  for (const char* name : {"rope_freqs.weight", "rope_factors_short.weight"}) {
+  for (const char* name : {"rope_freqs.weight", "rope_factors_short.weight", "rope_factors_long.weight"}) {
     auto it = f.positional_tensors.find(name);
     if (it == f.positional_tensors.end()) continue;
-    ff = &it->second;
-    r.freq_factors_tensor = name;
-    break;
+    const std::vector<float>& v = it->second;
+    if (static_cast<int>(v.size()) != n)
+      throw Error("GGUF: tensor " + std::string(name) + " has " + std::to_string(v.size()) + " values; n_rot / 2 = " +
+                  std::to_string(n) + " expected");
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (!(v[i] > 0) || !std::isfinite(v[i]))
+        throw Error("GGUF: tensor " + std::string(name) + " entry " + std::to_string(i) + " is " + format_number(v[i]) +
+                    "; expected a finite divisor > 0");
+    if (!ff && std::string(name) != "rope_factors_long.weight") {
+      ff = &v;
+      r.freq_factors_tensor = name;
+    }
   }
-  const int n = r.n_rot / 2;
-  if (ff && static_cast<int>(ff->size()) != n)
-    throw Error("GGUF: tensor " + r.freq_factors_tensor + " has " + std::to_string(ff->size()) + " values; n_rot / 2 = " +
-                std::to_string(n) + " expected");
-  // A divisor is a positive number: a zero gave inv_freq inf, a NaN nan, a negative a reversed turn.
-  for (std::size_t i = 0; ff && i < ff->size(); ++i)
-    if (!((*ff)[i] > 0) || !std::isfinite((*ff)[i]))
-      throw Error("GGUF: tensor " + r.freq_factors_tensor + " entry " + std::to_string(i) + " is " +
-                  format_number((*ff)[i]) + "; expected a finite divisor > 0");
   const double freq_scale = 1.0 / r.factor;
   double low = 0, high = 0;
   if (r.ext_factor != 0) {
@@ -189,6 +194,17 @@ GgufRope gguf_rope(const GgufFile& f) {
   } else {
     r.attention_factor = yarn_attn_factor * rope_attn_factor;
   }
+  // Each factor is finite and > 0, their product need not be (attn_factor 3e38 was accepted). The
+  // product multiplies cos and sin, hence every rotated q and k; llama.cpp keeps the rotated K in
+  // its KV cache, F16 by default (llama_context_default_params: type_k GGML_TYPE_F16), so the
+  // factor must lie in float16's normal range [2^-14, 65504]: above it every |k| >= 1 is inf
+  // there, below it every |k| <= 1 is subnormal or 0 (issue 33, gguf-070).
+  if (!(r.attention_factor >= 0x1p-14 && r.attention_factor <= 65504))
+    throw Error("GGUF: the attention factor on cos/sin is " + format_number(r.attention_factor) + " (" + r.arch +
+                ".rope.scaling.attn_factor " + format_number(rope_attn_factor) +
+                (r.ext_factor != 0 ? " times the YaRN mscale" : " times yarn_attn_factor " + format_number(yarn_attn_factor)) +
+                "); expected a value in [6.103515625e-05, 65504], float16's normal range (llama.cpp's default KV cache "
+                "holds the rotated K in F16)");
   r.attn_factor = rope_attn_factor;
   r.log_multiplier = log_mul;
   return r;

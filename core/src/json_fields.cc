@@ -174,8 +174,10 @@ std::optional<double> number_in(const json& obj, const std::string& key, const s
 
 std::optional<double> positive_number(const json& obj, const std::string& key, const std::string& where) {
   const auto v = number(obj, key, where);
-  if (v && !(*v > 0 && std::isfinite(*v)))
-    throw Error(path(where, key) + " must be a finite number > 0, got " + format_number(*v));
+  // std::isnormal: a subnormal (1e-320) is > 0 but its reciprocal or square root's reciprocal
+  // is inf or far past float32 (issue 33, spec-023).
+  if (v && !(*v > 0 && std::isnormal(*v)))
+    throw Error(path(where, key) + " must be a finite number > 0 (and not subnormal), got " + format_number(*v));
   return v;
 }
 

@@ -36,7 +36,7 @@ std::optional<std::int64_t> integer(const json& obj, const std::string& key, con
 // golden write out of bounds or spec print nonsense). number_in also refuses NaN and infinities.
 std::optional<std::int64_t> integer_in(const json& obj, const std::string& key, const std::string& where,
                                        std::int64_t lo, std::int64_t hi);
-// A finite number > 0 (a divisor, a scale): zero, negatives, NaN and infinities are errors.
+// A finite number > 0 (a divisor, a scale): zero, negatives, subnormals, NaN and infinities are errors.
 std::optional<double> positive_number(const json& obj, const std::string& key, const std::string& where);
 std::optional<double> number_in(const json& obj, const std::string& key, const std::string& where, double lo, double hi);
 // Every entry of an integer list in [lo, hi] (layer indices), the same error per entry.

@@ -40,6 +40,16 @@ std::vector<std::array<int, 2>> rotated_channels(RopeLayout layout, int offset, 
   return {{offset, offset + rotated / 2}, {offset + R / 2, offset + R / 2 + rotated / 2}};
 }
 
+// Engines multiply q.k by the softmax scale in float32 (HF: `attn_weights * self.scaling` in the
+// model dtype; golden.cc casts dot * scale to float): a scale outside float32's normal range
+// [2^-126, FLT_MAX] is 0, subnormal or inf there, and every logit with it (issue 33, spec-023:
+// query_pre_attn_scalar 1e-320 gave a scale of 1e160 and logits of +-inf).
+void check_softmax_scale(double scale, const std::string& from) {
+  if (scale >= std::numeric_limits<float>::min() && scale <= std::numeric_limits<float>::max()) return;
+  throw Error((from.empty() ? std::string("the config") : from) + " gives a softmax scale of " + format_number(scale) +
+              "; expected one in float32's normal range [1.1754944e-38, 3.4028235e+38], where engines apply it");
+}
+
 struct SpecBuilder {
   const ConfigDoc& doc;
   const json& model;  // text_config or the top level
@@ -157,19 +167,24 @@ struct SpecBuilder {
     }
     l.query_scale = query_scale(l.rope, p);
     double base = 1.0 / std::sqrt(static_cast<double>(l.head_dim));
+    std::string from;  // the config key the scale comes from, for the range check below
+    const auto read = [&](const char* key) {
+      const auto v = jf::positive_number(model, key, where);
+      if (v) from = at(key) + " " + format_number(*v);
+      return v;
+    };
     if (row.softmax_scale == SoftmaxScale::kQueryPreAttnScalar)
-      if (auto q = jf::positive_number(model, "query_pre_attn_scalar", where)) base = 1.0 / std::sqrt(*q);
+      if (auto q = read("query_pre_attn_scalar")) base = 1.0 / std::sqrt(*q);
     // GraniteConfig: attention_multiplier defaults to 1.0.
-    if (row.softmax_scale == SoftmaxScale::kAttentionMultiplier)
-      base = jf::positive_number(model, "attention_multiplier", where).value_or(1.0);
+    if (row.softmax_scale == SoftmaxScale::kAttentionMultiplier) base = read("attention_multiplier").value_or(1.0);
     if (row.softmax_scale == SoftmaxScale::kOne) base = 1.0;
     // FalconH1Config: key_multiplier defaults to 1.0; it multiplies k, hence every q.k.
     if (row.softmax_scale == SoftmaxScale::kHalfHeadDim) base = 1.0 / std::sqrt(l.head_dim / 2.0);
-    if (row.softmax_scale == SoftmaxScale::kKeyMultiplier)
-      base *= jf::positive_number(model, "key_multiplier", where).value_or(1.0);
+    if (row.softmax_scale == SoftmaxScale::kKeyMultiplier) base *= read("key_multiplier").value_or(1.0);
     if (row.softmax_scale == SoftmaxScale::kDeepSeekMla && lr.has_rope)
       l.softmax_scale_multiplier = deepseek_softmax_scale_multiplier(p);
     l.softmax_scale = base * l.softmax_scale_multiplier;
+    check_softmax_scale(l.softmax_scale, from);
     l.qk_norm = qk_norm(l.rope);
     return l;
   }

@@ -1,4 +1,5 @@
 #include "posenc/rope_schedule.h"
+#include "posenc/seq_len.h"
 
 #include <algorithm>
 #include <cmath>
@@ -247,8 +248,7 @@ RopeSchedule compute_schedule(const RopeParams& params, std::optional<std::int64
   validate(params);
   // A sequence's length is its last position + 1: positions reach kMaxPosition, so lengths reach
   // 2^31 (golden and RopeRuntime at position 2^31-1 asked for a length the user never gave).
-  if (seq_len && (*seq_len < 1 || *seq_len > kMaxPosition + 1))
-    throw Error("seq_len must be in [1, 2^31] (positions 0 .. 2^31-1), got " + std::to_string(*seq_len));
+  if (seq_len) check_seq_len(*seq_len, "seq_len");
   RopeSchedule s;
   s.type = params.type;
   s.head_dim = params.head_dim;

@@ -7,6 +7,7 @@
 
 #include "posenc/error.h"
 #include "posenc/rope_schedule.h"
+#include "posenc/seq_len.h"
 
 namespace posenc::plot {
 namespace {
@@ -23,7 +24,7 @@ std::string f(const char* format, double v) {
 ExplainReport explain(const ModelRope& model, const std::string& layer_type, std::optional<std::int64_t> context) {
   const LayerRope& layer = model.select(layer_type);
   const RopeParams& p = layer.params;
-  if (context && (*context < 1 || *context > kMaxPosition)) throw Error("--context must be in [1, 2^31-1], got " + std::to_string(*context));
+  if (context) check_seq_len(*context, "--context");  // a length, as freqs' --seq-len (issue 33, spec-107)
   const RopeSchedule s = compute_schedule(p, context);
   ExplainReport r;
   r.model_type = model.model_type;

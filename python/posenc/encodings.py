@@ -32,16 +32,33 @@ def alibi_slopes(heads: int) -> torch.Tensor:
     return torch.tensor(_posenc.alibi_slopes(heads), dtype=torch.float64)
 
 
+def _check_ints(what: str, *checks) -> None:
+    """Each (name, value, least): an int (not a bool) >= least, else a ValueError naming `what`,
+    the name and the value. The lengths and offsets of every bias (alibi_bias, posenc.nn's ALiBi,
+    T5RelativeBias, Kerple, Sandwich) are checked here alike."""
+    for name, value, least in checks:
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"{what}: {name} must be an int >= {least}, got {value!r}")
+
+
 def alibi_bias(heads: int, q_len: int, k_len: int, causal: bool = True, past: int = 0) -> torch.Tensor:
     """[heads, q_len, k_len] float32: -slope * (q - k) (causal) or -slope * |q - k|; query i sits
     at position past + i."""
-    for name, value, least in (("heads", heads, 1), ("q_len", q_len, 0), ("k_len", k_len, 0), ("past", past, 0)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ValueError(f"alibi_bias: {name} must be an int >= {least}, got {value!r}")
-    d = (torch.arange(q_len, dtype=torch.float64) + past).unsqueeze(1) - torch.arange(k_len, dtype=torch.float64)
-    if not causal:
-        d = d.abs()
-    return (-alibi_slopes(heads).view(-1, 1, 1) * d).to(torch.float32)
+    _check_ints("alibi_bias", ("heads", heads, 1), ("q_len", q_len, 0), ("k_len", k_len, 0), ("past", past, 0))
+    # Each value is float64 -slope * (past + i - j) rounded once to float32, computed in blocks of
+    # query rows written into the result: [heads, q, k] float64 temporaries peaked at 3.5x the
+    # result (issue 33, python-018: 8 x 4096 x 4096 took 1.8 GB for 512 MiB).
+    out = torch.empty(heads, q_len, k_len, dtype=torch.float32)
+    slopes = -alibi_slopes(heads).view(-1, 1, 1)
+    keys = torch.arange(k_len, dtype=torch.float64)
+    rows = max(1, (1 << 20) // max(1, heads * k_len))  # float64 blocks of about 8 MiB
+    for start in range(0, q_len, rows):
+        stop = min(start + rows, q_len)
+        d = (torch.arange(start, stop, dtype=torch.float64) + past).unsqueeze(1) - keys
+        if not causal:
+            d = d.abs_()
+        out[:, start:stop].copy_(slopes * d)
+    return out
 
 
 def t5_buckets(relative: Union[torch.Tensor, Sequence[int]], num_buckets: int = 32, max_distance: int = 128,

@@ -7,7 +7,7 @@ from typing import Optional, Tuple, Union
 import torch
 
 from . import Model, RopeRuntime, Schedule, _posenc, rope_fields
-from .encodings import alibi_bias, alibi_slopes, sinusoidal, t5_buckets
+from .encodings import _check_ints, alibi_bias, alibi_slopes, sinusoidal, t5_buckets
 from .rope import apply_rope
 from .rotary_variants import AxialRotaryEmbedding, MixedRotaryEmbedding, XPos  # noqa: F401  (posenc.nn's)
 from .sink_cache import SinkCache  # noqa: F401  (posenc.nn's)
@@ -106,9 +106,7 @@ class T5RelativeBias(torch.nn.Module):
 
     def __init__(self, heads: int, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True) -> None:
         super().__init__()
-        for name, value in (("heads", heads), ("num_buckets", num_buckets), ("max_distance", max_distance)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"T5RelativeBias: {name} must be an int >= 1, got {value!r}")
+        _check_ints("T5RelativeBias", ("heads", heads, 1), ("num_buckets", num_buckets, 1), ("max_distance", max_distance, 1))
         if bidirectional and num_buckets < 2:
             raise ValueError(f"T5RelativeBias: bidirectional buckets need num_buckets >= 2, got {num_buckets}")
         self.heads, self.num_buckets, self.max_distance, self.bidirectional = heads, num_buckets, max_distance, bidirectional
@@ -119,6 +117,7 @@ class T5RelativeBias(torch.nn.Module):
                 f"bidirectional={self.bidirectional}")
 
     def forward(self, q_len: int, k_len: int, past: int = 0) -> torch.Tensor:
+        _check_ints("T5RelativeBias", ("q_len", q_len, 0), ("k_len", k_len, 0), ("past", past, 0))
         rel = torch.arange(k_len).unsqueeze(0) - (torch.arange(q_len) + past).unsqueeze(1)
         buckets = t5_buckets(rel, self.num_buckets, self.max_distance, self.bidirectional)
         return self.table[buckets].permute(2, 0, 1)
@@ -208,8 +207,6 @@ class ForgettingGate(torch.nn.Module):
 
 def _distance_bias(table: torch.Tensor, q_len: int, k_len: int, past: int) -> torch.Tensor:
     """[heads, q_len, k_len]: table[h, |past + i - j|]."""
-    for name, value in (("q_len", q_len), ("k_len", k_len), ("past", past)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    _check_ints("distance bias", ("q_len", q_len, 0), ("k_len", k_len, 0), ("past", past, 0))
     d = ((torch.arange(q_len) + past).unsqueeze(1) - torch.arange(k_len)).abs()
     return table[:, d]

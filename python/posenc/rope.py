@@ -46,11 +46,33 @@ def _check_offset(offset: Any) -> None:
 
 
 def _check_schedule(s) -> None:
-    """What the kernels check of a schedule, for every path (the float64 and torch paths too)."""
-    if not math.isfinite(s.attention_factor):
-        raise ValueError(f"the schedule's attention_factor must be finite, got {s.attention_factor}")
-    if not bool(torch.isfinite(s.inv_freq.detach()).all()):
+    """What the kernels check of a schedule, for every path (the float64 and torch paths too). A
+    str (a config path), None or a Schedule whose inv_freq is not a 1-D float tensor raised
+    AttributeError or pybind11's cast error (issue 33, python-049/061/062)."""
+    from . import Schedule  # posenc/__init__.py defines it before importing this module's users
+    if not isinstance(s, Schedule):
+        hint = ": build one with posenc.schedule(path) first" if isinstance(s, str) else ""
+        raise ValueError(f"schedule must be a posenc.Schedule, got {type(s).__name__} {s!r}"[:200] + hint)
+    inv = s.inv_freq
+    if not isinstance(inv, torch.Tensor) or inv.dim() != 1 or inv.numel() < 1 or not inv.is_floating_point():
+        raise ValueError("the schedule's inv_freq must be a 1-D float tensor of rotary_dim / 2 >= 1 frequencies, got "
+                         f"{f'{inv.dtype} of shape {list(inv.shape)}' if isinstance(inv, torch.Tensor) else type(inv).__name__}")
+    if not isinstance(s.attention_factor, (int, float)) or isinstance(s.attention_factor, bool) \
+            or not math.isfinite(s.attention_factor):
+        raise ValueError(f"the schedule's attention_factor must be a finite number, got {s.attention_factor!r}")
+    if not bool(torch.isfinite(inv.detach()).all()):
         raise ValueError("the schedule's inv_freq must be finite")
+
+
+def _check_head_dim(x: torch.Tensor, s) -> None:
+    """The kernels' check (core/src/rope_apply.cc, validate) with their message, for every path:
+    the rotated channels must fit in the head. The float64 and torch paths sliced past it (torch's
+    'size of tensor a (0) must match', python-035/036), and D = 0 was accepted as an empty
+    result because the kernels are skipped for empty tensors (python-033)."""
+    half = s.inv_freq.numel()
+    if 2 * half > x.shape[-1]:
+        raise ValueError(f"rotary dim 2*{half} must be in [2, head_dim={x.shape[-1]}]: the schedule rotates "
+                         f"{2 * half} channels, the tensor's last dimension has {x.shape[-1]}")
 
 
 def _check_writable(t: torch.Tensor, what: str) -> None:
@@ -294,6 +316,7 @@ def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, p
     for t in tensors:
         if t.stride(-1) != 1:
             raise ValueError("the last dimension (head_dim) must be contiguous (stride 1): call .contiguous() first")
+        _check_head_dim(t, schedule)
         batch, tokens = t.shape[0], t.shape[1] if heads_dim == 2 else t.shape[2]
         # shape, dtype, device, sign, range and M-RoPE axes, for every path alike
         _positions(positions, batch, tokens, t.device, schedule, offset, heads_dim, t.shape[2])
@@ -341,6 +364,7 @@ def rope_shift(k: torch.Tensor, delta: int, *, schedule, layout: str = "half_spl
         raise ValueError(f"the token range [{begin}, {end}) must lie in [0, {tokens}] with begin <= end")
     _check_writable(k, "rope_shift")
     _check_schedule(schedule)
+    _check_head_dim(k, schedule)
     if abs(delta) > 2**31 - 1:
         raise ValueError(f"delta {delta} must be in [-(2^31-1), 2^31-1]")
     if k.numel() == 0 or begin == stop or delta == 0:

@@ -3,6 +3,7 @@ import torch
 
 import posenc
 import posenc.nn
+from conftest import peak_memory_ratio
 
 
 def test_sinusoidal_golden(golden):
@@ -123,13 +124,5 @@ def test_mrope_position_ids_text_image_text():
 
 def test_large_encodings_cost_their_own_size_not_a_python_list():
     # A [100000, 1024] float32 table is 390 MiB; through a Python list it peaked at ~12x that.
-    import subprocess
-    import sys
-    code = (
-        "import resource, torch, posenc\n"
-        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "t = posenc.sinusoidal(torch.arange(100000), 1024)\n"
-        "assert t.shape == (100000, 1024) and t.dtype == torch.float32\n"
-        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024 / t.numel() / 4)\n")
-    ratio = float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+    ratio = peak_memory_ratio("posenc.sinusoidal(torch.arange(100000), 1024)")
     assert ratio < 2.5, f"peak memory {ratio:.1f}x the result's size"

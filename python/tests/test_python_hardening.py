@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import posenc
+from conftest import peak_memory_ratio
 
 
 def sched(**kw):
@@ -140,3 +141,50 @@ def test_rotary_module_saves_its_schedule_and_refuses_another():
     with pytest.raises(ValueError, match="differs"):
         c.load_state_dict(a.state_dict())
     assert "rope_type='default'" in repr(a)
+
+
+def test_head_dims_and_schedules_are_checked_alike_on_every_path():
+    # python-033/035/036: the kernels' "rotary dim" check on the float64 and torch paths and for
+    # D = 0; python-049/061/062: a schedule that is not one is named.
+    s = posenc.schedule(head_dim=64)
+    for q, backend in ((torch.randn(1, 4, 2, 0), "auto"), (torch.randn(1, 4, 2, 32, dtype=torch.float64), "auto"),
+                       (torch.randn(1, 4, 2, 32), "torch"), (torch.randn(1, 4, 2, 32), "kernels")):
+        with pytest.raises(ValueError, match=rf"rotary dim 2\*32 must be in \[2, head_dim={q.shape[-1]}\]"):
+            posenc.apply_rope(q, schedule=s, backend=backend)
+    with pytest.raises(ValueError, match="rotary dim"):
+        with torch.no_grad():
+            posenc.rope_shift(torch.randn(1, 4, 2, 32, dtype=torch.float64), 3, schedule=s)
+    q = torch.randn(1, 2, 2, 64)
+    for bad, says in (("config.json", "schedule must be a posenc.Schedule, got str"),
+                      (None, "schedule must be a posenc.Schedule, got NoneType"),
+                      (dataclasses.replace(s, inv_freq=torch.ones(4, 8, dtype=torch.float64)), r"1-D .* shape \[4, 8\]"),
+                      (dataclasses.replace(s, inv_freq=torch.ones(32, dtype=torch.int64)), "1-D float tensor"),
+                      (dataclasses.replace(s, attention_factor="1"), "attention_factor must be a finite number")):
+        with pytest.raises(ValueError, match=says):
+            posenc.apply_rope(q, schedule=bad)
+    assert posenc.apply_rope(torch.randn(1, 0, 2, 64), schedule=s).shape == (1, 0, 2, 64)  # S = 0 stays valid
+
+
+def test_t5_bias_refuses_lengths_as_alibi_and_kerple_do():
+    # python-090/091: q_len -1 raised torch's arange error, past -5 was accepted.
+    t5 = posenc.nn.T5RelativeBias(8)
+    for args, says in (((-1, 4), "q_len must be an int >= 0, got -1"), ((4, -2), "k_len"),
+                       ((4, 4, -5), "past must be an int >= 0, got -5"), ((4.0, 4), "q_len")):
+        with pytest.raises(ValueError, match=f"T5RelativeBias: {says}"):
+            t5(*args)
+        if args != (4.0, 4):
+            with pytest.raises(ValueError, match=says.split(",")[0]):
+                posenc.nn.Kerple(8)(*args)
+    assert t5(0, 4, past=2).shape == (8, 0, 4)
+
+
+def test_alibi_bias_is_computed_in_blocks_with_the_same_values():
+    # python-018: [heads, q, k] float64 temporaries peaked at 3.5x the result; the blocks give the
+    # float64 value rounded once, as before (the reference: the whole float64 product).
+    for causal in (True, False):
+        got = posenc.alibi_bias(5, 300, 700, causal=causal, past=17)  # 5 * 700 > 2^20 / 300: several blocks
+        d = (torch.arange(300, dtype=torch.float64) + 17).unsqueeze(1) - torch.arange(700, dtype=torch.float64)
+        want = (-posenc.alibi_slopes(5).view(-1, 1, 1) * (d if causal else d.abs())).float()
+        assert torch.equal(got, want)
+    ratio = peak_memory_ratio("posenc.alibi_bias(8, 2048, 2048)")
+    assert ratio < 1.5, f"peak memory {ratio:.1f}x the result's size"
