@@ -154,7 +154,7 @@ TEST(PasskeyRun, BadSettingsNameTheValueAndWhatWasExpected) {
   EXPECT_NE(error_of(c).find("--extensions is empty"), std::string::npos) << error_of(c);
   // A name outside the extensions' table (the CLI's --extensions reads it) is an Error naming it.
   EXPECT_EQ(test::error_of([] { from_name<RopeExtension>("longrope"); }),
-            "--extensions must be one of none|pi|ntk|dynamic|yarn|self-extend|rerope|leaky-rerope, got 'longrope'");
+            "--extensions must be one of none|pi|ntk|dynamic|yarn|self-extend|rerope|leaky-rerope|dual-chunk, got 'longrope'");
   c = tiny_passkey("passkey_bad");
   c.shape.heads = 0;
   EXPECT_NE(error_of(c).find("--heads must be in [1, 256], got 0"), std::string::npos) << error_of(c);

@@ -191,7 +191,7 @@ def test_bad_input_raises_with_the_value_named():
         posenc.attention(q, k, v, t5=torch.zeros(32, 3))
     with pytest.raises(ValueError, match=r"key_padding_mask must be \[B, T\] = \[2, 13\]"):
         posenc.attention(q, k, v, key_padding_mask=torch.ones(2, 9))
-    with pytest.raises(ValueError, match="got q on meta"):
+    with pytest.raises(ValueError, match="one device, got k on cpu and q on meta"):
         posenc.attention(q.to("meta"), k, v)
     with pytest.raises(ValueError, match="heads"):  # Hq not a multiple of Hk: the core names it
         posenc.attention(q[:, :, :3], k, v)
