@@ -187,7 +187,7 @@ def mrope_position_ids(runs: List[Tuple[str, int, int, int, int]], merge_size: i
     ("image" | "video", 0, t, h, w) with the grid in patches before merging. Returns the ids
     [3, seq] (T, H, W) and rope_delta (a decode step at cache position c uses c + rope_delta)."""
     ids, seq_len, delta = _posenc.mrope_position_ids(list(runs), merge_size)
-    return torch.tensor(ids, dtype=torch.int64).view(3, seq_len), delta
+    return torch.from_numpy(ids).view(3, seq_len), delta
 
 
 def kernel_target() -> str:

@@ -13,8 +13,8 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import Schedule, _posenc
-from .attention_native import native_attention
-from .rope import _DTYPES, _strided as _view, _threads
+from .attention_native import distance_side, native_attention
+from .rope import _DTYPES, _capsule, _threads
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def _remap_fields(remap: Remap) -> Dict[str, Any]:
 
 class _Attention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, bias_input, params, keep, heads_dim, threads):  # type: ignore[override]
+    def forward(ctx, q, k, v, bias_input, params, heads_dim, threads):  # type: ignore[override]
         batch, tokens, heads = q.shape[0], q.shape[1 if heads_dim == 2 else 2], q.shape[2 if heads_dim == 2 else 1]
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
         lse = torch.empty(batch, heads, tokens, dtype=torch.float32)
@@ -87,11 +87,11 @@ class _Attention(torch.autograd.Function):
         # scores in f32 and needs the forward's lse to match them (the bf16 dot products differ by
         # their bound, attention_bf16.h). Inference takes the CPU's bf16 dot products.
         training = any(ctx.needs_input_grad[:4])
-        _posenc.attention(_view(q, heads_dim), _view(k, heads_dim), _view(v, heads_dim), _view(out, heads_dim), params,
-                          lse.data_ptr(), threads, not training)
+        _posenc.attention(*(_capsule(t) for t in (q, k, v, out)), heads_dim, _kernel_params(params), _capsule(lse), threads,
+                          not training)
         ctx.mark_non_differentiable(lse)
         ctx.save_for_backward(q, k, v, out, lse, bias_input if bias_input is not None else torch.empty(0))
-        ctx.has_bias, ctx.params, ctx.keep, ctx.heads_dim, ctx.threads = bias_input is not None, params, keep, heads_dim, threads
+        ctx.has_bias, ctx.params, ctx.heads_dim, ctx.threads = bias_input is not None, params, heads_dim, threads
         return out, lse
 
     @staticmethod
@@ -103,30 +103,36 @@ class _Attention(torch.autograd.Function):
         # The positions' bias input (T5's table, a distance table, FoX's c) and its gradient.
         table = bias_input.detach().float().contiguous() if ctx.has_bias else None
         bias_grad = torch.zeros_like(table) if table is not None else None
-        hd = ctx.heads_dim
         params = dict(ctx.params)
         key = {"t5": "t5_table", "distance-table": "distance_table", "forget-gate": "gate_cumulative"}.get(params["positions"])
         if key is not None:
-            params[key] = table.data_ptr()
-        _posenc.attention_backward(*(_view(t, hd) for t in f32), lse.data_ptr(),
-                                   dict(dq=_view(dq, hd), dk=_view(dk, hd), dv=_view(dv, hd)),
-                                   bias_grad.data_ptr() if bias_grad is not None else 0, params, ctx.threads)
+            params[key] = table
+        views = {name: _capsule(t) for name, t in zip(("q", "k", "v", "out", "dout"), f32)}
+        _posenc.attention_backward(views, ctx.heads_dim, _capsule(lse), dict(dq=_capsule(dq), dk=_capsule(dk), dv=_capsule(dv)),
+                                   _capsule(bias_grad) if bias_grad is not None else None, _kernel_params(params), ctx.threads)
         return (dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype),
-                bias_grad.to(bias_input.dtype) if bias_grad is not None else None, None, None, None, None)
+                bias_grad.to(bias_input.dtype) if bias_grad is not None else None, None, None, None)
 
 
-def _bias_params(bias: Any, params: Dict[str, Any], keep: list, batch: int, heads: int, s_len: int, t_len: int,
+def _kernel_params(params: Dict[str, Any]) -> Dict[str, Any]:
+    """params with each tensor (the key padding, a bias input) as the capsule _posenc reads."""
+    return {key: _capsule(value) if isinstance(value, torch.Tensor) else value for key, value in params.items()}
+
+
+def _bias_params(bias: Any, params: Dict[str, Any], batch: int, heads: int, s_len: int, t_len: int,
                  causal: bool, device: torch.device) -> torch.Tensor:
     """The kernel's parameters for a posenc.nn distance bias or FoX's c; returns the differentiable
     input (the table [Hq, L], or c [B, Hq, T])."""
-    if hasattr(bias, "table"):  # Kerple, Sandwich: a table over |query - key| up to the farthest pair
+    if hasattr(bias, "table"):  # Kerple, Sandwich over |query - key|, DPB over query - key, to the farthest pair
         length = s_len + t_len  # |Delta| < S + T whatever the offsets (queries sit at T - S + i)
+        side = distance_side(bias)
         table = bias.table(length)
-        if table.shape != (heads, length):
-            raise ValueError(f"bias has {table.shape[0]} heads; the queries have {heads}")
-        data = table.detach().float().contiguous()
-        keep.append(data)
-        params.update(positions="distance-table", distance_table=data.data_ptr(), distance_length=length)
+        width = 2 * length - 1 if side == "signed" else length
+        if table.dim() != 2 or table.shape != (heads, width):
+            raise ValueError(f"bias's table is {list(table.shape)}; the kernel reads [Hq = {heads}, {width}] ({side} "
+                             f"distances up to {length - 1})")
+        params.update(positions="distance-table", distance_table=table.detach().float().contiguous(), distance_length=length,
+                      distance_side=side)
         return table
     if isinstance(bias, torch.Tensor):  # FoX's cumulative gate
         if not causal:
@@ -135,9 +141,7 @@ def _bias_params(bias: Any, params: Dict[str, Any], keep: list, batch: int, head
             raise ValueError(f"a gate bias must be FoX's c [B, Hq, T] = [{batch}, {heads}, {t_len}], got {list(bias.shape)}")
         if bias.device != device or not bias.dtype.is_floating_point:
             raise ValueError(f"FoX's c must be a floating tensor on q's device {device}, got {bias.dtype} on {bias.device}")
-        data = bias.detach().float().contiguous()
-        keep.append(data)
-        params.update(positions="forget-gate", gate_cumulative=data.data_ptr())
+        params.update(positions="forget-gate", gate_cumulative=bias.detach().float().contiguous())
         return bias
     raise ValueError(f"bias must be a posenc.nn.Kerple or Sandwich module, or FoX's c [B, Hq, T], got {type(bias).__name__}")
 
@@ -201,10 +205,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         out = q * 0 + (k.sum() + v.sum()) * 0  # zeros, connected to q, k and v for autograd
         lse = torch.full((batch, heads, s_len), float("-inf"))
         return (out, lse) if return_lse else out
-    keep = []
     params: Dict[str, Any] = dict(scale=0.0 if scale is None else float(scale), causal=bool(causal), past=-1,
                                   window=window, chunk=chunk, positions="none", q_offset=kv_offset + t_len - s_len,
-                                  k_offset=kv_offset, key_padding=0, **_remap_fields(remap))
+                                  k_offset=kv_offset, key_padding=None, **_remap_fields(remap))
     if key_padding_mask is not None:
         if not isinstance(key_padding_mask, torch.Tensor) or tuple(key_padding_mask.shape) != (batch, t_len):
             raise ValueError(f"key_padding_mask must be [B, T] = [{batch}, {t_len}], got "
@@ -216,9 +219,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
                              f"nn.MultiheadAttention's), got {key_padding_mask.dtype}")
         if key_padding_mask.dtype != torch.bool and ((key_padding_mask != 0) & (key_padding_mask != 1)).any():
             raise ValueError("key_padding_mask holds values other than 0 and 1 (1: a real key)")
-        mask = key_padding_mask.to(torch.uint8).contiguous()
-        keep.append(mask)
-        params["key_padding"] = mask.data_ptr()
+        params["key_padding"] = key_padding_mask.to(torch.uint8).contiguous()
     if rope is not None:
         if rope.axis_of_freq:
             raise ValueError("posenc.attention takes 1-D positions: an M-RoPE schedule (mrope_section) is not supported")
@@ -234,19 +235,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
             raise ValueError(f"t5 must be the bucket table [num_buckets, Hq={heads}], got {getattr(t5, 'shape', type(t5))}")
         if t5.device != q.device:
             raise ValueError(f"the t5 table must be on q's device {q.device}, got {t5.device}")
-        table = t5.detach().float().contiguous()  # what the kernel reads, alive for the call
-        keep.append(table)
-        params.update(positions="t5", t5_table=table.data_ptr(), t5_num_buckets=int(t5.shape[0]),
+        params.update(positions="t5", t5_table=t5.detach().float().contiguous(), t5_num_buckets=int(t5.shape[0]),
                       t5_max_distance=_count("t5_max_distance", t5_max_distance, 1, 2**31 - 1),
                       t5_bidirectional=not causal)
     bias_input = t5
     if bias is not None:
-        bias_input = _bias_params(bias, params, keep, batch, heads, s_len, t_len, causal, q.device)
+        bias_input = _bias_params(bias, params, batch, heads, s_len, t_len, causal, q.device)
     if native:
         out, lse = native_attention(q, k, v, causal=causal, scale=scale, rope=rope, rope_layout=rope_layout, alibi=alibi,
                                     t5=t5, t5_max_distance=t5_max_distance, window=window, chunk=chunk,
                                     key_padding_mask=key_padding_mask, kv_offset=kv_offset, heads_dim=heads_dim,
                                     remap=remap, bias=bias)
     else:
-        out, lse = _Attention.apply(q, k, v, bias_input, params, keep, heads_dim, _threads())
+        out, lse = _Attention.apply(q, k, v, bias_input, params, heads_dim, _threads())
     return (out, lse) if return_lse else out

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Sequence, Union
 
 import torch
+from torch.utils.dlpack import to_dlpack
 
 from . import _posenc
 
@@ -64,9 +65,8 @@ def alibi_bias(heads: int, q_len: int, k_len: int, causal: bool = True, past: in
 def t5_buckets(relative: Union[torch.Tensor, Sequence[int]], num_buckets: int = 32, max_distance: int = 128,
                bidirectional: bool = True) -> torch.Tensor:
     """T5's bucket of each relative position (key - query), int64, as HF's T5Attention."""
-    r = _ints(relative)
-    return torch.tensor(_posenc.t5_buckets(r.flatten().tolist(), num_buckets, max_distance, bidirectional),
-                        dtype=torch.int64).view(r.shape)
+    r = _ints(relative).contiguous()
+    return torch.from_numpy(_posenc.t5_buckets(to_dlpack(r), num_buckets, max_distance, bidirectional)).view(r.shape)
 
 
 def deberta_relative_positions(q_len: int, k_len: int, position_buckets: int = 256,

@@ -6,6 +6,7 @@ import math
 from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
+from torch.utils.dlpack import to_dlpack
 
 from . import _posenc
 
@@ -102,14 +103,15 @@ def _wrote(t: torch.Tensor) -> None:
 
 def _positions(positions: Optional[torch.Tensor], batch: int, tokens: int, device: torch.device = torch.device("cpu"),
                schedule=None, offset: int = 0, heads_dim: int = 2, heads: int = 0):
-    """(tensor kept alive, pointer, int32?, axes, axis_stride, shared) for the kernels; checks that
+    """The positions as the kernels take them (None: implicit; else a contiguous int tensor [S],
+    [B, S] or [axes, B, S], the C++ side checking that shape again); checks that
     positions are on `device` (the CPU for the kernels, q's device for the torch-native path),
     that position + offset stays within 2^31-1, and (given the schedule) that [axes, B, S]
     positions meet an M-RoPE schedule."""
     if positions is None:
         if tokens and offset + tokens - 1 > _MAX_POSITION:
             raise ValueError(f"offset {offset} + {tokens} tokens passes position 2^31-1")
-        return None, 0, False, 1, 0, True
+        return None
     if not isinstance(positions, torch.Tensor) or positions.dtype not in (torch.int32, torch.int64):
         raise ValueError(f"positions must be an int32 or int64 tensor, got {getattr(positions, 'dtype', type(positions))}")
     if positions.device != device:
@@ -125,11 +127,11 @@ def _positions(positions: Optional[torch.Tensor], batch: int, tokens: int, devic
     if p.dim() == 2 and p.shape[0] == 1 and batch > 1:  # [1, S] (HF's position_ids): shared
         p = p[0]
     if p.dim() == 1 and p.shape[0] == tokens:  # [S]: the same for every batch row
-        return p, p.data_ptr(), p.dtype == torch.int32, 1, 0, True
+        return p
     if p.dim() == 2 and tuple(p.shape) == (batch, tokens):
-        return p, p.data_ptr(), p.dtype == torch.int32, 1, batch * tokens, False
+        return p
     if p.dim() == 3 and p.shape[1:] == (batch, tokens) and 1 <= p.shape[0] <= 3:
-        return p, p.data_ptr(), p.dtype == torch.int32, p.shape[0], batch * tokens, False
+        return p
     hint = ""
     if heads_dim == 2 and heads and p.shape[-1] == heads != tokens:
         hint = f": q looks like [B, H, S, D] (its axis 2 has {heads}); pass heads_dim=1"
@@ -138,8 +140,7 @@ def _positions(positions: Optional[torch.Tensor], batch: int, tokens: int, devic
 
 
 def _view(x: torch.Tensor, s, layout: str, heads_dim: int, xpos: Optional[Tuple[XPosScale, str]] = None) -> Dict[str, Any]:
-    """The kernels' keywords for x's strided view, the schedule and xPos with x's role (x checked
-    for the kernels)."""
+    """The kernels' keywords for x, the schedule and xPos with x's role (x checked for the kernels)."""
     if x.dim() != 4:
         raise ValueError(f"q and k must be 4-D ([B, S, H, D] or [B, H, S, D]), got {x.dim()}-D")
     if x.device.type != "cpu":
@@ -148,34 +149,27 @@ def _view(x: torch.Tensor, s, layout: str, heads_dim: int, xpos: Optional[Tuple[
         raise ValueError(f"RoPE kernels take float32, bfloat16 or float16 tensors, got {x.dtype}")
     if x.stride(-1) != 1:
         raise ValueError("the last dimension (head_dim) must be contiguous")
-    return dict(_strided(x, heads_dim), inv_freq=s.inv_freq.tolist(), axis_of_freq=s.axis_of_freq,
+    return dict(data=_capsule(x), heads_dim=heads_dim, inv_freq=s.inv_freq.tolist(), axis_of_freq=s.axis_of_freq,
                 attention_factor=s.attention_factor, layout=layout, threads=_threads(),
                 **(xpos[0].keywords(xpos[1]) if xpos else _NO_XPOS))
 
 
-def _strided(x: torch.Tensor, heads_dim: int) -> Dict[str, Any]:
-    """x as the core's view: data pointer, dtype, [B, S, H, D] and strides in elements (heads_dim 2:
-    x is [B, S, H, D]; 1: [B, H, S, D]). The kernels and attention read views this way."""
-    if heads_dim == 2:
-        batch, tokens, heads, dim = x.shape
-        bs, ts, hs = x.stride(0), x.stride(1), x.stride(2)
-    else:
-        batch, heads, tokens, dim = x.shape
-        bs, hs, ts = x.stride(0), x.stride(1), x.stride(2)
-    return dict(data=x.data_ptr(), dtype=_DTYPES[x.dtype], batch=batch, tokens=tokens, heads=heads, head_dim=dim,
-                batch_stride=bs, token_stride=ts, head_stride=hs)
+def _capsule(x: torch.Tensor) -> Any:
+    """x for _posenc: a DLPack capsule sharing x's memory, through which the C++ side reads x's
+    address, dtype, shape and strides from torch itself (no raw address crosses; python/src/
+    tensor_arg.h). The capsule keeps x's storage alive while it lives."""
+    return to_dlpack(x.detach())
 
 
 def _rotate(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, offset: int, heads_dim: int,
             direction: int, xpos: Optional[Tuple[XPosScale, str]] = None) -> None:
     """Rotates x in place through the SIMD kernels (xpos: the scale and x's role)."""
     view = _view(x, s, layout, heads_dim, xpos)
-    keep, ptr, is32, axes, axis_stride, shared = _positions(positions, view["batch"], view["tokens"])
+    batch, tokens = x.shape[0], x.shape[1 if heads_dim == 2 else 2]
+    ids = _positions(positions, batch, tokens)
     if x.numel() == 0:
         return
-    _posenc.rope_rotate(positions=ptr, positions_int32=is32, axes=axes, axis_stride=axis_stride, shared=shared,
-                        offset=offset, direction=direction, **view)
-    del keep
+    _posenc.rope_rotate(positions=None if ids is None else _capsule(ids), offset=offset, direction=direction, **view)
 
 
 def _formula(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, offset: int, heads_dim: int,
@@ -370,8 +364,7 @@ def rope_shift(k: torch.Tensor, delta: int, *, schedule, layout: str = "half_spl
     if k.numel() == 0 or begin == stop or delta == 0:
         return k
     if k.device.type == "cpu" and k.dtype != torch.float64:
-        _posenc.rope_shift(delta, begin, stop, positions=0, positions_int32=False, axes=1, axis_stride=0,
-                           shared=True, offset=0, direction=1, **_view(k, schedule, layout, heads_dim))
+        _posenc.rope_shift(delta, begin, stop, positions=None, offset=0, direction=1, **_view(k, schedule, layout, heads_dim))
         _wrote(k)
         return k
     part = k.narrow(1 if heads_dim == 2 else 2, begin, stop - begin)

@@ -1,6 +1,6 @@
 // posenc.attention's C++ side: the core's fused attention (attention.h) forward and backward
-// (attention_backward.h) over views that cross as data pointers, shapes and strides, as the
-// RoPE kernels' do (module.cc). posenc/attention.py wraps both in a torch.autograd.Function.
+// (attention_backward.h) over tensors that cross as DLPack capsules (tensor_arg.h), as the RoPE
+// kernels' do (module.cc): every buffer's shape is checked here against the views it goes with. posenc/attention.py wraps both in a torch.autograd.Function.
 // The Python side builds each dict; every key is read here by name (a missing one is an Error
 // naming it), and the core validates the call before it writes anything.
 #include <pybind11/pybind11.h>
@@ -14,6 +14,7 @@
 #include "posenc/attention_backward.h"
 #include "posenc/error.h"
 #include "posenc/names.h"
+#include "tensor_arg.h"
 
 namespace py = pybind11;
 
@@ -26,35 +27,38 @@ T get(const py::dict& d, const char* key) {
   return d[key].cast<T>();
 }
 
-DType dtype_of(const std::string& name) {
-  if (name == "float32") return DType::kF32;
-  if (name == "bfloat16") return DType::kBF16;
-  if (name == "float16") return DType::kF16;
-  throw Error("attention takes float32, bfloat16 or float16 tensors, got " + name);
+// A contiguous float32 buffer of `shape` from a capsule (None: nullptr).
+float* f32_buffer(const py::handle& capsule, const std::vector<std::int64_t>& shape, const char* name) {
+  if (capsule.is_none()) return nullptr;
+  return static_cast<float*>(contiguous_buffer(tensor_arg(capsule, name), ElementKind::kF32, shape, name));
 }
 
-// A tensor's view: {data, dtype, batch, tokens, heads, head_dim, batch_stride, token_stride,
-// head_stride} (strides in elements, channels contiguous).
-RopeTensor view_of(const py::dict& d) {
-  return strided(reinterpret_cast<void*>(get<std::uintptr_t>(d, "data")), dtype_of(get<std::string>(d, "dtype")),
-                 {get<int>(d, "batch"), get<int>(d, "tokens"), get<int>(d, "heads"), get<int>(d, "head_dim")},
-                 {get<std::int64_t>(d, "batch_stride"), get<std::int64_t>(d, "token_stride"),
-                  get<std::int64_t>(d, "head_stride")});
+// The shape of the positions' bias input, as the kernel reads it: T5's [buckets, Hq] table, the
+// distance table [Hq, width] (length, or 2 length - 1 signed), FoX's c [B, Hq, T]; empty without one.
+std::vector<std::int64_t> bias_shape(const AttentionParams& p, const RopeTensor& q, const RopeTensor& k) {
+  if (p.positions == AttentionPositions::kT5) return {p.t5.num_buckets, q.heads};
+  if (p.positions == AttentionPositions::kDistanceTable) return {q.heads, p.distance_table.width()};
+  if (p.positions == AttentionPositions::kForgetGate) return {q.batch, q.heads, k.tokens};
+  return {};
 }
 
 // AttentionParams and the storage its pointers refer to (the frequencies, axes and slopes are
-// copied here; the key padding and the T5 table stay the caller's tensors, alive for the call).
+// copied here; the key padding and the bias input stay the caller's tensors, alive for the call),
+// each buffer checked against q's and k's views.
 struct Params {
   std::vector<float> inv_freq;
   std::vector<std::uint8_t> axis_of_freq;
   std::vector<double> slopes;
   AttentionParams p;
 
-  explicit Params(const py::dict& d) {
+  Params(const py::dict& d, const RopeTensor& q, const RopeTensor& k) {
     p.scale = get<double>(d, "scale");
     p.mask.causal = get<bool>(d, "causal");
     p.mask.past = get<std::int64_t>(d, "past");
-    p.mask.key_padding = reinterpret_cast<const std::uint8_t*>(get<std::uintptr_t>(d, "key_padding"));
+    const py::object padding = get<py::object>(d, "key_padding");  // None, or uint8 [B, T]
+    if (!padding.is_none())
+      p.mask.key_padding = static_cast<const std::uint8_t*>(
+          contiguous_buffer(tensor_arg(padding, "key_padding"), ElementKind::kU8, {q.batch, k.tokens}, "key_padding"));
     p.mask.sliding_window = get<std::int64_t>(d, "window");
     p.mask.chunk = get<std::int64_t>(d, "chunk");
     p.positions = from_name<AttentionPositions>(get<std::string>(d, "positions"));
@@ -72,16 +76,16 @@ struct Params {
       p.alibi_mode = get<bool>(d, "alibi_symmetric") ? AlibiMode::kSymmetric : AlibiMode::kCausal;
     }
     if (p.positions == AttentionPositions::kT5) {
-      p.t5_table = reinterpret_cast<const float*>(get<std::uintptr_t>(d, "t5_table"));
       p.t5 = {get<int>(d, "t5_num_buckets"), get<int>(d, "t5_max_distance"), get<bool>(d, "t5_bidirectional")};
+      p.t5_table = f32_buffer(get<py::object>(d, "t5_table"), bias_shape(p, q, k), "t5_table");
     }
-    if (p.positions == AttentionPositions::kDistanceTable) {  // Kerple, Sandwich: [Hq, length] over |Delta|
-      p.distance_table.values = reinterpret_cast<const float*>(get<std::uintptr_t>(d, "distance_table"));
+    if (p.positions == AttentionPositions::kDistanceTable) {  // Kerple, Sandwich: [Hq, length] over |Delta|; DPB signed
       p.distance_table.length = get<std::int64_t>(d, "distance_length");
-      p.distance_table.side = DistanceSide::kAbsolute;
+      p.distance_table.side = from_name<DistanceSide>(get<std::string>(d, "distance_side"));
+      p.distance_table.values = f32_buffer(get<py::object>(d, "distance_table"), bias_shape(p, q, k), "distance_table");
     }
     if (p.positions == AttentionPositions::kForgetGate)  // FoX: c [B, Hq, T]
-      p.gate_cumulative = reinterpret_cast<const float*>(get<std::uintptr_t>(d, "gate_cumulative"));
+      p.gate_cumulative = f32_buffer(get<py::object>(d, "gate_cumulative"), bias_shape(p, q, k), "gate_cumulative");
     p.remap.kind = from_name<PositionRemapKind>(get<std::string>(d, "remap"));
     p.remap.window = get<std::int64_t>(d, "remap_window");
     p.remap.group = get<std::int64_t>(d, "remap_group");
@@ -95,33 +99,40 @@ struct Params {
 }  // namespace
 
 void add_attention(py::module_& m) {
-  // out and lse (a [B, Hq, S] float32 buffer, or 0) written; validated with the GIL held, so an
-  // error is an exception before anything is written; the kernel runs without the GIL.
+  // q, k, v, out: capsules of 4-D tensors in heads_dim's order; out and lse (float32 [B, Hq, S],
+  // or None) written; validated with the GIL held, so an error is an exception before anything
+  // is written; the kernel runs without the GIL.
   // bf16_dot_products false: the f32 kernel on bf16 inputs, whose lse the f32 backward matches.
-  m.def("attention", [](const py::dict& q, const py::dict& k, const py::dict& v, const py::dict& out,
-                        const py::dict& params, std::uintptr_t lse, int threads, bool bf16_dot_products) {
-    const Params p(params);
-    const RopeTensor qv = view_of(q), kv = view_of(k), vv = view_of(v), ov = view_of(out);
+  m.def("attention", [](const py::object& q, const py::object& k, const py::object& v, const py::object& out,
+                        int heads_dim, const py::dict& params, const py::object& lse, int threads, bool bf16_dot_products) {
+    const RopeTensor qv = rope_view(tensor_arg(q, "q"), heads_dim, "q"), kv = rope_view(tensor_arg(k, "k"), heads_dim, "k");
+    const RopeTensor vv = rope_view(tensor_arg(v, "v"), heads_dim, "v");
+    const RopeTensor ov = rope_view(tensor_arg(out, "out"), heads_dim, "out");
+    const Params p(params, qv, kv);
     validate_attention(qv, kv, vv, ov, p.p);
     AttentionOptions options;
     options.threads = threads;
-    options.lse = reinterpret_cast<float*>(lse);
+    options.lse = f32_buffer(lse, {qv.batch, qv.heads, qv.tokens}, "lse");
     options.bf16_dot_products = bf16_dot_products;
     py::gil_scoped_release release;
     attention(qv, kv, vv, ov, p.p, options);
   });
-  // grads: {dq, dk, dv} float32 views, overwritten; bias_grad (0, or a float32 buffer shaped as
-  // the positions' bias input: T5's [buckets, Hq] table, the distance table [Hq, length], FoX's
-  // c [B, Hq, T]) added to.
-  m.def("attention_backward", [](const py::dict& q, const py::dict& k, const py::dict& v, const py::dict& out,
-                                 const py::dict& dout, std::uintptr_t lse, const py::dict& grads, std::uintptr_t bias_grad,
-                                 const py::dict& params, int threads) {
-    const Params p(params);
-    AttentionBackwardInputs in{view_of(q), view_of(k), view_of(v), view_of(out), view_of(dout),
-                               reinterpret_cast<const float*>(lse)};
-    AttentionGradients g{view_of(get<py::dict>(grads, "dq")), view_of(get<py::dict>(grads, "dk")),
-                         view_of(get<py::dict>(grads, "dv"))};
-    float* const dbias = reinterpret_cast<float*>(bias_grad);
+  // views: {q, k, v, out, dout}; grads: {dq, dk, dv} float32, overwritten; bias_grad (None, or a
+  // float32 buffer shaped as the positions' bias input: T5's [buckets, Hq] table, the distance
+  // table [Hq, length], FoX's c [B, Hq, T]) added to.
+  m.def("attention_backward", [](const py::dict& views, int heads_dim, const py::object& lse, const py::dict& grads,
+                                 const py::object& bias_grad, const py::dict& params, int threads) {
+    auto view = [&](const py::dict& d, const char* name) {
+      return rope_view(tensor_arg(get<py::object>(d, name), name), heads_dim, name);
+    };
+    const RopeTensor q = view(views, "q"), k = view(views, "k");
+    const Params p(params, q, k);
+    AttentionBackwardInputs in{q, k, view(views, "v"), view(views, "out"), view(views, "dout"),
+                               f32_buffer(lse, {q.batch, q.heads, q.tokens}, "lse")};
+    AttentionGradients g{view(grads, "dq"), view(grads, "dk"), view(grads, "dv")};
+    const std::vector<std::int64_t> shape = bias_shape(p.p, q, k);
+    if (!bias_grad.is_none() && shape.empty()) throw Error("attention_backward: a bias_grad without a bias input");
+    float* const dbias = shape.empty() ? nullptr : f32_buffer(bias_grad, shape, "bias_grad");
     if (p.p.positions == AttentionPositions::kT5) g.t5_table_grad = dbias;
     if (p.p.positions == AttentionPositions::kDistanceTable) g.distance_table_grad = dbias;
     if (p.p.positions == AttentionPositions::kForgetGate) g.gate_cumulative_grad = dbias;

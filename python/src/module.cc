@@ -1,5 +1,5 @@
 // _posenc: the Python extension over posenc's core (pybind11). No second implementation and no
-// torch C++ headers: tensors cross as data pointers, shapes and strides, and the Python package
+// torch C++ headers: tensors cross as DLPack capsules (tensor_arg.h), and the Python package
 // (posenc/__init__.py) wraps them in torch.autograd.Function and torch.nn.Module.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -32,19 +32,12 @@
 #include "posenc/transformer_xl.h"
 #include "posenc_plot/figures.h"
 #include "posenc_plot/heatmap.h"
+#include "tensor_arg.h"
 
 namespace py = pybind11;
 using namespace posenc;
 
 namespace {
-
-DType dtype_named(const std::string& name) {
-  if (name == "float32") return DType::kF32;
-  if (name == "bfloat16") return DType::kBF16;
-  if (name == "float16") return DType::kF16;
-  throw Error("RoPE kernels take float32, bfloat16 or float16 tensors, got " + name);
-}
-
 
 // A result vector as a 1-D numpy array that owns it (torch.from_numpy shares it): 4 bytes a
 // float32, where a Python list of floats costs ~30 and peaked at 12x the result's size.
@@ -120,23 +113,17 @@ struct PyRopeRuntime {
       : params(rope_params_from_json(params_json, "params")), runtime(params, numerics_of(hf_float32)) {}
 };
 
-// One call of the RoPE kernels on a strided view, as Python passes it (by keyword). Pointers
-// are integers (torch's data_ptr()); the caller keeps the tensors alive and checks their device.
+// One call of the RoPE kernels on a tensor, as Python passes it (by keyword): the tensor and its
+// positions as DLPack capsules (tensor_arg.h), so nothing crosses as a raw address.
 struct RotateCall {
-  std::uintptr_t data = 0;
-  std::string dtype;                      // float32 | bfloat16 | float16
-  int batch = 0, tokens = 0, heads = 0, head_dim = 0;
-  std::int64_t batch_stride = 0, token_stride = 0, head_stride = 0;  // elements
-  std::uintptr_t positions = 0;           // 0: implicit positions offset, offset + 1, ...
-  bool positions_int32 = false;
-  int axes = 1;                           // M-RoPE: 3 position axes of axis_stride ids each
-  std::int64_t axis_stride = 0;
-  bool shared = true;                     // one row of ids for every batch row
+  py::object data;                        // [B, S, H, D] (heads_dim 2) or [B, H, S, D] (heads_dim 1)
+  int heads_dim = 2;
+  py::object positions;                   // None: implicit positions offset, offset + 1, ...; else [S], [B, S] or [axes, B, S]
   std::int64_t offset = 0;
   std::vector<float> inv_freq;
-  std::vector<std::uint8_t> axis_of_freq;
+  std::vector<std::uint8_t> axis_of_freq;  // M-RoPE: the axis of each frequency; empty otherwise
   double attention_factor = 1.0;
-  std::string layout;                     // half_split | interleaved | deepseek_v3
+  std::string layout = "half_split";
   int direction = 1;                      // -1: the transpose (backward)
   int threads = 0;
   // xPos (rope_xpos.h): scale_base 0 is plain RoPE; the role of the one tensor this call rotates
@@ -147,19 +134,8 @@ struct RotateCall {
 template <class V>
 void for_each_field(RotateCall& c, V&& visit) {
   visit("data", c.data);
-  visit("dtype", c.dtype);
-  visit("batch", c.batch);
-  visit("tokens", c.tokens);
-  visit("heads", c.heads);
-  visit("head_dim", c.head_dim);
-  visit("batch_stride", c.batch_stride);
-  visit("token_stride", c.token_stride);
-  visit("head_stride", c.head_stride);
+  visit("heads_dim", c.heads_dim);
   visit("positions", c.positions);
-  visit("positions_int32", c.positions_int32);
-  visit("axes", c.axes);
-  visit("axis_stride", c.axis_stride);
-  visit("shared", c.shared);
   visit("offset", c.offset);
   visit("inv_freq", c.inv_freq);
   visit("axis_of_freq", c.axis_of_freq);
@@ -190,11 +166,8 @@ RotateCall rotate_call(const py::kwargs& kwargs) {
   return c;
 }
 
-// The call's strided view and its kernel parameters.
-RopeTensor view_of(const RotateCall& c) {
-  return strided(reinterpret_cast<void*>(c.data), dtype_named(c.dtype), {c.batch, c.tokens, c.heads, c.head_dim},
-                 {c.batch_stride, c.token_stride, c.head_stride});
-}
+// The call's strided view (of the tensor torch describes) and its kernel parameters.
+RopeTensor view_of(const RotateCall& c) { return rope_view(tensor_arg(c.data, "data"), c.heads_dim, "data"); }
 RopeApplyParams apply_params_of(const RotateCall& c) {
   RopeApplyParams p = rope_apply_params(c.inv_freq, c.attention_factor, from_name<RopeLayout>(c.layout), c.axis_of_freq);
   p.direction = c.direction;
@@ -210,13 +183,9 @@ RopeApplyParams apply_params_of(const RotateCall& c) {
 // Rotates one strided view in place. The GIL is released while the kernel runs.
 void rope_rotate_view(const RotateCall& c) {
   const RopeTensor x = view_of(c);
-  PositionIds ids;
-  ids.axes = c.axes;
-  ids.axis_stride = c.axis_stride;
-  ids.offset = c.offset;
-  ids.shared_across_batch = c.shared;
-  if (c.positions && c.positions_int32) ids.ids32 = reinterpret_cast<const std::int32_t*>(c.positions);
-  if (c.positions && !c.positions_int32) ids.ids = reinterpret_cast<const std::int64_t*>(c.positions);
+  const PositionIds ids = c.positions.is_none()
+                              ? PositionIds::implicit(c.offset)
+                              : position_ids(tensor_arg(c.positions, "positions"), x.batch, x.tokens, c.offset, "positions");
   const RopeApplyParams p = apply_params_of(c);
   RopeKernelOptions options;
   options.threads = c.threads;
@@ -226,7 +195,7 @@ void rope_rotate_view(const RotateCall& c) {
 }
 
 // Shifts post-RoPE keys in place by delta positions (rope_shift.h: p -> p + delta), tokens
-// [begin, end); the call's positions and offset are not read (the keys' own are not needed).
+// [begin, end); the call's positions (None) and offset are not read (the keys' own are not needed).
 void rope_shift_view(const RotateCall& c, std::int64_t delta, int begin, int end) {
   RopeShiftParams shift;
   shift.rope = apply_params_of(c);
@@ -360,15 +329,21 @@ PYBIND11_MODULE(_posenc, m) {
       run.w = w;
       r.push_back(run);
     }
-    const MropeIndex index = mrope_position_ids(r, merge_size);
-    return py::make_tuple(index.ids, index.seq_len, index.rope_delta);
+    MropeIndex index = mrope_position_ids(r, merge_size);
+    return py::make_tuple(owned_array(std::move(index.ids)), index.seq_len, index.rope_delta);
   });
-  m.def("t5_buckets", [](const std::vector<std::int64_t>& relative, int num_buckets, int max_distance, bool bidirectional) {
+  // relative: a contiguous int64 tensor (capsule), read in place; the buckets an owned array (8
+  // bytes each, where lists cost ~36 in and out).
+  m.def("t5_buckets", [](const py::object& relative, int num_buckets, int max_distance, bool bidirectional) {
     const T5BucketParams p{num_buckets, max_distance, bidirectional};
     validate(p);
-    std::vector<std::int64_t> out;
-    out.reserve(relative.size());
-    for (std::int64_t r : relative) out.push_back(t5_bucket(r, p));
-    return out;
+    const TensorArg r = tensor_arg(relative, "relative");
+    const auto* in = static_cast<const std::int64_t*>(contiguous_buffer(r, ElementKind::kI64, r.shape, "relative"));
+    std::vector<std::int64_t> out(static_cast<std::size_t>(r.numel));
+    {
+      py::gil_scoped_release release;
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = t5_bucket(in[i], p);
+    }
+    return owned_array(std::move(out));
   });
 }
