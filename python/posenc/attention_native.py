@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from . import _posenc
+from .encodings import t5_buckets
 
 
 def _heads_first(x: torch.Tensor, heads_dim: int) -> torch.Tensor:
@@ -46,6 +46,12 @@ def _scores(q: torch.Tensor, k: torch.Tensor, heads_dim: int, group: int, scale:
     qh, kh = _heads_first(q, heads_dim), _heads_first(k, heads_dim)
     kh = kh.repeat_interleave(group, dim=1) if group > 1 else kh  # GQA: query head h reads kv head h / group
     return (qh @ kh.transpose(-1, -2)) * scale  # [B, Hq, S, T]
+
+
+def distance_side(bias: Any) -> str:
+    """How a distance-bias module's table is indexed: "absolute" (over |Delta|: Kerple, Sandwich)
+    or "signed" (over Delta = query - key from -(L-1) to L-1: DynamicPositionBias)."""
+    return getattr(bias, "distance_side", "absolute")
 
 
 def native_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, scale: Optional[float],
@@ -93,12 +99,12 @@ def native_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causa
     if t5 is not None:
         relative = -delta  # key position - query position
         lo = int(relative.min())
-        table = torch.tensor(_posenc.t5_buckets(list(range(lo, int(relative.max()) + 1)), t5.shape[0],
-                                                t5_max_distance, not causal), dtype=torch.int64, device=dev)
+        table = t5_buckets(torch.arange(lo, int(relative.max()) + 1), t5.shape[0], t5_max_distance, not causal).to(dev)
         scores = scores + t5.to(work)[table[relative - lo]].permute(2, 0, 1)  # table [buckets, Hq] -> [Hq, S, T]
-    if bias is not None and hasattr(bias, "table"):  # Kerple, Sandwich: [Hq, L] over |Delta|
-        values = bias.table(s_len + t_len).to(device=dev, dtype=work)
-        scores = scores + values[:, delta.abs()]
+    if bias is not None and hasattr(bias, "table"):  # Kerple, Sandwich: [Hq, L] over |Delta|; DPB: [Hq, 2L - 1] over Delta
+        length = s_len + t_len
+        values = bias.table(length).to(device=dev, dtype=work)
+        scores = scores + values[:, delta + (length - 1) if distance_side(bias) == "signed" else delta.abs()]
     elif bias is not None:  # FoX's cumulative gate c [B, Hq, T]: c[past + i] - c[j]
         c = bias.to(device=dev, dtype=work)
         scores = scores + c[:, :, q_index, None] - c[:, :, None, :]

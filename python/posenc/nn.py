@@ -183,6 +183,41 @@ class Sandwich(torch.nn.Module):
         return _distance_bias(self.table(max(q_len + past, k_len)), q_len, k_len, past)
 
 
+class DynamicPositionBias(torch.nn.Module):
+    """Dynamic position bias (x-transformers' DynamicPositionBias, norm=False; SwinV2's log-spaced
+    continuous position bias, in one dimension): b_h(d) = mlp(sign(d) log(1 + |d|))_h with d =
+    query - key (d itself when log_distance=False), mlp = Linear(1, dim), SiLU, (Linear(dim, dim),
+    SiLU) x (depth - 1), Linear(dim, heads); computed in the parameters' dtype. Called like Kerple;
+    m.table(length) -> [heads, 2 length - 1] over d = -(length - 1) .. length - 1, a signed table
+    (distance_side "signed"), what posenc.attention(..., bias=m) gives the fused kernel."""
+
+    distance_side = "signed"
+
+    def __init__(self, dim: int, heads: int, depth: int = 2, log_distance: bool = True) -> None:
+        super().__init__()
+        _check_ints("DynamicPositionBias", ("dim", dim, 1), ("heads", heads, 1), ("depth", depth, 1))
+        if not isinstance(log_distance, bool):
+            raise ValueError(f"DynamicPositionBias: log_distance must be a bool, got {log_distance!r}")
+        layers = [torch.nn.Linear(1, dim), torch.nn.SiLU()]
+        for _ in range(depth - 1):
+            layers += [torch.nn.Linear(dim, dim), torch.nn.SiLU()]
+        self.mlp = torch.nn.Sequential(*layers, torch.nn.Linear(dim, heads))
+        self.heads, self.depth, self.log_distance = heads, depth, log_distance
+
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}, depth={self.depth}, log_distance={self.log_distance}"
+
+    def table(self, length: int) -> torch.Tensor:
+        _check_ints("DynamicPositionBias.table", ("length", length, 1))
+        weight = self.mlp[0].weight
+        d = torch.arange(-(length - 1), length, dtype=weight.dtype, device=weight.device)
+        x = torch.sign(d) * torch.log1p(d.abs()) if self.log_distance else d
+        return self.mlp(x.unsqueeze(-1)).transpose(0, 1)  # [2 length - 1, heads] -> [heads, 2 length - 1]
+
+    def forward(self, q_len: int, k_len: int, past: int = 0) -> torch.Tensor:
+        return _distance_bias(self.table(max(q_len + past, k_len)), q_len, k_len, past, signed=True)
+
+
 class ForgettingGate(torch.nn.Module):
     """FoX's forget gate (Lin et al. 2025): f = sigmoid(proj(x)), proj = Linear(dim, heads) (bias
     initialised to 5, as x-transformers' DataDependentAlibi, so gates start near 1).
@@ -205,8 +240,9 @@ class ForgettingGate(torch.nn.Module):
         return c.unsqueeze(-1) - c.unsqueeze(-2)
 
 
-def _distance_bias(table: torch.Tensor, q_len: int, k_len: int, past: int) -> torch.Tensor:
-    """[heads, q_len, k_len]: table[h, |past + i - j|]."""
+def _distance_bias(table: torch.Tensor, q_len: int, k_len: int, past: int, signed: bool = False) -> torch.Tensor:
+    """[heads, q_len, k_len]: table[h, |past + i - j|], or signed (table over -(L-1) .. L-1)
+    table[h, past + i - j + L - 1]."""
     _check_ints("distance bias", ("q_len", q_len, 0), ("k_len", k_len, 0), ("past", past, 0))
-    d = ((torch.arange(q_len) + past).unsqueeze(1) - torch.arange(k_len)).abs()
-    return table[:, d]
+    d = (torch.arange(q_len, device=table.device) + past).unsqueeze(1) - torch.arange(k_len, device=table.device)
+    return table[:, d + (table.shape[1] - 1) // 2] if signed else table[:, d.abs()]

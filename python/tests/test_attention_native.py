@@ -49,6 +49,7 @@ SCHEMES = {
     "t5": lambda: dict(t5=torch.randn(32, 4, generator=torch.Generator().manual_seed(1)), scale=1.0, t5_max_distance=20),
     "kerple": lambda: dict(bias=posenc.nn.Kerple(4, "log")),
     "sandwich": lambda: dict(bias=posenc.nn.Sandwich(4, 16)),
+    "dpb": lambda: dict(bias=posenc.nn.DynamicPositionBias(8, 4)),  # a signed table: non-causal reads both sides
 }
 
 

@@ -42,6 +42,43 @@ def test_sandwich_is_the_closed_form():
     assert m(3, 3, past=2).shape == (heads, 3, 3)
 
 
+def _seeded_dpb(dim, heads, **kw):
+    torch.manual_seed(7)
+    return posenc.nn.DynamicPositionBias(dim, heads, **kw)
+
+
+@pytest.mark.parametrize("log_distance", [True, False])
+def test_dynamic_position_bias_is_x_transformers_mlp_over_the_signed_distance(log_distance):
+    m = _seeded_dpb(6, 3, depth=3, log_distance=log_distance).double()
+    table = m.table(5)  # d = -4 .. 4
+    assert table.shape == (3, 9) and table.dtype == torch.float64
+    linears = [layer for layer in m.mlp if isinstance(layer, torch.nn.Linear)]
+    assert [tuple(l.weight.shape) for l in linears] == [(6, 1), (6, 6), (6, 6), (3, 6)]
+    for column, d in enumerate(range(-4, 5)):
+        x = torch.tensor([math.copysign(math.log(1 + abs(d)), d) if log_distance else float(d)], dtype=torch.float64)
+        for layer in linears[:-1]:
+            x = torch.nn.functional.silu(layer.weight @ x + layer.bias)
+        expected = linears[-1].weight @ x + linears[-1].bias
+        assert (table[:, column] - expected).abs().max() <= 1e-12
+    bias = m(3, 6, past=2)  # query i at 2 + i, key j: table[:, 2 + i - j + 4]
+    assert bias.shape == (3, 3, 6)
+    for i in range(3):
+        for j in range(6):
+            assert torch.equal(bias[:, i, j], table[:, 2 + i - j + 4])
+    assert not torch.allclose(table[:, :4], table[:, 5:].flip(1))  # signed: d and -d differ
+    assert torch.autograd.gradcheck(lambda w: torch.nn.utils.stateless.functional_call(  # noqa
+        m, {"mlp.0.weight": w}, (2, 4)), (m.mlp[0].weight.detach().clone().requires_grad_(),))
+
+
+def test_dynamic_position_bias_refuses_what_it_cannot_build():
+    for kw, text in [(dict(dim=0, heads=2), "dim must be an int >= 1"), (dict(dim=4, heads=2, depth=0), "depth"),
+                     (dict(dim=4, heads=2, log_distance=1), "log_distance must be a bool")]:
+        with pytest.raises(ValueError, match=text):
+            posenc.nn.DynamicPositionBias(**kw)
+    with pytest.raises(ValueError, match="length must be an int >= 1"):
+        posenc.nn.DynamicPositionBias(4, 2).table(0)
+
+
 def test_forgetting_gate_bias_is_the_sum_of_log_gates_between():
     torch.manual_seed(0)
     m = posenc.nn.ForgettingGate(8, 2)
@@ -53,7 +90,7 @@ def test_forgetting_gate_bias_is_the_sum_of_log_gates_between():
 
 
 @pytest.mark.parametrize("make", [lambda: posenc.nn.Kerple(4, "log"), lambda: posenc.nn.Kerple(4, "power"),
-                                  lambda: posenc.nn.Sandwich(4, 16)])
+                                  lambda: posenc.nn.Sandwich(4, 16), lambda: _seeded_dpb(8, 4)])
 @pytest.mark.parametrize("causal", [True, False])
 def test_attention_with_a_distance_bias_equals_eager_forward_and_backward(make, causal):
     m = make()
