@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "golden.h"
 #include "posenc/alibi.h"
@@ -111,6 +112,10 @@ TEST(T5Golden, BucketsForRelativePositionsMinus300To300) {
   EXPECT_EQ(t5_bucket(1, enc), 17);
   EXPECT_EQ(t5_bucket(8, enc), 24);
   EXPECT_EQ(t5_bucket(100, enc), 31);
+  // The extremes of int64 land in the last buckets (-2^63's negation would overflow).
+  EXPECT_EQ(t5_bucket(std::numeric_limits<std::int64_t>::min(), enc), 15);
+  EXPECT_EQ(t5_bucket(std::numeric_limits<std::int64_t>::max(), enc), 31);
+  EXPECT_EQ(t5_bucket(std::numeric_limits<std::int64_t>::min(), T5BucketParams{32, 128, false}), 31);
 }
 
 TEST(T5Golden, ComputeBias) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "posenc/error.h"
@@ -23,13 +24,16 @@ void validate(const T5BucketParams& p) {
 int t5_bucket(std::int64_t r, const T5BucketParams& p) {
   int buckets = p.num_buckets;
   int bucket = 0;
+  // |r|, with -2^63 (whose negation overflows) taken as 2^63 - 1: both are far past max_distance.
+  const std::int64_t magnitude = r == std::numeric_limits<std::int64_t>::min() ? std::numeric_limits<std::int64_t>::max()
+                                                                               : (r < 0 ? -r : r);
   std::int64_t n;
   if (p.bidirectional) {
     buckets /= 2;
     if (r > 0) bucket += buckets;
-    n = r < 0 ? -r : r;
+    n = magnitude;
   } else {
-    n = r < 0 ? -r : 0;
+    n = r < 0 ? magnitude : 0;
   }
   const int exact = buckets / 2;
   if (n < exact) return bucket + static_cast<int>(n);

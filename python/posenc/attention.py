@@ -114,6 +114,21 @@ class _Attention(torch.autograd.Function):
                 bias_grad.to(bias_input.dtype) if bias_grad is not None else None, None, None, None)
 
 
+def _check_shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads_dim: int) -> None:
+    """The shapes the kernel's validate_attention requires, checked here for every backend and
+    for empty inputs too: one B and D, k and v alike, Hq a multiple of Hk >= 1."""
+    def bshd(t):
+        return (t.shape[0], t.shape[1], t.shape[2], t.shape[3]) if heads_dim == 2 else (t.shape[0], t.shape[2], t.shape[1], t.shape[3])
+    (b, s, hq, d), (bk, t, hk, dk), vs = bshd(q), bshd(k), bshd(v)
+    if bk != b or dk != d or vs != (bk, t, hk, dk):
+        raise ValueError(f"q [B, S, Hq, D] = {list(bshd(q))}, k {list(bshd(k))} and v {list(vs)} (as [B, S, H, D]) must "
+                         "share B and D, and k and v their whole shape")
+    if d < 1:
+        raise ValueError(f"head_dim D must be >= 1, got q [B, S, Hq, D] = {list(bshd(q))}")
+    if hk < 1 or hq % hk != 0:
+        raise ValueError(f"query heads Hq = {hq} must be a multiple of kv heads Hk = {hk} >= 1")
+
+
 def _kernel_params(params: Dict[str, Any]) -> Dict[str, Any]:
     """params with each tensor (the key padding, a bias input) as the capsule _posenc reads."""
     return {key: _capsule(value) if isinstance(value, torch.Tensor) else value for key, value in params.items()}
@@ -123,7 +138,7 @@ def _bias_params(bias: Any, params: Dict[str, Any], batch: int, heads: int, s_le
                  causal: bool, device: torch.device) -> torch.Tensor:
     """The kernel's parameters for a posenc.nn distance bias or FoX's c; returns the differentiable
     input (the table [Hq, L], or c [B, Hq, T])."""
-    if hasattr(bias, "table"):  # Kerple, Sandwich over |query - key|, DPB over query - key, to the farthest pair
+    if isinstance(bias, torch.nn.Module) and hasattr(bias, "table"):  # Kerple, Sandwich over |Delta|, DPB over Delta
         length = s_len + t_len  # |Delta| < S + T whatever the offsets (queries sit at T - S + i)
         side = distance_side(bias)
         table = bias.table(length)
@@ -131,8 +146,12 @@ def _bias_params(bias: Any, params: Dict[str, Any], batch: int, heads: int, s_le
         if table.dim() != 2 or table.shape != (heads, width):
             raise ValueError(f"bias's table is {list(table.shape)}; the kernel reads [Hq = {heads}, {width}] ({side} "
                              f"distances up to {length - 1})")
-        params.update(positions="distance-table", distance_table=table.detach().float().contiguous(), distance_length=length,
-                      distance_side=side)
+        if table.device != device:
+            raise ValueError(f"bias ({type(bias).__name__}) is on {table.device}, q on {device}: move it to q's device")
+        data = table.detach().float().contiguous()
+        if not torch.isfinite(data).all():
+            raise ValueError(f"bias's table ({type(bias).__name__}) holds a value that is not finite")
+        params.update(positions="distance-table", distance_table=data, distance_length=length, distance_side=side)
         return table
     if isinstance(bias, torch.Tensor):  # FoX's cumulative gate
         if not causal:
@@ -143,7 +162,8 @@ def _bias_params(bias: Any, params: Dict[str, Any], batch: int, heads: int, s_le
             raise ValueError(f"FoX's c must be a floating tensor on q's device {device}, got {bias.dtype} on {bias.device}")
         params.update(positions="forget-gate", gate_cumulative=bias.detach().float().contiguous())
         return bias
-    raise ValueError(f"bias must be a posenc.nn.Kerple or Sandwich module, or FoX's c [B, Hq, T], got {type(bias).__name__}")
+    raise ValueError("bias must be a posenc.nn.Kerple, Sandwich or DynamicPositionBias module (an instance), or FoX's c "
+                     f"[B, Hq, T], got {bias!r:.80}")
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = True, scale: Optional[float] = None,
@@ -184,13 +204,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
             raise ValueError(f"q, k and v must be on one device, got {name} on {t.device} and q on {q.device}")
         if t.dtype not in _DTYPES and not (native and t.dtype == torch.float64):
             raise ValueError(f"{name} must be float32, bfloat16 or float16 (float64 with backend='torch'), got {t.dtype}")
-    if heads_dim not in (1, 2):
-        raise ValueError(f"heads_dim must be 1 or 2, got {heads_dim}")
+    if type(heads_dim) is not int or heads_dim not in (1, 2):
+        raise ValueError(f"heads_dim must be 1 or 2, got {heads_dim!r}")
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal must be True or False, got {causal!r}")
+    _check_shapes(q, k, v, heads_dim)
     if sum(x is not None for x in (rope, alibi, t5, bias)) > 1:
         raise ValueError("give one of rope, alibi, t5 and bias")
     if remap is not None and rope is None:
         raise ValueError("remap changes RoPE's distances: it needs rope=")
-    if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+    if scale is not None and (isinstance(scale, bool) or not (isinstance(scale, (int, float)) and math.isfinite(scale)
+                                                              and scale > 0)):
         raise ValueError(f"scale must be a finite number > 0 (None: 1/sqrt(head_dim)), got {scale!r}")
     kv_offset = _count("kv_offset", kv_offset, 0, 2**31 - 1)
     window = _count("window", window, 1, 2**31 - 1) if window is not None else 0
@@ -202,7 +226,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     batch, s_len, heads = q.shape[0], q.shape[1 if heads_dim == 2 else 2], q.shape[2 if heads_dim == 2 else 1]
     t_len = k.shape[1 if heads_dim == 2 else 2]
     if batch * s_len * t_len == 0:  # nothing to attend: an empty output, or zeros for queries that see no key
-        out = q * 0 + (k.sum() + v.sum()) * 0  # zeros, connected to q, k and v for autograd
+        # zeros (not q * 0, NaN where q is inf), connected to q, k and v for autograd
+        out = q.masked_fill(torch.ones((), dtype=torch.bool, device=q.device), 0) + (k.sum() + v.sum()) * 0
         lse = torch.full((batch, heads, s_len), float("-inf"))
         return (out, lse) if return_lse else out
     params: Dict[str, Any] = dict(scale=0.0 if scale is None else float(scale), causal=bool(causal), past=-1,

@@ -65,8 +65,12 @@ def alibi_bias(heads: int, q_len: int, k_len: int, causal: bool = True, past: in
 def t5_buckets(relative: Union[torch.Tensor, Sequence[int]], num_buckets: int = 32, max_distance: int = 128,
                bidirectional: bool = True) -> torch.Tensor:
     """T5's bucket of each relative position (key - query), int64, as HF's T5Attention."""
-    r = _ints(relative).contiguous()
-    return torch.from_numpy(_posenc.t5_buckets(to_dlpack(r), num_buckets, max_distance, bidirectional)).view(r.shape)
+    r = _ints(relative)
+    if r.device.type == "meta":
+        raise ValueError("t5_buckets needs the relative positions' values: got a tensor on the meta device")
+    host = r.detach().cpu().resolve_neg().contiguous()  # computed on the CPU, returned on r's device
+    buckets = torch.from_numpy(_posenc.t5_buckets(to_dlpack(host), num_buckets, max_distance, bidirectional))
+    return buckets.view(r.shape).to(r.device)
 
 
 def deberta_relative_positions(q_len: int, k_len: int, position_buckets: int = 256,

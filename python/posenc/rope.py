@@ -149,15 +149,22 @@ def _view(x: torch.Tensor, s, layout: str, heads_dim: int, xpos: Optional[Tuple[
         raise ValueError(f"RoPE kernels take float32, bfloat16 or float16 tensors, got {x.dtype}")
     if x.stride(-1) != 1:
         raise ValueError("the last dimension (head_dim) must be contiguous")
-    return dict(data=_capsule(x), heads_dim=heads_dim, inv_freq=s.inv_freq.tolist(), axis_of_freq=s.axis_of_freq,
+    return dict(data=_capsule(x, written=True), heads_dim=heads_dim, inv_freq=s.inv_freq.tolist(), axis_of_freq=s.axis_of_freq,
                 attention_factor=s.attention_factor, layout=layout, threads=_threads(),
                 **(xpos[0].keywords(xpos[1]) if xpos else _NO_XPOS))
 
 
-def _capsule(x: torch.Tensor) -> Any:
+def _capsule(x: torch.Tensor, written: bool = False) -> Any:
     """x for _posenc: a DLPack capsule sharing x's memory, through which the C++ side reads x's
     address, dtype, shape and strides from torch itself (no raw address crosses; python/src/
-    tensor_arg.h). The capsule keeps x's storage alive while it lives."""
+    tensor_arg.h). The capsule keeps x's storage alive while it lives. DLPack has no lazy
+    negation or conjugation bit: a tensor read is resolved first (a copy); one written in place
+    cannot be, and is refused."""
+    if x.is_neg() or x.is_conj():
+        if written:
+            raise ValueError("this tensor is a lazily negated view (torch._neg_view / .conj()); it cannot be written in "
+                             "place through posenc's kernels: pass x.resolve_neg() instead")
+        x = x.resolve_neg().resolve_conj()
     return to_dlpack(x.detach())
 
 

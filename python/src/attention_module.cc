@@ -24,7 +24,18 @@ namespace {
 template <class T>
 T get(const py::dict& d, const char* key) {
   if (!d.contains(key)) throw Error(std::string("attention: key '") + key + "' is missing");
-  return d[key].cast<T>();
+  try {
+    return d[key].cast<T>();
+  } catch (const py::cast_error&) {
+    throw Error(std::string("attention: key '") + key + "' cannot be read from " + std::string(py::repr(d[key])).substr(0, 80));
+  }
+}
+
+// A tensor the kernel writes: its view, checked for aliasing elements.
+RopeTensor written_view(const py::handle& capsule, int heads_dim, const char* name) {
+  const TensorArg t = tensor_arg(capsule, name);
+  check_written(t, name);
+  return rope_view(t, heads_dim, name);
 }
 
 // A contiguous float32 buffer of `shape` from a capsule (None: nullptr).
@@ -37,7 +48,11 @@ float* f32_buffer(const py::handle& capsule, const std::vector<std::int64_t>& sh
 // distance table [Hq, width] (length, or 2 length - 1 signed), FoX's c [B, Hq, T]; empty without one.
 std::vector<std::int64_t> bias_shape(const AttentionParams& p, const RopeTensor& q, const RopeTensor& k) {
   if (p.positions == AttentionPositions::kT5) return {p.t5.num_buckets, q.heads};
-  if (p.positions == AttentionPositions::kDistanceTable) return {q.heads, p.distance_table.width()};
+  if (p.positions == AttentionPositions::kDistanceTable) {
+    if (p.distance_table.length < 1 || p.distance_table.length > (std::int64_t{1} << 31))
+      throw Error("distance_length must be in [1, 2^31], got " + std::to_string(p.distance_table.length));
+    return {q.heads, p.distance_table.width()};
+  }
   if (p.positions == AttentionPositions::kForgetGate) return {q.batch, q.heads, k.tokens};
   return {};
 }
@@ -72,6 +87,9 @@ struct Params {
     }
     if (p.positions == AttentionPositions::kAlibi) {
       slopes = get<std::vector<double>>(d, "alibi_slopes");
+      if (slopes.size() != static_cast<std::size_t>(q.heads))
+        throw Error("alibi_slopes: " + std::to_string(slopes.size()) + " slopes for " + std::to_string(q.heads) +
+                    " query heads; expected one per query head");
       p.alibi_slopes = slopes.data();
       p.alibi_mode = get<bool>(d, "alibi_symmetric") ? AlibiMode::kSymmetric : AlibiMode::kCausal;
     }
@@ -107,7 +125,7 @@ void add_attention(py::module_& m) {
                         int heads_dim, const py::dict& params, const py::object& lse, int threads, bool bf16_dot_products) {
     const RopeTensor qv = rope_view(tensor_arg(q, "q"), heads_dim, "q"), kv = rope_view(tensor_arg(k, "k"), heads_dim, "k");
     const RopeTensor vv = rope_view(tensor_arg(v, "v"), heads_dim, "v");
-    const RopeTensor ov = rope_view(tensor_arg(out, "out"), heads_dim, "out");
+    const RopeTensor ov = written_view(out, heads_dim, "out");
     const Params p(params, qv, kv);
     validate_attention(qv, kv, vv, ov, p.p);
     AttentionOptions options;
@@ -129,7 +147,9 @@ void add_attention(py::module_& m) {
     const Params p(params, q, k);
     AttentionBackwardInputs in{q, k, view(views, "v"), view(views, "out"), view(views, "dout"),
                                f32_buffer(lse, {q.batch, q.heads, q.tokens}, "lse")};
-    AttentionGradients g{view(grads, "dq"), view(grads, "dk"), view(grads, "dv")};
+    AttentionGradients g{written_view(get<py::object>(grads, "dq"), heads_dim, "dq"),
+                         written_view(get<py::object>(grads, "dk"), heads_dim, "dk"),
+                         written_view(get<py::object>(grads, "dv"), heads_dim, "dv")};
     const std::vector<std::int64_t> shape = bias_shape(p.p, q, k);
     if (!bias_grad.is_none() && shape.empty()) throw Error("attention_backward: a bias_grad without a bias input");
     float* const dbias = shape.empty() ? nullptr : f32_buffer(bias_grad, shape, "bias_grad");

@@ -155,7 +155,12 @@ RotateCall rotate_call(const py::kwargs& kwargs) {
   std::size_t found = 0;
   for_each_field(c, [&](const char* name, auto& member) {
     if (!kwargs.contains(name)) throw Error(std::string("rope_rotate: keyword '") + name + "' is missing");
-    member = kwargs[name].cast<std::decay_t<decltype(member)>>();
+    try {
+      member = kwargs[name].cast<std::decay_t<decltype(member)>>();
+    } catch (const py::cast_error&) {
+      throw Error(std::string("rope_rotate: keyword '") + name + "' cannot be read from " +
+                  std::string(py::repr(kwargs[name])).substr(0, 80));
+    }
     ++found;
   });
   if (found != kwargs.size()) {
@@ -167,7 +172,11 @@ RotateCall rotate_call(const py::kwargs& kwargs) {
 }
 
 // The call's strided view (of the tensor torch describes) and its kernel parameters.
-RopeTensor view_of(const RotateCall& c) { return rope_view(tensor_arg(c.data, "data"), c.heads_dim, "data"); }
+RopeTensor view_of(const RotateCall& c) {
+  const TensorArg t = tensor_arg(c.data, "data");
+  check_written(t, "data");  // rotated in place
+  return rope_view(t, c.heads_dim, "data");
+}
 RopeApplyParams apply_params_of(const RotateCall& c) {
   RopeApplyParams p = rope_apply_params(c.inv_freq, c.attention_factor, from_name<RopeLayout>(c.layout), c.axis_of_freq);
   p.direction = c.direction;
@@ -186,6 +195,9 @@ void rope_rotate_view(const RotateCall& c) {
   const PositionIds ids = c.positions.is_none()
                               ? PositionIds::implicit(c.offset)
                               : position_ids(tensor_arg(c.positions, "positions"), x.batch, x.tokens, c.offset, "positions");
+  if (ids.axes > 1 && c.axis_of_freq.empty())
+    throw Error("positions: " + std::to_string(ids.axes) + " position axes, but the schedule has no M-RoPE axis map "
+                "(axis_of_freq): pass [S] or [B, S] positions");
   const RopeApplyParams p = apply_params_of(c);
   RopeKernelOptions options;
   options.threads = c.threads;

@@ -128,6 +128,13 @@ RopeTensor rope_view(const TensorArg& t, int heads_dim, const char* name) {
                  {t.strides[0], t.strides[s], t.strides[h]});
 }
 
+void check_written(const TensorArg& t, const char* name) {
+  for (std::size_t i = 0; i < t.shape.size(); ++i)
+    if (t.shape[i] > 1 && t.strides[i] == 0)
+      throw Error(std::string(name) + " is written, but its dimension " + std::to_string(i) +
+                  " has stride 0 (an expanded view: its elements share memory); pass a tensor of its own");
+}
+
 void* contiguous_buffer(const TensorArg& t, ElementKind kind, const std::vector<std::int64_t>& shape, const char* name) {
   if (t.kind != kind || t.shape != shape || !contiguous(t))
     throw Error(std::string(name) + ": expected a contiguous " + shape_text(shape) + " tensor of " +

@@ -32,6 +32,10 @@ TensorArg tensor_arg(const pybind11::handle& capsule, const char* name);
 // 1; channels contiguous, every size within int.
 RopeTensor rope_view(const TensorArg& t, int heads_dim, const char* name);
 
+// A tensor the kernels write: an Error naming `name` if two of its elements share memory
+// through a zero stride (an expanded view), which would be written once per alias.
+void check_written(const TensorArg& t, const char* name);
+
 // A contiguous buffer of `shape` and `kind` (a bias table, a mask, a log-sum-exp): its first
 // element, or an Error naming `name`, the shape expected and the shape given.
 void* contiguous_buffer(const TensorArg& t, ElementKind kind, const std::vector<std::int64_t>& shape, const char* name);

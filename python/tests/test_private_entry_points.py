@@ -99,3 +99,35 @@ def test_the_backward_checks_its_bias_gradient_buffer():
     kerple = dict(positions="distance-table", distance_table=table, distance_length=8, distance_side="absolute")
     with pytest.raises(ValueError, match=r"bias_grad: expected a contiguous \[2, 8\] tensor"):
         _posenc.attention_backward(views, 2, lse, grads, to_dlpack(torch.zeros(2, 7)), attention_call(q, **kerple), 1)
+
+
+def test_hostile_keywords_are_errors_naming_them():
+    q = torch.randn(1, 4, 2, 8)
+    views = [to_dlpack(t) for t in (q, q, q, torch.empty_like(q))]
+    with pytest.raises(ValueError, match="alibi_slopes: 1 slopes for 2 query heads"):  # read past the end before
+        _posenc.attention(*views, 2, attention_call(q, positions="alibi", alibi_slopes=[0.5], alibi_symmetric=False),
+                          None, 1, False)
+    with pytest.raises(ValueError, match="key 'window' cannot be read from 'big'"):
+        _posenc.attention(*views, 2, attention_call(q, window="big"), None, 1, False)
+    with pytest.raises(ValueError, match="keyword 'offset' cannot be read from 18446744073709551616"):
+        _posenc.rope_rotate(**rotate_keywords(q, offset=2**64))
+    axial = to_dlpack(torch.zeros(3, 1, 4, dtype=torch.int64))  # [axes, B, S] with a plain schedule
+    with pytest.raises(ValueError, match="3 position axes, but the schedule has no M-RoPE axis map"):
+        _posenc.rope_rotate(**rotate_keywords(q, positions=axial))
+    big = dict(positions="distance-table", distance_table=to_dlpack(torch.zeros(2, 3)), distance_length=2**62,
+               distance_side="signed")
+    with pytest.raises(ValueError, match=r"distance_length must be in \[1, 2\^31\], got 4611686018427387904"):
+        _posenc.attention(*views, 2, attention_call(q, **big), None, 1, False)
+
+
+def test_a_written_tensor_whose_elements_alias_is_refused():
+    expanded = torch.zeros(1, 1, 2, 8).expand(1, 4, 2, 8)  # 4 tokens sharing one row
+    with pytest.raises(ValueError, match="data is written, but its dimension 1 has stride 0"):
+        _posenc.rope_rotate(**rotate_keywords(torch.zeros(1, 4, 2, 8), data=to_dlpack(expanded)))
+    q = torch.randn(1, 4, 2, 8)
+    views = [to_dlpack(t) for t in (q, q, q)] + [to_dlpack(expanded)]
+    with pytest.raises(ValueError, match="out is written, but its dimension 1 has stride 0"):
+        _posenc.attention(*views, 2, attention_call(q), None, 1, False)
+    q_read = torch.randn(1, 1, 2, 8).expand(1, 4, 2, 8)  # an expanded input is only read: taken
+    out = torch.empty(1, 4, 2, 8)
+    _posenc.attention(*(to_dlpack(t) for t in (q_read, q_read, q_read, out)), 2, attention_call(q), None, 1, False)

@@ -188,3 +188,57 @@ def test_alibi_bias_is_computed_in_blocks_with_the_same_values():
         assert torch.equal(got, want)
     ratio = peak_memory_ratio("posenc.alibi_bias(8, 2048, 2048)")
     assert ratio < 1.5, f"peak memory {ratio:.1f}x the result's size"
+
+
+def test_attention_checks_shapes_on_every_backend_and_for_empty_inputs():
+    q, k, v = torch.randn(2, 5, 4, 8), torch.randn(2, 7, 4, 8), torch.randn(2, 7, 4, 8)
+    bad = {"k, v batch 1": (q, k[:1], v[:1]), "v head_dim 4": (q, k, v[..., :4]), "Hq 4 / Hk 3": (q, k[:, :, :3], v[:, :, :3]),
+           "v tokens 6": (q, k, v[:, :6]), "Hk 0": (q, k[:, :, :0], v[:, :, :0]),
+           "S 0, k batch 1": (q[:, :0], k[:1], v[:1])}
+    for name, args in bad.items():
+        for backend in ("kernels", "torch"):
+            with pytest.raises(ValueError, match="must share B and D|must be a multiple of kv heads"):
+                posenc.attention(*args, backend=backend)
+    inf = torch.full((1, 3, 2, 8), float("inf"))
+    empty = torch.randn(1, 0, 2, 8)
+    assert torch.equal(posenc.attention(inf, empty, empty), torch.zeros(1, 3, 2, 8))  # no key: zeros, not NaN
+    for kw, says in ((dict(causal="no"), "causal must be True or False"), (dict(heads_dim=True), "heads_dim must be 1 or 2"),
+                     (dict(scale=True), "scale must be a finite number")):
+        with pytest.raises(ValueError, match=says):
+            posenc.attention(q, k, v, **kw)
+
+
+def test_lazily_negated_tensors_are_read_with_their_sign_and_not_written_in_place():
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(1, 6, 2, 8, generator=g) for _ in range(3))
+    negated = torch._neg_view(q)  # DLPack carries no negation bit: the kernels must see -q
+    assert torch.equal(posenc.attention(negated, k, v), posenc.attention(-q, k, v))
+    s = posenc.schedule(head_dim=8)
+    assert torch.equal(posenc.apply_rope(negated, schedule=s), posenc.apply_rope(-q, schedule=s))
+    with torch.no_grad(), pytest.raises(ValueError, match="lazily negated view"):
+        posenc.apply_rope(torch._neg_view(q.clone()), schedule=s, inplace=True)
+
+
+def test_dynamic_position_bias_edges_match_on_both_backends():
+    m = posenc.nn.DynamicPositionBias(8, 2)
+    assert m(0, 0).shape == (2, 0, 0) and m(0, 3).shape == (2, 0, 3)  # empty, as Kerple's
+    q = torch.randn(1, 4, 2, 8)
+    with torch.no_grad():
+        m.mlp[-1].bias[0] = float("nan")
+    for backend in ("kernels", "torch"):
+        with pytest.raises(ValueError, match=r"bias's table \(DynamicPositionBias\) holds a value that is not finite"):
+            posenc.attention(q, q, q, bias=m, backend=backend)
+    with pytest.raises(ValueError, match="DynamicPositionBias module \\(an instance\\)"):
+        posenc.attention(q, q, q, bias=posenc.nn.DynamicPositionBias)
+    with pytest.raises(ValueError, match=r"DynamicPositionBias\) is on meta, q on cpu"):
+        posenc.attention(q, q, q, bias=posenc.nn.DynamicPositionBias(8, 2).to("meta"))
+    with pytest.raises(ValueError, match="head_dim D must be >= 1"):
+        posenc.attention(q[..., :0], q[..., :0], q[..., :0], backend="torch")
+
+
+def test_t5_buckets_at_the_ends_of_int64_and_off_the_cpu():
+    ends = torch.tensor([-2**63, 2**63 - 1])
+    assert posenc.t5_buckets(ends).tolist() == [15, 31]
+    assert posenc.t5_buckets(ends, bidirectional=False).tolist() == [31, 0]
+    with pytest.raises(ValueError, match="meta device"):
+        posenc.t5_buckets(torch.zeros(3, dtype=torch.int64, device="meta"))
