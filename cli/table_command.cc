@@ -310,6 +310,9 @@ void run_table(const TableArgs& a) {
     case Scheme::kFox:
       throw Error("--scheme fox has no table: its bias comes from the tokens (a forget gate per token and head; "
                   "with a constant gate gamma it is ALiBi with slope -log gamma: posenc table alibi)");
+    case Scheme::kDpb:
+      throw Error("--scheme dpb has no fixed table: its bias is an MLP whose weights are learned "
+                  "(posenc.nn.DynamicPositionBias in Python, the lab's dpb scheme)");
   }
   if (a.json) {
     out["scheme"] = a.scheme;

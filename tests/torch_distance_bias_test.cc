@@ -84,6 +84,36 @@ TEST(TorchDistanceBias, MaterialisedBiasReadsTheTableAtTheDistance) {
   EXPECT_EQ(bias[0][1][0][2].item<float>(), 10 + 6);  // head 1, |3 - 9| = 6
   EXPECT_EQ(bias[0][0][1][0].item<float>(), 7);       // head 0, |7 - 0|
   EXPECT_THROW(distance_bias_scores(table, torch::tensor({{12}}, torch::kInt64), k), Error);
+  // A signed table [H, 2L - 1] (L = 5) reads column q - k + 4: 3 - 0 -> 7, 3 - 5 -> 2.
+  const torch::Tensor signed_bias = distance_bias_scores(table.narrow(1, 0, 9).contiguous(), q.narrow(1, 0, 1),
+                                                         k.narrow(1, 0, 2), DistanceSide::kSigned);
+  EXPECT_EQ(signed_bias[0][1][0][0].item<float>(), 10 + 7);
+  EXPECT_EQ(signed_bias[0][0][0][1].item<float>(), 2);
+  EXPECT_THROW(distance_bias_scores(table.narrow(1, 0, 9).contiguous(), q, k, DistanceSide::kSigned), Error);  // |7 - 0| > 4
+}
+
+// x-transformers' DynamicPositionBias (norm off): the MLP of sign(d) log(1 + |d|), layer by layer.
+TEST(TorchDistanceBias, DynamicPositionBiasIsTheMlpOfTheSignedLogDistance) {
+  torch::manual_seed(9);
+  DynamicPositionBias m(3, 6, 3);
+  const torch::Tensor table = m->table(5);  // d = -4 .. 4
+  ASSERT_EQ(table.sizes(), (std::vector<std::int64_t>{3, 9}));
+  std::vector<torch::nn::Linear> linears;
+  for (const auto& child : m->mlp->children())
+    if (auto l = std::dynamic_pointer_cast<torch::nn::LinearImpl>(child)) linears.emplace_back(l);
+  ASSERT_EQ(linears.size(), 4u);  // 1 -> 6, 6 -> 6 twice, 6 -> 3
+  for (int d = -4; d <= 4; ++d) {
+    torch::Tensor x = torch::full({1}, std::copysign(std::log1p(std::abs(d)), d), torch::kFloat64);
+    for (std::size_t i = 0; i < linears.size(); ++i) {
+      x = torch::matmul(linears[i]->weight.to(torch::kFloat64), x) + linears[i]->bias.to(torch::kFloat64);
+      if (i + 1 < linears.size()) x = x * torch::sigmoid(x);  // SiLU
+    }
+    EXPECT_LE((table.select(1, d + 4).to(torch::kFloat64) - x).abs().max().item<double>(), 1e-5) << "d = " << d;
+  }
+  table.sum().backward();
+  EXPECT_GT(linears[0]->weight.grad().abs().sum().item<double>(), 0) << "trainable through its table";
+  EXPECT_THROW(DynamicPositionBias(3, 0), Error);
+  EXPECT_THROW(m->table(0), Error);
 }
 
 }  // namespace

@@ -210,7 +210,7 @@ namespace {
 // causal and bidirectional, GQA, left padding, and decode steps with a KV cache.
 TEST(TorchFusedAttention, EqualsTheMaterialisingPath) {
   for (Scheme s : {Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kRope, Scheme::kAlibi, Scheme::kT5,
-                   Scheme::kKerple, Scheme::kSandwich, Scheme::kFox})
+                   Scheme::kKerple, Scheme::kSandwich, Scheme::kFox, Scheme::kDpb})
     for (bool causal : {true, false}) {
       if (s == Scheme::kFox && !causal) continue;  // FoX is causal (its config refuses otherwise)
       SCOPED_TRACE(std::string(to_string(s)) + (causal ? " causal" : " bidirectional"));
@@ -245,7 +245,7 @@ TEST(TorchFusedAttention, EqualsTheMaterialisingPath) {
 // FoX's gates (through the kernel's gradient of c) included.
 TEST(TorchFusedAttention, TrainingGradientsEqualTheMaterialisingPath) {
   for (Scheme s : {Scheme::kNope, Scheme::kLearned, Scheme::kRope, Scheme::kAlibi, Scheme::kT5, Scheme::kKerple,
-                   Scheme::kSandwich, Scheme::kFox})
+                   Scheme::kSandwich, Scheme::kFox, Scheme::kDpb})
     for (bool causal : {true, false}) {
       if (s == Scheme::kFox && !causal) continue;
       SCOPED_TRACE(std::string(to_string(s)) + (causal ? " causal" : " bidirectional"));

@@ -158,7 +158,7 @@ void expect_error(const std::string& text, const std::string& fragment) {
 TEST(TorchSerialize, UnknownNamesAndKeysAreErrors) {
   const std::string good = config_to_json(small(Scheme::kSinusoidal));
   expect_error(replaced(good, "\"fusion\":\"add\"", "\"fusion\":\"addd\""), "fusion must be one of add|concat|multiply, got 'addd'");
-  expect_error(replaced(good, "\"scheme\":\"sinusoidal\"", "\"scheme\":\"sinusoidall\""), "scheme must be one of nope|sinusoidal|learned|rope|mrope|alibi|t5|xl|deberta|kerple|sandwich|fox, got 'sinusoidall'");
+  expect_error(replaced(good, "\"scheme\":\"sinusoidal\"", "\"scheme\":\"sinusoidall\""), "scheme must be one of nope|sinusoidal|learned|rope|mrope|alibi|t5|xl|deberta|kerple|sandwich|fox|dpb, got 'sinusoidall'");
   expect_error(replaced(good, "\"d_ff\"", "\"d_fff\""), "d_ff");
   expect_error(replaced(good, "\"beta_fast\"", "\"beta_fastt\""), "rope.beta_fastt");
   expect_error(replaced(good, "\"rope_type\":\"default\"", "\"rope_type\":\"yarnn\""), "unknown rope type 'yarnn'");

@@ -5,7 +5,7 @@
 namespace posenc {
 namespace {
 
-constexpr std::array<SchemeInfo, 12> kSchemes = {{
+constexpr std::array<SchemeInfo, 13> kSchemes = {{
     {Scheme::kNope, SchemeKind::kNone, "no positional encoding (Kazemnejad et al. 2023)"},
     {Scheme::kSinusoidal, SchemeKind::kAbsolute, "fixed sin/cos table (Vaswani et al. 2017)"},
     {Scheme::kLearned, SchemeKind::kAbsolute, "trainable table (GPT-2, BERT)"},
@@ -18,6 +18,7 @@ constexpr std::array<SchemeInfo, 12> kSchemes = {{
     {Scheme::kKerple, SchemeKind::kBias, "learned logarithmic distance bias (Chi et al. 2022)"},
     {Scheme::kSandwich, SchemeKind::kBias, "parameter-free sinusoidal distance bias (Chi et al. 2023)"},
     {Scheme::kFox, SchemeKind::kBias, "data-dependent forget-gate bias (Lin et al. 2025)"},
+    {Scheme::kDpb, SchemeKind::kBias, "learned MLP over the signed log-distance (dynamic position bias: x-transformers, SwinV2)"},
 }};
 
 }  // namespace

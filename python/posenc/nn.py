@@ -215,7 +215,7 @@ class DynamicPositionBias(torch.nn.Module):
         return self.mlp(x.unsqueeze(-1)).transpose(0, 1)  # [2 length - 1, heads] -> [heads, 2 length - 1]
 
     def forward(self, q_len: int, k_len: int, past: int = 0) -> torch.Tensor:
-        return _distance_bias(self.table(max(q_len + past, k_len)), q_len, k_len, past, signed=True)
+        return _distance_bias(self.table(max(q_len + past, k_len, 1)), q_len, k_len, past, signed=True)
 
 
 class ForgettingGate(torch.nn.Module):

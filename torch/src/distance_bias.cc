@@ -43,6 +43,26 @@ torch::Tensor SandwichBiasImpl::table(std::int64_t length) const {
   return torch::tensor(t, torch::kFloat32).view({heads_, length});
 }
 
+DynamicPositionBiasImpl::DynamicPositionBiasImpl(int heads, int width, int depth) {
+  if (heads < 1 || width < 1 || depth < 1)
+    throw Error("DynamicPositionBias: heads " + std::to_string(heads) + ", width " + std::to_string(width) + " and depth " +
+                std::to_string(depth) + " must be >= 1");
+  torch::nn::Sequential layers(torch::nn::Linear(1, width), torch::nn::SiLU());
+  for (int i = 1; i < depth; ++i) {
+    layers->push_back(torch::nn::Linear(width, width));
+    layers->push_back(torch::nn::SiLU());
+  }
+  layers->push_back(torch::nn::Linear(width, heads));
+  mlp = register_module("mlp", layers);
+}
+
+torch::Tensor DynamicPositionBiasImpl::table(std::int64_t length) {
+  if (length < 1) throw Error("DynamicPositionBias: table length " + std::to_string(length) + " must be >= 1");
+  const torch::Tensor d = torch::arange(-(length - 1), length, torch::kFloat32);
+  const torch::Tensor x = torch::sign(d) * torch::log1p(d.abs());
+  return mlp->forward(x.unsqueeze(1)).t().contiguous();  // [2 length - 1, H] -> [H, 2 length - 1]
+}
+
 ForgetGateImpl::ForgetGateImpl(int d_model, int heads) {
   proj = register_module("proj", torch::nn::Linear(d_model, heads));
   // Gates start near 1 (little forgetting), as FoX initialises its bias; the weights as Linear's.
@@ -57,13 +77,16 @@ torch::Tensor ForgetGateImpl::cumulative(const torch::Tensor& x, const torch::Te
   return c.to(torch::kFloat32);
 }
 
-torch::Tensor distance_bias_scores(const torch::Tensor& table, const torch::Tensor& q_positions, const torch::Tensor& k_positions) {
-  const torch::Tensor distance = (q_positions.unsqueeze(-1) - k_positions.unsqueeze(-2)).abs();  // [B, Sq, Sk]
-  const std::int64_t longest = distance.numel() ? distance.max().item<std::int64_t>() : 0;
-  if (longest >= table.size(1))
+torch::Tensor distance_bias_scores(const torch::Tensor& table, const torch::Tensor& q_positions, const torch::Tensor& k_positions,
+                                   DistanceSide side) {
+  const torch::Tensor delta = q_positions.unsqueeze(-1) - k_positions.unsqueeze(-2);  // [B, Sq, Sk]
+  const std::int64_t length = side == DistanceSide::kSigned ? (table.size(1) + 1) / 2 : table.size(1);
+  const std::int64_t longest = delta.numel() ? delta.abs().max().item<std::int64_t>() : 0;
+  if (longest >= length)
     throw Error("distance bias: positions " + std::to_string(longest) + " apart, but the table covers distances 0 .. " +
-                std::to_string(table.size(1) - 1));
-  return table.index({torch::indexing::Slice(), distance}).permute({1, 0, 2, 3});  // [H, B, Sq, Sk] -> [B, H, Sq, Sk]
+                std::to_string(length - 1));
+  const torch::Tensor column = side == DistanceSide::kSigned ? delta + (length - 1) : delta.abs();
+  return table.index({torch::indexing::Slice(), column}).permute({1, 0, 2, 3});  // [H, B, Sq, Sk] -> [B, H, Sq, Sk]
 }
 
 torch::Tensor gate_bias_scores(const torch::Tensor& c_q, const torch::Tensor& c_k) { return c_q.unsqueeze(-1) - c_k.unsqueeze(-2); }

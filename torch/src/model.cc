@@ -1,5 +1,6 @@
 #include "posenc_torch/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -33,6 +34,7 @@ bool fused_attention_covers(const ModelConfig& c) {
     case Scheme::kT5:
     case Scheme::kKerple:
     case Scheme::kSandwich:
+    case Scheme::kDpb:
     case Scheme::kFox: return true;
     default: return false;  // XL and DeBERTa: content-dependent position terms
   }
@@ -185,6 +187,7 @@ TransformerLMImpl::TransformerLMImpl(const ModelConfig& config) : config_(config
     case Scheme::kT5: t5 = register_module("t5", T5RelativeBias(config_.n_heads, config_.t5)); break;
     case Scheme::kKerple: kerple = register_module("kerple", KerpleBias(config_.n_heads)); break;
     case Scheme::kSandwich: sandwich = register_module("sandwich", SandwichBias(config_.n_heads, config_.head_dim())); break;
+    case Scheme::kDpb: dpb = register_module("dpb", DynamicPositionBias(config_.n_heads, std::max(1, config_.d_model / 4))); break;
     // Their positions live elsewhere (FoX: a gate in each layer; XL, DeBERTa: in attention) or nowhere.
     case Scheme::kNope:
     case Scheme::kFox:
@@ -267,10 +270,11 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   const bool weight_dropout = is_training() && config_.dropout > 0;  // the kernel drops no weights
   const bool fused = use_fused_attention && float_cpu && (!gradients || fused_training) && !weight_dropout &&
                      !ctx.cache_rotated_keys && fused_attention_covers(config_) && !recording;
-  // Kerple's and Sandwich's table over every distance this forward has (positions 0 .. max).
+  // Kerple's, Sandwich's and DPB's table over every distance this forward has (positions 0 .. max).
   const std::int64_t distances = all_positions.numel() ? all_positions.max().item<std::int64_t>() + 1 : 1;
   if (kerple) ctx.distance_table = kerple->table(distances);
   if (sandwich) ctx.distance_table = sandwich->table(distances);
+  if (dpb) ctx.distance_table = dpb->table(distances);
   if (remap.kind != PositionRemapKind::kNone && !(fused && ctx.rope))
     throw Error(std::string("TransformerLM: remap ") + to_string(remap.kind) + " needs a RoPE model on the fused kernel at inference" +
                 (ctx.rope ? " (eval mode, no gradients, no recorded weights, keys cached unrotated)" : "; the scheme is " +
@@ -281,7 +285,7 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   } else {
     if (alibi) ctx.bias = alibi->forward(ctx.q_positions, ctx.k_positions);
     if (t5) ctx.bias = t5->forward(ctx.q_positions, ctx.k_positions);  // layer 0's table, shared (T5)
-    if (ctx.distance_table.defined()) ctx.bias = distance_bias_scores(ctx.distance_table, ctx.q_positions, ctx.k_positions);
+    if (ctx.distance_table.defined()) ctx.bias = distance_bias_scores(ctx.distance_table, ctx.q_positions, ctx.k_positions, side());
   }
   for (std::size_t i = 0; i < blocks.size(); ++i)
     x = blocks[i]->forward(x, ctx, cache ? &cache->k[i] : nullptr, cache ? &cache->v[i] : nullptr, {},
@@ -310,8 +314,8 @@ std::shared_ptr<const AttentionSpec> TransformerLMImpl::fused_spec(const Forward
     p.t5 = config_.t5;
   } else if (ctx.distance_table.defined()) {
     p.positions = AttentionPositions::kDistanceTable;
-    p.distance_table.length = ctx.distance_table.size(1);
-    p.distance_table.side = DistanceSide::kAbsolute;  // Kerple and Sandwich depend on |Delta|
+    p.distance_table.side = side();  // Kerple and Sandwich depend on |Delta|, DPB on Delta
+    p.distance_table.length = side() == DistanceSide::kSigned ? (ctx.distance_table.size(1) + 1) / 2 : ctx.distance_table.size(1);
   } else if (config_.scheme == Scheme::kFox) {
     p.positions = AttentionPositions::kForgetGate;  // c per layer, passed with q, k, v
   }

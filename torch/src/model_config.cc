@@ -138,7 +138,7 @@ ModelConfig read_v1(const json& j) {
 Scheme language_model_scheme(const std::string& name, const std::string& what) {
   const auto s = try_from_name<Scheme>(name);
   if (!s || *s == Scheme::kMrope)
-    throw Error(what + ": '" + name + "' is not a language-model scheme; use: nope, sinusoidal, learned, rope, alibi, t5, xl, deberta, kerple, sandwich, fox");
+    throw Error(what + ": '" + name + "' is not a language-model scheme; use: nope, sinusoidal, learned, rope, alibi, t5, xl, deberta, kerple, sandwich, fox, dpb");
   return *s;
 }
 

@@ -6,7 +6,7 @@
 
 namespace posenc {
 
-enum class Scheme { kNope, kSinusoidal, kLearned, kRope, kMrope, kAlibi, kT5, kXl, kDeberta, kKerple, kSandwich, kFox };
+enum class Scheme { kNope, kSinusoidal, kLearned, kRope, kMrope, kAlibi, kT5, kXl, kDeberta, kKerple, kSandwich, kFox, kDpb };
 
 // Where the scheme acts.
 enum class SchemeKind {
@@ -19,7 +19,7 @@ enum class SchemeKind {
 POSENC_ENUM_NAMES(Scheme, "scheme", {Scheme::kNope, "nope"}, {Scheme::kSinusoidal, "sinusoidal"}, {Scheme::kLearned, "learned"},
                   {Scheme::kRope, "rope"}, {Scheme::kMrope, "mrope"}, {Scheme::kAlibi, "alibi"}, {Scheme::kT5, "t5"},
                   {Scheme::kXl, "xl"}, {Scheme::kDeberta, "deberta"}, {Scheme::kKerple, "kerple"},
-                  {Scheme::kSandwich, "sandwich"}, {Scheme::kFox, "fox"});
+                  {Scheme::kSandwich, "sandwich"}, {Scheme::kFox, "fox"}, {Scheme::kDpb, "dpb"});
 
 struct SchemeInfo {
   Scheme scheme;

@@ -3,14 +3,17 @@
 //
 //   KerpleBias      Kerple (kerple.h): a per-head table over |Delta| from r1, r2 [H]
 //   SandwichBias    Sandwich (sandwich.h): the same kind of table, parameter-free (a buffer)
+//   DynamicPositionBias  an MLP over the signed log-distance, a signed table [H, 2 length - 1]
 //   ForgetGate      FoX (forget_gate.h): c = cumsum(log sigmoid(x W + b)) [B, H, S] per layer
 //
-// A distance table [H, length] is what the fused kernel takes (distance_bias.h, kAbsolute);
-// distance_bias_scores() gathers it into the [B, H, Sq, Sk] bias of the materialising path.
+// A distance table [H, length] over |Delta| (distance_bias.h, kAbsolute), or [H, 2 length - 1]
+// over Delta (kSigned), is what the fused kernel takes; distance_bias_scores() gathers it into
+// the [B, H, Sq, Sk] bias of the materialising path.
 #pragma once
 
 #include <torch/torch.h>
 
+#include "posenc/distance_bias.h"
 #include "posenc/kerple.h"
 
 namespace posenc::torch_layer {
@@ -43,6 +46,19 @@ class SandwichBiasImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SandwichBias);
 
+// Dynamic position bias (x-transformers' DynamicPositionBias with norm off; SwinV2's log-spaced
+// continuous position bias, in one dimension): b_h(d) = mlp(sign(d) log(1 + |d|))_h with d =
+// query - key; mlp = Linear(1, width), SiLU, (Linear(width, width), SiLU) x (depth - 1),
+// Linear(width, H), in float32 (its parameters' dtype). Python's posenc.nn.DynamicPositionBias.
+class DynamicPositionBiasImpl : public torch::nn::Module {
+ public:
+  DynamicPositionBiasImpl(int heads, int width, int depth = 2);
+  // b_h(d) for d = -(length - 1) .. length - 1: [H, 2 length - 1] (kSigned's columns), differentiable.
+  torch::Tensor table(std::int64_t length);
+  torch::nn::Sequential mlp{nullptr};
+};
+TORCH_MODULE(DynamicPositionBias);
+
 // FoX's forget gate of one layer: f = sigmoid(x W^T + b), W [H, d_model]; the cumulative gate
 // c [B, H, S] = start + cumsum over tokens of log f, accumulated in float64 and rounded once
 // (forget_gate.h's precision note). start [B, H]: the last c of the tokens before (a KV cache);
@@ -55,9 +71,11 @@ class ForgetGateImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ForgetGate);
 
-// The materialising path's bias from a distance table [H, L]: [B, H, Sq, Sk], entry
-// table[h][|q - k|] (every |q - k| must be < L: an Error naming the distance otherwise).
-torch::Tensor distance_bias_scores(const torch::Tensor& table, const torch::Tensor& q_positions, const torch::Tensor& k_positions);
+// The materialising path's bias from a distance table: [B, H, Sq, Sk], entry table[h][|q - k|]
+// of an absolute table [H, L], or table[h][q - k + L - 1] of a signed one [H, 2L - 1] (every
+// |q - k| must be < L: an Error naming the distance otherwise).
+torch::Tensor distance_bias_scores(const torch::Tensor& table, const torch::Tensor& q_positions, const torch::Tensor& k_positions,
+                                   DistanceSide side = DistanceSide::kAbsolute);
 
 // FoX's bias on the materialising path: c_q [B, H, Sq] and c_k [B, H, Sk] -> c_q - c_k
 // [B, H, Sq, Sk] (the causal mask hides the keys after each query).

@@ -178,6 +178,7 @@ class TransformerLMImpl : public torch::nn::Module {
   T5RelativeBias t5{nullptr};
   KerpleBias kerple{nullptr};      // shared by every layer, as T5's table
   SandwichBias sandwich{nullptr};
+  DynamicPositionBias dpb{nullptr};  // width d_model / 4 (x-transformers'), depth 2
   torch::nn::LayerNorm ln_f{nullptr};
   torch::nn::Linear head{nullptr};
   torch::nn::Dropout dropout{nullptr};
@@ -185,6 +186,8 @@ class TransformerLMImpl : public torch::nn::Module {
   // The fused kernel's parameters for one forward (ctx's masks, positions and RoPE; ALiBi's
   // slopes from its module's buffer; T5's buckets).
   std::shared_ptr<const AttentionSpec> fused_spec(const ForwardContext& ctx) const;
+  // How the distance table is indexed: by Delta (DPB) or by |Delta| (Kerple, Sandwich).
+  DistanceSide side() const { return dpb ? DistanceSide::kSigned : DistanceSide::kAbsolute; }
 };
 TORCH_MODULE(TransformerLM);
 
