@@ -218,6 +218,70 @@ class DynamicPositionBias(torch.nn.Module):
         return _distance_bias(self.table(max(q_len + past, k_len, 1)), q_len, k_len, past, signed=True)
 
 
+class ShawRelative(torch.nn.Module):
+    """Relative keys and values (Shaw et al. 2018) and the key-query variant (Huang et al. 2020),
+    as HF's BERT family computes position_embedding_type "relative_key" / "relative_key_query"
+    (modeling_bert.py, eager_attention_forward): with d = query position - key position,
+    e_ij = (q_i.k_j + q_i.a_K[d] (+ k_j.a_K[d] with key_query)) * scale, and with values=True
+    z_i = sum_j softmax(e)_ij (v_j + a_V[d]) (Shaw's value term; HF has none). a[d] is row
+    clip(d, +-max_relative) + max_relative of rel_k / rel_v [2 max_relative + 1, head_dim]: HF's
+    distance_embedding [2 M - 1, head_dim] with M = max_relative + 1 (HF does not clip: it fails
+    past M - 1). m.attention(q, k, v, causal=True, scale=None) -> [B, S, Hq, D] with q [B, S, Hq, D],
+    k, v [B, T, Hk, D], query i at position T - S + i; it materialises the [B, Hq, S, T] scores
+    (not in the fused kernel)."""
+
+    def __init__(self, head_dim: int, max_relative: int, values: bool = True, key_query: bool = False) -> None:
+        super().__init__()
+        _check_ints("ShawRelative", ("head_dim", head_dim, 1), ("max_relative", max_relative, 0))
+        for name, flag in (("values", values), ("key_query", key_query)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"ShawRelative: {name} must be a bool, got {flag!r}")
+        self.head_dim, self.max_relative, self.key_query = head_dim, max_relative, key_query
+        rows = 2 * max_relative + 1
+        self.rel_k = torch.nn.Parameter(torch.randn(rows, head_dim) * 0.02)  # HF's initializer_range
+        self.rel_v = torch.nn.Parameter(torch.randn(rows, head_dim) * 0.02) if values else None
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, max_relative={self.max_relative}, values={self.rel_v is not None}, " \
+               f"key_query={self.key_query}"
+
+    def distances(self, s_len: int, t_len: int) -> torch.Tensor:
+        """[S, T] query position - key position, query i at T - S + i."""
+        _check_ints("ShawRelative", ("q_len", s_len, 0), ("k_len", t_len, 0))
+        return ((torch.arange(s_len) + (t_len - s_len)).unsqueeze(1) - torch.arange(t_len)).to(self.rel_k.device)
+
+    def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
+                  scale: Optional[float] = None) -> torch.Tensor:
+        if q.dim() != 4 or k.dim() != 4 or v.shape != k.shape or q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1] \
+                or q.shape[-1] != self.head_dim or k.shape[2] < 1 or q.shape[2] % k.shape[2] != 0 \
+                or q.shape[1] > k.shape[1]:
+            raise ValueError(f"ShawRelative.attention: q [B, S, Hq, D={self.head_dim}] and k, v [B, T, Hk, D] with Hq a "
+                             f"multiple of Hk and S <= T, got {list(q.shape)}, {list(k.shape)}, {list(v.shape)}")
+        if not isinstance(causal, bool):
+            raise ValueError(f"ShawRelative.attention: causal must be True or False, got {causal!r}")
+        s_len, t_len, group = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
+        qh = q.transpose(1, 2)  # [B, Hq, S, D]
+        kh, vh = (x.repeat_interleave(group, dim=2).transpose(1, 2) for x in (k, v))
+        d = self.distances(s_len, t_len)
+        rows = d.clamp(-self.max_relative, self.max_relative) + self.max_relative
+        a_k = self.rel_k.to(q.dtype)[rows]  # [S, T, D]
+        scores = qh @ kh.transpose(-1, -2) + torch.einsum("bhsd,std->bhst", qh, a_k)
+        if self.key_query:
+            scores = scores + torch.einsum("bhtd,std->bhst", kh, a_k)
+        scores = scores * (self.head_dim ** -0.5 if scale is None else scale)
+        if causal:
+            scores = scores.masked_fill(d < 0, float("-inf"))  # keys after the query
+        probs = torch.softmax(scores, dim=-1)
+        out = probs @ vh
+        if self.rel_v is not None:
+            out = out + torch.einsum("bhst,std->bhsd", probs, self.rel_v.to(q.dtype)[rows])
+        return out.transpose(1, 2)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
+                scale: Optional[float] = None) -> torch.Tensor:
+        return self.attention(q, k, v, causal, scale)
+
+
 class ForgettingGate(torch.nn.Module):
     """FoX's forget gate (Lin et al. 2025): f = sigmoid(proj(x)), proj = Linear(dim, heads) (bias
     initialised to 5, as x-transformers' DataDependentAlibi, so gates start near 1).

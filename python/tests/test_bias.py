@@ -130,3 +130,72 @@ def test_attention_with_fox_gates_equals_eager_and_trains_the_gate():
         posenc.attention(q, k, v, bias=gate.cumulative(x)[:, :2])
     with pytest.raises(ValueError, match="one of"):
         posenc.attention(q, k, v, bias=posenc.nn.Kerple(4), alibi=posenc.alibi_slopes(4))
+
+
+def _hf_relative_attention(q, k, v, table, max_position_embeddings, kind):
+    """HF's eager_attention_forward for the BERT family (modeling_bert.py), q, k, v [B, H, L, D]:
+    distance = l - r indexes distance_embedding at distance + M - 1; the relative scores are added
+    to q.k before the scaling; no mask (BERT is bidirectional)."""
+    attn = q @ k.transpose(2, 3)
+    l_pos, r_pos = torch.arange(q.shape[2]).view(-1, 1), torch.arange(k.shape[2]).view(1, -1)
+    pe = table[l_pos - r_pos + max_position_embeddings - 1]
+    attn = attn + torch.einsum("bhld,lrd->bhlr", q, pe)
+    if kind == "relative_key_query":
+        attn = attn + torch.einsum("bhrd,lrd->bhlr", k, pe)
+    attn = attn * q.shape[-1] ** -0.5
+    return torch.softmax(attn, dim=-1) @ v
+
+
+@pytest.mark.parametrize("kind", ["relative_key", "relative_key_query"])
+def test_shaw_relative_is_hf_berts_relative_key(kind):
+    g = torch.Generator().manual_seed(11)
+    mpe, length = 12, 9  # HF's max_position_embeddings: a table of 2 * 12 - 1 rows
+    q, k, v = (torch.randn(2, length, 3, 8, generator=g, dtype=torch.float64) for _ in range(3))
+    m = posenc.nn.ShawRelative(8, mpe - 1, values=False, key_query=kind == "relative_key_query").double()
+    with torch.no_grad():
+        m.rel_k.copy_(torch.randn(2 * mpe - 1, 8, generator=g, dtype=torch.float64))
+    hf = _hf_relative_attention(*(t.transpose(1, 2) for t in (q, k, v)), m.rel_k.detach(), mpe, kind).transpose(1, 2)
+    assert (m.attention(q, k, v, causal=False) - hf).abs().max() <= 1e-12
+
+
+def test_shaw_relative_properties_zero_tables_constant_values_and_clipping():
+    q, k, v = inputs(S=7, T=11)  # Hq 4, Hk 2
+    m = posenc.nn.ShawRelative(16, 3)
+    with torch.no_grad():
+        m.rel_k.zero_()
+        m.rel_v.zero_()
+    for causal in (True, False):  # zero tables: plain attention
+        assert (m.attention(q, k, v, causal=causal) - posenc.attention(q, k, v, causal=causal)).abs().max() <= 2e-6
+    with torch.no_grad():
+        m.rel_v.copy_(torch.arange(16.0).expand(7, 16))  # every row c: the output moves by c (weights sum to 1)
+    shifted = m.attention(q, k, v) - posenc.attention(q, k, v)
+    assert (shifted - torch.arange(16.0)).abs().max() <= 1e-5
+    g = torch.Generator().manual_seed(2)
+    small = posenc.nn.ShawRelative(16, 2)  # distances past 2 read the edge rows
+    wide = posenc.nn.ShawRelative(16, 20)
+    with torch.no_grad():
+        small.rel_k.copy_(torch.randn(5, 16, generator=g))
+        small.rel_v.copy_(torch.randn(5, 16, generator=g))
+        for table, src in ((wide.rel_k, small.rel_k), (wide.rel_v, small.rel_v)):
+            table.copy_(src[(torch.arange(-20, 21).clamp(-2, 2) + 2)])
+    for causal in (True, False):
+        assert (small.attention(q, k, v, causal=causal) - wide.attention(q, k, v, causal=causal)).abs().max() <= 1e-6
+
+
+def test_shaw_relative_gradients_and_bad_input():
+    m = posenc.nn.ShawRelative(4, 2, key_query=True).double()
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 3, 2, 4, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    assert torch.autograd.gradcheck(lambda *t: m.attention(*t), (q, k, v))
+    fixed = tuple(t.detach() for t in (q, k, v))
+    assert torch.autograd.gradcheck(lambda a, b: torch.nn.utils.stateless.functional_call(m, {"rel_k": a, "rel_v": b}, fixed),
+                                    (m.rel_k.detach().clone().requires_grad_(), m.rel_v.detach().clone().requires_grad_()))
+    for kw, says in ((dict(head_dim=0, max_relative=2), "head_dim must be an int >= 1"),
+                     (dict(head_dim=4, max_relative=-1), "max_relative must be an int >= 0"),
+                     (dict(head_dim=4, max_relative=2, values=1), "values must be a bool")):
+        with pytest.raises(ValueError, match=says):
+            posenc.nn.ShawRelative(**kw)
+    with pytest.raises(ValueError, match=r"q \[B, S, Hq, D=4\]"):
+        m.attention(q[..., :2], k, v)
+    with pytest.raises(ValueError, match="causal must be True or False"):
+        m.attention(q, k, v, causal=None)
