@@ -10,6 +10,7 @@
 #include "posenc/kerple.h"
 #include "posenc/sandwich.h"
 #include "posenc_torch/distance_bias.h"
+#include "posenc_torch/positional.h"
 
 namespace posenc::torch_layer {
 namespace {
@@ -114,6 +115,34 @@ TEST(TorchDistanceBias, DynamicPositionBiasIsTheMlpOfTheSignedLogDistance) {
   EXPECT_GT(linears[0]->weight.grad().abs().sum().item<double>(), 0) << "trainable through its table";
   EXPECT_THROW(DynamicPositionBias(3, 0), Error);
   EXPECT_THROW(m->table(0), Error);
+}
+
+}  // namespace
+}  // namespace posenc::torch_layer
+
+namespace posenc::torch_layer {
+namespace {
+
+// Shaw's terms through the 2M + 1 rows equal the direct form over [Sq, Sk, Dh] (HF BERT's
+// einsum "bhld,lrd->bhlr" over distance_embedding[q - k + M]), with clipping past +-M.
+TEST(TorchShawRelative, KeyScoresAndValueTermAreTheDirectGather) {
+  torch::manual_seed(6);
+  ShawRelative shaw(4, 3);
+  const torch::Tensor qpos = (torch::arange(5, torch::kInt64) + 6).view({1, 5}), kpos = torch::arange(11, torch::kInt64).view({1, 11});
+  const torch::Tensor rows = shaw->rows(qpos, kpos);  // [1, 5, 11]
+  EXPECT_EQ(rows[0][0][0].item<std::int64_t>(), 6) << "6 - 0 = 6 clipped to 3, row 3 + 3";
+  EXPECT_EQ(rows[0][4][10].item<std::int64_t>(), 3) << "10 - 10 = 0, row 3";
+  EXPECT_EQ(rows[0][0][10].item<std::int64_t>(), 0) << "6 - 10 = -4 clipped to -3, row 0";
+  const torch::Tensor q = torch::randn({1, 2, 5, 4}, torch::kFloat64), w = torch::softmax(torch::randn({1, 2, 5, 11}, torch::kFloat64), -1);
+  const torch::Tensor rel_k = shaw->rel_k.to(torch::kFloat64), rel_v = shaw->rel_v.to(torch::kFloat64);
+  const torch::Tensor a_k = rel_k.index({rows[0]}), a_v = rel_v.index({rows[0]});  // [5, 11, 4]
+  const torch::Tensor direct_k = torch::einsum("bhsd,std->bhst", {q, a_k});
+  const torch::Tensor direct_v = torch::einsum("bhst,std->bhsd", {w, a_v});
+  EXPECT_LE((shaw->key_scores(q.to(torch::kFloat32), rows).to(torch::kFloat64) - direct_k).abs().max().item<double>(), 1e-6);
+  EXPECT_LE((shaw->value_term(w.to(torch::kFloat32), rows).to(torch::kFloat64) - direct_v).abs().max().item<double>(), 1e-6);
+  shaw->value_term(w.to(torch::kFloat32), rows).sum().backward();
+  EXPECT_GT(shaw->rel_v.grad().abs().sum().item<double>(), 0) << "trainable";
+  EXPECT_THROW(ShawRelative(4, -1), Error);
 }
 
 }  // namespace

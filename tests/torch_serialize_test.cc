@@ -158,11 +158,11 @@ void expect_error(const std::string& text, const std::string& fragment) {
 TEST(TorchSerialize, UnknownNamesAndKeysAreErrors) {
   const std::string good = config_to_json(small(Scheme::kSinusoidal));
   expect_error(replaced(good, "\"fusion\":\"add\"", "\"fusion\":\"addd\""), "fusion must be one of add|concat|multiply, got 'addd'");
-  expect_error(replaced(good, "\"scheme\":\"sinusoidal\"", "\"scheme\":\"sinusoidall\""), "scheme must be one of nope|sinusoidal|learned|rope|mrope|alibi|t5|xl|deberta|kerple|sandwich|fox|dpb, got 'sinusoidall'");
+  expect_error(replaced(good, "\"scheme\":\"sinusoidal\"", "\"scheme\":\"sinusoidall\""), "scheme must be one of nope|sinusoidal|learned|rope|mrope|alibi|t5|xl|deberta|kerple|sandwich|fox|dpb|shaw, got 'sinusoidall'");
   expect_error(replaced(good, "\"d_ff\"", "\"d_fff\""), "d_ff");
   expect_error(replaced(good, "\"beta_fast\"", "\"beta_fastt\""), "rope.beta_fastt");
   expect_error(replaced(good, "\"rope_type\":\"default\"", "\"rope_type\":\"yarnn\""), "unknown rope type 'yarnn'");
-  expect_error(replaced(good, "\"version\":4", "\"version\":5"), "version 5");
+  expect_error(replaced(good, "\"version\":5", "\"version\":6"), "version 6");
   expect_error(replaced(good, "\"bidirectional\":false", "\"bidirectional\":0"), "t5.bidirectional");
 }
 
@@ -182,15 +182,20 @@ TEST(TorchSerialize, VersionOneFilesStillLoad) {
 
 TEST(TorchSerialize, VersionTwoFilesLoadWithTheSinusoidalBaseTheyHad) {
   ModelConfig wanted = small(Scheme::kSinusoidal);
-  std::string v2 = replaced(config_to_json(wanted), "\"version\":4", "\"version\":2");
+  std::string v2 = replaced(config_to_json(wanted), "\"version\":5", "\"version\":2");
   v2 = replaced(v2, "\"sinusoidal_base\":10000.0,", "");  // version 2 had no such key: its base was 10000
   v2 = replaced(v2, "\"raw_index\":false,", "");        // nor this one (version 4)
+  v2 = replaced(v2, "\"shaw_max_relative\":16,", "");   // nor this one (version 5)
   EXPECT_EQ(config_to_json(config_from_json(v2)), config_to_json(wanted));
   // In version 2 the key is unknown; in 3 a base <= 1 is refused.
-  expect_error(replaced(replaced(config_to_json(wanted), "\"version\":4", "\"version\":2"), "\"raw_index\":false,", ""), "sinusoidal_base");
+  const std::string v5 = config_to_json(wanted), v4 = replaced(replaced(v5, "\"version\":5", "\"version\":4"), "\"shaw_max_relative\":16,", "");
+  expect_error(replaced(replaced(v4, "\"version\":4", "\"version\":2"), "\"raw_index\":false,", ""), "sinusoidal_base");
   // In version 3 raw_index is unknown: a version-3 file is read without it (false).
-  expect_error(replaced(config_to_json(wanted), "\"version\":4", "\"version\":3"), "raw_index");
-  EXPECT_FALSE(config_from_json(replaced(replaced(config_to_json(wanted), "\"version\":4", "\"version\":3"), "\"raw_index\":false,", "")).raw_index);
+  expect_error(replaced(v4, "\"version\":4", "\"version\":3"), "raw_index");
+  EXPECT_FALSE(config_from_json(replaced(replaced(v4, "\"version\":4", "\"version\":3"), "\"raw_index\":false,", "")).raw_index);
+  // In version 4 shaw_max_relative is unknown: a version-4 file is read with Shaw's default, 16.
+  expect_error(replaced(v5, "\"version\":5", "\"version\":4"), "shaw_max_relative");
+  EXPECT_EQ(config_from_json(v4).shaw_max_relative, 16);
   wanted.sinusoidal_base = 100;
   const ModelConfig read = config_from_json(config_to_json(wanted));
   EXPECT_EQ(read.sinusoidal_base, 100);

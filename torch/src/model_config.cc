@@ -138,7 +138,7 @@ ModelConfig read_v1(const json& j) {
 Scheme language_model_scheme(const std::string& name, const std::string& what) {
   const auto s = try_from_name<Scheme>(name);
   if (!s || *s == Scheme::kMrope)
-    throw Error(what + ": '" + name + "' is not a language-model scheme; use: nope, sinusoidal, learned, rope, alibi, t5, xl, deberta, kerple, sandwich, fox, dpb");
+    throw Error(what + ": '" + name + "' is not a language-model scheme; use: nope, sinusoidal, learned, rope, alibi, t5, xl, deberta, kerple, sandwich, fox, dpb, shaw");
   return *s;
 }
 
@@ -157,6 +157,8 @@ void ModelConfig::validate() const {
     throw Error("RoPE needs an even head_dim, got " + std::to_string(head_dim()));
   if (scheme == Scheme::kFox && !causal)
     throw Error("scheme 'fox' is causal: its bias sums the forget gates between a key and a later query (Lin et al. 2025)");
+  if (shaw_max_relative < 0 || shaw_max_relative > (1 << 20))
+    throw Error("shaw_max_relative must be in [0, 2^20], got " + std::to_string(shaw_max_relative));
   if (scheme == Scheme::kSandwich && head_dim() % 2 != 0)
     throw Error("Sandwich's sinusoids need an even head_dim (its d'), got " + std::to_string(head_dim()));
   if (!(sinusoidal_base > 1 && std::isfinite(sinusoidal_base)))

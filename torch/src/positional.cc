@@ -135,4 +135,29 @@ torch::Tensor DebertaRelativeImpl::forward(const torch::Tensor& q, const torch::
   return c2p + p2c;
 }
 
+ShawRelativeImpl::ShawRelativeImpl(int head_dim, int max_relative) : max_relative_(max_relative) {
+  if (head_dim < 1 || max_relative < 0)
+    throw Error("ShawRelative: head_dim " + std::to_string(head_dim) + " must be >= 1 and max_relative " +
+                std::to_string(max_relative) + " >= 0");
+  rel_k = register_parameter("rel_k", torch::randn({2 * max_relative + 1, head_dim}) * kLearnedInitStd);
+  rel_v = register_parameter("rel_v", torch::randn({2 * max_relative + 1, head_dim}) * kLearnedInitStd);
+}
+
+torch::Tensor ShawRelativeImpl::rows(const torch::Tensor& q_positions, const torch::Tensor& k_positions) const {
+  return differences(q_positions, k_positions).clamp(-max_relative_, max_relative_) + max_relative_;
+}
+
+torch::Tensor ShawRelativeImpl::key_scores(const torch::Tensor& q, const torch::Tensor& rows) const {
+  const torch::Tensor all = torch::matmul(q, rel_k.transpose(0, 1));  // [B, H, Sq, 2M + 1]
+  return all.gather(-1, rows.unsqueeze(1).expand({-1, q.size(1), -1, -1}));
+}
+
+torch::Tensor ShawRelativeImpl::value_term(const torch::Tensor& weights, const torch::Tensor& rows) const {
+  const torch::Tensor index = rows.unsqueeze(1).expand_as(weights);
+  std::vector<std::int64_t> shape = weights.sizes().vec();
+  shape.back() = rel_v.size(0);
+  const torch::Tensor per_row = torch::zeros(shape, weights.options()).scatter_add(-1, index, weights);  // [B, H, Sq, 2M + 1]
+  return torch::matmul(per_row, rel_v);
+}
+
 }  // namespace posenc::torch_layer

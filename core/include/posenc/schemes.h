@@ -6,7 +6,7 @@
 
 namespace posenc {
 
-enum class Scheme { kNope, kSinusoidal, kLearned, kRope, kMrope, kAlibi, kT5, kXl, kDeberta, kKerple, kSandwich, kFox, kDpb };
+enum class Scheme { kNope, kSinusoidal, kLearned, kRope, kMrope, kAlibi, kT5, kXl, kDeberta, kKerple, kSandwich, kFox, kDpb, kShaw };
 
 // Where the scheme acts.
 enum class SchemeKind {
@@ -19,7 +19,8 @@ enum class SchemeKind {
 POSENC_ENUM_NAMES(Scheme, "scheme", {Scheme::kNope, "nope"}, {Scheme::kSinusoidal, "sinusoidal"}, {Scheme::kLearned, "learned"},
                   {Scheme::kRope, "rope"}, {Scheme::kMrope, "mrope"}, {Scheme::kAlibi, "alibi"}, {Scheme::kT5, "t5"},
                   {Scheme::kXl, "xl"}, {Scheme::kDeberta, "deberta"}, {Scheme::kKerple, "kerple"},
-                  {Scheme::kSandwich, "sandwich"}, {Scheme::kFox, "fox"}, {Scheme::kDpb, "dpb"});
+                  {Scheme::kSandwich, "sandwich"}, {Scheme::kFox, "fox"}, {Scheme::kDpb, "dpb"},
+                  {Scheme::kShaw, "shaw"});
 
 struct SchemeInfo {
   Scheme scheme;

@@ -100,6 +100,7 @@ class AttentionImpl : public torch::nn::Module {
   XLRelativePosition xl{nullptr};
   DebertaRelative deberta{nullptr};
   ForgetGate fox{nullptr};  // FoX: this layer's forget gate
+  ShawRelative shaw{nullptr};  // Shaw's relative keys and values of this layer
 };
 TORCH_MODULE(Attention);
 

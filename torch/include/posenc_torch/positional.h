@@ -101,4 +101,23 @@ class DebertaRelativeImpl : public torch::nn::Module {
 };
 TORCH_MODULE(DebertaRelative);
 
+// Shaw et al. 2018's relative keys and values, one table pair per layer shared by its heads (HF
+// BERT's distance_embedding, relative_key; Python's posenc.nn.ShawRelative): row(i, j) =
+// clip(q_i - k_j, +-M) + M of rel_k, rel_v [2M + 1, Dh]. Both terms go through the 2M + 1 rows
+// (q . rel_k^T gathered; the weights summed per row, times rel_v), never a [Sq, Sk, Dh] tensor.
+class ShawRelativeImpl : public torch::nn::Module {
+ public:
+  ShawRelativeImpl(int head_dim, int max_relative);
+  torch::Tensor rows(const torch::Tensor& q_positions, const torch::Tensor& k_positions) const;  // [B, Sq, Sk]
+  // q [B, H, Sq, Dh] -> q_i . rel_k[row(i, j)], [B, H, Sq, Sk] (added to q.k before scaling)
+  torch::Tensor key_scores(const torch::Tensor& q, const torch::Tensor& rows) const;
+  // weights [B, H, Sq, Sk] -> sum_j w_ij rel_v[row(i, j)], [B, H, Sq, Dh] (added to w v)
+  torch::Tensor value_term(const torch::Tensor& weights, const torch::Tensor& rows) const;
+  torch::Tensor rel_k, rel_v;  // parameters [2M + 1, Dh]
+
+ private:
+  int max_relative_;
+};
+TORCH_MODULE(ShawRelative);
+
 }  // namespace posenc::torch_layer
