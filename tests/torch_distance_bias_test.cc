@@ -115,6 +115,8 @@ TEST(TorchDistanceBias, DynamicPositionBiasIsTheMlpOfTheSignedLogDistance) {
   EXPECT_GT(linears[0]->weight.grad().abs().sum().item<double>(), 0) << "trainable through its table";
   EXPECT_THROW(DynamicPositionBias(3, 0), Error);
   EXPECT_THROW(m->table(0), Error);
+  m->to(torch::kFloat64);  // the table follows the parameters' dtype
+  EXPECT_EQ(m->table(3).scalar_type(), torch::kFloat64);
 }
 
 }  // namespace

@@ -94,8 +94,11 @@ std::vector<std::pair<std::string, ModelConfig>> model_cases() {
     out.push_back({"rope-" + name, c});
   }
   for (Scheme s : {Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kAlibi, Scheme::kT5, Scheme::kXl,
-                   Scheme::kDeberta})
+                   Scheme::kDeberta, Scheme::kDpb, Scheme::kShaw})
     out.push_back({to_string(s), small(s)});
+  ModelConfig shaw = small(Scheme::kShaw);  // its tables' shape follows shaw_max_relative
+  shaw.shaw_max_relative = 5;
+  out.push_back({"shaw-max-relative-5", shaw});
   ModelConfig t5 = small(Scheme::kT5);  // causal, yet bidirectional buckets: kept as set
   t5.t5 = {16, 64, true};
   out.push_back({"t5-causal-bidirectional-buckets", t5});

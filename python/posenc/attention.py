@@ -183,8 +183,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     bidirectional buckets when causal=False; T5 adds its bias to raw q.k: pass scale=1), or none.
     Masks: causal, window (sliding), chunk (Llama 4), key_padding_mask [B, T] (bool or 0/1, True
     = a real key). scale: 1/sqrt(D) when None. remap (RoPE; differentiable): posenc.SelfExtend,
-    posenc.ReRoPE or posenc.DualChunk. bias: a posenc.nn distance bias (Kerple, Sandwich: its table over |distance|,
-    differentiable in its parameters) or FoX's cumulative gate c [B, Hq, T] (ForgettingGate.cumulative,
+    posenc.ReRoPE or posenc.DualChunk. bias: a posenc.nn distance bias (Kerple, Sandwich: its table over |distance|;
+    DynamicPositionBias: over the signed distance; differentiable in its parameters) or FoX's cumulative gate c [B, Hq, T] (ForgettingGate.cumulative,
     differentiable; causal only), inside the kernel with their gradients, never an S x T matrix.
     backend: "kernels" (the fused CPU kernel), "torch" (the same attention in torch operations on
     the tensors' device, differentiable by autograd; it materialises the [B, Hq, S, T] scores; also

@@ -2,6 +2,7 @@
 buffers (never trained), learned tables are parameters."""
 from __future__ import annotations
 
+import math
 from typing import Optional, Tuple, Union
 
 import torch
@@ -186,7 +187,7 @@ class Sandwich(torch.nn.Module):
 class DynamicPositionBias(torch.nn.Module):
     """Dynamic position bias (x-transformers' DynamicPositionBias, norm=False; SwinV2's log-spaced
     continuous position bias, in one dimension): b_h(d) = mlp(sign(d) log(1 + |d|))_h with d =
-    query - key (d itself when log_distance=False), mlp = Linear(1, dim), SiLU, (Linear(dim, dim),
+    query - key (d itself when log_distance=False, x-transformers' own default), mlp = Linear(1, dim), SiLU, (Linear(dim, dim),
     SiLU) x (depth - 1), Linear(dim, heads); computed in the parameters' dtype. Called like Kerple;
     m.table(length) -> [heads, 2 length - 1] over d = -(length - 1) .. length - 1, a signed table
     (distance_side "signed"), what posenc.attention(..., bias=m) gives the fused kernel."""
@@ -259,22 +260,29 @@ class ShawRelative(torch.nn.Module):
                              f"multiple of Hk and S <= T, got {list(q.shape)}, {list(k.shape)}, {list(v.shape)}")
         if not isinstance(causal, bool):
             raise ValueError(f"ShawRelative.attention: causal must be True or False, got {causal!r}")
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                                  or not math.isfinite(scale) or scale <= 0):
+            raise ValueError(f"ShawRelative.attention: scale must be a finite number > 0 (None: 1/sqrt(head_dim)), "
+                             f"got {scale!r}")
         s_len, t_len, group = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
         qh = q.transpose(1, 2)  # [B, Hq, S, D]
         kh, vh = (x.repeat_interleave(group, dim=2).transpose(1, 2) for x in (k, v))
         d = self.distances(s_len, t_len)
         rows = d.clamp(-self.max_relative, self.max_relative) + self.max_relative
-        a_k = self.rel_k.to(q.dtype)[rows]  # [S, T, D]
-        scores = qh @ kh.transpose(-1, -2) + torch.einsum("bhsd,std->bhst", qh, a_k)
+        # Through the 2M + 1 rows, never an [S, T, D] tensor: q . rel_k^T gathered at each (i, j)'s
+        # row; the key-query term k_j . rel_k[row] likewise over the keys.
+        rel_k, index = self.rel_k.to(q.dtype), rows.expand(*qh.shape[:2], -1, -1)
+        scores = qh @ kh.transpose(-1, -2) + (qh @ rel_k.T).gather(-1, index)
         if self.key_query:
-            scores = scores + torch.einsum("bhtd,std->bhst", kh, a_k)
+            scores = scores + (kh @ rel_k.T).transpose(-1, -2).gather(-2, index)
         scores = scores * (self.head_dim ** -0.5 if scale is None else scale)
         if causal:
             scores = scores.masked_fill(d < 0, float("-inf"))  # keys after the query
         probs = torch.softmax(scores, dim=-1)
         out = probs @ vh
-        if self.rel_v is not None:
-            out = out + torch.einsum("bhst,std->bhsd", probs, self.rel_v.to(q.dtype)[rows])
+        if self.rel_v is not None:  # the weights summed per row, times rel_v
+            per_row = probs.new_zeros(*probs.shape[:3], self.rel_v.shape[0]).scatter_add(-1, index, probs)
+            out = out + per_row @ self.rel_v.to(q.dtype)
         return out.transpose(1, 2)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,

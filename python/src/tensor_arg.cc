@@ -53,14 +53,16 @@ ElementKind kind_of(const DLDataType& t, const char* name) {
               " lanes; expected float32, bfloat16, float16, int32, int64 or uint8");
 }
 
-std::size_t element_bytes(ElementKind k) {
+const char* kind_name(ElementKind k) {
   switch (k) {
-    case ElementKind::kF32: case ElementKind::kI32: return 4;
-    case ElementKind::kBF16: case ElementKind::kF16: return 2;
-    case ElementKind::kI64: return 8;
-    case ElementKind::kU8: return 1;
+    case ElementKind::kF32: return "float32";
+    case ElementKind::kBF16: return "bfloat16";
+    case ElementKind::kF16: return "float16";
+    case ElementKind::kI32: return "int32";
+    case ElementKind::kI64: return "int64";
+    case ElementKind::kU8: return "uint8";
   }
-  return 1;
+  return "?";
 }
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
@@ -120,7 +122,8 @@ RopeTensor rope_view(const TensorArg& t, int heads_dim, const char* name) {
   DType dtype = DType::kF32;
   if (t.kind == ElementKind::kBF16) dtype = DType::kBF16;
   else if (t.kind == ElementKind::kF16) dtype = DType::kF16;
-  else if (t.kind != ElementKind::kF32) throw Error(std::string(name) + ": expected float32, bfloat16 or float16");
+  else if (t.kind != ElementKind::kF32)
+    throw Error(std::string(name) + ": expected float32, bfloat16 or float16, got " + kind_name(t.kind));
   if (t.shape[3] > 1 && t.strides[3] != 1) throw Error(std::string(name) + ": the last dimension must be contiguous");
   const int s = heads_dim == 2 ? 1 : 2, h = heads_dim == 2 ? 2 : 1;
   return strided(t.data, dtype,
@@ -137,15 +140,14 @@ void check_written(const TensorArg& t, const char* name) {
 
 void* contiguous_buffer(const TensorArg& t, ElementKind kind, const std::vector<std::int64_t>& shape, const char* name) {
   if (t.kind != kind || t.shape != shape || !contiguous(t))
-    throw Error(std::string(name) + ": expected a contiguous " + shape_text(shape) + " tensor of " +
-                std::to_string(element_bytes(kind)) + "-byte elements, got " + shape_text(t.shape) + " of " +
-                std::to_string(element_bytes(t.kind)) + "-byte elements" + (contiguous(t) ? "" : ", not contiguous"));
+    throw Error(std::string(name) + ": expected a contiguous " + kind_name(kind) + " " + shape_text(shape) + " tensor, got " +
+                kind_name(t.kind) + " " + shape_text(t.shape) + (contiguous(t) ? "" : ", not contiguous"));
   return t.data;
 }
 
 PositionIds position_ids(const TensorArg& t, int batch, int tokens, std::int64_t offset, const char* name) {
   if (t.kind != ElementKind::kI32 && t.kind != ElementKind::kI64)
-    throw Error(std::string(name) + ": positions must be int32 or int64");
+    throw Error(std::string(name) + ": positions must be int32 or int64, got " + kind_name(t.kind));
   const std::vector<std::int64_t>& s = t.shape;
   const bool one_row = s.size() == 1 && s[0] == tokens;
   const bool per_row = s.size() == 2 && s[0] == batch && s[1] == tokens;

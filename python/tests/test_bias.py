@@ -199,3 +199,11 @@ def test_shaw_relative_gradients_and_bad_input():
         m.attention(q[..., :2], k, v)
     with pytest.raises(ValueError, match="causal must be True or False"):
         m.attention(q, k, v, causal=None)
+
+
+def test_shaw_relative_refuses_a_bad_scale():
+    m = posenc.nn.ShawRelative(4, 2)
+    q = torch.randn(1, 3, 2, 4)
+    for scale in (float("nan"), -1.0, 0, True):
+        with pytest.raises(ValueError, match="scale must be a finite number > 0"):
+            m.attention(q, q, q, scale=scale)

@@ -58,7 +58,8 @@ DynamicPositionBiasImpl::DynamicPositionBiasImpl(int heads, int width, int depth
 
 torch::Tensor DynamicPositionBiasImpl::table(std::int64_t length) {
   if (length < 1) throw Error("DynamicPositionBias: table length " + std::to_string(length) + " must be >= 1");
-  const torch::Tensor d = torch::arange(-(length - 1), length, torch::kFloat32);
+  const torch::Tensor weight = mlp->children().front()->parameters().front();  // the first Linear's: its dtype and device
+  const torch::Tensor d = torch::arange(-(length - 1), length, weight.options());
   const torch::Tensor x = torch::sign(d) * torch::log1p(d.abs());
   return mlp->forward(x.unsqueeze(1)).t().contiguous();  // [2 length - 1, H] -> [H, 2 length - 1]
 }

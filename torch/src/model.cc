@@ -154,7 +154,8 @@ TransformerLMImpl::TransformerLMImpl(const ModelConfig& config) : config_(config
     case Scheme::kNope:
     case Scheme::kFox:
     case Scheme::kXl:
-    case Scheme::kDeberta: break;
+    case Scheme::kDeberta:
+    case Scheme::kShaw: break;
   }
   for (int i = 0; i < config_.n_layers; ++i) blocks.push_back(register_module("block" + std::to_string(i), Block(config_)));
   ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config_.d_model})));

@@ -49,7 +49,8 @@ TORCH_MODULE(SandwichBias);
 // Dynamic position bias (x-transformers' DynamicPositionBias with norm off; SwinV2's log-spaced
 // continuous position bias, in one dimension): b_h(d) = mlp(sign(d) log(1 + |d|))_h with d =
 // query - key; mlp = Linear(1, width), SiLU, (Linear(width, width), SiLU) x (depth - 1),
-// Linear(width, H), in float32 (its parameters' dtype). Python's posenc.nn.DynamicPositionBias.
+// Linear(width, H), in its parameters' dtype and on their device. Python's
+// posenc.nn.DynamicPositionBias (x-transformers' own default is log_distance=False: the plain d).
 class DynamicPositionBiasImpl : public torch::nn::Module {
  public:
   DynamicPositionBiasImpl(int heads, int width, int depth = 2);
