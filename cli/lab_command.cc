@@ -90,6 +90,9 @@ void add_lab_command(CLI::App& app) {
   add_fusions_option(ex, "--raw-index", &ec.raw_index,
                      "extra models whose position is the raw index p in every channel, the tutorials' pitfall (raw-index "
                      "for add, raw-index-concat, ...)");
+  ex->add_flag("--embed-scale", ec.embed_scale,
+               "an extra sinusoidal model whose token embeddings are multiplied by sqrt(d_model) before the table is "
+               "added (Vaswani et al. 2017, 3.4): sinusoidal-embed-scale");
   std::string default_lens, full_lens;
   for (int len : ec.eval_lens) default_lens += (default_lens.empty() ? "" : ",") + std::to_string(len);
   for (int len : lab::kFullEvalLens)

@@ -243,13 +243,14 @@ TEST(CliLab, FusionsRawIndexAndTheTrainedLearnedTable) {
     std::ofstream out(corpus);
     for (int i = 0; i < 400; ++i) out << "in the beginning god created the heaven and the earth. ";
   }
-  const CliRun trained = run("lab extrapolate --schemes learned --fusion concat,multiply --raw-index add,concat --extensions none "
+  const CliRun trained = run("lab extrapolate --schemes learned --fusion concat,multiply --raw-index add,concat --embed-scale --extensions none "
                              "--steps 2 --train-len 16 --eval-lens 16 --corpus " + corpus + " --out " + dir + " --json");
   ASSERT_EQ(trained.code, 0) << trained.err;
   std::vector<std::string> models;
   const auto results = nlohmann::json::parse(trained.out);  // kept: the loop reads into it
   for (const auto& row : results.at("results")) models.push_back(row.at("model").get<std::string>());
-  EXPECT_EQ(models, (std::vector<std::string>{"learned", "sinusoidal-concat", "sinusoidal-multiply", "raw-index", "raw-index-concat"}));
+  EXPECT_EQ(models, (std::vector<std::string>{"learned", "sinusoidal-concat", "sinusoidal-multiply", "raw-index", "raw-index-concat",
+                                               "sinusoidal-embed-scale"}));
   const CliRun table = run("plot heatmap --model " + dir + "/learned.pt -o " + dir + "/learned.svg");
   ASSERT_EQ(table.code, 0) << table.err;
   EXPECT_NE(read_file(dir + "/learned.svg").find("Learned positions after training (learned.pt)"), std::string::npos);

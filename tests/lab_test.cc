@@ -160,6 +160,21 @@ TEST(Lab, ASinusoidalBaseSweepTrainsModelsWithTheirOwnTables) {
   EXPECT_HAS(test::error_of([&] { run_extrapolate(c); }), "--sinusoidal-bases: a base must be a finite number > 1, got 1");
 }
 
+// --embed-scale: one more sinusoidal model, its token embeddings times sqrt(d_model), saved so.
+TEST(Lab, EmbedScaleTrainsAScaledSinusoidalModel) {
+  ExtrapolateConfig c = test::tiny("lab_embed_scale", {});
+  c.embed_scale = true;
+  c.training.steps = 2;
+  const ExtrapolateResult r = run_extrapolate(c);
+  ASSERT_FALSE(r.rows.empty());
+  EXPECT_EQ(r.rows.front().model, "sinusoidal-embed-scale");
+  torch_layer::TransformerLM model = load_model_file(c.training.out_dir + "/sinusoidal-embed-scale.pt");
+  EXPECT_TRUE(model->config().embed_scale);
+  EXPECT_EQ(model->config().scheme, Scheme::kSinusoidal);
+  c.embed_scale = false;
+  EXPECT_HAS(test::error_of([&] { run_extrapolate(c); }), "--schemes is empty");
+}
+
 TEST(Lab, FromItsLengthTrainingRunsThroughTheFusedKernel) {
   // Below kFusedTrainingMinLen the materialising path, as before; from it, the fused kernel's
   // backward, which the checkpoint's key records.

@@ -60,6 +60,11 @@ std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab) {
       p.config.fusion = from_name<Fusion>(f);
       plans.push_back(p);
     }
+    if (c.embed_scale) {
+      ModelPlan p{"sinusoidal-embed-scale" + suffix, base(Scheme::kSinusoidal), seed, true};
+      p.config.embed_scale = true;
+      plans.push_back(p);
+    }
   }
   return plans;
 }
@@ -108,7 +113,8 @@ void validate(const ExtrapolateConfig& c) {
   if (c.pi_finetune_steps > 0) check_range("--train-len (the PI fine-tune trains at 4x)", c.training.train_len, 2, kMaxTrainLen / kPiScale);
   if (c.eval_lens.empty()) throw Error("--eval-lens is empty: give at least one evaluation length");
   for (int len : c.eval_lens) check_range("--eval-lens", len, 2, kMaxEvalLen);
-  if (c.schemes.empty() && c.rope_bases.empty() && c.sinusoidal_bases.empty() && c.fusions.empty() && c.raw_index.empty())
+  if (c.schemes.empty() && c.rope_bases.empty() && c.sinusoidal_bases.empty() && c.fusions.empty() && c.raw_index.empty() &&
+      !c.embed_scale)
     throw Error("--schemes is empty: give at least one scheme");
   for (double b : c.rope_bases)
     if (!(b > 1 && std::isfinite(b))) throw Error("--rope-bases: a base must be a finite number > 1, got " + format_number(b));

@@ -67,6 +67,10 @@ struct ExtrapolateConfig {
   // Raw-index models (ModelConfig::raw_index: PE(p) = p in every channel), one per fusion named:
   // "raw-index" (add), "raw-index-concat", "raw-index-multiply". The tutorials' pitfall (issue 32).
   std::vector<std::string> raw_index;
+  // An extra sinusoidal model whose token embeddings are multiplied by sqrt(d_model) before the
+  // table is added (ModelConfig::embed_scale; Vaswani et al. 2017, section 3.4):
+  // "sinusoidal-embed-scale". The tutorials' scaling step (issue 32).
+  bool embed_scale = false;
   int pi_finetune_steps = 0;         // PI with a short fine-tune at 4x the training length
   RemapSettings remaps;              // the settings of the remap extensions (self-extend, rerope, leaky-rerope)
   StreamSettings stream;             // the streaming run of the RoPE model (off by default)
