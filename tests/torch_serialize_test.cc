@@ -169,6 +169,19 @@ TEST(TorchSerialize, UnknownNamesAndKeysAreErrors) {
   expect_error(replaced(good, "\"bidirectional\":false", "\"bidirectional\":0"), "t5.bidirectional");
 }
 
+// The "use: ..." lists of errors come from Scheme's names: a new scheme appears by itself.
+TEST(TorchSerialize, SchemeListsNameEverySchemeATextModelTakes) {
+  EXPECT_EQ(language_model_scheme_names(), "nope, sinusoidal, learned, rope, alibi, t5, xl, deberta, kerple, sandwich, fox, dpb, shaw");
+  EXPECT_EQ(language_model_scheme_names({Scheme::kXl}), "nope, sinusoidal, learned, rope, alibi, t5, deberta, kerple, sandwich, fox, dpb, shaw");
+  try {
+    language_model_scheme("mrope", "--schemes");
+    ADD_FAILURE() << "mrope taken as a text model's scheme";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--schemes: 'mrope' is not a language-model scheme; use: nope, sinusoidal,"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(TorchSerialize, VersionOneFilesStillLoad) {
   // What posenc wrote before the version key (a lab model of that time).
   const std::string v1 =

@@ -70,7 +70,7 @@ void validate_passkey(const PasskeyConfig& c) {
   for (const std::string& name : c.schemes) {
     const auto scheme = try_from_name<Scheme>(name);
     if (!scheme || *scheme == Scheme::kMrope || *scheme == Scheme::kXl)
-      throw Error("--schemes: '" + name + "' is not a passkey scheme; use: nope, sinusoidal, learned, rope, alibi, t5, deberta, kerple, sandwich, fox, dpb, shaw");
+      throw Error("--schemes: '" + name + "' is not a passkey scheme; use: " + torch_layer::language_model_scheme_names({Scheme::kXl}));
   }
   if (c.extensions.empty()) throw Error("--extensions is empty: give at least one of " + enum_names_joined<RopeExtension>(", "));
   check_remaps(c.remaps, t.train_len);

@@ -1,5 +1,7 @@
-#include <cmath>
 #include "posenc_torch/model_config.h"
+
+#include <algorithm>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 #include <set>
@@ -138,8 +140,18 @@ ModelConfig read_v1(const json& j) {
 Scheme language_model_scheme(const std::string& name, const std::string& what) {
   const auto s = try_from_name<Scheme>(name);
   if (!s || *s == Scheme::kMrope)
-    throw Error(what + ": '" + name + "' is not a language-model scheme; use: nope, sinusoidal, learned, rope, alibi, t5, xl, deberta, kerple, sandwich, fox, dpb, shaw");
+    throw Error(what + ": '" + name + "' is not a language-model scheme; use: " + language_model_scheme_names());
   return *s;
+}
+
+std::string language_model_scheme_names(std::initializer_list<Scheme> also_excluded) {
+  std::string out;
+  for (const std::string& name : enum_names<Scheme>()) {
+    const Scheme s = from_name<Scheme>(name);
+    if (s == Scheme::kMrope || std::find(also_excluded.begin(), also_excluded.end(), s) != also_excluded.end()) continue;
+    out += (out.empty() ? "" : ", ") + name;
+  }
+  return out;
 }
 
 void ModelConfig::validate() const {

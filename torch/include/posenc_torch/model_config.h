@@ -11,6 +11,7 @@
 // causal) still load.
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,6 +41,9 @@ namespace posenc::torch_layer {
 // A scheme a text-only TransformerLM takes (every scheme but M-RoPE, which needs (T, H, W)
 // position ids); anything else is an Error naming `what` (e.g. "--schemes") and the choices.
 Scheme language_model_scheme(const std::string& name, const std::string& what);
+// The names it accepts (every Scheme but mrope), less `also_excluded`, joined by ", ": what an
+// error lists after "use:", so a new scheme appears in every such list by itself.
+std::string language_model_scheme_names(std::initializer_list<Scheme> also_excluded = {});
 
 struct ModelConfig {
   int vocab_size = 128;
