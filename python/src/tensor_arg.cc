@@ -2,7 +2,9 @@
 
 #include <Python.h>
 
+#include <algorithm>
 #include <climits>
+#include <utility>
 #include <string>
 
 #include "posenc/error.h"
@@ -131,11 +133,22 @@ RopeTensor rope_view(const TensorArg& t, int heads_dim, const char* name) {
                  {t.strides[0], t.strides[s], t.strides[h]});
 }
 
+// The rule of python/posenc/rope.py's _check_writable, sufficient for no two elements to share
+// memory: sorted by stride, each dimension of size > 1 steps past the whole extent of the ones
+// before it (dense tensors in any dimension order pass, as do fused projections' q, k, v views).
 void check_written(const TensorArg& t, const char* name) {
+  std::vector<std::pair<std::int64_t, std::size_t>> dims;  // (stride, dimension) of the sizes > 1
   for (std::size_t i = 0; i < t.shape.size(); ++i)
-    if (t.shape[i] > 1 && t.strides[i] == 0)
-      throw Error(std::string(name) + " is written, but its dimension " + std::to_string(i) +
-                  " has stride 0 (an expanded view: its elements share memory); pass a tensor of its own");
+    if (t.shape[i] > 1) dims.emplace_back(t.strides[i], i);
+  std::sort(dims.begin(), dims.end());
+  std::int64_t extent = 0;  // the last element's offset over the dimensions so far
+  for (const auto& [stride, i] : dims) {
+    if (stride <= extent)
+      throw Error(std::string(name) + " is written, but its elements share memory (an expanded or overlapping view: "
+                  "dimension " + std::to_string(i) + " steps " + std::to_string(stride) + " elements, inside the " +
+                  std::to_string(extent + 1) + " of the dimensions before it); pass a tensor of its own");
+    extent += stride * (t.shape[i] - 1);
+  }
 }
 
 void* contiguous_buffer(const TensorArg& t, ElementKind kind, const std::vector<std::int64_t>& shape, const char* name) {

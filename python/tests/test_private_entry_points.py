@@ -122,11 +122,16 @@ def test_hostile_keywords_are_errors_naming_them():
 
 def test_a_written_tensor_whose_elements_alias_is_refused():
     expanded = torch.zeros(1, 1, 2, 8).expand(1, 4, 2, 8)  # 4 tokens sharing one row
-    with pytest.raises(ValueError, match="data is written, but its dimension 1 has stride 0"):
+    with pytest.raises(ValueError, match="data is written, but its elements share memory .* dimension 1 steps 0 elements"):
         _posenc.rope_rotate(**rotate_keywords(torch.zeros(1, 4, 2, 8), data=to_dlpack(expanded)))
+    overlapping = torch.zeros(64).as_strided((1, 4, 2, 8), (0, 8, 4, 1))  # each head's 8 channels overlap the next's
+    with pytest.raises(ValueError, match="dimension 2 steps 4 elements, inside the 8 of the dimensions before it"):
+        _posenc.rope_rotate(**rotate_keywords(torch.zeros(1, 4, 2, 8), data=to_dlpack(overlapping)))
+    heads_first = torch.zeros(1, 2, 4, 8).transpose(1, 2)  # [B, H, S, D] memory seen as [B, S, H, D]: its own elements
+    _posenc.rope_rotate(**rotate_keywords(heads_first, data=to_dlpack(heads_first)))
     q = torch.randn(1, 4, 2, 8)
     views = [to_dlpack(t) for t in (q, q, q)] + [to_dlpack(expanded)]
-    with pytest.raises(ValueError, match="out is written, but its dimension 1 has stride 0"):
+    with pytest.raises(ValueError, match="out is written, but its elements share memory"):
         _posenc.attention(*views, 2, attention_call(q), None, 1, False)
     q_read = torch.randn(1, 1, 2, 8).expand(1, 4, 2, 8)  # an expanded input is only read: taken
     out = torch.empty(1, 4, 2, 8)
