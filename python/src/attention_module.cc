@@ -1,6 +1,7 @@
 // posenc.attention's C++ side: the core's fused attention (attention.h) forward and backward
 // (attention_backward.h) over tensors that cross as DLPack capsules (tensor_arg.h), as the RoPE
-// kernels' do (module.cc): every buffer's shape is checked here against the views it goes with. posenc/attention.py wraps both in a torch.autograd.Function.
+// kernels' do (module.cc): every buffer's shape is checked here against the views it goes with.
+// posenc/attention.py wraps both in a torch.autograd.Function.
 // The Python side builds each dict; every key is read here by name (a missing one is an Error
 // naming it), and the core validates the call before it writes anything.
 #include <pybind11/pybind11.h>
