@@ -190,6 +190,29 @@ def mrope_position_ids(runs: List[Tuple[str, int, int, int, int]], merge_size: i
     return torch.from_numpy(ids).view(3, seq_len), delta
 
 
+def vision_2d_schedule(head_dim: int, theta: float = 10000.0) -> Schedule:
+    """The 2-D RoPE of Qwen2-VL's vision tower (HF VisionRotaryEmbedding over (row, column)):
+    head_dim / 4 frequencies theta^(-4k / head_dim) read the row, the same again the column.
+    Rotate with apply_rope(x, schedule=s, positions=ids) and ids [2, B, S] or [2, S]
+    (vision_2d_position_ids); q.k then depends on the row and column offsets only."""
+    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or not 4 <= head_dim <= 2**16:
+        raise ValueError(f"head_dim must be an int in [4, 65536] divisible by 4, got {head_dim!r}")
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)):
+        raise ValueError(f"theta must be a finite number > 0, got {theta!r}")
+    inv_freq, axes = _posenc.vision_2d_rope(head_dim, float(theta))
+    return Schedule(torch.tensor(inv_freq, dtype=torch.float32), 1.0, "default", head_dim, head_dim, None, list(axes),
+                    {"rope_theta": float(theta), "head_dim": head_dim})
+
+
+def vision_2d_position_ids(t: int, h: int, w: int, merge_size: int = 2) -> torch.Tensor:
+    """The (row, column) ids [2, t h w] of a t x h x w patch grid in the vision tower's order (m x m
+    merge blocks, block-major; the t frames repeat the grid), as HF's Qwen2-VL rot_pos_emb."""
+    for name, value in (("t", t), ("h", h), ("w", w), ("merge_size", merge_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
+            raise ValueError(f"vision_2d_position_ids: {name} must be an int in [1, 2^31-1], got {value!r}")
+    return torch.from_numpy(_posenc.vision_2d_position_ids(t, h, w, merge_size)).view(2, -1)
+
+
 def kernel_target() -> str:
     """The SIMD target the kernels use on this machine ("AVX3", "AVX2", ...)."""
     return _posenc.kernel_target()

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstdint>
 #include <tuple>
 #include <type_traits>
@@ -326,6 +327,18 @@ PYBIND11_MODULE(_posenc, m) {
       throw Error("line charts are SVG: out must end in .svg, got '" + out + "'");
     plot::write_text(out, svg);
     return out;
+  });
+  // The 2-D RoPE of Qwen2-VL's vision tower (mrope.h): frequencies and their axis (0 = row, 1 = column).
+  m.def("vision_2d_rope", [](int head_dim, double theta) {
+    if (!(theta > 0) || !std::isfinite(theta)) throw Error("theta must be a finite number > 0, got " + format_number(theta));
+    const VisionRope v = vision_2d_rope(head_dim, theta);
+    return py::make_tuple(v.inv_freq, v.axis_of_freq);
+  });
+  // Its (row, column) ids of a t x h x w grid in the tower's block-major order, [2][t h w].
+  m.def("vision_2d_position_ids", [](int t, int h, int w, int merge_size) {
+    if (t > 0 && h > 0 && w > 0 && std::int64_t{t} * h * w > (std::int64_t{1} << 26))
+      throw Error("a vision grid of " + std::to_string(std::int64_t{t} * h * w) + " patches; at most 2^26");
+    return owned_array(vision_2d_position_ids(t, h, w, merge_size));
   });
   m.def("mrope_position_ids", [](const std::vector<std::tuple<std::string, int, int, int, int>>& runs, int merge_size) {
     std::vector<TokenRun> r;

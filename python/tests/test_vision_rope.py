@@ -1,0 +1,58 @@
+"""The 2-D RoPE of Qwen2-VL's vision tower from the core (mrope.h's vision_2d_rope and
+vision_2d_position_ids), in Python: its schedule, its ids, and apply_rope over [2, S] positions
+against HF's formula written out in float64 (VisionRotaryEmbedding, rotate_half over the head)."""
+import math
+
+import pytest
+import torch
+
+import posenc
+
+
+def test_the_schedule_is_hfs_quarter_frequencies_on_each_axis():
+    s = posenc.vision_2d_schedule(16, theta=10000.0)
+    quarter = [1 / 10000.0 ** (2 * k / 8) for k in range(4)]  # HF: dim = head_dim / 2, 1 / theta^(2k / dim)
+    assert torch.allclose(s.inv_freq.double(), torch.tensor(quarter * 2, dtype=torch.float64), rtol=1e-7)
+    assert s.axis_of_freq == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_ids_are_block_major_rows_and_columns():
+    ids = posenc.vision_2d_position_ids(1, 4, 4, 2)
+    assert ids.shape == (2, 16)
+    assert ids[:, :4].tolist() == [[0, 0, 1, 1], [0, 1, 0, 1]]  # the first 2 x 2 merge block
+    assert ids[:, 4:8].tolist() == [[0, 0, 1, 1], [2, 3, 2, 3]]  # the block to its right
+    assert torch.equal(posenc.vision_2d_position_ids(2, 4, 4, 2)[:, 16:], ids)  # frames repeat the grid
+
+
+def test_apply_rope_with_row_and_column_positions_is_hfs_rotation():
+    d, s_len = 16, 16
+    sched = posenc.vision_2d_schedule(d)
+    ids = posenc.vision_2d_position_ids(1, 4, 4, 2)  # [2, S]
+    x = torch.randn(1, s_len, 2, d, generator=torch.Generator().manual_seed(1))
+    got = posenc.apply_rope(x, schedule=sched, positions=ids.unsqueeze(1))  # [2, B = 1, S]
+    freqs = torch.cat([ids[0, :, None] * sched.inv_freq[:4].double(), ids[1, :, None] * sched.inv_freq[4:].double()], -1)
+    emb = torch.cat([freqs, freqs], -1)[None, :, None, :]  # HF: cat(freqs, freqs), rotate_half
+    xd = x.double()
+    want = xd * emb.cos() + torch.cat([-xd[..., d // 2:], xd[..., :d // 2]], -1) * emb.sin()
+    assert (got.double() - want).abs().max() <= 2e-6
+    # q.k depends on the row and column offsets only.
+    q, k = torch.randn(1, 1, 1, d), torch.randn(1, 1, 1, d)
+    def score(qrc, krc):
+        a = posenc.apply_rope(q, schedule=sched, positions=torch.tensor(qrc).view(2, 1, 1))
+        b = posenc.apply_rope(k, schedule=sched, positions=torch.tensor(krc).view(2, 1, 1))
+        return (a * b).sum().item()
+    assert math.isclose(score([5, 2], [1, 7]), score([8, 7], [4, 12]), abs_tol=1e-5)
+
+
+def test_bad_arguments_are_value_errors_naming_them():
+    for kw, says in ((dict(head_dim=6), "divisible by 4"), (dict(head_dim=True), "head_dim must be an int"),
+                     (dict(head_dim=8, theta=float("nan")), "theta must be a finite number > 0"),
+                     (dict(head_dim=8, theta=-1.0), "theta must be a finite number > 0")):
+        with pytest.raises(ValueError, match=says):
+            posenc.vision_2d_schedule(**kw)
+    with pytest.raises(ValueError, match="divisible by merge_size 2"):
+        posenc.vision_2d_position_ids(1, 3, 4, 2)
+    with pytest.raises(ValueError, match="at most 2\\^26"):
+        posenc.vision_2d_position_ids(1024, 1024, 1024, 1)
+    with pytest.raises(ValueError, match=r"t must be an int in \[1, 2\^31-1\], got 4294967296"):
+        posenc.vision_2d_position_ids(2**32, 2, 2, 1)
