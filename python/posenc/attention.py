@@ -7,13 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple, Union
 
-import math
-
 import torch
 from torch.autograd.function import once_differentiable
 
 from . import Schedule, _posenc
 from .attention_native import distance_side, native_attention
+from .encodings import _check_scale
 from .rope import _DTYPES, _capsule, _threads
 
 
@@ -119,7 +118,7 @@ def _check_shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads_dim: 
     for empty inputs too: one B and D, k and v alike, Hq a multiple of Hk >= 1."""
     def bshd(t):
         return (t.shape[0], t.shape[1], t.shape[2], t.shape[3]) if heads_dim == 2 else (t.shape[0], t.shape[2], t.shape[1], t.shape[3])
-    (b, s, hq, d), (bk, t, hk, dk), vs = bshd(q), bshd(k), bshd(v)
+    (b, _, hq, d), (bk, t, hk, dk), vs = bshd(q), bshd(k), bshd(v)
     if bk != b or dk != d or vs != (bk, t, hk, dk):
         raise ValueError(f"q [B, S, Hq, D] = {list(bshd(q))}, k {list(bshd(k))} and v {list(vs)} (as [B, S, H, D]) must "
                          "share B and D, and k and v their whole shape")
@@ -183,8 +182,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     bidirectional buckets when causal=False; T5 adds its bias to raw q.k: pass scale=1), or none.
     Masks: causal, window (sliding), chunk (Llama 4), key_padding_mask [B, T] (bool or 0/1, True
     = a real key). scale: 1/sqrt(D) when None. remap (RoPE; differentiable): posenc.SelfExtend,
-    posenc.ReRoPE or posenc.DualChunk. bias: a posenc.nn distance bias (Kerple, Sandwich: its table over |distance|;
-    DynamicPositionBias: over the signed distance; differentiable in its parameters) or FoX's cumulative gate c [B, Hq, T] (ForgettingGate.cumulative,
+    posenc.ReRoPE or posenc.DualChunk. bias: a posenc.nn distance bias (Kerple, Sandwich: its table
+    over |distance|; DynamicPositionBias: over the signed distance; differentiable in its
+    parameters) or FoX's cumulative gate c [B, Hq, T] (ForgettingGate.cumulative,
     differentiable; causal only), inside the kernel with their gradients, never an S x T matrix.
     backend: "kernels" (the fused CPU kernel), "torch" (the same attention in torch operations on
     the tensors' device, differentiable by autograd; it materialises the [B, Hq, S, T] scores; also
@@ -213,9 +213,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         raise ValueError("give one of rope, alibi, t5 and bias")
     if remap is not None and rope is None:
         raise ValueError("remap changes RoPE's distances: it needs rope=")
-    if scale is not None and (isinstance(scale, bool) or not (isinstance(scale, (int, float)) and math.isfinite(scale)
-                                                              and scale > 0)):
-        raise ValueError(f"scale must be a finite number > 0 (None: 1/sqrt(head_dim)), got {scale!r}")
+    _check_scale("posenc.attention", scale)
     kv_offset = _count("kv_offset", kv_offset, 0, 2**31 - 1)
     window = _count("window", window, 1, 2**31 - 1) if window is not None else 0
     chunk = _count("chunk", chunk, 1, 2**31 - 1) if chunk is not None else 0

@@ -1,6 +1,7 @@
 """Absolute and relative encodings as tensors, computed by posenc's core."""
 from __future__ import annotations
 
+import math
 from typing import Sequence, Union
 
 import torch
@@ -40,6 +41,14 @@ def _check_ints(what: str, *checks) -> None:
     for name, value, least in checks:
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ValueError(f"{what}: {name} must be an int >= {least}, got {value!r}")
+
+
+def _check_scale(what: str, scale) -> None:
+    """A softmax scale: None (1/sqrt(head_dim)) or a finite number > 0, not a bool; else a
+    ValueError naming `what` and the value. posenc.attention and posenc.nn.ShawRelative alike."""
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale)
+                              or scale <= 0):
+        raise ValueError(f"{what}: scale must be a finite number > 0 (None: 1/sqrt(head_dim)), got {scale!r}")
 
 
 def alibi_bias(heads: int, q_len: int, k_len: int, causal: bool = True, past: int = 0) -> torch.Tensor:

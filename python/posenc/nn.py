@@ -2,13 +2,12 @@
 buffers (never trained), learned tables are parameters."""
 from __future__ import annotations
 
-import math
 from typing import Optional, Tuple, Union
 
 import torch
 
 from . import Model, RopeRuntime, Schedule, _posenc, rope_fields
-from .encodings import _check_ints, alibi_bias, alibi_slopes, sinusoidal, t5_buckets
+from .encodings import _check_ints, _check_scale, alibi_bias, alibi_slopes, sinusoidal, t5_buckets
 from .rope import apply_rope
 from .rotary_variants import AxialRotaryEmbedding, MixedRotaryEmbedding, XPos  # noqa: F401  (posenc.nn's)
 from .sink_cache import SinkCache  # noqa: F401  (posenc.nn's)
@@ -260,10 +259,7 @@ class ShawRelative(torch.nn.Module):
                              f"multiple of Hk and S <= T, got {list(q.shape)}, {list(k.shape)}, {list(v.shape)}")
         if not isinstance(causal, bool):
             raise ValueError(f"ShawRelative.attention: causal must be True or False, got {causal!r}")
-        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
-                                  or not math.isfinite(scale) or scale <= 0):
-            raise ValueError(f"ShawRelative.attention: scale must be a finite number > 0 (None: 1/sqrt(head_dim)), "
-                             f"got {scale!r}")
+        _check_scale("ShawRelative.attention", scale)
         s_len, t_len, group = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
         qh = q.transpose(1, 2)  # [B, Hq, S, D]
         kh, vh = (x.repeat_interleave(group, dim=2).transpose(1, 2) for x in (k, v))
