@@ -40,6 +40,12 @@ std::string describe(const ModelSpec& s, const LayerSpec& l) {
   if (l.softmax_scale_multiplier != 1) d += " (x" + format_number(l.softmax_scale_multiplier) + " mscale^2)";
   if (l.qk_norm != QkNormPlacement::kNone) d += "; q/k norm " + std::string(to_string(l.qk_norm));
   if (l.kv_shared_from) d += "; K/V (rotated keys) of layer " + std::to_string(*l.kv_shared_from);
+  if (const auto& x = l.indexer) {
+    d += "; DSA indexer: " + std::to_string(x->heads) + " heads of " + std::to_string(x->head_dim) + ", RoPE " +
+         pairing_name(x->layout) + " pairs on channels";
+    for (const auto& c : x->rotated_channels) d += " [" + std::to_string(c[0]) + ", " + std::to_string(c[1]) + ")";
+    d += " (the layer's cos/sin), softmax scale " + format_number(x->softmax_scale);
+  }
   return d;
 }
 

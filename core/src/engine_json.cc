@@ -31,6 +31,11 @@ json layer_json(const LayerSpec& l) {
   if (const char* order = output_order(l.layout)) j["output_order"] = order;
   j["rotated_channels"] = l.rotated_channels;  // [begin, end) ranges; two for Gemma 4's proportional
   j["kv_shared_from"] = l.kv_shared_from ? json(*l.kv_shared_from) : json(nullptr);
+  if (const auto& x = l.indexer)  // DeepSeek-V3.2 only: absent for every other family
+    j["indexer"] = {{"heads", x->heads},           {"head_dim", x->head_dim},
+                    {"rotary_offset", x->rotary_offset}, {"rotary_dim", x->rotary_dim},
+                    {"pairing", pairing_name(x->layout)}, {"rotated_channels", x->rotated_channels},
+                    {"softmax_scale", x->softmax_scale}, {"schedule", l.schedule}};
   const QueryScaling& q = l.query_scale;
   if (q.rule == QueryScale::kLlama4Temperature)
     j["query_scale"] = {{"rule", q.name()}, {"attn_scale", q.scale}, {"floor_scale", q.floor_scale},

@@ -35,6 +35,10 @@ void check_golden_size(const std::vector<LayerSpec>& layers, double P) {
     const double D = l.head_dim, R = l.rotary_dim;
     bytes += 2 * 4 * (4 * P * D + 2 * P * R + P * P);  // q, k, q_out, k_out, cos, sin, logits; x2 serialized
     products += P * P * D;
+    if (const auto& x = l.indexer) {  // DeepSeek-V3.2's indexer: its own q, k, q_out, k_out, logits
+      bytes += 2 * 4 * (4 * P * x->head_dim + P * P);
+      products += P * P * x->head_dim;
+    }
     shapes += (shapes.empty() ? "" : ", ") + std::string("head_dim ") + std::to_string(l.head_dim);
   }
   if (bytes > kMaxGoldenBytes || products > kMaxGoldenProducts)
@@ -72,6 +76,48 @@ F32Tensor shifted_keys(const LayerSpec& l, const RopeApplyParams& ap, const F32T
   const int P = static_cast<int>(k_out.shape[0]), D = static_cast<int>(k_out.shape[1]);
   rope_shift(bshd(out.data.data(), RopeShape{1, P, 1, D}), sp);
   return out;
+}
+
+// DeepSeek-V3.2's indexer at the layer's cos/sin (modeling_deepseek_v32.py Indexer.forward): q and
+// k [P, index_head_dim] from the layer's stream, their first rotary_dim channels rotated by
+// rotate_half (not the layer's interleaved pairs), and q_out . k_out^T * index_head_dim^-0.5, the
+// scores before the indexer's ReLU and per-head weights. Listed in the entry's "indexer".
+json indexer_vectors(const LayerSpec& l, const std::vector<std::int64_t>& positions, const RopeSchedule& s,
+                     const RopeApplyParams& ap, SplitMix& rng, std::vector<F32Tensor>& out) {
+  const IndexerSpec& x = *l.indexer;
+  const std::int64_t P = static_cast<std::int64_t>(positions.size()), D = x.head_dim;
+  const int F = x.rotary_dim / 2;
+  const std::string name = l.layer_type + ".indexer_";
+  F32Tensor q{name + "q", {P, D}, {}}, k{name + "k", {P, D}, {}};
+  for (std::int64_t i = 0; i < P * D; ++i) q.data.push_back(rng.next());
+  for (std::int64_t i = 0; i < P * D; ++i) k.data.push_back(rng.next());
+  F32Tensor q_out{name + "q_out", {P, D}, q.data}, k_out{name + "k_out", {P, D}, k.data};
+  std::vector<float> c(F), sn(F);
+  for (std::int64_t r = 0; r < P; ++r) {
+    for (int j = 0; j < F; ++j) rope_cos_sin(s.inv_freq[j], positions[r], ap, &c[j], &sn[j]);
+    const std::size_t at = r * D + x.rotary_offset;
+    rope_rotate_row(&q.data[at], &q_out.data[at], c.data(), sn.data(), F, x.layout, +1);
+    rope_rotate_row(&k.data[at], &k_out.data[at], c.data(), sn.data(), F, x.layout, +1);
+  }
+  F32Tensor logits{name + "logits", {P, P}, std::vector<float>(P * P)};
+  for (std::int64_t i = 0; i < P; ++i)
+    for (std::int64_t j = 0; j < P; ++j) {
+      double dot = 0;
+      for (std::int64_t d = 0; d < D; ++d) dot += static_cast<double>(q_out.data[i * D + d]) * k_out.data[j * D + d];
+      logits.data[i * P + j] = static_cast<float>(dot * x.softmax_scale);
+    }
+  json entry = {{"head_dim", D},
+                {"heads", x.heads},
+                {"rotary_offset", x.rotary_offset},
+                {"rotary_dim", x.rotary_dim},
+                {"pairing", pairing_name(x.layout)},
+                {"softmax_scale", x.softmax_scale},
+                {"tensors", json::array()}};
+  for (F32Tensor* t : {&q, &k, &q_out, &k_out, &logits}) {
+    entry["tensors"].push_back(t->name);
+    out.push_back(std::move(*t));
+  }
+  return entry;
 }
 
 }  // namespace
@@ -215,6 +261,11 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
       g.tensors.tensors.push_back(std::move(t));
     }
     for (F32Tensor& t : vision) g.tensors.tensors.push_back(std::move(t));
+    if (l.rope && l.indexer) {  // drawn last, so the layer's own vectors stay as they were
+      std::vector<F32Tensor> indexer;
+      entry["indexer"] = indexer_vectors(l, positions, s, ap, rng, indexer);
+      for (F32Tensor& t : indexer) g.tensors.tensors.push_back(std::move(t));
+    }
     manifest["layer_types"].push_back(entry);
   }
   g.manifest_json = manifest.dump(1) + "\n";

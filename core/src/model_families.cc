@@ -40,6 +40,7 @@ struct Row {
   Row& kv_sharing() { return q.kv_sharing = true, *this; }
   Row& default_rope_parameters(const char* json) { return q.default_rope_parameters = json, *this; }
   Row& qwen_seq_length() { return q.qwen_seq_length = true, *this; }
+  Row& dsa_indexer() { return q.dsa_indexer = true, *this; }
   Row& sliding_layers_unscaled(const char* local_theta_key = nullptr) {
     return q.sliding_layers_unscaled = true, q.local_theta_key = local_theta_key, *this;
   }
@@ -103,6 +104,15 @@ const std::vector<FamilyQuirks>& table() {
             .mla()
             .rope_interleave_key()
             .softmax(SoftmaxScale::kDeepSeekMla),
+        Row("|deepseek_v32|",
+            "modeling_deepseek_v32.py: DeepseekV32Attention (q = [qk_nope_head_dim | qk_rope_head_dim], "
+            "apply_rotary_pos_emb_interleave always: the config has no rope_interleave; self.scaling = "
+            "yarn_apply_mscale(rope_parameters, qk_head_dim^-0.5)); DeepseekV32Indexer (rotate_half on the first "
+            "qk_rope_head_dim of index_head_dim channels, same cos/sin, softmax_scale = index_head_dim^-0.5)")
+            .layout(L::kDeepSeekV3)
+            .mla()
+            .softmax(SoftmaxScale::kDeepSeekMla)
+            .dsa_indexer(),
         Row("|kimi_linear|",
             "modeling_kimi_linear.py: KimiLinearAttention (DeepSeek-V3 MLA, q = [qk_nope_head_dim | "
             "qk_rope_head_dim]) on full_attention layers, no RoPE when mla_use_nope; KDA (Kimi Delta Attention) "

@@ -186,7 +186,23 @@ struct SpecBuilder {
     l.softmax_scale = base * l.softmax_scale_multiplier;
     check_softmax_scale(l.softmax_scale, from);
     l.qk_norm = qk_norm(l.rope);
+    if (row.dsa_indexer && l.rope) l.indexer = indexer(l, out.schedules[s]);
     return l;
+  }
+
+  // DeepseekV32Config: index_n_heads 64, index_head_dim 128 by default; the indexer rotates its
+  // first qk_rope_head_dim channels (the layer's rotary_dim) half-split with the layer's cos/sin.
+  IndexerSpec indexer(const LayerSpec& l, const RopeSchedule& schedule) const {
+    IndexerSpec x;
+    x.heads = static_cast<int>(jf::integer_in(model, "index_n_heads", where, 1, kMaxHeadDim).value_or(64));
+    x.rotary_dim = l.rotary_dim;
+    x.head_dim = static_cast<int>(jf::integer_in(model, "index_head_dim", where, x.rotary_dim, kMaxHeadDim).value_or(128));
+    if (x.head_dim < x.rotary_dim)  // the default 128 against a larger qk_rope_head_dim
+      throw Error(at("index_head_dim") + " " + std::to_string(x.head_dim) + " must be >= " + at("qk_rope_head_dim") +
+                  " " + std::to_string(x.rotary_dim) + ": the indexer rotates that many of its channels");
+    x.softmax_scale = 1.0 / std::sqrt(static_cast<double>(x.head_dim));
+    x.rotated_channels = rotated_channels(x.layout, x.rotary_offset, x.rotary_dim, schedule.rotated_dim);
+    return x;
   }
 
   // Without a layer count, a model whose layers are provably alike still has facts for every
@@ -319,6 +335,11 @@ ModelSpec parse_model_spec(const std::string& json_text, const ConfigOptions& op
                             "schedule is given");
     return spec;
   }
+  // DeepseekV32Config drops DeepseekV3Config's rope_interleave (modular_deepseek_v32.py: an
+  // AttributeError), so the key is not read: say so rather than honour or drop it silently.
+  if (spec.family->mla && !spec.family->rope_interleave_key && doc.model().contains("rope_interleave"))
+    spec.warnings.push_back(doc.at("rope_interleave") + " is not read by model_type '" + spec.rope.model_type +
+                            "' (HF: its layout is fixed, " + pairing_name(spec.family->layout) + " pairs); ignored");
   if (!spec.mrope_section.empty() && spec.family->mrope_style && !spec.rope.layers[0].params.mrope_interleaved)
     spec.mrope_style = spec.family->mrope_style;
   if (!spec.mrope_section.empty()) spec.mrope_vision = read_mrope_vision(doc);

@@ -48,7 +48,7 @@ def spec(config: Any, *, lenient: bool = False, hf_compatible: bool = False) -> 
     positions (the scheme per stack; learned, sinusoidal, ALiBi or T5 when not RoPE), schedules
     (per layer type: rope_type, rotary_dim, attention_factor, inv_freq), layers (one entry per
     layer: rope, pairing, rotated_channels, attention kind and window, query and softmax scale,
-    kv_shared_from), every_layer, mrope_section, warnings, notes."""
+    kv_shared_from, and DeepSeek-V3.2's DSA `indexer`), every_layer, mrope_section, warnings, notes."""
     source, is_path = _source(config)
     try:
         return json.loads(_posenc.spec_json(source, is_path, lenient, hf_compatible))

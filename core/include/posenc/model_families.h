@@ -164,6 +164,11 @@ struct FamilyQuirks {
   // Qwen-1 (remote modeling_qwen.py): seq_length is the context both rules use, and
   // use_dynamic_ntk fixes an NTK-alpha at prefill (LayerRope::ntk_prefill_length).
   bool qwen_seq_length = false;
+  // DeepSeek-V3.2 (modeling_deepseek_v32.py Indexer.forward): every layer's lightning indexer
+  // scores keys with its own index_n_heads heads of index_head_dim channels, rotating the
+  // *first* qk_rope_head_dim of them half-split (rotate_half) with the layer's cos/sin, at softmax
+  // scale index_head_dim^-0.5 (LayerSpec::indexer).
+  bool dsa_indexer = false;
 };
 
 // The row for a model_type (the top level's or text_config's); nullptr when unknown.

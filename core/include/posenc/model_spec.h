@@ -57,6 +57,18 @@ POSENC_ENUM_NAMES(QkNormPlacement, "qk_norm", {QkNormPlacement::kNone, "none"},
                   {QkNormPlacement::kBeforeRope, "before_rope"}, {QkNormPlacement::kL2AfterRope, "l2_after_rope"},
                   {QkNormPlacement::kAfterRope, "after_rope"});
 
+// DeepSeek-V3.2's lightning indexer in one layer (FamilyQuirks::dsa_indexer): its own q/k heads,
+// rotated with the layer's schedule at the same positions, with their own pairing and channels.
+struct IndexerSpec {
+  int heads = 0;         // index_n_heads
+  int head_dim = 0;      // index_head_dim
+  int rotary_offset = 0; // first rotated channel: 0, the rope part comes first
+  int rotary_dim = 0;    // qk_rope_head_dim
+  RopeLayout layout = RopeLayout::kHalfSplit;
+  double softmax_scale = 1;  // index_head_dim^-0.5, before the indexer's ReLU
+  std::vector<std::array<int, 2>> rotated_channels;
+};
+
 struct LayerSpec {
   int index = 0;
   std::string layer_type;       // "full_attention", "sliding_attention", "chunked_attention", ...
@@ -79,6 +91,7 @@ struct LayerSpec {
   // Gemma 3n / 4: the earlier layer whose K/V (its rotated keys) this layer attends with; the
   // layer rotates only its queries. nullopt: the layer computes its own K/V.
   std::optional<int> kv_shared_from;
+  std::optional<IndexerSpec> indexer;  // DeepSeek-V3.2's DSA indexer; nullopt for every other family
 };
 
 // What HF's get_rope_index reads besides the grids (vision_config, defaults of HF's classes).
