@@ -90,6 +90,7 @@ nlohmann::json schedule_json(const ModelRope& model, const LayerRope& layer, con
   if (!p.mrope_section.empty()) {
     j["mrope_section"] = p.mrope_section;
     j["mrope_interleaved"] = p.mrope_interleaved;
+    if (p.mrope_xdrope) j["mrope_xdrope"] = true;
   }
   if (const double m = deepseek_softmax_scale_multiplier(p); m != 1.0) j["deepseek_softmax_scale_multiplier"] = m;
   if (p.llama_4_scaling_beta) j["llama_4_scaling_beta"] = *p.llama_4_scaling_beta;

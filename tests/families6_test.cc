@@ -1,7 +1,9 @@
 // Issue 26, model families round three: DeepSeek-V3.2 (the main MLA attention rotates its trailing
 // qk_rope_head_dim channels in interleaved pairs, its lightning indexer the *leading* ones
-// half-split, both at the layer's cos/sin). Each rule is checked against values derived here in
-// double from HF's code (modeling_deepseek_v32.py), on the config HF keeps beside its port.
+// half-split, both at the layer's cos/sin) and HunYuan-VL's XD-RoPE (NTK-alpha, four position axes
+// laid per cos/sin column). Each rule is checked against values derived here in double from HF's
+// code (modeling_deepseek_v32.py, modeling_hunyuan_vl.py), on the config HF keeps beside its
+// DeepSeek-V3.2 port and on a HunyuanOCR config built from mlx-vlm's test values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +13,8 @@
 #include "posenc/error.h"
 #include "posenc/golden.h"
 #include "posenc/model_spec.h"
+#include "posenc/mrope.h"
+#include "posenc/rope_schedule.h"
 
 namespace posenc {
 namespace {
@@ -18,6 +22,7 @@ namespace {
 using nlohmann::json;
 
 std::string real(const std::string& name) { return testing::reference_dir() + "/real-configs/" + name + ".json"; }
+std::string extra(const std::string& name) { return testing::reference_dir() + "/configs-extra/" + name + ".json"; }
 json read_json(const std::string& path) { return json::parse(testing::read_file(path)); }
 
 const F32Tensor& tensor(const Golden& g, const std::string& name) {
@@ -127,6 +132,137 @@ TEST(Families6, DeepSeekV32KeysItDoesNotReadOrCannotUse) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("index_head_dim"), std::string::npos) << e.what();
   }
+}
+
+// HunYuanVLTextConfig.convert_rope_params_to_dict: "xdrope" is dynamic, xdrope_section is
+// mrope_section; HunYuanVLRotaryEmbedding: NTK-alpha base = theta * alpha^(d/(d-2)), attention
+// factor 1; rotate_half, q/k RMSNorm after RoPE (use_qk_norm), head_dim^-0.5.
+TEST(Families6, HunyuanVlReadsXdropeAsNtkAlphaOverFourAxes) {
+  const ModelSpec spec = load_model_spec(extra("HunyuanOCR__constructed"));
+  ASSERT_NE(spec.family, nullptr);
+  EXPECT_EQ(spec.mrope_section, (std::vector<int>{16, 16, 16, 16}));
+  ASSERT_EQ(spec.mrope_style, MropeStyle::kXdrope);
+  ASSERT_TRUE(spec.mrope_vision);
+  EXPECT_EQ(spec.mrope_vision->merge_size, 2);
+  const RopeParams& p = spec.rope.select().params;
+  EXPECT_EQ(p.type, RopeType::kDynamic);
+  EXPECT_TRUE(p.mrope_xdrope);
+  const RopeSchedule s = compute_schedule(p);
+  const double base = 1e4 * std::pow(1000.0, 128.0 / 126.0);  // 11158839.9...
+  ASSERT_EQ(s.inv_freq.size(), 64u);
+  for (int i = 0; i < 64; ++i) EXPECT_NEAR(s.inv_freq[i], std::pow(base, -i / 64.0), 1e-6 * std::pow(base, -i / 64.0)) << i;
+  EXPECT_EQ(s.attention_factor, 1.0);
+  ASSERT_EQ(spec.layers.size(), 6u);
+  for (const LayerSpec& l : spec.layers) {
+    EXPECT_TRUE(l.rope);
+    EXPECT_EQ(l.layout, RopeLayout::kHalfSplit);
+    EXPECT_EQ(l.qk_norm, QkNormPlacement::kAfterRope);
+    EXPECT_DOUBLE_EQ(l.softmax_scale, 1.0 / std::sqrt(128.0));
+  }
+  EXPECT_EQ(json::parse(model_spec_json(spec)).at("mrope_style"), "xdrope");
+}
+
+// apply_multimodal_rotary_pos_emb: [int(s) * 2 for s in mrope_section] over cat(freqs, freqs), chunk
+// i reading axis i % len(sections).
+TEST(Families6, XdropeColumnAxesDoubleEachSection) {
+  const std::vector<std::uint8_t> axes = xdrope_column_axes({16, 16, 16, 16});
+  ASSERT_EQ(axes.size(), 128u);
+  for (int c = 0; c < 128; ++c) EXPECT_EQ(axes[c], c / 32) << c;
+  EXPECT_EQ(xdrope_column_axes({2, 1, 1}), (std::vector<std::uint8_t>{0, 0, 0, 0, 1, 1, 2, 2}));
+  EXPECT_THROW(xdrope_column_axes({32, 32}), Error);
+  EXPECT_THROW(xdrope_column_axes({8, 8, 8, 8, 32}), Error);
+  EXPECT_THROW(mrope_axis_map({16, 16, 16, 16}, false), Error);  // no per-frequency map
+}
+
+// get_rope_index / get_vision_position_ids: text 2, an image of 4 x 6 patches (merge 2: 2 rows of 3
+// patches + a newline column, between begin and end tokens), text 2, a second image.
+TEST(Families6, XdropePositionIdsFollowHunyuanVlGetRopeIndex) {
+  const TokenRun text{TokenRun::kText, 2}, image{TokenRun::kImage, 0, 1, 4, 6, 1};
+  const MropeIndex x = xdrope_position_ids({text, image, text, image}, 2, 4);
+  ASSERT_EQ(x.seq_len, 2 + 10 + 2 + 10);
+  const auto at = [&](int axis, int token) { return x.ids[static_cast<std::size_t>(axis * x.seq_len + token)]; };
+  for (int t = 0; t < x.seq_len; ++t) EXPECT_EQ(at(0, t), t) << "the first of 4 axes keeps the token index";
+  // Grid tokens 3..10: (column, row) over 2 rows of 4 columns, image index 0.
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(at(1, 3 + i), i % 4) << i;
+    EXPECT_EQ(at(2, 3 + i), i / 4) << i;
+    EXPECT_EQ(at(3, 3 + i), 0) << i;
+  }
+  for (int t : {0, 1, 2, 11, 12, 13, 14, 23})  // text, begin and end tokens: the token index on every axis
+    for (int a = 0; a < 4; ++a) EXPECT_EQ(at(a, t), t) << "token " << t << " axis " << a;
+  EXPECT_EQ(at(3, 15), 1);  // the second image's index
+  EXPECT_EQ(x.rope_delta, 0);
+  const MropeIndex three = xdrope_position_ids({text, image}, 2, 3);  // (width, height, image index)
+  EXPECT_EQ(three.ids[static_cast<std::size_t>(0 * three.seq_len + 6)], 3);  // the newline column
+  EXPECT_THROW(xdrope_position_ids({text, {TokenRun::kVideo, 0, 2, 4, 4, 1}}, 2, 4), Error);
+  EXPECT_THROW(xdrope_position_ids({{TokenRun::kImage, 0, 1, 3, 4, 1}}, 2, 4), Error);  // 3 rows, merge 2
+}
+
+// golden's vision vectors for HunYuan-VL: each cos/sin column at its own axis' position, and
+// q_out = q * cos + rotate_half(q) * sin recomputed here in double from the written cos/sin. A
+// text token's row equals the 1-D cos/sin at its position.
+TEST(Families6, HunyuanVlGoldenVisionVectorsAreHfsFormula) {
+  const ModelSpec spec = load_model_spec(extra("HunyuanOCR__constructed"));
+  GoldenParams params{{0, 1, 127}, 5};
+  params.image_grid = {1, 4, 6};
+  const Golden g = make_golden(spec, params);
+  const F32Tensor& ids = tensor(g, "full_attention.vision.position_ids");
+  const F32Tensor &cos = tensor(g, "full_attention.vision.cos"), &sin = tensor(g, "full_attention.vision.sin");
+  const F32Tensor &q = tensor(g, "full_attention.vision.q"), &q_out = tensor(g, "full_attention.vision.q_out");
+  const std::int64_t N = 14;
+  ASSERT_EQ(ids.shape, (std::vector<std::int64_t>{4, N}));
+  const std::vector<float> inv = compute_schedule(spec.rope.select().params, std::nullopt, Numerics::kHfFloat32).inv_freq;
+  double angle_err = 0, rot_err = 0;
+  for (std::int64_t n = 0; n < N; ++n)
+    for (int c = 0; c < 128; ++c) {
+      const double pos = ids.data[(c / 32) * N + n];
+      const double a = static_cast<double>(static_cast<float>(inv[c % 64] * static_cast<float>(pos)));
+      angle_err = std::max({angle_err, std::fabs(cos.data[n * 128 + c] - std::cos(a)), std::fabs(sin.data[n * 128 + c] - std::sin(a))});
+      const double half = c < 64 ? -static_cast<double>(q.data[n * 128 + c + 64]) : q.data[n * 128 + c - 64];
+      const double want = q.data[n * 128 + c] * static_cast<double>(cos.data[n * 128 + c]) + half * sin.data[n * 128 + c];
+      rot_err = std::max(rot_err, std::fabs(q_out.data[n * 128 + c] - want));
+    }
+  EXPECT_LE(angle_err, 1e-6);
+  EXPECT_LE(rot_err, 1e-6);
+  // Token 6 is the first row's newline (P 6, W 3, H 0, image 0): column 0 reads P, column 64 H.
+  EXPECT_NE(cos.data[6 * 128 + 0], cos.data[6 * 128 + 64]);
+  const F32Tensor& text_cos = tensor(g, "full_attention.cos");  // rows at positions 0, 1, 127
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 128; ++c) EXPECT_EQ(cos.data[n * 128 + c], text_cos.data[n * 128 + c]) << n << " " << c;
+  const json manifest = json::parse(g.manifest_json);
+  EXPECT_EQ(manifest.at("layer_types").at(0).at("vision").at("mrope_style"), "xdrope");
+}
+
+// What HF refuses, posenc refuses: xdrope_section and mrope_section that differ (ValueError in
+// _normalize_mrope_section_alias); sections not summing to head_dim / 2; XD-RoPE's names outside
+// HunYuan-VL are a type and a key no rope type knows.
+TEST(Families6, XdropeConfigsHfRefuses) {
+  const json base = read_json(extra("HunyuanOCR__constructed"));
+  const auto refused = [](const json& c, const std::string& part) {
+    try {
+      parse_model_spec(c.dump());
+      ADD_FAILURE() << "accepted; expected an error with '" << part << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  json c = base;
+  c["rope_scaling"]["mrope_section"] = {16, 16, 32, 0};
+  refused(c, "differ");
+  c = base;
+  c["rope_scaling"]["mrope_section"] = {16, 16, 16, 16};  // the same values: accepted
+  EXPECT_EQ(parse_model_spec(c.dump()).mrope_section, (std::vector<int>{16, 16, 16, 16}));
+  c = base;
+  c["rope_scaling"]["xdrope_section"] = {16, 16, 16, 8};
+  refused(c, "sum to rotary_dim/2 = 64");
+  c = base;
+  c["rope_scaling"]["xdrope_section"] = {8, 8, 8, 8, 32};
+  refused(c, "3 or 4");
+  c = base;
+  c["model_type"] = "qwen2";
+  refused(c, "xdrope_section is not a key any rope type knows");
+  c["rope_scaling"].erase("xdrope_section");
+  refused(c, "is not a rope type posenc knows");
 }
 
 }  // namespace

@@ -140,7 +140,7 @@ typedef struct posenc_layer_info {
   const char* attention_name;
   const char* qk_norm;       /* "none", "before_rope", "l2_after_rope" */
   const char* query_scale_name;
-  const char* mrope_style;   /* "contiguous", "interleaved", "" */
+  const char* mrope_style;   /* "contiguous", "interleaved", "xdrope" (no axis map: 1-D positions), "" */
 } posenc_layer_info;
 POSENC_API posenc_status posenc_schedule_layer(const posenc_schedule* schedule, posenc_layer_info* out);
 /* The layer's query multiplier at absolute position p (1 when the layer has none). */

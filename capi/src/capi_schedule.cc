@@ -49,7 +49,9 @@ void fill(posenc_schedule& h, const ModelSpec& spec, int rope_index, const Layer
   h.runtime.emplace(h.params, h.numerics);
   h.rope_type = to_string(h.params.type);
   h.mrope_section = spec.mrope_section;
-  if (!spec.mrope_section.empty()) {
+  if (spec.mrope_style == MropeStyle::kXdrope) {
+    h.mrope_style = "xdrope";  // no per-frequency axis map (mrope.h xdrope_column_axes): 1-D positions
+  } else if (!spec.mrope_section.empty()) {
     const bool interleaved = spec.mrope_style == MropeStyle::kInterleaved;
     h.mrope_style = interleaved ? "interleaved" : "contiguous";
     h.axis_of_freq = mrope_axis_map(spec.mrope_section, interleaved);

@@ -6,6 +6,14 @@
 
 namespace posenc {
 
+nlohmann::json with_tensors(nlohmann::json entry, std::initializer_list<F32Tensor*> tensors, std::vector<F32Tensor>& out) {
+  for (F32Tensor* t : tensors) {
+    entry["tensors"].push_back(t->name);
+    out.push_back(std::move(*t));
+  }
+  return entry;
+}
+
 std::vector<TokenRun> golden_vision_runs(const MropeVision& vision, const std::array<int, 3>& image,
                                          const std::array<int, 3>& video) {
   const TokenRun text{TokenRun::kText, 2};
@@ -26,6 +34,7 @@ std::vector<TokenRun> golden_vision_runs(const MropeVision& vision, const std::a
 nlohmann::json golden_vision_vectors(const ModelSpec& spec, const LayerSpec& l, const RopeSchedule& s,
                                      const RopeApplyParams& ap, const GoldenParams& params,
                                      const std::function<float()>& uniform, std::vector<F32Tensor>& out) {
+  if (spec.mrope_style == MropeStyle::kXdrope) return golden_xdrope_vectors(spec, l, s, ap, params, uniform, out);
   const MropeVision& vision = *spec.mrope_vision;
   for (int i = 0; i < 3; ++i)
     if (params.image_grid[i] < 1 || params.video_grid[i] < 1 || params.image_grid[i] > 4096 || params.video_grid[i] > 4096)
@@ -80,11 +89,7 @@ nlohmann::json golden_vision_vectors(const ModelSpec& spec, const LayerSpec& l, 
                           {"mrope_style", to_string(*spec.mrope_style)},
                           {"axis_of_freq", std::vector<int>(axis.begin(), axis.end())},
                           {"tensors", nlohmann::json::array()}};
-  for (F32Tensor* t : {&ids, &cos, &sin, &q, &k, &q_out, &k_out}) {
-    entry["tensors"].push_back(t->name);
-    out.push_back(std::move(*t));
-  }
-  return entry;
+  return with_tensors(std::move(entry), {&ids, &cos, &sin, &q, &k, &q_out, &k_out}, out);
 }
 
 }  // namespace posenc

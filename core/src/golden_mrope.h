@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -23,6 +24,9 @@
 
 namespace posenc {
 
+// Moves the tensors into `out`, naming each in entry["tensors"], and returns the entry.
+nlohmann::json with_tensors(nlohmann::json entry, std::initializer_list<F32Tensor*> tensors, std::vector<F32Tensor>& out);
+
 // The runs of golden's vision sequence for these grids (Qwen3-VL: the video as t frames of
 // t = 1, each after a 2-token timestamp).
 std::vector<TokenRun> golden_vision_runs(const MropeVision& vision, const std::array<int, 3>& image,
@@ -31,6 +35,14 @@ std::vector<TokenRun> golden_vision_runs(const MropeVision& vision, const std::a
 // Appends the layer type's vision tensors to `out` and returns the manifest's "vision" entry.
 // `uniform` draws q and k (the layer type's seeded stream).
 nlohmann::json golden_vision_vectors(const ModelSpec& spec, const LayerSpec& layer, const RopeSchedule& schedule,
+                                     const RopeApplyParams& ap, const GoldenParams& params,
+                                     const std::function<float()>& uniform, std::vector<F32Tensor>& out);
+
+// HunYuan-VL's XD-RoPE (mrope.h xdrope_column_axes): one sequence text 2, image, text 2 at
+// xdrope_position_ids, each cos/sin column at its own axis' position, and q, k through HF's
+// q * cos + rotate_half(q) * sin in float32 (the per-pair kernels cannot: a pair may read two
+// axes). The same tensor names as above, position_ids [A, N] with A = 3 or 4 axes.
+nlohmann::json golden_xdrope_vectors(const ModelSpec& spec, const LayerSpec& layer, const RopeSchedule& schedule,
                                      const RopeApplyParams& ap, const GoldenParams& params,
                                      const std::function<float()>& uniform, std::vector<F32Tensor>& out);
 

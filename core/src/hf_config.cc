@@ -201,6 +201,7 @@ struct Parser {
   // ---- the rope dict (rope_dict.h, driven by the field table) -----------------------------
   void apply_rope_dict(const json& dict, const std::string& w, RopeParams& p) {
     read_rope_dict(dict, w, RopeDictContext{model, where().empty() ? std::string() : where() + ".", quirks().yarn_means_longrope,
+                                     quirks().xdrope,
                                      !quirks().fraction_key, options.lenient, out}, p);
     apply_family_dict_rules(dict, w, p);
   }

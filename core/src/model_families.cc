@@ -41,6 +41,7 @@ struct Row {
   Row& default_rope_parameters(const char* json) { return q.default_rope_parameters = json, *this; }
   Row& qwen_seq_length() { return q.qwen_seq_length = true, *this; }
   Row& dsa_indexer() { return q.dsa_indexer = true, *this; }
+  Row& xdrope() { return q.xdrope = true, q.mrope_style = MropeStyle::kXdrope, *this; }
   Row& sliding_layers_unscaled(const char* local_theta_key = nullptr) {
     return q.sliding_layers_unscaled = true, q.local_theta_key = local_theta_key, *this;
   }
@@ -297,6 +298,14 @@ const std::vector<FamilyQuirks>& table() {
             .qk_norm(QkNorm::kAfterRopeIfFlag)
             .head_dim_key("attention_head_dim")
             .ntk_alpha(),
+        Row("|hunyuan_vl|hunyuan_vl_text|",
+            "modeling_hunyuan_vl.py: HunYuanVLRotaryEmbedding (NTK-alpha as HunYuan dense, cos = cat(freqs, freqs) "
+            "per position axis), apply_multimodal_rotary_pos_emb (mrope_section doubled over the full head: "
+            "XD-RoPE), rotate_half, query_layernorm/key_layernorm after RoPE; configuration_hunyuan_vl.py: "
+            "xdrope -> dynamic, xdrope_section -> mrope_section, flat configs fold text keys into text_config")
+            .qk_norm(QkNorm::kAfterRopeIfFlag)
+            .ntk_alpha()
+            .xdrope(),
         Row("|granite|granitemoe|granitemoeshared|",
             "modeling_granite.py / modeling_granitemoe.py / modeling_granitemoeshared.py: GraniteAttention "
             "(self.scaling = config.attention_multiplier), apply_rotary_pos_emb (rotate_half)")

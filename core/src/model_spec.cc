@@ -280,7 +280,7 @@ struct SpecBuilder {
 std::optional<MropeVision> read_mrope_vision(const ConfigDoc& doc) {
   const std::string& f = doc.families();
   MropeVision v;
-  for (const char* name : {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"})
+  for (const char* name : {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "hunyuan_vl"})
     if (f.find(std::string("|") + name + "|") != std::string::npos && v.family.empty()) v.family = name;
   if (v.family.empty()) return std::nullopt;
   v.frames_split = v.family.rfind("qwen3", 0) == 0;
@@ -324,7 +324,9 @@ ModelSpec parse_model_spec(const std::string& json_text, const ConfigOptions& op
     spec.schedules.push_back(l.has_rope ? compute_schedule(l.params) : RopeSchedule{});
     if (l.has_rope && !l.params.mrope_section.empty() && spec.mrope_section.empty()) {
       spec.mrope_section = l.params.mrope_section;
-      spec.mrope_style = l.params.mrope_interleaved ? MropeStyle::kInterleaved : MropeStyle::kContiguous;
+      spec.mrope_style = l.params.mrope_xdrope        ? MropeStyle::kXdrope
+                         : l.params.mrope_interleaved ? MropeStyle::kInterleaved
+                                                      : MropeStyle::kContiguous;
     }
   }
   spec.family = doc.family();

@@ -10,7 +10,11 @@
 namespace posenc {
 
 std::vector<std::uint8_t> mrope_axis_map(const std::vector<int>& sections, bool interleaved) {
-  if (sections.size() != 3) throw Error("mrope_section needs 3 entries (T, H, W), got " + std::to_string(sections.size()));
+  if (sections.size() != 3)
+    throw Error("mrope_section needs 3 entries (T, H, W), got " + std::to_string(sections.size()) +
+                (sections.size() == 4 ? " (4 axes are HunYuan-VL's XD-RoPE, which has no per-frequency axis map: "
+                                        "xdrope_column_axes)"
+                                      : ""));
   int total = 0;
   for (int s : sections) {
     if (s < 0) throw Error("mrope_section entries must be >= 0, got " + std::to_string(s));
@@ -97,6 +101,62 @@ MropeIndex mrope_position_ids(const std::vector<TokenRun>& runs, int m, MropeInd
   out.ids.reserve(3 * T.size());
   for (const auto* axis : {&T, &H, &W}) out.ids.insert(out.ids.end(), axis->begin(), axis->end());
   out.rope_delta = max_id + 1 - out.seq_len;
+  return out;
+}
+
+std::vector<std::uint8_t> xdrope_column_axes(const std::vector<int>& sections) {
+  if (sections.size() < 3 || sections.size() > 4)
+    throw Error("XD-RoPE needs 3 or 4 mrope_section entries, got " + std::to_string(sections.size()));
+  std::vector<std::uint8_t> axis;
+  for (std::size_t i = 0; i < sections.size(); ++i) {
+    if (sections[i] < 0) throw Error("mrope_section entries must be >= 0, got " + std::to_string(sections[i]));
+    axis.insert(axis.end(), 2 * static_cast<std::size_t>(sections[i]), static_cast<std::uint8_t>(i));
+  }
+  return axis;
+}
+
+MropeIndex xdrope_position_ids(const std::vector<TokenRun>& runs, int m, int axes) {
+  if (m < 1) throw Error("spatial_merge_size must be >= 1, got " + std::to_string(m));
+  if (axes < 3 || axes > 4) throw Error("XD-RoPE has 3 or 4 position axes, got " + std::to_string(axes));
+  std::int64_t seq = 0;
+  for (const TokenRun& run : runs) {
+    if (run.kind == TokenRun::kVideo) throw Error("HunYuan-VL's get_rope_index takes text and images, not video");
+    if (run.kind == TokenRun::kText) {
+      if (run.length < 0) throw Error("text run length must be >= 0, got " + std::to_string(run.length));
+      seq += run.length;
+      continue;
+    }
+    if (run.t != 1 || run.h < 1 || run.w < 1 || run.h % m != 0 || run.w % m != 0)
+      throw Error("image grid " + std::to_string(run.t) + "x" + std::to_string(run.h) + "x" + std::to_string(run.w) +
+                  " must have t = 1 and h, w positive multiples of spatial_merge_size " + std::to_string(m));
+    seq += std::int64_t{run.h / m} * (run.w / m + 1) + 2;
+  }
+  MropeIndex out;
+  out.seq_len = seq;
+  out.ids.resize(static_cast<std::size_t>(axes * seq));
+  for (int a = 0; a < axes; ++a)
+    for (std::int64_t i = 0; i < seq; ++i) out.ids[a * seq + i] = i;
+  const int first = axes - 3;  // the (width, height, image index) axes
+  std::int64_t pos = 0, image = 0;
+  for (const TokenRun& run : runs) {
+    if (run.kind == TokenRun::kText) {
+      pos += run.length;
+      continue;
+    }
+    const std::int64_t rows = run.h / m, cols = run.w / m + 1;  // + the newline column
+    const std::int64_t grid = pos + 1;                            // after the image-begin token
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const std::int64_t at = grid + r * cols + c;
+        out.ids[first * seq + at] = c;
+        out.ids[(first + 1) * seq + at] = r;
+        out.ids[(first + 2) * seq + at] = image;
+      }
+    pos += rows * cols + 2;
+    ++image;
+  }
+  const std::int64_t top = seq ? *std::max_element(out.ids.begin(), out.ids.end()) : -1;
+  out.rope_delta = top + 1 - seq;
   return out;
 }
 

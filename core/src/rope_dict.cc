@@ -33,6 +33,7 @@ RopeType resolve_type(const json& dict, const std::string& w, const RopeDictCont
   auto type_at = [&](const char* key) -> std::optional<RopeType> {
     const auto name = jf::string(dict, key, w);
     if (!name) return std::nullopt;
+    if (c.xdrope && *name == "xdrope") return RopeType::kDynamic;  // HunYuanVLTextConfig.convert_rope_params_to_dict
     const auto type = try_from_name<RopeType>(*name);
     if (!type)
       throw Error(jf::path(w, key) + " " + jf::describe(json(*name)) +
@@ -84,6 +85,23 @@ void apply_hf_rules(const json& dict, const std::string& w, const RopeDictContex
   }
 }
 
+// HunYuanVLTextConfig._normalize_mrope_section_alias: the legacy xdrope_section is mrope_section;
+// with both, HF raises ValueError unless they hold the same values. Either way the sections are
+// XD-RoPE's (_validate_mrope_section then checks integers summing to head_dim // 2).
+void read_xdrope_section(const json& dict, const std::string& w, RopeParams& p) {
+  if (dict.contains("xdrope_section") && !dict["xdrope_section"].is_null()) {
+    std::vector<int> legacy;
+    rope_field_json::read(dict, "xdrope_section", w, rope_field_json::row_of(p, p.mrope_section), legacy);
+    if (dict.contains("mrope_section") && !dict["mrope_section"].is_null() && legacy != p.mrope_section)
+      throw Error(jf::path(w, "mrope_section") + " " + jf::describe(dict["mrope_section"]) + " and legacy " +
+                  jf::path(w, "xdrope_section") + " " + jf::describe(dict["xdrope_section"]) +
+                  " differ (HF raises ValueError: 'contains both mrope_section and legacy xdrope_section, but they "
+                  "differ'); keep one");
+    p.mrope_section = legacy;
+  }
+  p.mrope_xdrope = !p.mrope_section.empty();
+}
+
 }  // namespace
 
 const std::vector<std::string>& rope_dict_keys() {
@@ -102,6 +120,7 @@ void read_rope_dict(const json& dict, const std::string& w, const RopeDictContex
   const auto& known = rope_dict_keys();
   for (auto it = dict.begin(); it != dict.end(); ++it) {
     if (std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
+    if (c.xdrope && it.key() == "xdrope_section") continue;  // read below as mrope_section
     const std::string msg = jf::path(w, it.key()) + " is not a key any rope type knows (value " +
                             jf::describe(it.value()) + ")" + jf::did_you_mean(it.key(), known) +
                             "; known keys: " + joined(known);
@@ -134,6 +153,7 @@ void read_rope_dict(const json& dict, const std::string& w, const RopeDictContex
         rope_field_json::read(dict, row.name, w, row, member);
     }
   });
+  if (c.xdrope) read_xdrope_section(dict, w, p);
   apply_hf_rules(dict, w, c, p);
 }
 

@@ -17,6 +17,7 @@ struct RopeDictContext {
   const json_fields::json& model;  // the text model's config: text_config, or the top level
   std::string prefix;              // "" or "text_config.": a model key's path for messages
   bool yarn_means_longrope;        // Phi-3: rope type "yarn" is longrope (FamilyQuirks)
+  bool xdrope;                     // HunYuan-VL: type "xdrope" is dynamic, xdrope_section is mrope_section
   // RU standardize_rope_params: a top-level partial_rotary_factor overwrites the dict's. Not for
   // a family that reads its own fraction key (FamilyQuirks::fraction_key: GPTNeoXConfig's
   // rotary_pct only fills a dict without one, and the mixin's key is never read).

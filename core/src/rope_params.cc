@@ -167,6 +167,14 @@ void validate(const RopeParams& p) {
                   "clip_low >= 2, or clip_hard to zero the one lowest frequency");
   }
   if (!p.mrope_section.empty()) {
+    // M-RoPE reads T, H, W; XD-RoPE (modeling_hunyuan_vl.py get_rope_index) needs at least 3 axes,
+    // its config documents 3 (width, height, image index) or 4 (position first).
+    const std::size_t n = p.mrope_section.size();
+    if (p.mrope_xdrope ? n < 3 || n > 4 : n != 3)
+      throw Error("mrope_section has " + std::to_string(n) + " entries; expected " +
+                  (p.mrope_xdrope ? "3 or 4 (XD-RoPE's position axes)" : "3 (T, H, W; 4 only for HunYuan-VL's XD-RoPE)"));
+    if (p.mrope_xdrope && p.mrope_interleaved)
+      throw Error("mrope_interleaved and XD-RoPE (HunYuan-VL) are two different axis layouts; give one");
     long sum = 0;
     for (int s : p.mrope_section) {
       if (s < 0) throw Error("mrope_section entries must be >= 0, got " + std::to_string(s));

@@ -121,6 +121,10 @@ def _positions(positions: Optional[torch.Tensor], batch: int, tokens: int, devic
         raise ValueError(f"position {int(p.min())} is negative; positions must be >= 0")
     if p.numel() and int(p.max()) + offset > _MAX_POSITION:
         raise ValueError(f"position {int(p.max())} + offset {offset} must be in [0, 2^31-1]")
+    if p.dim() == 3 and schedule is not None and not schedule.axis_of_freq and (schedule.params or {}).get("mrope_xdrope"):
+        raise ValueError(f"[{p.shape[0]}, B, S] positions are XD-RoPE's (HunYuan-VL), whose rotate_half pairs can read two "
+                         "position axes: no pair rotation applies it; pass [S] or [B, S] positions for text tokens "
+                         "(every axis equal), and see `posenc golden` for HF's image-token vectors")
     if p.dim() == 3 and schedule is not None and not schedule.axis_of_freq:
         raise ValueError(f"[{p.shape[0]}, B, S] positions are M-RoPE's, but this schedule has no mrope_section: "
                          "pass [S] or [B, S] positions, or a schedule with M-RoPE sections")

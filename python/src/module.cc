@@ -93,8 +93,10 @@ py::dict schedule_fields(const RopeSchedule& s, const RopeParams& params) {
   d["correction_range"] = s.correction_range ? py::object(py::make_tuple((*s.correction_range)[0], (*s.correction_range)[1]))
                                              : py::object(py::none());
   d["uses_long_factors"] = s.uses_long_factors;
-  d["axis_of_freq"] = params.mrope_section.empty() ? std::vector<std::uint8_t>{}
-                                                   : mrope_axis_map(params.mrope_section, params.mrope_interleaved);
+  // XD-RoPE (HunYuan-VL) has no per-frequency map (mrope.h xdrope_column_axes): text positions only.
+  d["axis_of_freq"] = params.mrope_section.empty() || params.mrope_xdrope
+                          ? std::vector<std::uint8_t>{}
+                          : mrope_axis_map(params.mrope_section, params.mrope_interleaved);
   return d;
 }
 

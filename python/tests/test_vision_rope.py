@@ -56,3 +56,19 @@ def test_bad_arguments_are_value_errors_naming_them():
         posenc.vision_2d_position_ids(1024, 1024, 1024, 1)
     with pytest.raises(ValueError, match=r"t must be an int in \[1, 2\^31-1\], got 4294967296"):
         posenc.vision_2d_position_ids(2**32, 2, 2, 1)
+
+
+def test_hunyuan_vl_text_positions_rotate_and_its_four_axes_are_refused_with_the_reason():
+    """HunYuan-VL's XD-RoPE (mrope.h xdrope_column_axes) pairs channels that can read two position
+    axes: the schedule has no per-frequency axis map, text positions rotate as 1-D RoPE (every axis
+    equal), and [4, B, S] positions raise a ValueError that says why (not the M-RoPE message)."""
+    from conftest import REFERENCE
+    sched = posenc.schedule(str(REFERENCE / "configs-extra" / "HunyuanOCR__constructed.json"))
+    assert sched.axis_of_freq == [] and sched.params["mrope_xdrope"] is True
+    base = 1e4 * 1000.0 ** (128 / 126)  # NTK-alpha
+    assert math.isclose(float(sched.inv_freq[1]), base ** (-1 / 64), rel_tol=1e-6)
+    q = torch.randn(1, 5, 2, 128)
+    out = posenc.apply_rope(q, schedule=sched, positions=torch.arange(5))
+    assert out.shape == q.shape
+    with pytest.raises(ValueError, match="XD-RoPE"):
+        posenc.apply_rope(q, schedule=sched, positions=torch.arange(5).repeat(4, 1, 1))

@@ -200,6 +200,22 @@ static void mrope_text_is_1d(void) {
   posenc_schedule_free(s);
 }
 
+/* HunYuan-VL's XD-RoPE: no per-frequency axis map (its rotate_half pairs can read two axes), so the
+   schedule reports style "xdrope" and no axes: text positions rotate as 1-D RoPE. */
+static void xdrope_has_no_axis_map(void) {
+  posenc_schedule* s = real_config("../configs-extra/HunyuanOCR__constructed.json", 0);
+  posenc_layer_info info;
+  uint8_t axes[64];
+  int64_t n = -1;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  OK(posenc_schedule_layer(s, &info));
+  CHECK(strcmp(info.mrope_style, "xdrope") == 0);
+  OK(posenc_schedule_axis_of_freq(s, axes, 64, &n));
+  CHECK(n == 0);
+  posenc_schedule_free(s);
+}
+
 int main(void) {
   schedule_from_real_config();
   dynamic_ntk_at_length();
@@ -207,5 +223,6 @@ int main(void) {
   rotate_bf16_and_k();
   shift_keys();
   mrope_text_is_1d();
+  xdrope_has_no_axis_map();
   return finish("capi values");
 }

@@ -14,13 +14,15 @@
 
 namespace posenc {
 
-// How M-RoPE spreads the frequencies over the (T, H, W) axes (mrope.h draws both).
+// How M-RoPE spreads the frequencies over the position axes (mrope.h draws each).
 enum class MropeStyle {
   kContiguous,   // Qwen2-VL: mrope_section chunks of consecutive frequencies
   kInterleaved,  // Qwen3-VL: frequency i of 3 * section takes H if i % 3 == 1, W if i % 3 == 2, else T
+  kXdrope,       // HunYuan-VL: the sections doubled over the full cat(freqs, freqs) width, per cos/sin
+                 // column, so the two channels of a rotate_half pair can read two axes (xdrope_column_axes)
 };
 POSENC_ENUM_NAMES(MropeStyle, "mrope_style", {MropeStyle::kContiguous, "contiguous"},
-                  {MropeStyle::kInterleaved, "interleaved"});
+                  {MropeStyle::kInterleaved, "interleaved"}, {MropeStyle::kXdrope, "xdrope"});
 
 // Which layers rotate.
 enum class RopeLayers {
@@ -169,6 +171,10 @@ struct FamilyQuirks {
   // *first* qk_rope_head_dim of them half-split (rotate_half) with the layer's cos/sin, at softmax
   // scale index_head_dim^-0.5 (LayerSpec::indexer).
   bool dsa_indexer = false;
+  // HunYuanVLTextConfig.convert_rope_params_to_dict (configuration_hunyuan_vl.py): rope type
+  // "xdrope" is "dynamic" (NTK-alpha with alpha), and the dict's xdrope_section is mrope_section
+  // (both given, they must agree); the sections are XD-RoPE's (RopeParams::mrope_xdrope).
+  bool xdrope = false;
 };
 
 // The row for a model_type (the top level's or text_config's); nullptr when unknown.

@@ -115,8 +115,8 @@ struct ModelSpec {
   std::optional<LayerSpec> every_layer;
   std::vector<int> mrope_section;      // empty unless M-RoPE
   std::optional<MropeStyle> mrope_style;  // set with mrope_section
-  // The vision positions of the Qwen-VL families whose get_rope_index posenc follows (qwen2_vl,
-  // qwen2_5_vl, qwen3_vl(_moe), qwen3_5(_moe)); unset for other M-RoPE models (GLM-4.1V).
+  // The vision positions of the families whose get_rope_index posenc follows (qwen2_vl,
+  // qwen2_5_vl, qwen3_vl(_moe), qwen3_5(_moe), hunyuan_vl); unset for other M-RoPE models (GLM-4.1V).
   std::optional<MropeVision> mrope_vision;
   std::vector<std::string> warnings;   // rope.warnings plus the spec's own
 };

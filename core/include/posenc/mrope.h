@@ -36,7 +36,7 @@ struct TokenRun {
 };
 
 struct MropeIndex {
-  std::vector<std::int64_t> ids;  // [3][seq]: T, H, W
+  std::vector<std::int64_t> ids;  // [axes][seq]: T, H, W (XD-RoPE: [P,] W, H, image index)
   std::int64_t seq_len = 0;
   std::int64_t rope_delta = 0;    // max(ids) + 1 - seq_len; a decode step at cache position c uses c + delta
 };
@@ -48,5 +48,22 @@ enum class MropeIndexRule {
 
 // HF's get_rope_index for one sequence of runs; merge_size is spatial_merge_size.
 MropeIndex mrope_position_ids(const std::vector<TokenRun>& runs, int merge_size, MropeIndexRule rule = MropeIndexRule::kV5);
+
+// XD-RoPE (HunYuan-VL; modeling_hunyuan_vl.py apply_multimodal_rotary_pos_emb): the sections
+// [s_0 .. s_{A-1}] (A = 3 or 4 axes, summing to d/2) are doubled and laid over the full
+// cat(freqs, freqs) width, so cos/sin column c (frequency c mod d/2) reads axis i when c lies in
+// the i-th chunk of [2 s_0, .., 2 s_{A-1}]: [16, 16, 16, 16] over d = 128 gives columns 0-31 axis 0,
+// 32-63 axis 1, 64-95 axis 2, 96-127 axis 3. rotate_half pairs column c with c + d/2, which may read
+// another axis: for tokens whose axes differ (an image's) the map is not a rotation, and posenc's
+// pair kernels cannot apply it (golden writes HF's vectors); for text, every axis equal, it is 1-D RoPE.
+std::vector<std::uint8_t> xdrope_column_axes(const std::vector<int>& sections);
+
+// HunYuanVLModel.get_rope_index and get_vision_position_ids for one sequence of text and image
+// runs: every axis starts as the token index; an image run of grid h x w (merge m) is h'(w' + 1) + 2
+// tokens (image begin, h' rows of w' patches and one newline token, image end; h' = h/m, w' = w/m),
+// whose grid tokens take (column 0..w', row, image index) on the last three axes; with 4 axes the
+// first keeps the token index. Images are counted from 0 along the runs. Video runs are refused
+// (HunYuan-VL is image-text only). rope_delta = max(ids) + 1 - seq.
+MropeIndex xdrope_position_ids(const std::vector<TokenRun>& runs, int merge_size, int axes);
 
 }  // namespace posenc

@@ -112,6 +112,11 @@ void for_each_field(P& p, V&& visit) {
         p.mrope_section);
   visit(RopeField{"mrope_interleaved", "M-RoPE axes interleaved over the frequencies (Qwen3-VL)"},
         p.mrope_interleaved);
+  visit(RopeField{"mrope_xdrope",
+                  "XD-RoPE (HunYuan-VL): mrope_section (3 or 4 axes) doubled over the full rotate_half width; "
+                  "from the model family, not a rope dict key",
+                  RopeTypeSet::every(), FieldHome::kModelConfig},
+        p.mrope_xdrope);
   visit(RopeField{"alpha", "HunYuan NTK-alpha: static base rope_theta * alpha^(d/(d-2)) up to max_position_embeddings",
                   {T::kDynamic}},
         p.alpha);

@@ -56,6 +56,10 @@ struct RopeParams {
   // Carried for the application kernels; the schedule itself is the default one.
   std::vector<int> mrope_section;
   bool mrope_interleaved = false;  // Qwen3-VL axis map
+  // HunYuan-VL's XD-RoPE (mrope.h xdrope_column_axes): the sections, 3 or 4 of them, doubled over
+  // the full rotate_half width, so no per-frequency axis map exists; set by the family's config
+  // reading (FamilyQuirks::xdrope), never by a rope dict key.
+  bool mrope_xdrope = false;
 
   // HunYuan's NTK-alpha (dynamic only; hf_config keeps it for HunYuan, whose modeling file
   // reads it): a static base theta * alpha^(d/(d-2)), attention factor 1, up to
