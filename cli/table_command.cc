@@ -313,6 +313,9 @@ void run_table(const TableArgs& a) {
     case Scheme::kDpb:
       throw Error("--scheme dpb has no fixed table: its bias is an MLP whose weights are learned "
                   "(posenc.nn.DynamicPositionBias in Python, the lab's dpb scheme)");
+    case Scheme::kFire:
+      throw Error("--scheme fire has no fixed table: its bias is an MLP whose weights are learned, over the distance "
+                  "normalised by the query position (posenc.nn.FIRE in Python, the lab's fire scheme)");
     case Scheme::kShaw:
       throw Error("--scheme shaw has no fixed table: its relative key and value tables are learned, per layer "
                   "(posenc.nn.ShawRelative in Python, the lab's shaw scheme)");

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "posenc/error.h"
+#include "posenc/fire.h"
 #include "posenc/forget_gate.h"
 #include "posenc/kerple.h"
 #include "posenc/sandwich.h"
@@ -117,6 +118,47 @@ TEST(TorchDistanceBias, DynamicPositionBiasIsTheMlpOfTheSignedLogDistance) {
   EXPECT_THROW(m->table(0), Error);
   m->to(torch::kFloat64);  // the table follows the parameters' dtype
   EXPECT_EQ(m->table(3).scalar_type(), torch::kFloat64);
+}
+
+// FIRE's scores equal the core's double reference (fire.h) with the module's weights, at query
+// positions below and beyond the threshold (where the normaliser starts to grow) and at keys after
+// the query (the mirror distance, as the reference); c and L_multiplier are trained through them.
+TEST(TorchDistanceBias, FireIsTheCoresReferenceWithTheModulesWeights) {
+  torch::manual_seed(4);
+  FireBias m(3, 5);
+  m->to(torch::kFloat64);
+  {
+    torch::NoGradGuard no_grad;
+    m->L_multiplier.fill_(1.0 / 64);  // threshold 8: positions past it take the growing normaliser
+    m->c.fill_(0.3);
+  }
+  FireParams p;
+  p.heads = 3, p.width = 5, p.c = 0.3, p.threshold = 8.0;
+  const auto linear = [&](int i) { return std::dynamic_pointer_cast<torch::nn::LinearImpl>(m->mlp->children()[i]); };
+  const auto values = [](const torch::Tensor& t) {
+    const torch::Tensor c = t.contiguous();
+    return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+  };
+  p.w1 = values(linear(0)->weight), p.b1 = values(linear(0)->bias), p.w2 = values(linear(2)->weight), p.b2 = values(linear(2)->bias);
+  const torch::Tensor q = torch::tensor({0, 3, 8, 9, 40, 1000}, torch::kInt64).view({1, 6});
+  const torch::Tensor k = torch::tensor({0, 1, 7, 9, 39, 41}, torch::kInt64).view({1, 6});
+  const torch::Tensor s = m->scores(q, k);  // [1, 3, 6, 6]
+  ASSERT_EQ(s.sizes(), (std::vector<std::int64_t>{1, 3, 6, 6}));
+  double worst = 0;
+  for (int a = 0; a < 6; ++a)
+    for (int b = 0; b < 6; ++b) {
+      const std::vector<double> want = fire_bias(p, q[0][a].item<std::int64_t>(), k[0][b].item<std::int64_t>());
+      for (int h = 0; h < 3; ++h) worst = std::max(worst, std::fabs(s[0][h][a][b].item<double>() - want[h]));
+    }
+  EXPECT_LE(worst, 1e-12);
+  EXPECT_NEAR(fire_input(p, 3, 1), std::log(0.3 * 2 + 1) / (std::log(0.3 * 8 + 1) + 1e-6), 1e-15);  // below L: fixed normaliser
+  EXPECT_NEAR(fire_input(p, 40, 0), std::log(0.3 * 40 + 1) / (std::log(0.3 * 40 + 1) + 1e-6), 1e-15);  // the farthest key: ~1
+  s.sum().backward();
+  EXPECT_NE(m->c.grad().item<double>(), 0);
+  EXPECT_NE(m->L_multiplier.grad().item<double>(), 0);  // through the rows past the threshold
+  EXPECT_THROW(FireBias(0), Error);
+  p.w2.pop_back();
+  EXPECT_THROW(fire_bias(p, 1, 0), Error);
 }
 
 }  // namespace

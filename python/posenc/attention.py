@@ -161,6 +161,9 @@ def _bias_params(bias: Any, params: Dict[str, Any], batch: int, heads: int, s_le
             raise ValueError(f"FoX's c must be a floating tensor on q's device {device}, got {bias.dtype} on {bias.device}")
         params.update(positions="forget-gate", gate_cumulative=bias.detach().float().contiguous())
         return bias
+    if isinstance(bias, torch.nn.Module) and hasattr(bias, "scores"):
+        raise ValueError(f"bias ({type(bias).__name__}) depends on the query position as well as the distance: it has no "
+                         "table for the kernel; add bias(q_len, k_len) to the scores of your own attention instead")
     raise ValueError("bias must be a posenc.nn.Kerple, Sandwich or DynamicPositionBias module (an instance), or FoX's c "
                      f"[B, Hq, T], got {bias!r:.80}")
 

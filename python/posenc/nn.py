@@ -2,6 +2,7 @@
 buffers (never trained), learned tables are parameters."""
 from __future__ import annotations
 
+import math
 from typing import Optional, Tuple, Union
 
 import torch
@@ -216,6 +217,52 @@ class DynamicPositionBias(torch.nn.Module):
 
     def forward(self, q_len: int, k_len: int, past: int = 0) -> torch.Tensor:
         return _distance_bias(self.table(max(q_len + past, k_len, 1)), q_len, k_len, past, signed=True)
+
+
+class FIRE(torch.nn.Module):
+    """FIRE, functional interpolation for relative positions (Li et al. 2023; the FIRE module of
+    mcleish7/arithmetic, the core's fire.h): b_h(i, j) = mlp(psi(i - j) / (psi(max(L, i)) + eps))_h
+    with psi(x) = log(|c x| + 1), mlp = Linear(1, width), ReLU, Linear(width, heads); c (init 0.1)
+    and L_multiplier (init 1) learned, L = |L_multiplier * init_L| (init_L 512, a buffer). It
+    depends on the query position as well as the distance, so it has no table and
+    posenc.attention(bias=...) does not take it: m(q_len, k_len, past=0) -> [heads, q_len, k_len]
+    (query r at position past + r, key c at c) to add to the scaled scores, and
+    m.scores(q_positions, k_positions) for explicit positions ([..., Sq], [..., Sk] -> [..., heads,
+    Sq, Sk]); computed in the parameters' dtype."""
+
+    def __init__(self, heads: int, width: int = 32, init_c: float = 0.1, init_L: float = 512.0, eps: float = 1e-6) -> None:
+        super().__init__()
+        _check_ints("FIRE", ("heads", heads, 1), ("width", width, 1))
+        for name, value in (("init_c", init_c), ("init_L", init_L), ("eps", eps)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"FIRE: {name} must be a finite number, got {value!r}")
+        if eps <= 0:
+            raise ValueError(f"FIRE: eps must be > 0, got {eps}")
+        self.heads, self.width, self.eps = heads, width, float(eps)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(1, width), torch.nn.ReLU(), torch.nn.Linear(width, heads))
+        self.c = torch.nn.Parameter(torch.tensor(float(init_c)))
+        self.L_multiplier = torch.nn.Parameter(torch.tensor(1.0))
+        self.register_buffer("init_L", torch.tensor(float(init_L)))
+
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}, width={self.width}"
+
+    def scores(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
+        for name, p in (("q_positions", q_positions), ("k_positions", k_positions)):
+            if not isinstance(p, torch.Tensor) or p.dim() < 1 or p.dtype.is_floating_point or p.dtype == torch.bool:
+                raise ValueError(f"FIRE.scores: {name} must be an integer tensor [..., S], got {p!r:.80}")
+            if p.numel() and int(p.min()) < 0:
+                raise ValueError(f"FIRE.scores: {name} must be >= 0, got {int(p.min())}")
+        i = q_positions.to(self.c.dtype).unsqueeze(-1)
+        j = k_positions.to(self.c.dtype).unsqueeze(-2)
+        threshold = (self.L_multiplier * self.init_L).abs()
+        x = torch.log((self.c * (i - j)).abs() + 1) / (torch.log((self.c * torch.maximum(i, threshold)).abs() + 1) + self.eps)
+        return self.mlp(x.unsqueeze(-1)).movedim(-1, -3)  # [..., Sq, Sk, H] -> [..., H, Sq, Sk]
+
+    def forward(self, q_len: int, k_len: int, past: int = 0) -> torch.Tensor:
+        _check_ints("FIRE", ("q_len", q_len, 0), ("k_len", k_len, 0), ("past", past, 0))
+        device = self.c.device
+        return self.scores(torch.arange(past, past + q_len, device=device), torch.arange(k_len, device=device))
 
 
 class ShawRelative(torch.nn.Module):

@@ -207,3 +207,61 @@ def test_shaw_relative_refuses_a_bad_scale():
     for scale in (float("nan"), -1.0, 0, True):
         with pytest.raises(ValueError, match="scale must be a finite number > 0"):
             m.attention(q, q, q, scale=scale)
+
+
+def _reference_fire(m, seq):
+    """The reference FIRE (mcleish7/arithmetic cramming/architectures/embeddings.py, FIRE.forward at
+    evaluation: positions arange(seq)), written out in float64 with m's weights: [heads, seq, seq]."""
+    d = {k: v.detach().double() for k, v in m.state_dict().items()}
+    positions = torch.arange(seq, dtype=torch.float64)
+    rel = positions[:, None] - positions[None, :]
+    threshold = torch.abs(d["L_multiplier"] * d["init_L"])
+    normalizer = torch.max(positions, threshold)[:, None]
+    rel = torch.log(torch.abs(d["c"] * rel) + 1)
+    normalizer = torch.log(torch.abs(d["c"] * normalizer) + 1)
+    x = (rel / (normalizer + 1e-6)).unsqueeze(-1)
+    hidden = torch.relu(x @ d["mlp.0.weight"].T + d["mlp.0.bias"])
+    return (hidden @ d["mlp.2.weight"].T + d["mlp.2.bias"]).permute(2, 0, 1)
+
+
+@pytest.mark.parametrize("threshold", [512.0, 4.0])  # below L everywhere; past L from position 4 on
+def test_fire_is_the_reference_fire(threshold):
+    torch.manual_seed(3)
+    m = posenc.nn.FIRE(4, width=8, init_c=0.2, init_L=threshold).double()
+    got = m(12, 12)
+    assert got.shape == (4, 12, 12)
+    assert torch.allclose(got, _reference_fire(m, 12), rtol=0, atol=1e-12)
+    # A decode step: query 11 against keys 0..11 is the last row of the whole.
+    assert torch.allclose(m(1, 12, past=11)[:, 0], got[:, 11], rtol=0, atol=1e-12)
+    # Explicit positions with a batch dimension: [B, Sq], [B, Sk] -> [B, H, Sq, Sk].
+    pos = torch.arange(12).view(1, 12).expand(2, 12)
+    assert torch.allclose(m.scores(pos, pos), got.expand(2, 4, 12, 12), rtol=0, atol=1e-12)
+
+
+def test_fire_gradients_to_c_threshold_and_mlp_in_double():
+    torch.manual_seed(5)
+    m = posenc.nn.FIRE(2, width=3, init_L=3.0).double()
+    params = {k: v.detach().clone().requires_grad_(True) for k, v in m.named_parameters()}
+    names = list(params)
+
+    def bias(*values):
+        return torch.nn.utils.stateless.functional_call(m, dict(zip(names, values)), (6, 6))
+
+    assert torch.autograd.gradcheck(bias, tuple(params.values()))
+
+
+def test_fire_refuses_what_it_cannot_build_and_the_kernel_refuses_it():
+    with pytest.raises(ValueError, match="heads"):
+        posenc.nn.FIRE(0)
+    with pytest.raises(ValueError, match="init_c"):
+        posenc.nn.FIRE(2, init_c=float("nan"))
+    with pytest.raises(ValueError, match="eps"):
+        posenc.nn.FIRE(2, eps=0.0)
+    m = posenc.nn.FIRE(2)
+    with pytest.raises(ValueError, match="integer tensor"):
+        m.scores(torch.zeros(3), torch.arange(3))
+    with pytest.raises(ValueError, match=">= 0"):
+        m.scores(torch.tensor([-1]), torch.arange(3))
+    q, k, v = (torch.randn(1, 4, 2, 8) for _ in range(3))
+    with pytest.raises(ValueError, match="no table"):
+        posenc.attention(q, k, v, causal=True, bias=m)

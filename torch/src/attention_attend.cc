@@ -31,6 +31,7 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& q_all, const torch::Ten
     scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(dh));
   }
   if (ctx.bias.defined()) scores = scores + ctx.bias.narrow(2, q0, rows).narrow(3, 0, T);
+  if (ctx.fire) scores = scores + ctx.fire->scores(q_positions, k_positions);  // FIRE: per block, never S x T at once
   if (gate.defined()) scores = scores + gate_bias_scores(gate.narrow(2, ctx.past + q0, rows), gate.narrow(2, 0, T));
   // Masks: padding keys always; future keys when causal (by index: key j is visible to query i
   // when j <= past + i). A large finite negative, not -inf: a fully masked row (a pad query)

@@ -1,5 +1,6 @@
 #include "posenc_torch/distance_bias.h"
 
+#include <cmath>
 #include <string>
 
 #include "posenc/error.h"
@@ -62,6 +63,27 @@ torch::Tensor DynamicPositionBiasImpl::table(std::int64_t length) {
   const torch::Tensor d = torch::arange(-(length - 1), length, weight.options());
   const torch::Tensor x = torch::sign(d) * torch::log1p(d.abs());
   return mlp->forward(x.unsqueeze(1)).t().contiguous();  // [2 length - 1, H] -> [H, 2 length - 1]
+}
+
+FireBiasImpl::FireBiasImpl(int heads, int width, double initial_c, double initial_L, double eps) : eps_(eps) {
+  if (heads < 1 || width < 1)
+    throw Error("FIRE: heads " + std::to_string(heads) + " and width " + std::to_string(width) + " must be >= 1");
+  if (!std::isfinite(initial_c) || !std::isfinite(initial_L) || !(eps > 0))
+    throw Error("FIRE: init_c " + format_number(initial_c) + " and init_L " + format_number(initial_L) +
+                " must be finite and eps " + format_number(eps) + " > 0");
+  mlp = register_module("mlp", torch::nn::Sequential(torch::nn::Linear(1, width), torch::nn::ReLU(), torch::nn::Linear(width, heads)));
+  c = register_parameter("c", torch::tensor(initial_c, torch::kFloat32));
+  L_multiplier = register_parameter("L_multiplier", torch::tensor(1.0f));
+  init_L = register_buffer("init_L", torch::tensor(initial_L, torch::kFloat32));
+}
+
+torch::Tensor FireBiasImpl::scores(const torch::Tensor& q_positions, const torch::Tensor& k_positions) {
+  const torch::Tensor i = q_positions.to(c.scalar_type()).unsqueeze(-1);  // [B, Sq, 1]
+  const torch::Tensor j = k_positions.to(c.scalar_type()).unsqueeze(-2);  // [B, 1, Sk]
+  const torch::Tensor threshold = (L_multiplier * init_L).abs();
+  const auto psi = [&](const torch::Tensor& x) { return torch::log((c * x).abs() + 1); };
+  const torch::Tensor x = psi(i - j) / (psi(torch::maximum(i, threshold)) + eps_);  // [B, Sq, Sk]
+  return mlp->forward(x.unsqueeze(-1)).permute({0, 3, 1, 2});  // [B, Sq, Sk, H] -> [B, H, Sq, Sk]
 }
 
 ForgetGateImpl::ForgetGateImpl(int d_model, int heads) {

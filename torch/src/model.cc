@@ -150,6 +150,7 @@ TransformerLMImpl::TransformerLMImpl(const ModelConfig& config) : config_(config
     case Scheme::kKerple: kerple = register_module("kerple", KerpleBias(config_.n_heads)); break;
     case Scheme::kSandwich: sandwich = register_module("sandwich", SandwichBias(config_.n_heads, config_.head_dim())); break;
     case Scheme::kDpb: dpb = register_module("dpb", DynamicPositionBias(config_.n_heads, std::max(1, config_.d_model / 4))); break;
+    case Scheme::kFire: fire = register_module("fire", FireBias(config_.n_heads)); break;
     // Their positions live elsewhere (FoX: a gate in each layer; XL, DeBERTa: in attention) or nowhere.
     case Scheme::kNope:
     case Scheme::kFox:
@@ -238,6 +239,7 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   if (kerple) ctx.distance_table = kerple->table(distances);
   if (sandwich) ctx.distance_table = sandwich->table(distances);
   if (dpb) ctx.distance_table = dpb->table(distances);
+  ctx.fire = fire ? fire.get() : nullptr;  // FIRE only; never fused (fused_attention_covers)
   if (remap.kind != PositionRemapKind::kNone && !(fused && ctx.rope))
     throw Error(std::string("TransformerLM: remap ") + to_string(remap.kind) + " needs a RoPE model on the fused kernel at inference" +
                 (ctx.rope ? " (eval mode, no gradients, no recorded weights, keys cached unrotated)" : "; the scheme is " +

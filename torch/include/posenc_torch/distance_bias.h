@@ -5,6 +5,7 @@
 //   SandwichBias    Sandwich (sandwich.h): the same kind of table, parameter-free (a buffer)
 //   DynamicPositionBias  an MLP over the signed log-distance, a signed table [H, 2 length - 1]
 //   ForgetGate      FoX (forget_gate.h): c = cumsum(log sigmoid(x W + b)) [B, H, S] per layer
+//   FireBias        FIRE (fire.h): an MLP over psi(i - j) / psi(max(L, i)), a bias per (query, key)
 //
 // A distance table [H, length] over |Delta| (distance_bias.h, kAbsolute), or [H, 2 length - 1]
 // over Delta (kSigned), is what the fused kernel takes; distance_bias_scores() gathers it into
@@ -71,6 +72,23 @@ class ForgetGateImpl : public torch::nn::Module {
   torch::nn::Linear proj{nullptr};
 };
 TORCH_MODULE(ForgetGate);
+
+// FIRE (fire.h; the reference FIRE of mcleish7/arithmetic): mlp = Linear(1, width), ReLU,
+// Linear(width, H); c (init 0.1) and L_multiplier (init 1) learned, init_L 512 a buffer, eps 1e-6.
+// Depends on the query position as well as the distance, so it is no table: scores() gives the
+// [B, H, Sq, Sk] bias for positions [B, Sq] and [B, Sk], differentiable in every parameter, in
+// the parameters' dtype (the materialising path computes it per query block).
+class FireBiasImpl : public torch::nn::Module {
+ public:
+  FireBiasImpl(int heads, int width = 32, double initial_c = 0.1, double initial_L = 512.0, double eps = 1e-6);
+  torch::Tensor scores(const torch::Tensor& q_positions, const torch::Tensor& k_positions);
+  torch::nn::Sequential mlp{nullptr};
+  torch::Tensor c, L_multiplier, init_L;  // scalars: parameters c, L_multiplier; init_L a buffer
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(FireBias);
 
 // The materialising path's bias from a distance table: [B, H, Sq, Sk], entry table[h][|q - k|]
 // of an absolute table [H, L], or table[h][q - k + L - 1] of a signed one [H, 2L - 1] (every

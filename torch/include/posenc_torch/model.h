@@ -72,6 +72,9 @@ struct ForwardContext {
   // queries per block at inference (TransformerLM::attention_query_rows).
   torch::Tensor bias;
   std::int64_t query_rows = 0;
+  // FIRE's bias (the model's one module, shared by every layer), computed per query block on the
+  // materialising path: it depends on the query position as well as the distance.
+  FireBiasImpl* fire = nullptr;
 };
 
 class AttentionImpl : public torch::nn::Module {
@@ -180,6 +183,7 @@ class TransformerLMImpl : public torch::nn::Module {
   KerpleBias kerple{nullptr};      // shared by every layer, as T5's table
   SandwichBias sandwich{nullptr};
   DynamicPositionBias dpb{nullptr};  // width d_model / 4 (x-transformers'), depth 2
+  FireBias fire{nullptr};            // width 32 (the paper's), shared by every layer
   torch::nn::LayerNorm ln_f{nullptr};
   torch::nn::Linear head{nullptr};
   torch::nn::Dropout dropout{nullptr};

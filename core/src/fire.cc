@@ -1,0 +1,42 @@
+#include "posenc/fire.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "posenc/error.h"
+
+namespace posenc {
+
+void validate(const FireParams& p) {
+  if (p.heads < 1 || p.width < 1)
+    throw Error("FIRE: heads " + std::to_string(p.heads) + " and width " + std::to_string(p.width) + " must be >= 1");
+  const std::size_t w = static_cast<std::size_t>(p.width), h = static_cast<std::size_t>(p.heads);
+  if (p.w1.size() != w || p.b1.size() != w || p.w2.size() != h * w || p.b2.size() != h)
+    throw Error("FIRE: the MLP needs w1, b1 [" + std::to_string(w) + "], w2 [" + std::to_string(h) + " x " +
+                std::to_string(w) + "], b2 [" + std::to_string(h) + "]");
+  for (const auto& [name, v] : {std::pair{"c", p.c}, std::pair{"threshold", p.threshold}, std::pair{"eps", p.eps}})
+    if (!std::isfinite(v)) throw Error(std::string("FIRE: ") + name + " must be finite, got " + format_number(v));
+}
+
+double fire_input(const FireParams& p, std::int64_t i, std::int64_t j) {
+  const auto psi = [&](double x) { return std::log(std::fabs(p.c * x) + 1.0); };
+  const double normaliser = std::max(static_cast<double>(i), std::fabs(p.threshold));
+  return psi(static_cast<double>(i - j)) / (psi(normaliser) + p.eps);
+}
+
+std::vector<double> fire_bias(const FireParams& p, std::int64_t i, std::int64_t j) {
+  validate(p);
+  const double x = fire_input(p, i, j);
+  std::vector<double> hidden(static_cast<std::size_t>(p.width));
+  for (std::size_t k = 0; k < hidden.size(); ++k) hidden[k] = std::max(0.0, p.w1[k] * x + p.b1[k]);
+  std::vector<double> out(static_cast<std::size_t>(p.heads));
+  for (std::size_t h = 0; h < out.size(); ++h) {
+    double sum = p.b2[h];
+    for (std::size_t k = 0; k < hidden.size(); ++k) sum += p.w2[h * hidden.size() + k] * hidden[k];
+    out[h] = sum;
+  }
+  return out;
+}
+
+}  // namespace posenc
