@@ -12,6 +12,7 @@ from torch.autograd.function import once_differentiable
 
 from . import Schedule, _posenc
 from .attention_native import distance_side, native_attention
+from .contextual import CoPE
 from .encodings import _check_scale
 from .rope import _DTYPES, _capsule, _threads
 
@@ -161,6 +162,9 @@ def _bias_params(bias: Any, params: Dict[str, Any], batch: int, heads: int, s_le
             raise ValueError(f"FoX's c must be a floating tensor on q's device {device}, got {bias.dtype} on {bias.device}")
         params.update(positions="forget-gate", gate_cumulative=bias.detach().float().contiguous())
         return bias
+    if isinstance(bias, CoPE):
+        raise ValueError("bias (CoPE) counts each query's open gates over its whole score row: it has no table for the "
+                         "kernel; use CoPE.attention(q, k, v)")
     if isinstance(bias, torch.nn.Module) and hasattr(bias, "scores"):
         raise ValueError(f"bias ({type(bias).__name__}) depends on the query position as well as the distance: it has no "
                          "table for the kernel; add bias(q_len, k_len) to the scores of your own attention instead")

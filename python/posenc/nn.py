@@ -11,6 +11,7 @@ from . import Model, RopeRuntime, Schedule, _posenc, rope_fields
 from .encodings import _check_ints, _check_scale, alibi_bias, alibi_slopes, sinusoidal, t5_buckets
 from .rope import apply_rope
 from .rotary_variants import AxialRotaryEmbedding, MixedRotaryEmbedding, XPos  # noqa: F401  (posenc.nn's)
+from .contextual import CoPE  # noqa: F401  (posenc.nn's)
 from .sink_cache import SinkCache  # noqa: F401  (posenc.nn's)
 
 

@@ -265,3 +265,69 @@ def test_fire_refuses_what_it_cannot_build_and_the_kernel_refuses_it():
     q, k, v = (torch.randn(1, 4, 2, 8) for _ in range(3))
     with pytest.raises(ValueError, match="no table"):
         posenc.attention(q, k, v, causal=True, bias=m)
+
+
+def _reference_cope_attention(m, q, k, v):
+    """The paper's SelfAttn with CoPE (facebookresearch/RAM projects/cope), one head at a time in
+    float64: logits / sqrt(d) + mask.log(), CoPE over them with RAM's pos_emb layout, softmax."""
+    pos_emb = m.pos_emb.detach().double().t().unsqueeze(0)  # RAM's [1, head_dim, npos_max]
+    s_len, t_len = q.shape[1], k.shape[1]
+    mask = (torch.arange(t_len)[None, :] <= torch.arange(s_len)[:, None] + (t_len - s_len)).double()
+    outs = []
+    for h in range(q.shape[2]):
+        query, key, val = q[:, :, h].double(), k[:, :, h].double(), v[:, :, h].double()
+        logits = torch.bmm(query, key.transpose(-1, -2)) / math.sqrt(q.shape[-1]) + mask.log()
+        gates = torch.sigmoid(logits)
+        pos = gates.flip(-1).cumsum(dim=-1).flip(-1).clamp(max=m.max_pos - 1)
+        pos_ceil, pos_floor = pos.ceil().long(), pos.floor().long()
+        logits_int = torch.matmul(query, pos_emb)
+        w = pos - pos_floor
+        logits = logits + logits_int.gather(-1, pos_ceil) * w + logits_int.gather(-1, pos_floor) * (1 - w)
+        outs.append(torch.bmm(torch.softmax(logits, -1), val))
+    return torch.stack(outs, dim=2)
+
+
+def test_cope_attention_is_the_papers_self_attention():
+    torch.manual_seed(11)
+    m = posenc.nn.CoPE(8, max_pos=6).double()
+    torch.nn.init.normal_(m.pos_emb)
+    q, k, v = (torch.randn(2, 7, 3, 8, dtype=torch.float64) for _ in range(3))
+    assert torch.allclose(m.attention(q, k, v), _reference_cope_attention(m, q, k, v), rtol=0, atol=1e-12)
+    # A decode step (S < T: query i at T - S + i) equals the last rows of the whole.
+    assert torch.allclose(m.attention(q[:, 5:], k, v), m.attention(q, k, v)[:, 5:], rtol=0, atol=1e-12)
+
+
+def test_cope_with_every_gate_open_is_a_learned_relative_encoding():
+    m = posenc.nn.CoPE(4, max_pos=32).double()
+    torch.nn.init.normal_(m.pos_emb)
+    q = torch.ones(1, 5, 1, 4, dtype=torch.float64) * 30  # q . k = 3600 / 2: every gate 1 to within e^-1800
+    k = torch.ones(1, 5, 1, 4, dtype=torch.float64) * 30
+    p = m.positions(q, k)[0, 0]
+    i, j = torch.arange(5)[:, None], torch.arange(5)[None, :]
+    assert torch.equal(p, torch.where(j <= i, (i - j + 1).double(), torch.zeros(5, 5, dtype=torch.float64)))
+    term = m.bias(q, k)[0, 0]
+    z = q[0, :, 0] @ m.pos_emb.t()  # [S, max_pos]
+    assert torch.allclose(term[4, 0], z[4, 5]) and torch.allclose(term[2, 1], z[2, 2])
+    # Clamped at max_pos - 1, interpolated between integer positions.
+    small = posenc.nn.CoPE(4, max_pos=3).double()
+    assert float(small.positions(q, k)[0, 0, 4, 0]) == 2.0
+
+
+def test_cope_gradients_in_double_and_bad_input():
+    torch.manual_seed(2)
+    m = posenc.nn.CoPE(4, max_pos=5).double()
+    torch.nn.init.normal_(m.pos_emb)
+    q, k, v = (torch.randn(1, 4, 2, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    pos_emb = m.pos_emb.detach().clone().requires_grad_(True)
+    call = torch.nn.utils.stateless.functional_call
+    assert torch.autograd.gradcheck(lambda q, k, v, e: call(m, {"pos_emb": e}, (q, k, v)), (q, k, v, pos_emb))
+    with pytest.raises(ValueError, match="max_pos"):
+        posenc.nn.CoPE(4, 0)
+    with pytest.raises(ValueError, match="Hq a multiple of Hk"):
+        m.bias(torch.randn(1, 4, 3, 4), torch.randn(1, 4, 2, 4))
+    with pytest.raises(ValueError, match="S <= T"):
+        m.bias(torch.randn(1, 5, 2, 4), torch.randn(1, 4, 2, 4))
+    with pytest.raises(ValueError, match="causal"):
+        m.bias(torch.randn(1, 4, 2, 4), torch.randn(1, 4, 2, 4), causal=1)
+    with pytest.raises(ValueError, match="CoPE.attention"):
+        posenc.attention(*(torch.randn(1, 4, 2, 4) for _ in range(3)), causal=True, bias=m)
