@@ -313,6 +313,9 @@ void run_table(const TableArgs& a) {
     case Scheme::kDpb:
       throw Error("--scheme dpb has no fixed table: its bias is an MLP whose weights are learned "
                   "(posenc.nn.DynamicPositionBias in Python, the lab's dpb scheme)");
+    case Scheme::kCope:
+      throw Error("--scheme cope has no table: its positions count the keys whose gates sigmoid(q.k) open, so they "
+                  "come from the content (posenc.nn.CoPE in Python, the lab's cope scheme)");
     case Scheme::kFire:
       throw Error("--scheme fire has no fixed table: its bias is an MLP whose weights are learned, over the distance "
                   "normalised by the query position (posenc.nn.FIRE in Python, the lab's fire scheme)");

@@ -43,6 +43,23 @@ TEST(CliSpec, QueryScaleNamesItsRuleAndParameters) {
   EXPECT_EQ(q.at("original_max_position_embeddings"), 8192);
 }
 
+// DeepSeek-V3.2's indexer in the text and the JSON; HunYuan-VL's XD-RoPE sections in both.
+TEST(CliSpec, IndexerAndXdropeAreSaidInTextAndJson) {
+  const auto text = run("spec --config " + reference_dir() + "/real-configs/DeepSeek-V3.2.json");
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("DSA indexer: 64 heads of 128, RoPE half_split pairs on channels [0, 64) (the layer's "
+                          "cos/sin), softmax scale 0.0883883476"),
+            std::string::npos)
+      << text.out;
+  const auto x = run_json("spec --config " + reference_dir() + "/real-configs/DeepSeek-V3.2.json").at("layers").at(60).at("indexer");
+  EXPECT_EQ(x.at("schedule"), 0);
+  EXPECT_NEAR(x.at("softmax_scale").get<double>(), 0.08838834764831845, 1e-15);
+  const auto hy = run("spec --config " + reference_dir() + "/configs-extra/HunyuanOCR__constructed.json");
+  EXPECT_NE(hy.out.find("M-RoPE sections 16 16 16 16 (xdrope)"), std::string::npos) << hy.out;
+  const auto freqs = run_json("freqs --json --config " + reference_dir() + "/configs-extra/HunyuanOCR__constructed.json");
+  EXPECT_EQ(freqs.at("mrope_xdrope"), true);
+}
+
 TEST(CliSpec, UnknownFamilyWarnsAndStillGivesTheSchedule) {
   const auto path = write_config({{"model_type", "brand_new_arch"}, {"head_dim", 64}, {"num_hidden_layers", 2}});
   const auto r = run("spec --json --config " + path);

@@ -321,7 +321,7 @@ TEST(Schemes, NamesRoundTripAndNopeIsExplicit) {
     EXPECT_STREQ(to_string(*s), name);
   }
   EXPECT_EQ(scheme_info(Scheme::kNope).kind, SchemeKind::kNone);
-  EXPECT_FALSE(try_from_name<Scheme>("cope").has_value());
+  EXPECT_FALSE(try_from_name<Scheme>("copee").has_value());
 }
 
 }  // namespace

@@ -77,24 +77,28 @@ TEST(Families6, DeepSeekV32GoldenIndexerRotatesTheLeadingChannelsHalfSplit) {
   const std::vector<std::int64_t> positions = {0, 1, 127, 4095, 163839};
   const Golden g = make_golden(load_model_spec(real("DeepSeek-V3.2")), GoldenParams{positions, 3});
   const F32Tensor &cos = tensor(g, "full_attention.cos"), &sin = tensor(g, "full_attention.sin");
-  const F32Tensor &q = tensor(g, "full_attention.indexer_q"), &q_out = tensor(g, "full_attention.indexer_q_out");
-  const F32Tensor &k_out = tensor(g, "full_attention.indexer_k_out"), &logits = tensor(g, "full_attention.indexer_logits");
+  const F32Tensor &iq = tensor(g, "full_attention.indexer_q"), &iq_out = tensor(g, "full_attention.indexer_q_out");
+  const F32Tensor &ik = tensor(g, "full_attention.indexer_k"), &ik_out = tensor(g, "full_attention.indexer_k_out");
+  const F32Tensor& logits = tensor(g, "full_attention.indexer_logits");
   const F32Tensor &mq = tensor(g, "full_attention.q"), &mq_out = tensor(g, "full_attention.q_out");
-  ASSERT_EQ(q.shape, (std::vector<std::int64_t>{5, 128}));
+  ASSERT_EQ(iq.shape, (std::vector<std::int64_t>{5, 128}));
   ASSERT_EQ(cos.shape, (std::vector<std::int64_t>{5, 64}));
   double worst = 0;
-  for (std::size_t r = 0; r < positions.size(); ++r) {
-    const float* in = &q.data[r * 128];
-    const float* out = &q_out.data[r * 128];
-    for (int c = 0; c < 128; ++c) {
-      if (c >= 64) {
-        EXPECT_EQ(out[c], in[c]) << "indexer channel " << c << " must pass through";
-        continue;
+  for (std::size_t r = 0; r < positions.size(); ++r)
+    for (const auto& [x, x_out] : {std::pair{&iq, &iq_out}, std::pair{&ik, &ik_out}}) {
+      const float* in = &x->data[r * 128];
+      const float* out = &x_out->data[r * 128];
+      for (int c = 0; c < 128; ++c) {
+        if (c >= 64) {
+          EXPECT_EQ(out[c], in[c]) << "indexer channel " << c << " must pass through";
+          continue;
+        }
+        const double co = cos.data[r * 64 + c], si = sin.data[r * 64 + c];  // cat(freqs, freqs): column c % 32
+        const double want = c < 32 ? in[c] * co - in[c + 32] * si : in[c] * co + in[c - 32] * si;
+        worst = std::max(worst, std::fabs(out[c] - want));
       }
-      const double co = cos.data[r * 64 + c], si = sin.data[r * 64 + c];  // cat(freqs, freqs): column c % 32
-      const double want = c < 32 ? in[c] * co - in[c + 32] * si : in[c] * co + in[c - 32] * si;
-      worst = std::max(worst, std::fabs(out[c] - want));
     }
+  for (std::size_t r = 0; r < positions.size(); ++r) {
     // The main attention: pair i = channels (128 + 2i, 129 + 2i), output at 128 + i and 160 + i.
     const float* m_in = &mq.data[r * 192];
     const float* m_out = &mq_out.data[r * 192];
@@ -107,7 +111,7 @@ TEST(Families6, DeepSeekV32GoldenIndexerRotatesTheLeadingChannelsHalfSplit) {
   }
   EXPECT_LE(worst, 1e-6);  // one float32 rounding of values below 2
   double dot = 0;  // logits[1][2]
-  for (int d = 0; d < 128; ++d) dot += static_cast<double>(q_out.data[128 + d]) * k_out.data[2 * 128 + d];
+  for (int d = 0; d < 128; ++d) dot += static_cast<double>(iq_out.data[128 + d]) * ik_out.data[2 * 128 + d];
   EXPECT_NEAR(logits.data[1 * 5 + 2], dot / std::sqrt(128.0), 1e-5);
   const json manifest = json::parse(g.manifest_json);
   EXPECT_EQ(manifest.at("layer_types").at(0).at("indexer").at("pairing"), "half_split");
@@ -208,7 +212,8 @@ TEST(Families6, HunyuanVlGoldenVisionVectorsAreHfsFormula) {
   const Golden g = make_golden(spec, params);
   const F32Tensor& ids = tensor(g, "full_attention.vision.position_ids");
   const F32Tensor &cos = tensor(g, "full_attention.vision.cos"), &sin = tensor(g, "full_attention.vision.sin");
-  const F32Tensor &q = tensor(g, "full_attention.vision.q"), &q_out = tensor(g, "full_attention.vision.q_out");
+  const F32Tensor &vq = tensor(g, "full_attention.vision.q"), &vq_out = tensor(g, "full_attention.vision.q_out");
+  const F32Tensor &vk = tensor(g, "full_attention.vision.k"), &vk_out = tensor(g, "full_attention.vision.k_out");
   const std::int64_t N = 14;
   ASSERT_EQ(ids.shape, (std::vector<std::int64_t>{4, N}));
   const std::vector<float> inv = compute_schedule(spec.rope.select().params, std::nullopt, Numerics::kHfFloat32).inv_freq;
@@ -218,9 +223,11 @@ TEST(Families6, HunyuanVlGoldenVisionVectorsAreHfsFormula) {
       const double pos = ids.data[(c / 32) * N + n];
       const double a = static_cast<double>(static_cast<float>(inv[c % 64] * static_cast<float>(pos)));
       angle_err = std::max({angle_err, std::fabs(cos.data[n * 128 + c] - std::cos(a)), std::fabs(sin.data[n * 128 + c] - std::sin(a))});
-      const double half = c < 64 ? -static_cast<double>(q.data[n * 128 + c + 64]) : q.data[n * 128 + c - 64];
-      const double want = q.data[n * 128 + c] * static_cast<double>(cos.data[n * 128 + c]) + half * sin.data[n * 128 + c];
-      rot_err = std::max(rot_err, std::fabs(q_out.data[n * 128 + c] - want));
+      for (const auto& [x, x_out] : {std::pair{&vq, &vq_out}, std::pair{&vk, &vk_out}}) {
+        const double half = c < 64 ? -static_cast<double>(x->data[n * 128 + c + 64]) : x->data[n * 128 + c - 64];
+        const double want = x->data[n * 128 + c] * static_cast<double>(cos.data[n * 128 + c]) + half * sin.data[n * 128 + c];
+        rot_err = std::max(rot_err, std::fabs(x_out->data[n * 128 + c] - want));
+      }
     }
   EXPECT_LE(angle_err, 1e-6);
   EXPECT_LE(rot_err, 1e-6);

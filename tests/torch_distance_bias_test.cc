@@ -189,5 +189,38 @@ TEST(TorchShawRelative, KeyScoresAndValueTermAreTheDirectGather) {
   EXPECT_THROW(ShawRelative(4, -1), Error);
 }
 
+// CoPE's term equals the paper's formula written out per element in double: gates sigmoid(e) (0 on
+// blocked keys), p_ij = min(sum_{t >= j} g_it, max_pos - 1), z_i[p] = q_i . pos_emb[p], linear
+// between floor p and ceil p; pos_emb is trained through it (and q through z and the gates).
+TEST(TorchCope, TermIsThePapersInterpolatedContextualPosition) {
+  torch::manual_seed(6);
+  Cope m(4, 3);
+  m->to(torch::kFloat64);
+  {
+    torch::NoGradGuard no_grad;
+    m->pos_emb.normal_();
+  }
+  const torch::Tensor q = torch::randn({1, 2, 3, 4}, torch::kFloat64).requires_grad_(true);
+  const torch::Tensor e = torch::randn({1, 2, 3, 5}, torch::kFloat64) * 3;
+  const torch::Tensor blocked = (torch::arange(5).view({1, 5}) > torch::arange(3).view({3, 1}) + 2).view({1, 1, 3, 5});
+  const torch::Tensor got = m->term(q, e, blocked);
+  double worst = 0;
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 5; ++j) {
+        double p = 0;
+        for (int t = j; t < 5; ++t) p += t > i + 2 ? 0.0 : 1.0 / (1.0 + std::exp(-e[0][h][i][t].item<double>()));
+        p = std::min(p, 2.0);
+        const auto z = [&](int row) { return (q[0][h][i] * m->pos_emb[row]).sum().item<double>(); };
+        const double want = z(static_cast<int>(std::ceil(p))) * (p - std::floor(p)) + z(static_cast<int>(std::floor(p))) * (1 - p + std::floor(p));
+        worst = std::max(worst, std::fabs(got[0][h][i][j].item<double>() - want));
+      }
+  EXPECT_LE(worst, 1e-12);
+  got.sum().backward();
+  EXPECT_GT(m->pos_emb.grad().abs().sum().item<double>(), 0);
+  EXPECT_GT(q.grad().abs().sum().item<double>(), 0);  // through z and the gates
+  EXPECT_THROW(Cope(4, 0), Error);
+}
+
 }  // namespace
 }  // namespace posenc::torch_layer

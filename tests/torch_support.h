@@ -30,6 +30,11 @@ inline ModelConfig small_model(Scheme scheme, int vocab_size = 50) {
 inline TransformerLM eval_model(const ModelConfig& config, std::uint64_t seed) {
   torch::manual_seed(seed);
   TransformerLM model(config);
+  // CoPE's position embeddings start at zero (the paper's), which would make its term vanish
+  // in every comparison: drawn from N(0, 1) here so its gates and interpolation count.
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters())
+    if (p.key().find("cope.pos_emb") != std::string::npos) p.value().normal_();
   model->eval();
   return model;
 }

@@ -76,6 +76,8 @@ POSENC_API posenc_status posenc_attention_forward(const posenc_attention_params*
     if (a.positions == AttentionPositions::kRope) {
       require(p.rope, "params->rope (the schedule, for positions = rope)");
       a.rope = apply_params(*p.rope, layout_of(p.rope_layout, *p.rope, "params->rope_layout"), __func__);
+      refuse_xdrope_axes(*p.rope, a.q_positions, "params->q_positions");
+      refuse_xdrope_axes(*p.rope, a.k_positions, "params->k_positions");
     }
     const RopeApplyParams* rope = a.positions == AttentionPositions::kRope ? &a.rope : nullptr;
     fit_implicit_axes(a.q_positions, rope);

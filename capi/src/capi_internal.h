@@ -118,6 +118,14 @@ inline void fit_implicit_axes(PositionIds& ids, const RopeApplyParams* rope) {
 
 const posenc_schedule& handle(const posenc_schedule* s);
 
+// XD-RoPE (HunYuan-VL) pairs channels that can read two position axes: no per-frequency map, so
+// its schedule rotates 1-axis (text) ids only; explicit ids with more axes are refused, naming why.
+inline void refuse_xdrope_axes(const posenc_schedule& s, const PositionIds& ids, const char* name) {
+  if (s.mrope_style == "xdrope" && ids.axes > 1)
+    fail(std::string(name) + " have " + std::to_string(ids.axes) + " axes, but this schedule is HunYuan-VL's XD-RoPE, " +
+         "whose rotate_half pairs can read two position axes (no pair rotation applies it): pass 1-axis (text) ids");
+}
+
 RopeLayout layout_of(std::int32_t layout, const posenc_schedule& schedule, const char* name);
 
 // A C view checked (dtype, non-negative sizes and strides, int range, rows that do not share an

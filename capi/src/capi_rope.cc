@@ -39,6 +39,7 @@ POSENC_API posenc_status posenc_rope_rotate(const posenc_schedule* schedule, con
       if (views_overlap(qt, kt)) fail("q and k share elements: each would be rotated twice");
     }
     PositionIds ids = to_positions(positions, "positions");
+    refuse_xdrope_axes(s, ids, "positions");
     RopeApplyParams params = apply_params(s, layout_of(o.layout, s, "options->layout"), __func__);
     params.direction = o.direction;
     fit_implicit_axes(ids, &params);

@@ -17,16 +17,17 @@ void validate(const FireParams& p) {
                 std::to_string(w) + "], b2 [" + std::to_string(h) + "]");
   for (const auto& [name, v] : {std::pair{"c", p.c}, std::pair{"threshold", p.threshold}, std::pair{"eps", p.eps}})
     if (!std::isfinite(v)) throw Error(std::string("FIRE: ") + name + " must be finite, got " + format_number(v));
+  if (!(p.eps > 0)) throw Error("FIRE: eps must be > 0 (c = 0 would divide 0 by it), got " + format_number(p.eps));
 }
 
 double fire_input(const FireParams& p, std::int64_t i, std::int64_t j) {
+  validate(p);
   const auto psi = [&](double x) { return std::log(std::fabs(p.c * x) + 1.0); };
   const double normaliser = std::max(static_cast<double>(i), std::fabs(p.threshold));
   return psi(static_cast<double>(i - j)) / (psi(normaliser) + p.eps);
 }
 
 std::vector<double> fire_bias(const FireParams& p, std::int64_t i, std::int64_t j) {
-  validate(p);
   const double x = fire_input(p, i, j);
   std::vector<double> hidden(static_cast<std::size_t>(p.width));
   for (std::size_t k = 0; k < hidden.size(); ++k) hidden[k] = std::max(0.0, p.w1[k] * x + p.b1[k]);

@@ -113,11 +113,7 @@ json indexer_vectors(const LayerSpec& l, const std::vector<std::int64_t>& positi
                 {"pairing", pairing_name(x.layout)},
                 {"softmax_scale", x.softmax_scale},
                 {"tensors", json::array()}};
-  for (F32Tensor* t : {&q, &k, &q_out, &k_out, &logits}) {
-    entry["tensors"].push_back(t->name);
-    out.push_back(std::move(*t));
-  }
-  return entry;
+  return with_tensors(std::move(entry), {&q, &k, &q_out, &k_out, &logits}, out);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 namespace posenc {
 namespace {
 
-constexpr std::array<SchemeInfo, 15> kSchemes = {{
+constexpr std::array<SchemeInfo, 16> kSchemes = {{
     {Scheme::kNope, SchemeKind::kNone, "no positional encoding (Kazemnejad et al. 2023)"},
     {Scheme::kSinusoidal, SchemeKind::kAbsolute, "fixed sin/cos table (Vaswani et al. 2017)"},
     {Scheme::kLearned, SchemeKind::kAbsolute, "trainable table (GPT-2, BERT)"},
@@ -20,6 +20,7 @@ constexpr std::array<SchemeInfo, 15> kSchemes = {{
     {Scheme::kFox, SchemeKind::kBias, "data-dependent forget-gate bias (Lin et al. 2025)"},
     {Scheme::kDpb, SchemeKind::kBias, "learned MLP over the signed log-distance (dynamic position bias: x-transformers, SwinV2)"},
     {Scheme::kShaw, SchemeKind::kBias, "learned relative keys and values (Shaw et al. 2018; HF BERT's relative_key)"},
+    {Scheme::kCope, SchemeKind::kBias, "contextual positions: keys counted by sigmoid(q.k) gates (CoPE, Golovneva et al. 2024)"},
     {Scheme::kFire, SchemeKind::kBias, "learned MLP over the log-distance normalised by the query position (FIRE, Li et al. 2023)"},
 }};
 

@@ -156,7 +156,7 @@ std::vector<ClaimCheck> check_claims(const LeaderboardResult& r, const std::stri
           pi_finetune(b),
           nope_sort(b),
           better_than(b, "kerple", "alibi", "Kerple extrapolates better than ALiBi", "Chi et al. 2022 (KERPLE)"),
-          absent("FIRE extrapolates better than ALiBi and Kerple", "Li et al. 2023 (FIRE)", "FIRE is not a lab scheme yet"),
+          absent("FIRE extrapolates better than ALiBi and Kerple", "Li et al. 2023 (FIRE)", "FIRE is a lab scheme (lab extrapolate --schemes fire) but not on the board's lists yet"),
           absent("xPos stays stable past its training length", "Sun et al. 2022 (xPos)", "xPos is not a lab scheme yet"),
           fox_rope(b)};
 }

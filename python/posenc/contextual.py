@@ -28,6 +28,8 @@ class CoPE(torch.nn.Module):
     def __init__(self, head_dim: int, max_pos: int) -> None:
         super().__init__()
         _check_ints("CoPE", ("head_dim", head_dim, 1), ("max_pos", max_pos, 1))
+        if max_pos > 1 << 20:
+            raise ValueError(f"CoPE: max_pos must be in [1, 2^20] (the lab's bound), got {max_pos}")
         self.head_dim, self.max_pos = head_dim, max_pos
         self.pos_emb = torch.nn.Parameter(torch.zeros(max_pos, head_dim))
 
@@ -53,7 +55,8 @@ class CoPE(torch.nn.Module):
 
     def _positions(self, logits: torch.Tensor, blocked: torch.Tensor) -> torch.Tensor:
         gates = torch.sigmoid(logits).masked_fill(blocked, 0.0)
-        return gates.flip(-1).cumsum(-1).flip(-1).clamp(max=self.max_pos - 1)
+        # A NaN score gives position 0, not a wild gather index (a device-side assert on a GPU).
+        return torch.nan_to_num(gates.flip(-1).cumsum(-1).flip(-1), nan=0.0).clamp(max=self.max_pos - 1)
 
     def _term(self, q: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         z = q.transpose(1, 2) @ self.pos_emb.t()  # [B, Hq, S, max_pos]

@@ -69,6 +69,9 @@ def test_hunyuan_vl_text_positions_rotate_and_its_four_axes_are_refused_with_the
     assert math.isclose(float(sched.inv_freq[1]), base ** (-1 / 64), rel_tol=1e-6)
     q = torch.randn(1, 5, 2, 128)
     out = posenc.apply_rope(q, schedule=sched, positions=torch.arange(5))
-    assert out.shape == q.shape
+    angles = torch.arange(5, dtype=torch.float64)[:, None] * sched.inv_freq.double()[None, :]  # [S, 64]
+    cos, sin = torch.cat((angles, angles), -1).cos()[None, :, None], torch.cat((angles, angles), -1).sin()[None, :, None]
+    half = torch.cat((-q[..., 64:], q[..., :64]), -1).double()
+    assert torch.allclose(out.double(), q.double() * cos + half * sin, rtol=0, atol=1e-5)  # 1-D RoPE, rotate_half
     with pytest.raises(ValueError, match="XD-RoPE"):
         posenc.apply_rope(q, schedule=sched, positions=torch.arange(5).repeat(4, 1, 1))

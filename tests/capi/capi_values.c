@@ -203,16 +203,27 @@ static void mrope_text_is_1d(void) {
 /* HunYuan-VL's XD-RoPE: no per-frequency axis map (its rotate_half pairs can read two axes), so the
    schedule reports style "xdrope" and no axes: text positions rotate as 1-D RoPE. */
 static void xdrope_has_no_axis_map(void) {
+  enum { T = 3, H = 1, D = 128 };
   posenc_schedule* s = real_config("../configs-extra/HunyuanOCR__constructed.json", 0);
   posenc_layer_info info;
   uint8_t axes[64];
-  int64_t n = -1;
+  int64_t n = -1, t;
+  static float a[T * H * D];
+  int64_t ids[3 * T];
+  posenc_tensor ta = bshd_f32(a, 1, T, H, D);
+  posenc_positions three = implicit_positions(0), text = implicit_positions(0);
   memset(&info, 0, sizeof info);
   info.struct_size = sizeof info;
   OK(posenc_schedule_layer(s, &info));
   CHECK(strcmp(info.mrope_style, "xdrope") == 0);
   OK(posenc_schedule_axis_of_freq(s, axes, 64, &n));
   CHECK(n == 0);
+  for (t = 0; t < 3 * T; ++t) ids[t] = t % T;  /* 3 axes: refused, not read as axis 0 */
+  three.kind = POSENC_IDS_INT64, three.ids = ids, three.axes = 3, three.axis_stride = T;
+  fill(a, T * D, 7);
+  CHECK(posenc_rope_rotate(s, &ta, NULL, &three, NULL) == POSENC_ERR_ARGUMENT);
+  CHECK(strstr(posenc_last_error(), "XD-RoPE") != NULL);
+  OK(posenc_rope_rotate(s, &ta, NULL, &text, NULL));  /* text ids rotate */
   posenc_schedule_free(s);
 }
 

@@ -1,5 +1,5 @@
 // AttentionImpl::attend: one block of queries against the keys it can see, on the materialising
-// path, with each scheme's content-dependent terms (XL's, DeBERTa's, Shaw's) and the masks.
+// path, with each scheme's content-dependent terms (XL's, DeBERTa's, Shaw's, CoPE's) and the masks.
 #include <algorithm>
 #include <cmath>
 
@@ -30,9 +30,6 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& q_all, const torch::Ten
   } else {
     scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(dh));
   }
-  if (ctx.bias.defined()) scores = scores + ctx.bias.narrow(2, q0, rows).narrow(3, 0, T);
-  if (ctx.fire) scores = scores + ctx.fire->scores(q_positions, k_positions);  // FIRE: per block, never S x T at once
-  if (gate.defined()) scores = scores + gate_bias_scores(gate.narrow(2, ctx.past + q0, rows), gate.narrow(2, 0, T));
   // Masks: padding keys always; future keys when causal (by index: key j is visible to query i
   // when j <= past + i). A large finite negative, not -inf: a fully masked row (a pad query)
   // then stays finite and cannot spread NaN into real tokens through 0 * NaN. Such a row
@@ -44,6 +41,12 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& q_all, const torch::Ten
     const torch::Tensor kj = torch::arange(T, torch::kInt64).view({1, T});
     blocked = blocked.logical_or((kj > qi).view({1, 1, rows, T}));
   }
+  if (ctx.bias.defined()) scores = scores + ctx.bias.narrow(2, q0, rows).narrow(3, 0, T);
+  if (ctx.fire) scores = scores + ctx.fire->scores(q_positions, k_positions);  // FIRE: per block, never S x T at once
+  if (gate.defined()) scores = scores + gate_bias_scores(gate.narrow(2, ctx.past + q0, rows), gate.narrow(2, 0, T));
+  // CoPE: each query's open gates over its visible keys (every visible key of a row is in its
+  // block: the keys cut off are masked for the whole block, and their gates are 0).
+  if (cope) scores = scores + cope->term(q, scores, blocked);
   scores = scores.masked_fill(blocked, -1e30f);
   torch::Tensor weights = torch::softmax(scores, -1);
   if (record) last_weights = weights.detach();

@@ -53,6 +53,7 @@ AttentionImpl::AttentionImpl(const ModelConfig& c) : config_(c) {
     deberta = register_module("deberta", DebertaRelative(c.d_model, c.n_heads, dh, c.deberta_buckets, c.deberta_max_relative));
   if (c.scheme == Scheme::kFox) fox = register_module("fox", ForgetGate(c.d_model, c.n_heads));
   if (c.scheme == Scheme::kShaw) shaw = register_module("shaw", ShawRelative(dh, c.shaw_max_relative));
+  if (c.scheme == Scheme::kCope) cope = register_module("cope", Cope(dh, c.cope_max_pos));
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContext& ctx, torch::Tensor* cache_k,
@@ -156,7 +157,8 @@ TransformerLMImpl::TransformerLMImpl(const ModelConfig& config) : config_(config
     case Scheme::kFox:
     case Scheme::kXl:
     case Scheme::kDeberta:
-    case Scheme::kShaw: break;
+    case Scheme::kShaw:
+    case Scheme::kCope: break;
   }
   for (int i = 0; i < config_.n_layers; ++i) blocks.push_back(register_module("block" + std::to_string(i), Block(config_)));
   ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config_.d_model})));

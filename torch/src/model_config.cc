@@ -169,6 +169,8 @@ void ModelConfig::validate() const {
     throw Error("RoPE needs an even head_dim, got " + std::to_string(head_dim()));
   if (scheme == Scheme::kFox && !causal)
     throw Error("scheme 'fox' is causal: its bias sums the forget gates between a key and a later query (Lin et al. 2025)");
+  if (cope_max_pos < 1 || cope_max_pos > (1 << 20))
+    throw Error("cope_max_pos must be in [1, 2^20], got " + std::to_string(cope_max_pos));
   if (shaw_max_relative < 0 || shaw_max_relative > (1 << 20))
     throw Error("shaw_max_relative must be in [0, 2^20], got " + std::to_string(shaw_max_relative));
   if (scheme == Scheme::kSandwich && head_dim() % 2 != 0)

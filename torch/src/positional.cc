@@ -160,4 +160,19 @@ torch::Tensor ShawRelativeImpl::value_term(const torch::Tensor& weights, const t
   return torch::matmul(per_row, rel_v);
 }
 
+CopeImpl::CopeImpl(int head_dim, int max_pos) : max_pos_(max_pos) {
+  if (head_dim < 1 || max_pos < 1)
+    throw Error("CoPE: head_dim " + std::to_string(head_dim) + " and max_pos " + std::to_string(max_pos) + " must be >= 1");
+  pos_emb = register_parameter("pos_emb", torch::zeros({max_pos, head_dim}));
+}
+
+torch::Tensor CopeImpl::term(const torch::Tensor& q, const torch::Tensor& scores, const torch::Tensor& blocked) const {
+  const torch::Tensor gates = torch::sigmoid(scores).masked_fill(blocked, 0.0);
+  // A NaN score (a diverged model) gives position 0, not a wild gather index: the term is NaN anyway.
+  const torch::Tensor p = torch::nan_to_num(gates.flip(-1).cumsum(-1).flip(-1), 0.0).clamp_max(max_pos_ - 1);
+  const torch::Tensor z = torch::matmul(q, pos_emb.t());  // [B, H, Sq, max_pos]
+  const torch::Tensor floor = p.floor(), w = p - floor;
+  return z.gather(-1, p.ceil().to(torch::kInt64)) * w + z.gather(-1, floor.to(torch::kInt64)) * (1 - w);
+}
+
 }  // namespace posenc::torch_layer

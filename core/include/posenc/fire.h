@@ -31,7 +31,7 @@ struct FireParams {
   std::vector<double> w2, b2;  // Linear(width, heads): [heads][width] row-major, [heads]
 };
 
-// Checks the shapes and that c, threshold and eps are finite; throws posenc::Error naming the field.
+// Checks the shapes, that c, threshold and eps are finite and eps > 0; throws posenc::Error naming the field.
 void validate(const FireParams& p);
 
 // The MLP's input for query position i and key position j: psi(i - j) / (psi(max(L, i)) + eps).

@@ -6,7 +6,7 @@
 
 namespace posenc {
 
-enum class Scheme { kNope, kSinusoidal, kLearned, kRope, kMrope, kAlibi, kT5, kXl, kDeberta, kKerple, kSandwich, kFox, kDpb, kShaw, kFire };
+enum class Scheme { kNope, kSinusoidal, kLearned, kRope, kMrope, kAlibi, kT5, kXl, kDeberta, kKerple, kSandwich, kFox, kDpb, kShaw, kFire, kCope };
 
 // Where the scheme acts.
 enum class SchemeKind {
@@ -20,7 +20,8 @@ POSENC_ENUM_NAMES(Scheme, "scheme", {Scheme::kNope, "nope"}, {Scheme::kSinusoida
                   {Scheme::kRope, "rope"}, {Scheme::kMrope, "mrope"}, {Scheme::kAlibi, "alibi"}, {Scheme::kT5, "t5"},
                   {Scheme::kXl, "xl"}, {Scheme::kDeberta, "deberta"}, {Scheme::kKerple, "kerple"},
                   {Scheme::kSandwich, "sandwich"}, {Scheme::kFox, "fox"}, {Scheme::kDpb, "dpb"},
-                  {Scheme::kShaw, "shaw"}, {Scheme::kFire, "fire"});
+                  {Scheme::kShaw, "shaw"}, {Scheme::kFire, "fire"},
+                  {Scheme::kCope, "cope"});
 
 struct SchemeInfo {
   Scheme scheme;

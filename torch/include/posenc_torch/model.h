@@ -104,6 +104,7 @@ class AttentionImpl : public torch::nn::Module {
   DebertaRelative deberta{nullptr};
   ForgetGate fox{nullptr};  // FoX: this layer's forget gate
   ShawRelative shaw{nullptr};  // Shaw's relative keys and values of this layer
+  Cope cope{nullptr};          // CoPE's position embeddings of this layer
 };
 TORCH_MODULE(Attention);
 

@@ -120,4 +120,21 @@ class ShawRelativeImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ShawRelative);
 
+// CoPE, contextual positions (Golovneva et al. 2024; the paper's code, facebookresearch/RAM
+// projects/cope; Python's posenc.nn.CoPE): with gates g = sigmoid(scores) (0 on blocked keys),
+// p_ij = min(sum_{t >= j} g_it, max_pos - 1) and z_i = q_i . pos_emb^T, the term added to the
+// scaled scores is z_i[ceil p] (p - floor p) + z_i[floor p] (1 - p + floor p). pos_emb
+// [max_pos, Dh] starts at zero (the paper's), one per layer.
+class CopeImpl : public torch::nn::Module {
+ public:
+  CopeImpl(int head_dim, int max_pos);
+  // q [B, H, Sq, Dh], scores [B, H, Sq, Sk] (scaled), blocked [B or 1, 1 or H, Sq, Sk] -> [B, H, Sq, Sk]
+  torch::Tensor term(const torch::Tensor& q, const torch::Tensor& scores, const torch::Tensor& blocked) const;
+  torch::Tensor pos_emb;  // parameter [max_pos, Dh]
+
+ private:
+  int max_pos_;
+};
+TORCH_MODULE(Cope);
+
 }  // namespace posenc::torch_layer
