@@ -70,7 +70,8 @@ void add_bench_attention_command(CLI::App* bench) {
   add_heads_option(cmd, c.heads, "query heads")->capture_default_str();
   add_kv_heads_option(cmd, c.kv_heads, "key/value heads (0: --heads)")->capture_default_str();
   add_head_dim_option(cmd, c.head_dim, "head dimension")->capture_default_str();
-  add_scheme_option(cmd, c.scheme, "none, rope, alibi or t5")->capture_default_str();
+  add_scheme_option(cmd, c.scheme, "none, rope, alibi, t5, or a learned bias: kerple, sandwich, dpb, fox (forward, "
+                    "prefill; with ALiBi's time in the same run: rate_vs_alibi)")->capture_default_str();
   add_causal_flag(cmd, c.causal, "causal mask (default: bidirectional)");
   add_enum_option(cmd, "--dtype", c.dtype, "posenc's q, k, v storage; bf16/f16 also time f32 on the same shape (rate_vs_f32)");
   cmd->add_flag("--decode", a->decode,
@@ -98,6 +99,10 @@ void add_bench_attention_command(CLI::App* bench) {
       if (c.dtype != DType::kF32) {
         out["f32_seconds"] = r.f32_seconds;
         out["rate_vs_f32"] = r.rate_vs_f32;
+      }
+      if (r.alibi_seconds > 0) {
+        out["alibi_seconds"] = r.alibi_seconds;
+        out["rate_vs_alibi"] = r.rate_vs_alibi;
       }
       if (!r.torch_skipped.empty()) {
         out["torch_seconds"] = nullptr;
@@ -129,6 +134,9 @@ void add_bench_attention_command(CLI::App* bench) {
       std::printf("  libtorch: %s\n", r.torch_skipped.c_str());
     if (c.dtype != DType::kF32)
       std::printf("  f32     %9.3f ms  rate_vs_f32 %.2f\n", r.f32_seconds * 1e3, r.rate_vs_f32);
+    if (r.alibi_seconds > 0)
+      std::printf("  alibi   %9.3f ms  rate_vs_alibi %.2f  (ALiBi's kernel, same tensors, same run)\n", r.alibi_seconds * 1e3,
+                  r.rate_vs_alibi);
     std::printf("  gemm    %6.1f GFLOP/s  fraction_of_gemm %.2f  (q k^T and p v as batched products)\n", r.gemm_gflops, r.fraction_of_gemm);
     std::printf("  square gemm %6.1f GFLOP/s  fraction_of_square_gemm %.2f  (2048^3 float32; BLAS threads %d)\n", r.square_gemm_gflops,
                 r.fraction_of_square_gemm, r.blas_threads);

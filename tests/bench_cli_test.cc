@@ -27,6 +27,34 @@ TEST(BenchCli, AttentionPrintsOneJsonObject) {
   }
 }
 
+// The learned biases of issue 24 (forward, prefill): the kernel agrees with the reference and is
+// timed beside ALiBi's kernel on the same tensors in the same run; what is not timed says so.
+TEST(BenchCli, AttentionLearnedBiasesReportTheRateVsAlibi) {
+  for (const char* scheme : {"kerple", "sandwich", "dpb", "fox"}) {
+    const CliRun r = run(std::string("bench attention --seq 96 --heads 4 --kv-heads 2 --head-dim 32 --repeats 1 --json --causal --scheme ") + scheme);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_GT(j["alibi_seconds"].get<double>(), 0) << scheme;
+    EXPECT_NEAR(j["rate_vs_alibi"].get<double>(), j["alibi_seconds"].get<double>() / j["posenc_seconds"].get<double>(), 1e-9);
+    EXPECT_LT(j["max_rel_error"].get<double>(), 1e-4) << scheme;
+    EXPECT_GT(j["torch_seconds"].get<double>(), 0) << scheme;
+  }
+  EXPECT_FALSE(nlohmann::json::parse(run("bench attention --seq 64 --heads 2 --head-dim 16 --repeats 1 --json --scheme alibi").out)
+                   .contains("rate_vs_alibi"));
+  const CliRun fox = run("bench attention --seq 64 --heads 2 --head-dim 16 --repeats 1 --scheme fox");
+  EXPECT_EQ(fox.code, 2);
+  EXPECT_NE(fox.err.find("add --causal"), std::string::npos) << fox.err;
+  const CliRun decode = run("bench attention --decode --keys 64 --heads 2 --head-dim 16 --repeats 1 --scheme kerple");
+  EXPECT_EQ(decode.code, 2);
+  EXPECT_NE(decode.err.find("prefill benchmark"), std::string::npos) << decode.err;
+  const CliRun backward = run("bench attention --seq 64 --heads 2 --head-dim 16 --repeats 1 --causal --backward --scheme dpb");
+  EXPECT_EQ(backward.code, 2);
+  EXPECT_NE(backward.err.find("forward only"), std::string::npos) << backward.err;
+  const CliRun unknown = run("bench attention --seq 64 --heads 2 --head-dim 16 --repeats 1 --scheme fire");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.err.find("'fire'"), std::string::npos) << unknown.err;
+}
+
 // The BLAS ceilings run on the benchmark's threads: OpenBLAS keeps its own pool, which libtorch's
 // set_num_threads does not reach (posenc_torch/blas_threads.h).
 TEST(BenchCli, AttentionGemmCeilingsUseTheBenchmarksThreads) {

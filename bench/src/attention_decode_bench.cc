@@ -71,7 +71,9 @@ DecodeBenchResult run_decode_bench(const DecodeBenchConfig& c) {
     throw Error("bench attention --decode: K and V would take " + std::to_string(static_cast<long>(r.kv_bytes / (1 << 20))) +
                 " MiB (over 4 GiB): use fewer --keys or --kv-heads");
 
-  BenchPositions positions(c.scheme, true, H, D);
+  if (is_learned_bias_scheme(c.scheme))
+    throw Error("bench attention --decode times none, rope, alibi and t5; --scheme " + c.scheme + " is a prefill benchmark");
+  BenchPositions positions(c.scheme, true, H, D, T);
   AttentionParams& p = positions.params;
   p.q_positions.offset = T - 1;  // the new token, after T - 1 cached ones
   AttentionOptions options;

@@ -4,6 +4,9 @@
 
 #include "posenc/alibi.h"
 #include "posenc/error.h"
+#include "posenc/forget_gate.h"
+#include "posenc/kerple.h"
+#include "posenc/sandwich.h"
 
 namespace posenc::bench {
 
@@ -15,13 +18,22 @@ RopeSchedule default_schedule(int head_dim) {
 }
 }  // namespace
 
-BenchPositions::BenchPositions(const std::string& scheme, bool causal, int heads, int head_dim)
+bool is_learned_bias_scheme(const std::string& scheme) {
+  return scheme == "kerple" || scheme == "sandwich" || scheme == "dpb" || scheme == "fox";
+}
+
+BenchPositions::BenchPositions(const std::string& scheme, bool causal, int heads, int head_dim, std::int64_t tokens)
     : slopes(alibi_slopes(heads)), schedule(default_schedule(head_dim)), t5{32, 128, !causal},
       t5_table(static_cast<std::size_t>(t5.num_buckets) * heads) {
   std::mt19937 rng(0);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (float& x : t5_table) x = normal(rng);
   params.mask.causal = causal;
+  const auto use_table = [&](std::vector<float> values, DistanceSide side) {
+    table = std::move(values);
+    params.positions = AttentionPositions::kDistanceTable;
+    params.distance_table = {table.data(), tokens, side};
+  };
   if (scheme == "rope") {
     params.positions = AttentionPositions::kRope;
     params.rope = rope_apply_params(schedule);
@@ -33,8 +45,25 @@ BenchPositions::BenchPositions(const std::string& scheme, bool causal, int heads
     params.positions = AttentionPositions::kT5;
     params.t5_table = t5_table.data();
     params.t5 = t5;
+  } else if (scheme == "kerple") {
+    use_table(kerple_table(kerple_init(heads, KerpleKind::kLog), tokens), DistanceSide::kAbsolute);
+  } else if (scheme == "sandwich") {
+    use_table(sandwich_table(SandwichParams{heads, head_dim}, tokens), DistanceSide::kAbsolute);
+  } else if (scheme == "dpb") {
+    std::vector<float> values(static_cast<std::size_t>(heads) * (2 * tokens - 1));
+    for (float& x : values) x = normal(rng);
+    use_table(std::move(values), DistanceSide::kSigned);
+  } else if (scheme == "fox") {
+    if (!causal) throw Error("bench attention: --scheme fox is causal (a forget gate over the tokens before): add --causal");
+    std::normal_distribution<float> logit(3.0f, 1.0f);  // gates near 0.95: a little forgetting per token
+    std::vector<float> logits(static_cast<std::size_t>(heads) * tokens);
+    for (float& x : logits) x = logit(rng);
+    gate.resize(logits.size());
+    forget_gate_cumulative(logits.data(), ForgetGateShape{1, heads, static_cast<int>(tokens)}, gate.data());
+    params.positions = AttentionPositions::kForgetGate;
+    params.gate_cumulative = gate.data();
   } else if (scheme != "none") {
-    throw Error("bench attention: --scheme must be none, rope, alibi or t5, got '" + scheme + "'");
+    throw Error("bench attention: --scheme must be none, rope, alibi, t5, kerple, sandwich, dpb or fox, got '" + scheme + "'");
   }
 }
 

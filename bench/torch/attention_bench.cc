@@ -52,12 +52,20 @@ double square_sgemm_gflops(int repeats) {
 // weighted sum; differentiable when grad mode is on. What does not depend on q, k, v (distances,
 // the causal block, slopes) is formed once, outside the timing.
 struct Materialised {
-  Materialised(const AttentionBenchConfig& c, const RopeSchedule& schedule, const std::vector<double>& slopes, const T5BucketParams& t5,
-               int S, int H)
-      : c(c), schedule(schedule), t5(t5), S(S), pos(torch::arange(S, torch::kInt64)),
+  Materialised(const AttentionBenchConfig& c, const BenchPositions& positions, int S, int H)
+      : c(c), schedule(positions.schedule), t5(positions.t5), S(S), pos(torch::arange(S, torch::kInt64)),
         diff((pos.view({S, 1}) - pos.view({1, S})).to(torch::kFloat32)),
         causal_block(pos.view({1, S}) > pos.view({S, 1})),
-        slope_t(torch::tensor(std::vector<float>(slopes.begin(), slopes.end())).view({1, H, 1, 1})) {}
+        slope_t(torch::tensor(std::vector<float>(positions.slopes.begin(), positions.slopes.end())).view({1, H, 1, 1})) {
+    // The learned biases as the lab's materialising path adds them (distance_bias_scores,
+    // gate_bias_scores): the table gathered at each (i, j)'s column, FoX's c_i - c_j.
+    const torch::Tensor delta = pos.view({S, 1}) - pos.view({1, S});
+    if (!positions.table.empty()) {
+      table = torch::tensor(positions.table).view({H, -1});
+      column = c.scheme == "dpb" ? delta + (S - 1) : delta.abs();
+    }
+    if (!positions.gate.empty()) gate = torch::tensor(positions.gate).view({1, H, S});
+  }
 
   // q [1, H, S, D], k, v [1, Hk, S, D] -> [1, H, S, D].
   torch::Tensor operator()(const torch::Tensor& qh, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& t5_table) const {
@@ -82,6 +90,8 @@ struct Materialised {
       const torch::Tensor rel = pos.view({1, S}) - pos.view({S, 1}) + (S - 1);
       scores = scores + t5_table.index({torch::tensor(buckets).index({rel})}).permute({2, 0, 1}).unsqueeze(0);
     }
+    if (table.defined()) scores = scores + table.index({torch::indexing::Slice(), column}).unsqueeze(0);
+    if (gate.defined()) scores = scores + (gate.unsqueeze(-1) - gate.unsqueeze(-2));
     if (c.causal) scores = scores.masked_fill(causal_block, -1e30f);
     return torch::matmul(torch::softmax(scores, -1), vh);
   }
@@ -91,6 +101,7 @@ struct Materialised {
   T5BucketParams t5;
   int S;
   torch::Tensor pos, diff, causal_block, slope_t;
+  torch::Tensor table, column, gate;  // kerple, sandwich, dpb: [H, width] and [S, S]; fox: c [1, H, S]
 };
 
 // Forward + backward, posenc's autograd op against libtorch autograd through the same
@@ -104,7 +115,7 @@ AttentionBackwardResult time_backward(const AttentionBenchConfig& c, const Mater
   // Leaves as model.cc's q, k, v: [1, heads, S, D] views of [1, S, heads, D] memory.
   const auto leaf = [](const torch::Tensor& x) { return x.permute({0, 2, 1, 3}).detach().requires_grad_(true); };
   const bool t5 = c.scheme == "t5";
-  FusedAttentionTensors t{leaf(q), leaf(k), leaf(v), t5_table.detach().requires_grad_(t5)};
+  FusedAttentionTensors t{leaf(q), leaf(k), leaf(v), t5_table.detach().requires_grad_(t5), {}, {}};
   std::vector<torch::Tensor> inputs = {t.q, t.k, t.v};
   if (t5) inputs.push_back(t.t5_table);
   AttentionParams p;
@@ -169,10 +180,11 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
   const torch::Tensor q = torch::randn({1, S, H, D}), k = torch::randn({1, S, Hk, D}), v = torch::randn({1, S, Hk, D});
   torch::Tensor out = torch::empty({1, S, H, D});
 
-  const BenchPositions positions(c.scheme, c.causal, H, D);
+  if (c.backward && is_learned_bias_scheme(c.scheme))
+    throw Error("bench attention --backward times none, rope, alibi and t5; --scheme " + c.scheme + " times the forward only");
+  const BenchPositions positions(c.scheme, c.causal, H, D, S);
   const AttentionParams& p = positions.params;
   const std::vector<double>& slopes = positions.slopes;
-  const RopeSchedule& schedule = positions.schedule;
   const T5BucketParams& t5 = positions.t5;
   const torch::Tensor t5_table = torch::from_blob(const_cast<float*>(positions.t5_table.data()), {t5.num_buckets, H});
   AttentionOptions options;
@@ -187,11 +199,16 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
     r.f32_seconds = median_seconds(c.repeats, [&] { attention(view_of(q), view_of(k), view_of(v), view_of(out), p, options); });
     r.rate_vs_f32 = r.f32_seconds / r.posenc_seconds;
   }
+  if (is_learned_bias_scheme(c.scheme)) {  // ALiBi's kernel on the same tensors, same run: the bias-free baseline
+    const BenchPositions alibi("alibi", c.causal, H, D, S);
+    r.alibi_seconds = median_seconds(c.repeats, [&] { attention(view_of(qs), view_of(ks), view_of(vs), view_of(outs), alibi.params, options); });
+    r.rate_vs_alibi = r.alibi_seconds / r.posenc_seconds;
+  }
   r.extra_bytes = attention_extra_bytes(view_of(qs), view_of(ks), p, options);
   r.target = attention_kernel_target();
 
   // The materialising path, as model.cc computes it.
-  const Materialised torch_path(c, schedule, slopes, t5, S, H);
+  const Materialised torch_path(c, positions, S, H);
   const torch::Tensor qh = q.permute({0, 2, 1, 3}), kh = k.permute({0, 2, 1, 3}), vh = v.permute({0, 2, 1, 3});
   const auto materialise = [&] { torch_path(qh, kh, vh, t5_table); };
   r.torch_extra_bytes = static_cast<std::int64_t>(torch_bytes);

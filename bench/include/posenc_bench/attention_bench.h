@@ -41,6 +41,8 @@ struct AttentionBenchResult {
   double square_gemm_gflops = 0;       // a 2048^3 float32 product through libtorch, same threads, same run
   double fraction_of_square_gemm = 0;  // posenc_gflops / square_gemm_gflops
   double f32_seconds = 0, rate_vs_f32 = 0;  // posenc on float32 q, k, v, same shape and run (dtype != f32 only)
+  // kerple, sandwich, dpb, fox: ALiBi's kernel on the same tensors, same run; rate = alibi / this
+  double alibi_seconds = 0, rate_vs_alibi = 0;
   std::int64_t extra_bytes = 0;  // posenc's memory beyond q, k, v and out
   std::int64_t torch_extra_bytes = 0;  // the libtorch path's [H, S, T] scores, bias and weights
   double max_rel_error = 0;      // against attention_reference, the last 8 queries
