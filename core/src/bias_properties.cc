@@ -7,6 +7,7 @@
 
 #include "posenc/alibi.h"
 #include "posenc/attention.h"
+#include "posenc/fire.h"
 #include "posenc/kerple.h"
 #include "posenc/sandwich.h"
 
@@ -106,6 +107,32 @@ void append_bias_property_checks(const CheckOptions& o, std::mt19937_64& rng, st
   fox.gate_cumulative = c.data();
   out.push_back({"fox.alibi", "FoX (Lin et al. 2025) with a constant gate gamma: fused attention equals ALiBi's with slope -log gamma",
                  pair.largest_difference(fox, alibi), 0});
+
+  // FIRE with random MLP weights, c 0.1, L 512: below L its normaliser is constant, so the bias
+  // reads i - j alone; for causal pairs its input psi(i - j) / psi(max(L, i)) stays in [0, 1] at
+  // any length (i - j <= i <= max(L, i)), the property its progressive interpolation rests on.
+  FireParams fire;
+  fire.heads = kHeads, fire.width = 32;
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (auto* v : {&fire.w1, &fire.b1}) v->resize(32);
+  fire.w2.resize(32 * kHeads), fire.b2.resize(kHeads);
+  for (auto* v : {&fire.w1, &fire.b1, &fire.w2, &fire.b2})
+    for (double& x : *v) x = normal(rng);
+  double shifted = 0, outside = 0;
+  for (std::int64_t i = 0; i <= 400; i += 7)
+    for (std::int64_t j = 0; j <= i; j += 3) {
+      const std::vector<double> a = fire_bias(fire, i, j), b = fire_bias(fire, i + 111, j + 111);
+      for (int h = 0; h < kHeads; ++h) shifted = std::max(shifted, std::fabs(a[h] - b[h]));
+    }
+  for (std::int64_t i = 1; i <= (std::int64_t{1} << 31) - 1; i = i * 3 + 1)
+    for (std::int64_t j : {std::int64_t{0}, i / 2, i - 1, i}) {
+      const double x = fire_input(fire, i, j);
+      outside += x < 0 || x > 1;
+    }
+  out.push_back({"fire.shift", "FIRE (Li et al. 2023) below its threshold L = 512: b(i, j) = b(i + 111, j + 111), a bias of i - j alone",
+                 shifted, 0});
+  out.push_back({"fire.unit", "FIRE: causal inputs psi(i - j) / psi(max(L, i)) lie in [0, 1] for queries to 2^31 (count outside)",
+                 outside, 0});
 }
 
 }  // namespace posenc

@@ -1,4 +1,4 @@
-// The claims of the distance and gate biases (Kerple, Sandwich, FoX), measured live: part of
+// The claims of the distance and gate biases (Kerple, Sandwich, FoX, FIRE), measured live: part of
 // run_property_checks (properties.h), so `posenc check` prints them.
 #pragma once
 
@@ -10,7 +10,7 @@
 namespace posenc {
 
 // Appends: kerple.log.decay, kerple.power.decay, kerple.shift, sandwich.zero, sandwich.peak,
-// sandwich.shift, fox.alibi (o.dim: Sandwich's d' and the kernel checks' head dim).
+// sandwich.shift, fox.alibi, fire.shift, fire.unit (o.dim: Sandwich's d' and the kernel checks' head dim).
 void append_bias_property_checks(const CheckOptions& o, std::mt19937_64& rng, std::vector<PropertyCheck>& out);
 
 }  // namespace posenc
