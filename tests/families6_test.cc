@@ -272,5 +272,38 @@ TEST(Families6, XdropeConfigsHfRefuses) {
   refused(c, "is not a rope type posenc knows");
 }
 
+// Qwen2.5-Omni's get_rope_index: pieces at the last piece's max + 1 (the v4.49 rule), audio tokens
+// sequential on every axis, image T ids f * 1 * 25 and video T ids trunc(float32(f * 0.5) * 25).
+// Worked by hand: text 2 (0, 1); image 1x4x4 (merge 2): T 2, H and W 2..3; text 2 (4, 5); audio 3
+// (6..8); text 1 (9); video 2x4x4 at 0.5 s per grid: T 10 and 10 + 12, H and W 10..11; text 1 (23).
+TEST(Families6, QwenOmniPositionIdsCountAudioAndTimeAlignVideo) {
+  const TokenRun text2{TokenRun::kText, 2}, text1{TokenRun::kText, 1};
+  TokenRun image{TokenRun::kImage, 0, 1, 4, 4, 25}, audio{TokenRun::kAudio, 3}, video{TokenRun::kVideo, 0, 2, 4, 4, 25};
+  video.seconds_per_grid = 0.5;
+  const MropeIndex x = mrope_position_ids({text2, image, text2, audio, text1, video, text1}, 2, MropeIndexRule::kV4_49);
+  ASSERT_EQ(x.seq_len, 21);
+  const std::vector<std::int64_t> T = {0, 1, 2, 2, 2, 2, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 22, 22, 22, 22, 23};
+  const std::vector<std::int64_t> H = {0, 1, 2, 2, 3, 3, 4, 5, 6, 7, 8, 9, 10, 10, 11, 11, 10, 10, 11, 11, 23};
+  const std::vector<std::int64_t> W = {0, 1, 2, 3, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 23};
+  EXPECT_EQ(std::vector<std::int64_t>(x.ids.begin(), x.ids.begin() + 21), T);
+  EXPECT_EQ(std::vector<std::int64_t>(x.ids.begin() + 21, x.ids.begin() + 42), H);
+  EXPECT_EQ(std::vector<std::int64_t>(x.ids.begin() + 42, x.ids.end()), W);
+  EXPECT_EQ(x.rope_delta, 24 - 21);
+  // ((L - 1) // 2 + 1 - 2) // 2 + 1: 100 mel frames -> 25 tokens; 1 frame -> 0 (Python's floor).
+  EXPECT_EQ(qwen_omni_audio_tokens(100, false), 25);
+  EXPECT_EQ(qwen_omni_audio_tokens(1, false), 0);
+  EXPECT_EQ(qwen_omni_audio_tokens(300, true), 39);  // (L % 100 = 0 -> 0) + 3 * 13
+  EXPECT_EQ(qwen_omni_audio_tokens(150, true), 7 + 13);  // f = 25: ((24 // 2 + 1) - 1) // 2 + 1 = 7, + 1 x 13
+  // HF multiplies in float32: at 0.04 s per grid, frame 5 is trunc(0.19999999f * 25) = 4, not 5
+  // (torch: (arange(6) * tensor(0.04) * 25).long() = [0, 1, 2, 3, 4, 4]).
+  TokenRun frames{TokenRun::kVideo, 0, 6, 2, 2, 25};
+  frames.seconds_per_grid = 0.04;
+  const MropeIndex f = mrope_position_ids({text1, frames}, 2, MropeIndexRule::kV4_49);
+  EXPECT_EQ(std::vector<std::int64_t>(f.ids.begin(), f.ids.begin() + 7), (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 5}));
+  video.seconds_per_grid = -1;
+  EXPECT_THROW(mrope_position_ids({video}, 2), Error);
+  EXPECT_THROW(qwen_omni_audio_tokens(-1, false), Error);
+}
+
 }  // namespace
 }  // namespace posenc

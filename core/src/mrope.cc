@@ -67,8 +67,8 @@ MropeIndex mrope_position_ids(const std::vector<TokenRun>& runs, int m, MropeInd
   std::vector<std::int64_t> T, H, W;
   std::int64_t pos = 0, max_id = -1;
   for (const TokenRun& run : runs) {
-    if (run.kind == TokenRun::kText) {
-      if (run.length < 0) throw Error("text run length must be >= 0, got " + std::to_string(run.length));
+    if (run.kind == TokenRun::kText || run.kind == TokenRun::kAudio) {  // sequential on every axis
+      if (run.length < 0) throw Error("text and audio run lengths must be >= 0, got " + std::to_string(run.length));
       for (int i = 0; i < run.length; ++i) {
         T.push_back(pos + i);
         H.push_back(pos + i);
@@ -78,6 +78,9 @@ MropeIndex mrope_position_ids(const std::vector<TokenRun>& runs, int m, MropeInd
       max_id = std::max(max_id, pos - 1);
       continue;
     }
+    if (!(run.time_interval >= 0 && run.seconds_per_grid >= 0 && run.time_interval * run.seconds_per_grid * run.t <= 1e9))
+      throw Error("a vision run's time_interval " + format_number(run.time_interval) + " and seconds_per_grid " +
+                  format_number(run.seconds_per_grid) + " must be finite, >= 0 and keep its T ids below 1e9");
     if (run.t < 1 || run.h < 1 || run.w < 1 || run.h % m != 0 || run.w % m != 0)
       throw Error("vision grid " + std::to_string(run.t) + "x" + std::to_string(run.h) + "x" + std::to_string(run.w) +
                   " must be positive with h and w divisible by spatial_merge_size " + std::to_string(m));
@@ -88,7 +91,8 @@ MropeIndex mrope_position_ids(const std::vector<TokenRun>& runs, int m, MropeInd
     for (int f = 0; f < run.t; ++f)
       for (int y = 0; y < hm; ++y)
         for (int x = 0; x < wm; ++x) {
-          const std::int64_t tt = static_cast<std::int64_t>(f * run.time_interval) + pos;
+          const float step = static_cast<float>(f) * static_cast<float>(run.seconds_per_grid);  // HF: float32 tensors
+          const std::int64_t tt = static_cast<std::int64_t>(step * static_cast<float>(run.time_interval)) + pos;
           T.push_back(tt);
           H.push_back(y + pos);
           W.push_back(x + pos);
@@ -120,7 +124,8 @@ MropeIndex xdrope_position_ids(const std::vector<TokenRun>& runs, int m, int axe
   if (axes < 3 || axes > 4) throw Error("XD-RoPE has 3 or 4 position axes, got " + std::to_string(axes));
   std::int64_t seq = 0;
   for (const TokenRun& run : runs) {
-    if (run.kind == TokenRun::kVideo) throw Error("HunYuan-VL's get_rope_index takes text and images, not video");
+    if (run.kind == TokenRun::kVideo || run.kind == TokenRun::kAudio)
+      throw Error("HunYuan-VL's get_rope_index takes text and images, not video or audio");
     if (run.kind == TokenRun::kText) {
       if (run.length < 0) throw Error("text run length must be >= 0, got " + std::to_string(run.length));
       seq += run.length;
@@ -158,6 +163,14 @@ MropeIndex xdrope_position_ids(const std::vector<TokenRun>& runs, int m, int axe
   const std::int64_t top = seq ? *std::max_element(out.ids.begin(), out.ids.end()) : -1;
   out.rope_delta = top + 1 - seq;
   return out;
+}
+
+std::int64_t qwen_omni_audio_tokens(std::int64_t L, bool qwen3) {
+  if (L < 0 || L > (std::int64_t{1} << 40)) throw Error("mel frames must be in [0, 2^40], got " + std::to_string(L));
+  const auto floor_div = [](std::int64_t a, std::int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); };
+  if (!qwen3) return floor_div(floor_div(L - 1, 2) + 1 - 2, 2) + 1;
+  const std::int64_t f = floor_div(L % 100 - 1, 2) + 1;
+  return floor_div(floor_div(f - 1, 2) + 1 - 1, 2) + 1 + (L / 100) * 13;
 }
 
 }  // namespace posenc

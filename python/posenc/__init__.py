@@ -12,7 +12,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -21,7 +21,8 @@ from . import _posenc
 __all__ = [
     "ConfigError", "Error", "Layer", "Model", "Schedule", "RopeRuntime", "load_hf_config", "schedule", "rope_fields",
     "apply_rope", "XPosScale", "rope_shift", "attention", "SelfExtend", "ReRoPE", "DualChunk",
-    "sinusoidal", "alibi_slopes", "alibi_bias", "t5_buckets", "kernel_target", "check", "spec", "golden", "gguf", "mrope_position_ids", "hf", "nn", "plot", "deberta_relative_positions", "xl_relative_sinusoid",
+    "sinusoidal", "alibi_slopes", "alibi_bias", "t5_buckets", "kernel_target", "check", "spec", "golden", "gguf",
+    "mrope_position_ids", "qwen_omni_audio_tokens", "hf", "nn", "plot", "deberta_relative_positions", "xl_relative_sinusoid",
 ]
 
 Error = _posenc.Error  # every error the C++ core raises (a ValueError)
@@ -182,12 +183,27 @@ def check(dim: int = 64, positions: int = 100000, seed: int = 1234) -> List[Dict
         raise ConfigError(str(e)) from None
 
 
-def mrope_position_ids(runs: List[Tuple[str, int, int, int, int]], merge_size: int = 2) -> Tuple[torch.Tensor, int]:
-    """HF's get_rope_index (Qwen2-VL, v5 rule) for one sequence: runs of ("text", length, 1, 1, 1),
+def mrope_position_ids(runs: List[Tuple[str, int, int, int, int]], merge_size: int = 2, *, rule: str = "v5",
+                       time_interval: float = 1.0, video_seconds_per_grid: Sequence[float] = ()) -> Tuple[torch.Tensor, int]:
+    """HF's get_rope_index for one sequence: runs of ("text" | "audio", length, 1, 1, 1) and
     ("image" | "video", 0, t, h, w) with the grid in patches before merging. Returns the ids
-    [3, seq] (T, H, W) and rope_delta (a decode step at cache position c uses c + rope_delta)."""
-    ids, seq_len, delta = _posenc.mrope_position_ids(list(runs), merge_size)
+    [3, seq] (T, H, W) and rope_delta (a decode step at cache position c uses c + rope_delta).
+    rule "v5": after a vision run the next starts at pos + max(h', w') (Qwen2-VL in HF v5);
+    "v4.49": at max(ids) + 1 (HF <= 4.49, and Qwen2.5-Omni). Temporal patch f of a vision run
+    has T id start + trunc(f * seconds_per_grid * time_interval) in float32 (HF's tensors):
+    Qwen2.5-VL videos time_interval = tokens_per_second; Qwen2.5-Omni (rule "v4.49")
+    time_interval = position_id_per_seconds (25) for images and videos, video_seconds_per_grid one
+    value per video run (default 1), audio runs of qwen_omni_audio_tokens(frames) tokens between
+    their bos and eos text tokens. Qwen3-Omni's float ids and audio-in-video chunking are not here."""
+    ids, seq_len, delta = _posenc.mrope_position_ids(list(runs), merge_size, rule, float(time_interval),
+                                                     [float(x) for x in video_seconds_per_grid])
     return torch.from_numpy(ids).view(3, seq_len), delta
+
+
+def qwen_omni_audio_tokens(mel_frames: int, qwen3: bool = False) -> int:
+    """Audio tokens of an audio segment with `mel_frames` valid mel frames: Qwen2.5-Omni's
+    ((L - 1) // 2 + 1 - 2) // 2 + 1, or Qwen3-Omni's (qwen3=True), as HF computes them."""
+    return _posenc.qwen_omni_audio_tokens(mel_frames, bool(qwen3))
 
 
 def vision_2d_schedule(head_dim: int, theta: float = 10000.0) -> Schedule:

@@ -342,23 +342,34 @@ PYBIND11_MODULE(_posenc, m) {
       throw Error("a vision grid of " + std::to_string(std::int64_t{t} * h * w) + " patches; at most 2^26");
     return owned_array(vision_2d_position_ids(t, h, w, merge_size));
   });
-  m.def("mrope_position_ids", [](const std::vector<std::tuple<std::string, int, int, int, int>>& runs, int merge_size) {
+  m.def("mrope_position_ids", [](const std::vector<std::tuple<std::string, int, int, int, int>>& runs, int merge_size,
+                                  const std::string& rule, double time_interval, const std::vector<double>& video_seconds) {
     std::vector<TokenRun> r;
+    std::size_t videos = 0;
     for (const auto& [kind, length, t, h, w] : runs) {
       TokenRun run;
       if (kind == "text") run.kind = TokenRun::kText;
       else if (kind == "image") run.kind = TokenRun::kImage;
       else if (kind == "video") run.kind = TokenRun::kVideo;
-      else throw Error("run kind must be text, image or video, got '" + kind + "'");
+      else if (kind == "audio") run.kind = TokenRun::kAudio;
+      else throw Error("run kind must be text, image, video or audio, got '" + kind + "'");
       run.length = length;
       run.t = t;
       run.h = h;
       run.w = w;
+      run.time_interval = time_interval;
+      if (run.kind == TokenRun::kVideo && videos < video_seconds.size()) run.seconds_per_grid = video_seconds[videos];
+      videos += run.kind == TokenRun::kVideo;
       r.push_back(run);
     }
-    MropeIndex index = mrope_position_ids(r, merge_size);
+    if (!video_seconds.empty() && video_seconds.size() != videos)
+      throw Error("video_seconds_per_grid has " + std::to_string(video_seconds.size()) + " values for " +
+                  std::to_string(videos) + " video runs; give one per video (or none: 1 second each)");
+    if (rule != "v5" && rule != "v4.49") throw Error("rule must be 'v5' or 'v4.49', got '" + rule + "'");
+    MropeIndex index = mrope_position_ids(r, merge_size, rule == "v5" ? MropeIndexRule::kV5 : MropeIndexRule::kV4_49);
     return py::make_tuple(owned_array(std::move(index.ids)), index.seq_len, index.rope_delta);
   });
+  m.def("qwen_omni_audio_tokens", [](std::int64_t mel_frames, bool qwen3) { return qwen_omni_audio_tokens(mel_frames, qwen3); });
   // relative: a contiguous int64 tensor (capsule), read in place; the buckets an owned array (8
   // bytes each, where lists cost ~36 in and out).
   m.def("t5_buckets", [](const py::object& relative, int num_buckets, int max_distance, bool bidirectional) {

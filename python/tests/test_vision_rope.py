@@ -75,3 +75,24 @@ def test_hunyuan_vl_text_positions_rotate_and_its_four_axes_are_refused_with_the
     assert torch.allclose(out.double(), q.double() * cos + half * sin, rtol=0, atol=1e-5)  # 1-D RoPE, rotate_half
     with pytest.raises(ValueError, match="XD-RoPE"):
         posenc.apply_rope(q, schedule=sched, positions=torch.arange(5).repeat(4, 1, 1))
+
+
+def test_qwen_omni_position_ids_count_audio_and_time_align_video():
+    """Qwen2.5-Omni's get_rope_index (rule "v4.49", 25 ids per second): the same hand-worked
+    sequence as the C++ test, through Python's keywords; audio token counts as HF's formulas."""
+    runs = [("text", 2, 1, 1, 1), ("image", 0, 1, 4, 4), ("text", 2, 1, 1, 1), ("audio", 3, 1, 1, 1),
+            ("text", 1, 1, 1, 1), ("video", 0, 2, 4, 4), ("text", 1, 1, 1, 1)]
+    ids, delta = posenc.mrope_position_ids(runs, 2, rule="v4.49", time_interval=25, video_seconds_per_grid=[0.5])
+    assert ids[0].tolist() == [0, 1, 2, 2, 2, 2, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 22, 22, 22, 22, 23]
+    assert delta == 3
+    assert posenc.qwen_omni_audio_tokens(100) == 25 and posenc.qwen_omni_audio_tokens(150, qwen3=True) == 20
+    # HF's float32 product, against torch itself: at 0.04 s per grid frame 5 reads 4.
+    frames, _ = posenc.mrope_position_ids([("video", 0, 6, 2, 2)], 2, rule="v4.49", time_interval=25,
+                                          video_seconds_per_grid=[0.04])
+    assert frames[0].tolist() == (torch.arange(6) * torch.tensor(0.04) * 25).long().tolist() == [0, 1, 2, 3, 4, 4]
+    with pytest.raises(ValueError, match="one per video"):
+        posenc.mrope_position_ids(runs, 2, rule="v4.49", video_seconds_per_grid=[0.5, 1.0])
+    with pytest.raises(ValueError, match="rule"):
+        posenc.mrope_position_ids(runs, 2, rule="v6")
+    with pytest.raises(ValueError, match="audio"):
+        posenc.mrope_position_ids([("speech", 2, 1, 1, 1)], 2)

@@ -29,10 +29,15 @@ std::vector<std::int64_t> vision_2d_position_ids(int t, int h, int w, int merge_
 
 // A run of tokens of one kind for get_rope_index.
 struct TokenRun {
-  enum Kind { kText, kImage, kVideo } kind = kText;
-  int length = 0;           // text: token count (vision runs derive it from the grid)
+  enum Kind { kText, kImage, kVideo, kAudio } kind = kText;
+  int length = 0;           // text, audio: token count (vision runs derive it from the grid)
   int t = 1, h = 1, w = 1;  // vision grid in patches, before merging
-  double time_interval = 1;  // T step per temporal patch (Qwen2.5-VL videos: tokens_per_second * seconds_per_grid)
+  // Temporal patch f of a vision run has T id start + trunc(float32(float32(f * seconds_per_grid) *
+  // time_interval)), HF's float32 tensors: Qwen2.5-VL videos time_interval = tokens_per_second,
+  // Qwen2.5-Omni images and videos position_id_per_seconds (25), with the video's
+  // second_per_grid; Qwen2-VL 1 and 1.
+  double time_interval = 1;
+  double seconds_per_grid = 1;
 };
 
 struct MropeIndex {
@@ -43,8 +48,16 @@ struct MropeIndex {
 
 enum class MropeIndexRule {
   kV5,    // the next run starts at pos + max(h', w') after a vision run (HF v5)
-  kV4_49, // the next run starts at max(all ids so far) + 1 (HF <= 4.49; differs for long videos)
+  kV4_49, // the next run starts at max(all ids so far) + 1 (HF <= 4.49; differs for long videos);
+          // also Qwen2.5-Omni's get_rope_index (each piece at the last piece's max + 1), whose audio
+          // runs are sequential on every axis like text
 };
+
+// Audio tokens for `mel_frames` valid mel frames (Python floor division): Qwen2.5-Omni
+// ((L - 1) // 2 + 1 - 2) // 2 + 1 (modeling_qwen2_5_omni.py get_rope_index); Qwen3-Omni
+// ((f - 1) // 2 + 1 - 1) // 2 + 1 + (L // 100) * 13 with f = ((L % 100) - 1) // 2 + 1
+// (modeling_qwen3_omni_moe.py _get_feat_extract_output_lengths). L >= 0.
+std::int64_t qwen_omni_audio_tokens(std::int64_t mel_frames, bool qwen3);
 
 // HF's get_rope_index for one sequence of runs; merge_size is spatial_merge_size.
 MropeIndex mrope_position_ids(const std::vector<TokenRun>& runs, int merge_size, MropeIndexRule rule = MropeIndexRule::kV5);
