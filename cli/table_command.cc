@@ -50,6 +50,7 @@ struct TableArgs {
   DebertaRelativeParams deberta;
   std::optional<std::string> mrope_section, grid;
   int merge = 2, text_before = 0, text_after = 0;
+  double time_interval = 1, seconds_per_grid = 1;  // the grid run's T ids (mrope.h TokenRun)
   bool bidirectional = false, causal = false, symmetric = false, interleaved = false, v4_rule = false;
   // flag name -> the option, and the schemes it applies to
   std::map<std::string, std::pair<CLI::Option*, std::set<std::string>>> applies;
@@ -153,9 +154,9 @@ json table_mrope(const TableArgs& a) {
     if (g[0] * (g[1] / m) * (g[2] / m) + a.text_before + a.text_after > static_cast<std::int64_t>(kMaxRows) ||
         a.text_before < 0 || a.text_after < 0)
       throw Error("--grid and --text-before/--text-after: at most " + std::to_string(kMaxRows) + " tokens, none negative");
-    const std::vector<TokenRun> runs = {{TokenRun::kText, a.text_before},
-                                        {TokenRun::kImage, 0, static_cast<int>(g[0]), static_cast<int>(g[1]), static_cast<int>(g[2])},
-                                        {TokenRun::kText, a.text_after}};
+    TokenRun grid{TokenRun::kImage, 0, static_cast<int>(g[0]), static_cast<int>(g[1]), static_cast<int>(g[2]), a.time_interval};
+    grid.seconds_per_grid = a.seconds_per_grid;
+    const std::vector<TokenRun> runs = {{TokenRun::kText, a.text_before}, grid, {TokenRun::kText, a.text_after}};
     const MropeIndex idx = mrope_position_ids(runs, a.merge, a.v4_rule ? MropeIndexRule::kV4_49 : MropeIndexRule::kV5);
     const auto n = static_cast<std::ptrdiff_t>(idx.seq_len);
     json ids = json::array();
@@ -373,7 +374,15 @@ void add_table_command(CLI::App& app) {
   opt(cmd->add_option("--merge", a->merge, "spatial_merge_size")->capture_default_str(), {"mrope"});
   opt(cmd->add_option("--text-before", a->text_before, "text tokens before the image")->capture_default_str(), {"mrope"});
   opt(cmd->add_option("--text-after", a->text_after, "text tokens after the image")->capture_default_str(), {"mrope"});
-  opt(cmd->add_flag("--v4", a->v4_rule, "HF <= 4.49 rule for the text after a vision run"), {"mrope"});
+  opt(cmd->add_flag("--v4", a->v4_rule, "HF <= 4.49 rule for the text after a vision run (also Qwen2.5-Omni's)"), {"mrope"});
+  opt(cmd->add_option("--time-interval", a->time_interval,
+                      "T ids per second of the grid (Qwen2.5-VL tokens_per_second, Qwen2.5-Omni position_id_per_seconds 25)")
+          ->capture_default_str(),
+      {"mrope"});
+  opt(cmd->add_option("--seconds-per-grid", a->seconds_per_grid,
+                      "seconds per temporal patch: frame f's T id is trunc(float32(f x this) x --time-interval)")
+          ->capture_default_str(),
+      {"mrope"});
   cmd->callback([a] { run_table(*a); });
 }
 

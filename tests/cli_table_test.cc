@@ -69,6 +69,11 @@ TEST(CliTable, TransformerXlRopeMropeDeberta) {
   const auto m = run_json("table --scheme mrope --grid 1,4,6 --merge 2 --text-before 2 --text-after 2");
   EXPECT_EQ(m.at("position_ids"), idx.at("position_ids_v5_main"));
   EXPECT_EQ(m.at("rope_delta"), idx.at("rope_deltas_v5_main")[0][0]);
+  // Qwen2.5-Omni's time-aligned frames (rule v4.49, 25 ids per second, 0.04 s per grid): HF's
+  // float32 (arange(6) * 0.04 * 25).long() = [0, 1, 2, 3, 4, 4] after one text token.
+  const auto omni = run_json("table --scheme mrope --grid 6,2,2 --merge 2 --text-before 1 --v4 --time-interval 25 "
+                             "--seconds-per-grid 0.04");
+  EXPECT_EQ(omni.at("position_ids")[0], (nlohmann::json{0, 1, 2, 3, 4, 5, 5}));
   const auto& tiny = golden_case("mrope_and_2d", "qwen2vl_mrope_apply_tiny_d16");
   const auto axis = run_json("table --scheme mrope --mrope-section 2,3,3").at("axis_of_freq");
   for (std::size_t c = 0; c < 16; ++c) EXPECT_EQ(axis[c % 8], tiny.at("axis_of_channel")[c]) << c;
