@@ -377,10 +377,12 @@ void add_table_command(CLI::App& app) {
   opt(cmd->add_flag("--v4", a->v4_rule, "HF <= 4.49 rule for the text after a vision run (also Qwen2.5-Omni's)"), {"mrope"});
   opt(cmd->add_option("--time-interval", a->time_interval,
                       "T ids per second of the grid (Qwen2.5-VL tokens_per_second, Qwen2.5-Omni position_id_per_seconds 25)")
+          ->check(CLI::Range(0.0, 1e9))
           ->capture_default_str(),
       {"mrope"});
   opt(cmd->add_option("--seconds-per-grid", a->seconds_per_grid,
                       "seconds per temporal patch: frame f's T id is trunc(float32(f x this) x --time-interval)")
+          ->check(CLI::Range(0.0, 1e9))
           ->capture_default_str(),
       {"mrope"});
   cmd->callback([a] { run_table(*a); });

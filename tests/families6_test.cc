@@ -266,6 +266,13 @@ TEST(Families6, XdropeConfigsHfRefuses) {
   c["rope_scaling"]["xdrope_section"] = {8, 8, 8, 8, 32};
   refused(c, "3 or 4");
   c = base;
+  c["rope_scaling"].erase("xdrope_section");  // no sections: read as 1-D RoPE, with a warning
+  const ModelSpec plain = parse_model_spec(c.dump());
+  EXPECT_TRUE(plain.mrope_section.empty());
+  bool warned = false;
+  for (const auto& w : plain.warnings) warned = warned || w.find("absent or empty") != std::string::npos;
+  EXPECT_TRUE(warned);
+  c = base;
   c["model_type"] = "qwen2";
   refused(c, "xdrope_section is not a key any rope type knows");
   c["rope_scaling"].erase("xdrope_section");
@@ -302,6 +309,9 @@ TEST(Families6, QwenOmniPositionIdsCountAudioAndTimeAlignVideo) {
   EXPECT_EQ(std::vector<std::int64_t>(f.ids.begin(), f.ids.begin() + 7), (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 5}));
   video.seconds_per_grid = -1;
   EXPECT_THROW(mrope_position_ids({video}, 2), Error);
+  // Refused before anything is allocated: 2^30 merged patches.
+  EXPECT_THROW(mrope_position_ids({{TokenRun::kImage, 0, 1, 65536, 65536}}, 2), Error);
+  EXPECT_THROW(xdrope_position_ids({{TokenRun::kImage, 0, 1, 65536, 65536}}, 2, 4), Error);
   EXPECT_THROW(qwen_omni_audio_tokens(-1, false), Error);
 }
 

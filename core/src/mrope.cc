@@ -62,8 +62,28 @@ std::vector<std::int64_t> vision_2d_position_ids(int t, int h, int w, int m) {
   return ids;
 }
 
+namespace {
+
+// Every run's tokens summed before anything is allocated: at most kMaxIndexTokens (2^24, 400 MiB
+// of ids for 3 axes), far past any context a model is given.
+constexpr std::int64_t kMaxIndexTokens = std::int64_t{1} << 24;
+
+void check_total_tokens(const std::vector<TokenRun>& runs, int m, bool newline_column) {
+  double total = 0;
+  for (const TokenRun& r : runs)
+    total += r.kind == TokenRun::kText || r.kind == TokenRun::kAudio
+                 ? std::max(0, r.length)
+                 : double(std::max(1, r.t)) * std::max(0, r.h / m) * (std::max(0, r.w / m) + (newline_column ? 1 : 0)) +
+                       (newline_column ? 2 : 0);
+  if (total > double(kMaxIndexTokens))
+    throw Error("the runs hold " + format_number(total) + " tokens; position ids are computed for at most 2^24 (16777216)");
+}
+
+}  // namespace
+
 MropeIndex mrope_position_ids(const std::vector<TokenRun>& runs, int m, MropeIndexRule rule) {
   if (m < 1) throw Error("spatial_merge_size must be >= 1, got " + std::to_string(m));
+  check_total_tokens(runs, m, false);
   std::vector<std::int64_t> T, H, W;
   std::int64_t pos = 0, max_id = -1;
   for (const TokenRun& run : runs) {
@@ -122,6 +142,7 @@ std::vector<std::uint8_t> xdrope_column_axes(const std::vector<int>& sections) {
 MropeIndex xdrope_position_ids(const std::vector<TokenRun>& runs, int m, int axes) {
   if (m < 1) throw Error("spatial_merge_size must be >= 1, got " + std::to_string(m));
   if (axes < 3 || axes > 4) throw Error("XD-RoPE has 3 or 4 position axes, got " + std::to_string(axes));
+  check_total_tokens(runs, m, true);
   std::int64_t seq = 0;
   for (const TokenRun& run : runs) {
     if (run.kind == TokenRun::kVideo || run.kind == TokenRun::kAudio)

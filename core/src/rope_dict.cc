@@ -88,7 +88,7 @@ void apply_hf_rules(const json& dict, const std::string& w, const RopeDictContex
 // HunYuanVLTextConfig._normalize_mrope_section_alias: the legacy xdrope_section is mrope_section;
 // with both, HF raises ValueError unless they hold the same values. Either way the sections are
 // XD-RoPE's (_validate_mrope_section then checks integers summing to head_dim // 2).
-void read_xdrope_section(const json& dict, const std::string& w, RopeParams& p) {
+void read_xdrope_section(const json& dict, const std::string& w, const RopeDictContext& c, RopeParams& p) {
   if (dict.contains("xdrope_section") && !dict["xdrope_section"].is_null()) {
     std::vector<int> legacy;
     rope_field_json::read(dict, "xdrope_section", w, rope_field_json::row_of(p, p.mrope_section), legacy);
@@ -100,6 +100,9 @@ void read_xdrope_section(const json& dict, const std::string& w, RopeParams& p) 
     p.mrope_section = legacy;
   }
   p.mrope_xdrope = !p.mrope_section.empty();
+  if (!p.mrope_xdrope)
+    c.out.warnings.push_back(jf::path(w, "xdrope_section") + " (or mrope_section) is absent or empty: HF's get_rope_index "
+                             "raises for fewer than 3 axes; posenc reads the model as 1-D RoPE (text positions only)");
 }
 
 }  // namespace
@@ -153,7 +156,7 @@ void read_rope_dict(const json& dict, const std::string& w, const RopeDictContex
         rope_field_json::read(dict, row.name, w, row, member);
     }
   });
-  if (c.xdrope) read_xdrope_section(dict, w, p);
+  if (c.xdrope) read_xdrope_section(dict, w, c, p);
   apply_hf_rules(dict, w, c, p);
 }
 

@@ -203,7 +203,11 @@ def mrope_position_ids(runs: List[Tuple[str, int, int, int, int]], merge_size: i
 def qwen_omni_audio_tokens(mel_frames: int, qwen3: bool = False) -> int:
     """Audio tokens of an audio segment with `mel_frames` valid mel frames: Qwen2.5-Omni's
     ((L - 1) // 2 + 1 - 2) // 2 + 1, or Qwen3-Omni's (qwen3=True), as HF computes them."""
-    return _posenc.qwen_omni_audio_tokens(mel_frames, bool(qwen3))
+    if isinstance(mel_frames, bool) or not isinstance(mel_frames, int):
+        raise ValueError(f"mel_frames must be an int, got {mel_frames!r}")
+    if not isinstance(qwen3, bool):
+        raise ValueError(f"qwen3 must be True or False, got {qwen3!r}")
+    return _posenc.qwen_omni_audio_tokens(mel_frames, qwen3)
 
 
 def vision_2d_schedule(head_dim: int, theta: float = 10000.0) -> Schedule:

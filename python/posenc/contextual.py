@@ -38,12 +38,17 @@ class CoPE(torch.nn.Module):
 
     def _logits(self, q: torch.Tensor, k: torch.Tensor, causal: bool, scale: Optional[float]) -> Tuple[torch.Tensor, torch.Tensor]:
         """The scaled logits [B, Hq, S, T] and the blocked (future) keys [S, T]."""
+        if not isinstance(q, torch.Tensor) or not isinstance(k, torch.Tensor):
+            raise ValueError(f"CoPE: q and k must be tensors, got {type(q).__name__} and {type(k).__name__}")
         if q.dim() != 4 or k.dim() != 4 or q.shape[0] != k.shape[0] or q.shape[-1] != self.head_dim \
                 or k.shape[-1] != self.head_dim or k.shape[2] < 1 or q.shape[2] % k.shape[2] != 0 or q.shape[1] > k.shape[1]:
             raise ValueError(f"CoPE: q [B, S, Hq, D={self.head_dim}] and k [B, T, Hk, D] with Hq a multiple of Hk and "
                              f"S <= T, got {list(q.shape)}, {list(k.shape)}")
         if not isinstance(causal, bool):
             raise ValueError(f"CoPE: causal must be True or False, got {causal!r}")
+        if q.dtype != k.dtype or q.dtype != self.pos_emb.dtype or not q.dtype.is_floating_point:
+            raise ValueError(f"CoPE: q, k and pos_emb must share one floating dtype, got {q.dtype}, {k.dtype} and "
+                             f"{self.pos_emb.dtype} (m.to(dtype) moves pos_emb)")
         _check_scale("CoPE", scale)
         s_len, t_len, group = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
         kh = k.repeat_interleave(group, dim=2).transpose(1, 2)
@@ -76,8 +81,8 @@ class CoPE(torch.nn.Module):
 
     def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
                   scale: Optional[float] = None) -> torch.Tensor:
-        if v.shape != k.shape:
-            raise ValueError(f"CoPE.attention: v must have k's shape {list(k.shape)}, got {list(v.shape)}")
+        if not isinstance(v, torch.Tensor) or v.shape != k.shape or v.dtype != k.dtype:
+            raise ValueError(f"CoPE.attention: v must be a tensor of k's shape {list(k.shape)} and dtype {k.dtype}, got {v!r:.60}")
         logits, blocked = self._logits(q, k, causal, scale)
         logits = logits + self._term(q, self._positions(logits, blocked))
         weights = torch.softmax(logits.masked_fill(blocked, float("-inf")), -1)

@@ -235,8 +235,8 @@ class FIRE(torch.nn.Module):
         super().__init__()
         _check_ints("FIRE", ("heads", heads, 1), ("width", width, 1))
         for name, value in (("init_c", init_c), ("init_L", init_L), ("eps", eps)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"FIRE: {name} must be a finite number, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) <= 3.4e38:
+                raise ValueError(f"FIRE: {name} must be a number finite in float32, got {value!r}")
         if eps <= 0:
             raise ValueError(f"FIRE: eps must be > 0, got {eps}")
         self.heads, self.width, self.eps = heads, width, float(eps)
@@ -250,18 +250,31 @@ class FIRE(torch.nn.Module):
 
     def scores(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
         for name, p in (("q_positions", q_positions), ("k_positions", k_positions)):
-            if not isinstance(p, torch.Tensor) or p.dim() < 1 or p.dtype.is_floating_point or p.dtype == torch.bool:
+            if not isinstance(p, torch.Tensor) or p.dim() < 1 or p.dtype.is_floating_point or p.dtype.is_complex \
+                    or p.dtype == torch.bool:
                 raise ValueError(f"FIRE.scores: {name} must be an integer tensor [..., S], got {p!r:.80}")
-            if p.numel() and int(p.min()) < 0:
-                raise ValueError(f"FIRE.scores: {name} must be >= 0, got {int(p.min())}")
-        i = q_positions.to(self.c.dtype).unsqueeze(-1)
-        j = k_positions.to(self.c.dtype).unsqueeze(-2)
-        threshold = (self.L_multiplier * self.init_L).abs()
-        x = torch.log((self.c * (i - j)).abs() + 1) / (torch.log((self.c * torch.maximum(i, threshold)).abs() + 1) + self.eps)
-        return self.mlp(x.unsqueeze(-1)).movedim(-1, -3)  # [..., Sq, Sk, H] -> [..., H, Sq, Sk]
+            if p.numel() and not 0 <= int(p.min()) <= int(p.max()) <= 2**31 - 1:
+                raise ValueError(f"FIRE.scores: {name} must be in [0, 2^31-1], got {int(p.min())} .. {int(p.max())}")
+        if q_positions.shape[:-1] != k_positions.shape[:-1]:
+            raise ValueError(f"FIRE.scores: q_positions {list(q_positions.shape)} and k_positions {list(k_positions.shape)} "
+                             "must share their leading (batch) dimensions")
+        cells = q_positions.numel() * k_positions.shape[-1] * max(self.width, self.heads)
+        if cells > 2**28:
+            raise ValueError(f"FIRE.scores: [{q_positions.shape[-1]} x {k_positions.shape[-1]}] pairs x width {self.width} "
+                             f"is {cells} values (over 2^28, 1 GiB in float32): score in blocks of queries")
+        # The distance in int64 before any rounding, the input in at least float32: in bfloat16 a
+        # position near 1000 would make distances 0 and 1 equal. The MLP then runs in its own dtype.
+        dtype = torch.promote_types(self.c.dtype, torch.float32)
+        c, threshold = self.c.to(dtype), (self.L_multiplier * self.init_L).abs().to(dtype)
+        distance = (q_positions.unsqueeze(-1) - k_positions.unsqueeze(-2)).to(dtype)
+        i = q_positions.to(dtype).unsqueeze(-1)
+        x = torch.log((c * distance).abs() + 1) / (torch.log((c * torch.maximum(i, threshold)).abs() + 1) + self.eps)
+        return self.mlp(x.to(self.c.dtype).unsqueeze(-1)).movedim(-1, -3)  # [..., Sq, Sk, H] -> [..., H, Sq, Sk]
 
     def forward(self, q_len: int, k_len: int, past: int = 0) -> torch.Tensor:
         _check_ints("FIRE", ("q_len", q_len, 0), ("k_len", k_len, 0), ("past", past, 0))
+        if past + q_len > 2**31 or k_len > 2**31:
+            raise ValueError(f"FIRE: positions past + q_len = {past + q_len} and k_len = {k_len} must be at most 2^31")
         device = self.c.device
         return self.scores(torch.arange(past, past + q_len, device=device), torch.arange(k_len, device=device))
 

@@ -260,7 +260,7 @@ def test_fire_refuses_what_it_cannot_build_and_the_kernel_refuses_it():
     m = posenc.nn.FIRE(2)
     with pytest.raises(ValueError, match="integer tensor"):
         m.scores(torch.zeros(3), torch.arange(3))
-    with pytest.raises(ValueError, match=">= 0"):
+    with pytest.raises(ValueError, match="0, 2\\^31-1"):
         m.scores(torch.tensor([-1]), torch.arange(3))
     q, k, v = (torch.randn(1, 4, 2, 8) for _ in range(3))
     with pytest.raises(ValueError, match="no table"):
@@ -331,3 +331,23 @@ def test_cope_gradients_in_double_and_bad_input():
         m.bias(torch.randn(1, 4, 2, 4), torch.randn(1, 4, 2, 4), causal=1)
     with pytest.raises(ValueError, match="CoPE.attention"):
         posenc.attention(*(torch.randn(1, 4, 2, 4) for _ in range(3)), causal=True, bias=m)
+
+
+def test_fire_and_cope_refuse_what_would_mislead():
+    """FIRE measures the distance before rounding (bfloat16 keeps distances 0 and 1 apart at position
+    1000); mismatched batch shapes, work past 1 GiB and CoPE's mixed dtypes are refused by name."""
+    m = posenc.nn.FIRE(4).to(torch.bfloat16)
+    s = m.scores(torch.tensor([1000]), torch.tensor([999, 1000]))
+    assert not torch.equal(s[:, 0, 0], s[:, 0, 1])
+    with pytest.raises(ValueError, match="leading"):
+        posenc.nn.FIRE(2).scores(torch.zeros(2, 3, dtype=torch.long), torch.zeros(3, 5, dtype=torch.long))
+    with pytest.raises(ValueError, match="2\\^28"):
+        posenc.nn.FIRE(2)(10**4, 10**4)
+    with pytest.raises(ValueError, match="float32"):
+        posenc.nn.FIRE(2, init_c=1e300)
+    with pytest.raises(ValueError, match="one floating dtype"):
+        posenc.nn.CoPE(4, 5).bias(torch.randn(1, 2, 1, 4, dtype=torch.float64), torch.randn(1, 2, 1, 4))
+    with pytest.raises(ValueError, match="qwen3"):
+        posenc.qwen_omni_audio_tokens(100, "yes")
+    with pytest.raises(ValueError, match="2\\^24"):
+        posenc.mrope_position_ids([("image", 0, 1, 65536, 65536)])

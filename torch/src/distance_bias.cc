@@ -78,12 +78,15 @@ FireBiasImpl::FireBiasImpl(int heads, int width, double initial_c, double initia
 }
 
 torch::Tensor FireBiasImpl::scores(const torch::Tensor& q_positions, const torch::Tensor& k_positions) {
-  const torch::Tensor i = q_positions.to(c.scalar_type()).unsqueeze(-1);  // [B, Sq, 1]
-  const torch::Tensor j = k_positions.to(c.scalar_type()).unsqueeze(-2);  // [B, 1, Sk]
-  const torch::Tensor threshold = (L_multiplier * init_L).abs();
-  const auto psi = [&](const torch::Tensor& x) { return torch::log((c * x).abs() + 1); };
-  const torch::Tensor x = psi(i - j) / (psi(torch::maximum(i, threshold)) + eps_);  // [B, Sq, Sk]
-  return mlp->forward(x.unsqueeze(-1)).permute({0, 3, 1, 2});  // [B, Sq, Sk, H] -> [B, H, Sq, Sk]
+  // The distance in int64 before any rounding and the MLP's input in at least float32 (in bfloat16
+  // distances 0 and 1 at position 1000 would be equal); the MLP runs in its own dtype.
+  const auto dtype = torch::promote_types(c.scalar_type(), torch::kFloat32);
+  const torch::Tensor cc = c.to(dtype), threshold = (L_multiplier * init_L).abs().to(dtype);
+  const torch::Tensor distance = (q_positions.unsqueeze(-1) - k_positions.unsqueeze(-2)).to(dtype);  // [B, Sq, Sk]
+  const torch::Tensor i = q_positions.to(dtype).unsqueeze(-1);                                        // [B, Sq, 1]
+  const auto psi = [&](const torch::Tensor& x) { return torch::log((cc * x).abs() + 1); };
+  const torch::Tensor x = psi(distance) / (psi(torch::maximum(i, threshold)) + eps_);
+  return mlp->forward(x.to(c.scalar_type()).unsqueeze(-1)).permute({0, 3, 1, 2});  // [B, Sq, Sk, H] -> [B, H, Sq, Sk]
 }
 
 ForgetGateImpl::ForgetGateImpl(int d_model, int heads) {
