@@ -35,6 +35,17 @@ void run_golden(const GoldenArgs& a) {
   GoldenParams params{a.positions, a.seed};
   if (a.image_grid) params.image_grid = grid_of(*a.image_grid, "--image-grid");
   if (a.video_grid) params.video_grid = grid_of(*a.video_grid, "--video-grid");
+  // A grid nothing reads is an error, not a silent no-op: the Qwen-VL sequences read both, HunYuan-VL's
+  // only the image, the vision towers (but Llama 4's whole tile) the image's H, W.
+  const bool mrope_image = spec.mrope_vision.has_value();
+  const bool mrope_video = mrope_image && spec.mrope_style != MropeStyle::kXdrope;
+  const bool tower_image = spec.vision_rope && spec.vision_rope->params.family != VisionRopeFamily::kLlama4;
+  if (a.image_grid && !mrope_image && !tower_image)
+    throw Error("--image-grid: model_type '" + spec.rope.model_type + "' has no vision vectors that read an image grid " +
+                "(M-RoPE get_rope_index or a vision tower's 2-D RoPE over the image's patches)");
+  if (a.video_grid && !mrope_video)
+    throw Error("--video-grid: model_type '" + spec.rope.model_type + "' has no vision vectors that read a video grid " +
+                "(only the Qwen-VL families' get_rope_index does)");
   params.shift = a.shift;
   const Golden g = make_golden(spec, params);
   write_golden(g, a.out);
@@ -53,7 +64,8 @@ void add_golden_command(CLI::App& app) {
   add_positions_option(cmd, args->positions, "positions (default: 0,1,127,4095, the original context, 4x it, 131071)");
   add_seed_option(cmd, args->seed, "seed of q and k");
   cmd->add_option("--image-grid", args->image_grid,
-                  "M-RoPE (Qwen-VL): the image's grid T,H,W in patches for the vision vectors (default 1,4,6)");
+                  "M-RoPE (Qwen-VL, HunYuan-VL) and the vision towers' 2-D RoPE (Pixtral, MoonViT, Qwen-VL, GLM-4V: "
+                  "H x W): the image's grid T,H,W in patches for the vision vectors (default 1,4,6)");
   cmd->add_option("--shift", args->shift,
                   "also write <layer>.k_shifted: k_out re-rotated by this position delta (llama.cpp's K-shift)");
   cmd->add_option("--video-grid", args->video_grid,

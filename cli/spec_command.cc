@@ -66,8 +66,15 @@ void print_positions_text(const ModelPositions& m) {
   for (const auto& n : m.notes) std::printf("note: %s\n", n.c_str());
 }
 
+void print_vision_rope(const ModelSpec& s) {
+  if (const auto& v = s.vision_rope) std::printf("vision tower: %s\n  follows %s\n", vision_rope_summary(*v).c_str(), v->hf_source);
+}
+
 void print_text(const ModelSpec& s) {
-  if (!s.positions.is_rope()) return print_positions_text(s.positions);
+  if (!s.positions.is_rope()) {
+    print_positions_text(s.positions);
+    return print_vision_rope(s);
+  }
   std::printf("model_type %s\n", s.rope.model_type.c_str());
   if (s.family) std::printf("follows %s\n", s.family->hf_source);
   if (!s.mrope_section.empty()) {
@@ -86,6 +93,7 @@ void print_text(const ModelSpec& s) {
   }
   for (const auto& d : order) std::printf("layers %s\n  %s\n", indices[d].c_str(), d.c_str());
   if (s.every_layer) std::printf("every layer (their number is not in the config)\n  %s\n", describe(s, *s.every_layer).c_str());
+  print_vision_rope(s);
   for (const auto& n : s.rope.notes) std::printf("note: %s\n", n.c_str());
 }
 

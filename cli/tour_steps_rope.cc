@@ -7,6 +7,7 @@
 #include "posenc/mrope.h"
 #include "posenc/rope_apply.h"
 #include "posenc/rope_schedule.h"
+#include "posenc/vision_rope.h"
 #include "posenc_plot/figures.h"
 #include "tour_steps.h"
 
@@ -118,13 +119,15 @@ StepResult alibi_step(const StepContext& context) {
   return r;
 }
 
-// 2-D RoPE of the vision towers (Qwen2-VL's VisionRotaryEmbedding, mrope.h): half the
+// 2-D RoPE of the vision towers (Qwen2-VL's VisionRotaryEmbedding, vision_rope.h): half the
 // frequencies turn with the patch row, half with the column, so the score depends on (dh, dw).
 StepResult rope_2d_step(const StepContext& context) {
   StepResult r;
   constexpr int d = 32, kGrid = 16;
-  const VisionRope vision = vision_2d_rope(d);
-  const RopeApplyParams params = rope_apply_params(vision.inv_freq, 1.0, RopeLayout::kHalfSplit, vision.axis_of_freq);
+  VisionRopeParams vp;
+  vp.head_dim = d;
+  const VisionRope vision = vision_rope(vp);
+  const RopeApplyParams params = rope_apply_params(vision.inv_freq, 1.0, vision.layout, vision.axis_of_freq);
   std::mt19937_64 rng(2);
   const auto q = uniform_values(rng, d), k = uniform_values(rng, d);
   auto score = [&](std::int64_t qh, std::int64_t qw, std::int64_t kh, std::int64_t kw) {

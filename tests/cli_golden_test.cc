@@ -48,6 +48,22 @@ TEST(CliGolden, MropeModelsGetVisionVectorsAtTheGridsGiven) {
   EXPECT_CLEAN_ERROR(run("golden --config " + cfg + " --out " + dir + " --video-grid 1,3,2"), "divisible");
 }
 
+// A grid nothing reads is refused; a vision tower reads the image's H x W.
+TEST(CliGolden, GridsAreReadOrRefused) {
+  const std::string dir = temp_path("_golden_grid");
+  EXPECT_CLEAN_ERROR(run("golden --config " + reference_dir() + "/real-configs/Qwen3-8B.json --out " + dir + " --image-grid 1,2,2"),
+                     "--image-grid", "qwen3");
+  EXPECT_CLEAN_ERROR(run("golden --config " + reference_dir() + "/configs-extra/HunyuanOCR__constructed.json --out " + dir +
+                         " --video-grid 1,2,2"),
+                     "--video-grid", "hunyuan_vl");
+  const auto r = run("golden --config " + reference_dir() + "/real-configs/Devstral-Small-2-24B-Instruct.json --out " + dir +
+                     " --positions 0 --image-grid 1,3,5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto m = nlohmann::json::parse(posenc::testing::read_file(dir + "/manifest.json"));
+  EXPECT_EQ(m.at("vision_tower").at("grid"), nlohmann::json({3, 5}));
+  EXPECT_EQ(m.at("vision_tower").at("tokens"), 15);
+}
+
 TEST(CliGolden, ShiftWritesShiftedKeysAndRefusesANegativePosition) {
   const std::string cfg = reference_dir() + "/real-configs/Qwen3-8B.json";
   const std::string dir = temp_path("_golden_shift");

@@ -1,6 +1,8 @@
 // `posenc spec` end to end: the fixed JSON keys engines read, warnings, exit codes.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -58,6 +60,23 @@ TEST(CliSpec, IndexerAndXdropeAreSaidInTextAndJson) {
   EXPECT_NE(hy.out.find("M-RoPE sections 16 16 16 16 (xdrope)"), std::string::npos) << hy.out;
   const auto freqs = run_json("freqs --json --config " + reference_dir() + "/configs-extra/HunyuanOCR__constructed.json");
   EXPECT_EQ(freqs.at("mrope_xdrope"), true);
+}
+
+// The vision tower's 2-D RoPE in the text and the JSON (Pixtral's, from Devstral's vision_config).
+TEST(CliSpec, VisionTowerRopeIsSaidInTextAndJson) {
+  const std::string cfg = reference_dir() + "/real-configs/Devstral-Small-2-24B-Instruct.json";
+  const auto text = run("spec --config " + cfg);
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("vision tower: pixtral 2-D RoPE: head_dim 64, theta 1e+04, half_split pairs; frequencies "
+                          "[0, 16) read the row, [16, 32) the column"),
+            std::string::npos)
+      << text.out;
+  const auto v = run_json("spec --json --config " + cfg).at("vision_rope");
+  EXPECT_EQ(v.at("family"), "pixtral");
+  EXPECT_EQ(v.at("patches_per_side"), 110);
+  EXPECT_EQ(v.at("inv_freq").size(), 32u);
+  EXPECT_NEAR(v.at("inv_freq")[16].get<double>(), std::pow(1e4, -2.0 / 64), 1e-7);  // u_1: the first column frequency
+  EXPECT_TRUE(run_json("spec --json --config " + reference_dir() + "/real-configs/Qwen3-8B.json").at("vision_rope").is_null());
 }
 
 TEST(CliSpec, UnknownFamilyWarnsAndStillGivesTheSchedule) {

@@ -75,4 +75,7 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<double>& b) {
   return worst;
 }
 
+std::string real_config(const std::string& name) { return reference_dir() + "/real-configs/" + name + ".json"; }
+std::string extra_config(const std::string& name) { return reference_dir() + "/configs-extra/" + name + ".json"; }
+
 }  // namespace posenc::testing

@@ -13,6 +13,9 @@ std::string reference_dir();
 const nlohmann::json& golden();                 // hf-golden.json, parsed once
 const nlohmann::json& golden_case(const std::string& section, const std::string& name);
 std::string read_file(const std::string& path);
+// The path of a config carried in tests/data: real-configs/<name>.json, configs-extra/<name>.json.
+std::string real_config(const std::string& name);
+std::string extra_config(const std::string& name);
 
 // |a - b| / max(|b|, tiny) over two equal-length vectors; the largest.
 double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);

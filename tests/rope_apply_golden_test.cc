@@ -7,6 +7,7 @@
 #include "posenc/hf_config.h"
 #include "posenc/mrope.h"
 #include "posenc/rope_apply.h"
+#include "posenc/vision_rope.h"
 
 namespace posenc {
 namespace {
@@ -140,7 +141,12 @@ TEST(MropeGolden, Vision2d) {
     EXPECT_EQ(ids[i], hw[i][0]) << i;
     EXPECT_EQ(ids[n + i], hw[i][1]) << i;
   }
-  const VisionRope v = vision_2d_rope(c.at("head_dim"), c.at("theta"));
+  VisionRopeParams vp;
+  vp.head_dim = c.at("head_dim");
+  vp.theta = c.at("theta");
+  vp.merge_size = c.at("spatial_merge_size");
+  const VisionRope v = vision_rope(vp);
+  EXPECT_EQ(vision_rope_position_ids(v, grid[1], grid[2]), ids);  // the family's ids are the tower's
   const auto want_inv = c.at("vision_inv_freq").get<std::vector<double>>();
   for (std::size_t k = 0; k < want_inv.size(); ++k) EXPECT_EQ(v.inv_freq[k], static_cast<float>(want_inv[k]));
   RopeApplyParams p;

@@ -9,11 +9,13 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "posenc/hf_config.h"
 #include "posenc/model_families.h"
 #include "posenc/model_positions.h"
+#include "posenc/vision_rope.h"
 
 namespace posenc {
 
@@ -45,6 +47,10 @@ class ConfigDoc {
 // The rope of each layer type (hf_config.cc): the rope dicts read into validated RopeParams,
 // over the layer types model_layers.h derives.
 ModelRope read_model_rope(const ConfigDoc& doc, const ConfigOptions& options);
+
+// The vision tower's 2-D RoPE (vision_rope_config.cc): Pixtral, Llama 4 and the Qwen-VL towers;
+// nullopt for a config without a vision_config or whose tower posenc does not compute.
+std::optional<VisionRope> read_vision_rope(const ConfigDoc& doc);
 
 // The model's positional scheme (model_positions.cc): RoPE, or the scheme that replaces it.
 ModelPositions read_model_positions(const ConfigDoc& doc);

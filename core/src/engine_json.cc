@@ -81,6 +81,23 @@ json positions_json(const ModelPositions& m) {
   return {{"rope", m.is_rope()}, {"summary", m.summary()}, {"stacks", stacks}, {"notes", m.notes}};
 }
 
+// The vision tower's 2-D RoPE: frequencies, the axis each reads, pairing and token order.
+json vision_rope_json(const VisionRope& v) {
+  const VisionRopeParams& p = v.params;
+  json j = {{"family", to_string(p.family)},
+            {"hf_source", v.hf_source},
+            {"head_dim", p.head_dim},
+            {"theta", p.theta},
+            {"pairing", pairing_name(v.layout)},
+            {"inv_freq", std::vector<double>(v.inv_freq.begin(), v.inv_freq.end())},
+            {"axis_of_freq", std::vector<int>(v.axis_of_freq.begin(), v.axis_of_freq.end())},  // 0 row, 1 column
+            {"token_order", vision_rope_token_order(v)},
+            {"summary", vision_rope_summary(v)}};
+  if (p.family == VisionRopeFamily::kQwen2Vl) j["spatial_merge_size"] = p.merge_size;
+  else j["patches_per_side"] = p.patches_per_side;
+  return j;
+}
+
 json spec_object(const ModelSpec& s) {
   json j;
   j["model_type"] = s.rope.model_type;
@@ -108,6 +125,7 @@ json spec_object(const ModelSpec& s) {
   for (const LayerSpec& l : s.layers) j["layers"].push_back(layer_json(l));
   // Layers alike but not counted (no num_hidden_layers): one entry that holds for each.
   j["every_layer"] = s.every_layer ? layer_json(*s.every_layer) : json(nullptr);
+  j["vision_rope"] = s.vision_rope ? vision_rope_json(*s.vision_rope) : json(nullptr);
   j["warnings"] = s.warnings;
   j["notes"] = s.rope.notes;
   return j;

@@ -264,6 +264,12 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
     }
     manifest["layer_types"].push_back(entry);
   }
+  if (spec.vision_rope) {  // its own stream, drawn last: the layer types' vectors stay as they were
+    SplitMix rng{params.seed ^ 0xD1B54A32D192ED03ull};
+    std::vector<F32Tensor> tower;
+    manifest["vision_tower"] = golden_vision_tower_vectors(*spec.vision_rope, params, [&rng] { return rng.next(); }, tower);
+    for (F32Tensor& t : tower) g.tensors.tensors.push_back(std::move(t));
+  }
   g.manifest_json = manifest.dump(1) + "\n";
   return g;
 }

@@ -46,4 +46,11 @@ nlohmann::json golden_xdrope_vectors(const ModelSpec& spec, const LayerSpec& lay
                                      const RopeApplyParams& ap, const GoldenParams& params,
                                      const std::function<float()>& uniform, std::vector<F32Tensor>& out);
 
+// The vision tower's own 2-D RoPE (ModelSpec::vision_rope): one image of image_grid's h x w
+// patches (Llama 4: its whole tile and the class token), "vision_tower.{position_ids [2, N], cos,
+// sin [N, head_dim], q, k, q_out, k_out [N, head_dim]}", each frequency at its axis' coordinate,
+// pairs as the tower pairs them. Returns the manifest's "vision_tower" entry.
+nlohmann::json golden_vision_tower_vectors(const VisionRope& rope, const GoldenParams& params,
+                                           const std::function<float()>& uniform, std::vector<F32Tensor>& out);
+
 }  // namespace posenc

@@ -59,6 +59,18 @@ struct SpecBuilder {
 
   std::optional<std::int64_t> integer(const char* key) const { return jf::integer(model, key, where); }
   bool flag(const char* key, bool absent) const { return jf::boolean(model, key, where).value_or(absent); }
+  // Llama 4's attn_temperature_tuning: meta-llama/Llama-4-Scout-17B-16E ships the number 4, and
+  // Llama4TextAttention tests it for truth (`if self.attn_temperature_tuning and not self.use_rope`),
+  // so a finite number counts as on unless 0, with a warning that says so.
+  bool truthy_flag(const char* key, bool absent) const {
+    const auto it = model.find(key);
+    if (it == model.end() || !it->is_number()) return flag(key, absent);
+    const double v = jf::number_in(model, key, where, -1e308, 1e308).value_or(0);
+    const std::string w = at(key) + " is the number " + format_number(v) + ", not true or false; HF tests it for truth, so it is " +
+                          (v != 0 ? "on" : "off");
+    if (std::find(out.warnings.begin(), out.warnings.end(), w) == out.warnings.end()) out.warnings.push_back(w);
+    return v != 0;
+  }
   std::string at(const std::string& key) const { return doc.at(key); }
 
   // Per-layer layer types: the config's layer_types, else the family's default pattern (HF's
@@ -100,7 +112,7 @@ struct SpecBuilder {
 
   QueryScaling query_scale(bool rope, const RopeParams& p) const {
     QueryScaling q;
-    if (row.query_scale == QueryScale::kLlama4Temperature && !rope && flag("attn_temperature_tuning", true)) {
+    if (row.query_scale == QueryScale::kLlama4Temperature && !rope && truthy_flag("attn_temperature_tuning", true)) {
       q.rule = row.query_scale;
       q.scale = jf::number_in(model, "attn_scale", where, 0, std::numeric_limits<double>::max()).value_or(0.1);
       q.floor_scale = jf::positive_number(model, "floor_scale", where).value_or(8192);
@@ -314,6 +326,7 @@ ModelSpec parse_model_spec(const std::string& json_text, const ConfigOptions& op
   const ConfigDoc doc(json_text);
   ModelSpec spec;
   spec.positions = read_model_positions(doc);
+  spec.vision_rope = read_vision_rope(doc);
   if (!spec.positions.is_rope()) {
     spec.rope.model_type = spec.positions.model_type;
     return spec;

@@ -31,19 +31,6 @@ std::vector<std::uint8_t> mrope_axis_map(const std::vector<int>& sections, bool 
   return axis;
 }
 
-VisionRope vision_2d_rope(int head_dim, double theta) {
-  if (head_dim < 4 || head_dim % 4 != 0) throw Error("2-D vision RoPE needs head_dim divisible by 4, got " + std::to_string(head_dim));
-  const int quarter = head_dim / 4, dim = head_dim / 2;
-  VisionRope v;
-  for (int axis = 0; axis < 2; ++axis)
-    for (int k = 0; k < quarter; ++k) {
-      // HF VisionRotaryEmbedding(dim = head_dim/2) in float32: 1 / theta^(float(2k)/dim)
-      v.inv_freq.push_back(1.0f / std::pow(static_cast<float>(theta), static_cast<float>(2 * k) / static_cast<float>(dim)));
-      v.axis_of_freq.push_back(static_cast<std::uint8_t>(axis));
-    }
-  return v;
-}
-
 std::vector<std::int64_t> vision_2d_position_ids(int t, int h, int w, int m) {
   if (t < 1 || h < 1 || w < 1 || m < 1 || h % m != 0 || w % m != 0)
     throw Error("vision grid needs t, h, w >= 1 and h, w divisible by merge_size " + std::to_string(m) + "; got " +

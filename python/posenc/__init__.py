@@ -210,18 +210,54 @@ def qwen_omni_audio_tokens(mel_frames: int, qwen3: bool = False) -> int:
     return _posenc.qwen_omni_audio_tokens(mel_frames, qwen3)
 
 
-def vision_2d_schedule(head_dim: int, theta: float = 10000.0) -> Schedule:
-    """The 2-D RoPE of Qwen2-VL's vision tower (HF VisionRotaryEmbedding over (row, column)):
-    head_dim / 4 frequencies theta^(-4k / head_dim) read the row, the same again the column.
-    Rotate with apply_rope(x, schedule=s, positions=ids) and ids [2, B, S] or [2, S]
-    (vision_2d_position_ids); q.k then depends on the row and column offsets only."""
+_VISION_FAMILIES = ("qwen2_vl", "pixtral", "llama4", "moonvit")
+
+
+def _vision_args(family: str, head_dim: int, theta: float, patches_per_side: Optional[int], merge_size: int):
+    if family not in _VISION_FAMILIES:
+        raise ValueError(f"family must be one of {', '.join(_VISION_FAMILIES)}, got {family!r}")
     if isinstance(head_dim, bool) or not isinstance(head_dim, int) or not 4 <= head_dim <= 2**16:
         raise ValueError(f"head_dim must be an int in [4, 65536] divisible by 4, got {head_dim!r}")
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)):
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not math.isfinite(theta) or theta <= 0:
         raise ValueError(f"theta must be a finite number > 0, got {theta!r}")
-    inv_freq, axes = _posenc.vision_2d_rope(head_dim, float(theta))
+    if patches_per_side is None:
+        if family in ("pixtral", "llama4"):
+            raise ValueError(f"{family} needs patches_per_side (vision_config image_size // patch_size)")
+        patches_per_side = 512 if family == "moonvit" else 1
+    for name, value in (("patches_per_side", patches_per_side), ("merge_size", merge_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return family, head_dim, float(theta), patches_per_side, merge_size
+
+
+def vision_2d_schedule(head_dim: int, theta: float = 10000.0, family: str = "qwen2_vl",
+                       patches_per_side: Optional[int] = None) -> Schedule:
+    """The 2-D RoPE of a vision tower, as HF's tower builds it (the core's vision_rope.h):
+    "qwen2_vl" (VisionRotaryEmbedding, also Qwen2.5-VL, Qwen3-VL, GLM-4V): head_dim / 4
+    frequencies theta^(-4k / head_dim) read the row, the same again the column; "pixtral"
+    (PixtralRotaryEmbedding): 1-D RoPE's even frequencies on the row, odd on the column;
+    "llama4" (Llama4VisionRotaryEmbedding): columns first, then rows, GPT-J pairs; "moonvit"
+    (Kimi-VL's Rope2DPosEmb): each frequency on the column then the row, GPT-J pairs.
+    Rotate with apply_rope(x, schedule=s, positions=ids, layout=s.params["layout"]) and ids
+    [2, S] from vision_tower_position_ids (or [2, B, S]); q.k then depends on the row and column
+    offsets only. patches_per_side: image_size // patch_size (Pixtral, Llama 4)."""
+    family, head_dim, theta, side, _ = _vision_args(family, head_dim, theta, patches_per_side, 2)
+    inv_freq, axes, layout, summary = _posenc.vision_rope(family, head_dim, theta, side, 2)
     return Schedule(torch.tensor(inv_freq, dtype=torch.float32), 1.0, "default", head_dim, head_dim, None, list(axes),
-                    {"rope_theta": float(theta), "head_dim": head_dim})
+                    {"rope_theta": theta, "head_dim": head_dim, "family": family, "layout": layout, "summary": summary})
+
+
+def vision_tower_position_ids(family: str, rows: int, cols: int, patches_per_side: Optional[int] = None,
+                              merge_size: int = 2) -> torch.Tensor:
+    """The (row, column) coordinates [2, N] of one image of rows x cols patches in the order the
+    tower takes its tokens: Qwen2-VL merge blocks of merge_size, Pixtral and MoonViT row-major
+    from 0 (at most patches_per_side per side), Llama 4 its whole patches_per_side^2 tile from 1,
+    then the class token at (0, 0), unrotated."""
+    for name, value in (("rows", rows), ("cols", cols)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
+            raise ValueError(f"vision_tower_position_ids: {name} must be an int in [1, 2^31-1], got {value!r}")
+    family, _, _, side, merge = _vision_args(family, 4, 10000.0, patches_per_side, merge_size)
+    return torch.from_numpy(_posenc.vision_rope_position_ids(family, 4, 10000.0, side, merge, rows, cols)).view(2, -1)
 
 
 def vision_2d_position_ids(t: int, h: int, w: int, merge_size: int = 2) -> torch.Tensor:

@@ -33,22 +33,13 @@
 #include "posenc/transformer_xl.h"
 #include "posenc_plot/figures.h"
 #include "posenc_plot/heatmap.h"
+#include "owned_array.h"
 #include "tensor_arg.h"
 
 namespace py = pybind11;
 using namespace posenc;
 
 namespace {
-
-// A result vector as a 1-D numpy array that owns it (torch.from_numpy shares it): 4 bytes a
-// float32, where a Python list of floats costs ~30 and peaked at 12x the result's size.
-template <class T>
-py::array_t<T> owned_array(std::vector<T>&& values) {
-  auto* heap = new std::vector<T>(std::move(values));
-  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-  return py::array_t<T>({static_cast<py::ssize_t>(heap->size())}, {static_cast<py::ssize_t>(sizeof(T))}, heap->data(),
-                        owner);
-}
 
 // RopeParams as Python keywords: one entry per field-table row under HF's name (rope_theta,
 // rope_type), None for an unset optional field. posenc.schedule(**params) takes it back.
@@ -330,13 +321,7 @@ PYBIND11_MODULE(_posenc, m) {
     plot::write_text(out, svg);
     return out;
   });
-  // The 2-D RoPE of Qwen2-VL's vision tower (mrope.h): frequencies and their axis (0 = row, 1 = column).
-  m.def("vision_2d_rope", [](int head_dim, double theta) {
-    if (!(theta > 0) || !std::isfinite(theta)) throw Error("theta must be a finite number > 0, got " + format_number(theta));
-    const VisionRope v = vision_2d_rope(head_dim, theta);
-    return py::make_tuple(v.inv_freq, v.axis_of_freq);
-  });
-  // Its (row, column) ids of a t x h x w grid in the tower's block-major order, [2][t h w].
+  // Qwen2-VL's (row, column) ids of a t x h x w grid in the tower's block-major order, [2][t h w].
   m.def("vision_2d_position_ids", [](int t, int h, int w, int merge_size) {
     if (t > 0 && h > 0 && w > 0 && std::int64_t{t} * h * w > (std::int64_t{1} << 26))
       throw Error("a vision grid of " + std::to_string(std::int64_t{t} * h * w) + " patches; at most 2^26");

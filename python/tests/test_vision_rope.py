@@ -1,6 +1,7 @@
-"""The 2-D RoPE of Qwen2-VL's vision tower from the core (mrope.h's vision_2d_rope and
-vision_2d_position_ids), in Python: its schedule, its ids, and apply_rope over [2, S] positions
-against HF's formula written out in float64 (VisionRotaryEmbedding, rotate_half over the head)."""
+"""The 2-D RoPE of the vision towers from the core (vision_rope.h; mrope.h's vision_2d_position_ids),
+in Python: Qwen2-VL's schedule, its ids, and apply_rope over [2, S] positions against HF's formula
+written out in float64 (VisionRotaryEmbedding, rotate_half over the head); then Pixtral, Llama 4
+and MoonViT against their own constructions."""
 import math
 
 import pytest
@@ -96,3 +97,78 @@ def test_qwen_omni_position_ids_count_audio_and_time_align_video():
         posenc.mrope_position_ids(runs, 2, rule="v6")
     with pytest.raises(ValueError, match="audio"):
         posenc.mrope_position_ids([("speech", 2, 1, 1, 1)], 2)
+
+
+# The other towers (issue 26), each against HF's construction written out here in torch as HF
+# writes it: PixtralRotaryEmbedding, Llama4VisionRotaryEmbedding, Kimi-VL's Rope2DPosEmb.
+def _hf_pixtral(d, theta, side, ids):
+    freqs = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    h = torch.arange(side, dtype=torch.float64)
+    freqs_h = torch.outer(h, freqs[::2])
+    freqs_w = torch.outer(h, freqs[1::2])
+    table = torch.cat([freqs_h[:, None, :].repeat(1, side, 1), freqs_w[None, :, :].repeat(side, 1, 1)], -1).reshape(-1, d // 2)
+    return table[ids[0] * side + ids[1]]  # position_ids_in_meshgrid: h * max_width + w
+
+
+def _hf_llama4(d, theta, side):
+    idx = side
+    img_idx = torch.arange(idx ** 2, dtype=torch.int64).reshape(idx ** 2, 1)
+    img_idx = torch.cat([img_idx, img_idx[:1]], dim=0)
+    img_idx[-1, -1] = -2
+    fx, fy = img_idx % idx, img_idx // idx
+    freq_dim = d // 2
+    rope_freq = 1.0 / (theta ** (torch.arange(0, freq_dim, 2, dtype=torch.float64)[: freq_dim // 2] / freq_dim))
+    freqs_x = ((fx + 1)[..., None] * rope_freq[None, None, :]).repeat_interleave(2, dim=-1)
+    freqs_y = ((fy + 1)[..., None] * rope_freq[None, None, :]).repeat_interleave(2, dim=-1)
+    freqs = torch.cat([freqs_x, freqs_y], dim=-1)[..., ::2]
+    return freqs.masked_fill(img_idx.reshape(-1, 1, 1) < 0, 0).reshape(-1, d // 2)
+
+
+def _hf_moonvit(d, theta, rows, cols):
+    flat = torch.arange(rows * cols)
+    x_pos, y_pos = (flat % cols).double(), (flat // cols).double()
+    f = 1.0 / (theta ** (torch.arange(0, d, 4, dtype=torch.float64)[: d // 4] / d))
+    return torch.stack([torch.outer(x_pos, f), torch.outer(y_pos, f)], -1).reshape(-1, d // 2)
+
+
+def _rotate(x, angles, layout):
+    """HF's application in float64: rotate_half over cat(freqs, freqs), or complex pairs."""
+    xd = x.double()
+    if layout == "half_split":
+        emb = torch.cat([angles, angles], -1)[None, :, None, :]
+        half = xd.shape[-1] // 2
+        return xd * emb.cos() + torch.cat([-xd[..., half:], xd[..., :half]], -1) * emb.sin()
+    z = torch.view_as_complex(xd.reshape(*xd.shape[:-1], -1, 2).contiguous())
+    return torch.view_as_real(z * torch.polar(torch.ones_like(angles), angles)[None, :, None, :]).flatten(3)
+
+
+@pytest.mark.parametrize("family", ["pixtral", "llama4", "moonvit"])
+def test_each_tower_is_its_hf_construction(family):
+    d, side, rows, cols = 16, 4, 3, 4
+    sched = posenc.vision_2d_schedule(d, family=family, patches_per_side=side if family != "moonvit" else None)
+    if family == "llama4":
+        rows = cols = side
+    ids = posenc.vision_tower_position_ids(family, rows, cols, patches_per_side=side if family != "moonvit" else None)
+    want_angles = {"pixtral": lambda: _hf_pixtral(d, 1e4, side, ids), "llama4": lambda: _hf_llama4(d, 1e4, side),
+                   "moonvit": lambda: _hf_moonvit(d, 1e4, rows, cols)}[family]()
+    assert ids.shape == (2, want_angles.shape[0])
+    layout = sched.params["layout"]
+    assert layout == ("half_split" if family == "pixtral" else "interleaved")
+    x = torch.randn(1, ids.shape[1], 2, d, generator=torch.Generator().manual_seed(3))
+    got = posenc.apply_rope(x, schedule=sched, positions=ids.unsqueeze(1), layout=layout)
+    assert (got.double() - _rotate(x, want_angles, layout)).abs().max() <= 4e-6
+    if family == "llama4":  # the class token, last, is not rotated
+        assert torch.equal(got[0, -1], x[0, -1])
+
+
+def test_tower_arguments_are_value_errors_naming_them():
+    with pytest.raises(ValueError, match="family must be one of"):
+        posenc.vision_2d_schedule(16, family="siglip")
+    with pytest.raises(ValueError, match="pixtral needs patches_per_side"):
+        posenc.vision_2d_schedule(16, family="pixtral")
+    with pytest.raises(ValueError, match="rows and columns must be in \\[1, 4\\]"):
+        posenc.vision_tower_position_ids("pixtral", 5, 2, patches_per_side=4)
+    with pytest.raises(ValueError, match="whole tile of 4 x 4"):
+        posenc.vision_tower_position_ids("llama4", 2, 4, patches_per_side=4)
+    with pytest.raises(ValueError, match="cols must be an int"):
+        posenc.vision_tower_position_ids("moonvit", 2, 2.0)

@@ -16,6 +16,9 @@
 //                             layers, pairing, dims, attention factor, softmax scale, query scales
 //   M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5): per layer type also "<layer_type>.vision.*",
 //   a text-image-text-video-text sequence at HF's 3-axis position ids (golden_mrope.h)
+//   A vision tower with 2-D RoPE (ModelSpec::vision_rope: Pixtral, Llama 4, MoonViT, the Qwen-VL
+//   and GLM-4V towers): "vision_tower.*", one image of image_grid's h x w patches at the tower's
+//   coordinates, and the manifest's "vision_tower" entry
 //
 // Dynamic NTK and LongRoPE depend on the sequence: the schedule is the one HF uses for a forward
 // pass whose largest position is max(positions), i.e. seq_len = max(positions) + 1.

@@ -15,6 +15,7 @@
 #include "posenc/model_families.h"
 #include "posenc/model_positions.h"
 #include "posenc/rope_schedule.h"
+#include "posenc/vision_rope.h"
 
 namespace posenc {
 
@@ -118,6 +119,9 @@ struct ModelSpec {
   // The vision positions of the families whose get_rope_index posenc follows (qwen2_vl,
   // qwen2_5_vl, qwen3_vl(_moe), qwen3_5(_moe), hunyuan_vl); unset for other M-RoPE models (GLM-4.1V).
   std::optional<MropeVision> mrope_vision;
+  // The vision tower's own 2-D RoPE (vision_config of Pixtral, Llama 4, the Qwen-VL towers);
+  // independent of the text model's positions above.
+  std::optional<VisionRope> vision_rope;
   std::vector<std::string> warnings;   // rope.warnings plus the spec's own
 };
 

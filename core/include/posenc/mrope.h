@@ -5,9 +5,7 @@
 //                            (in both halves of the half-split layout)
 //   interleaved (Qwen3-VL):  T by default; 1, 4, 7, .. < 3 s_h read H; 2, 5, 8, .. < 3 s_w read W
 // For text tokens all three ids are equal, so M-RoPE reduces to 1-D RoPE.
-//
-// 2-D vision RoPE (Qwen2-VL vision tower, head_dim D): frequencies w_k = theta^(-2k/(D/2)),
-// k < D/4; the D/2 frequencies of the table are [w_0 .. w_{D/4-1} on axis h, the same on axis w].
+// The vision towers' own 2-D RoPE is vision_rope.h's.
 #pragma once
 
 #include <cstdint>
@@ -16,12 +14,6 @@
 namespace posenc {
 
 std::vector<std::uint8_t> mrope_axis_map(const std::vector<int>& sections, bool interleaved);
-
-struct VisionRope {
-  std::vector<float> inv_freq;        // [head_dim/2]
-  std::vector<std::uint8_t> axis_of_freq;  // 0 = h, 1 = w
-};
-VisionRope vision_2d_rope(int head_dim, double theta = 10000.0);
 
 // (h, w) ids of the patches of a t x h x w grid, block-major over m x m merge blocks (the order
 // Qwen2-VL's vision tower emits patches), repeated t times: ids[0][n] = h, ids[1][n] = w.
