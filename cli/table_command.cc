@@ -16,7 +16,6 @@
 #include "posenc/error.h"
 #include "posenc/hf_config.h"
 #include "posenc/kerple.h"
-#include "posenc/learned.h"
 #include "posenc/mrope.h"
 #include "posenc/rope_apply.h"
 #include "posenc/sandwich.h"
@@ -26,68 +25,12 @@
 #include "posenc/transformer_xl.h"
 #include "options.h"
 #include "ranges.h"
+#include "table_support.h"
 
 namespace posenc::cli {
 namespace {
 
 using nlohmann::json;
-
-// Each default is written once: here, or in the library struct it lives in.
-struct TableArgs {
-  std::string scheme;
-  bool json = false;
-  int dim = 64;
-  std::string positions = "0:8";
-  std::string relative = "-8:9";
-  SinusoidalParams sinusoidal;  // layout, freqs, base (also RoPE's base)
-  ConfigArgs source;            // RoPE: the schedule of a config.json
-  int num_positions = 1024, offset = 0;
-  double std = kLearnedInitStd;
-  std::uint64_t seed = 0;
-  std::optional<int> heads;
-  T5BucketParams t5;
-  int klen = 8, clamp_len = 0;
-  DebertaRelativeParams deberta;
-  std::optional<std::string> mrope_section, grid;
-  int merge = 2, text_before = 0, text_after = 0;
-  double time_interval = 1, seconds_per_grid = 1;  // the grid run's T ids (mrope.h TokenRun)
-  bool bidirectional = false, causal = false, symmetric = false, interleaved = false, v4_rule = false;
-  // flag name -> the option, and the schemes it applies to
-  std::map<std::string, std::pair<CLI::Option*, std::set<std::string>>> applies;
-  bool given(const std::string& flag) const { return applies.at(flag).first->count() > 0; }
-};
-
-// What one `posenc table` may print: a readable table, not a dump that exhausts memory.
-constexpr std::size_t kMaxRows = 100000;       // positions, relative positions
-constexpr std::size_t kMaxValues = 1u << 24;   // rows x columns
-
-std::vector<std::int64_t> positions_of(const TableArgs& a) {
-  return parse_int_list(a.positions, "--positions", 0, kMaxPosition, kMaxRows);
-}
-
-void require_values(std::size_t rows, std::size_t cols, const char* what) {
-  if (cols != 0 && rows > kMaxValues / cols)
-    throw Error(std::string(what) + ": " + std::to_string(rows) + " x " + std::to_string(cols) + " values is more than " +
-                std::to_string(kMaxValues) + " (ask for fewer positions or a smaller dimension)");
-}
-
-// Prints rows of numbers: "label  v0 v1 ..." (text) or collects them for JSON.
-void print_rows(const std::string& label, const std::vector<std::int64_t>& keys, const std::vector<float>& values,
-                std::size_t width) {
-  for (std::size_t r = 0; r < keys.size(); ++r) {
-    std::printf("%s %-8lld", label.c_str(), static_cast<long long>(keys[r]));
-    for (std::size_t c = 0; c < width; ++c) std::printf(" % .6f", values[r * width + c]);
-    std::printf("\n");
-  }
-}
-
-json rows_json(const std::vector<float>& values, std::size_t width) {
-  json rows = json::array();
-  for (std::size_t r = 0; width && r < values.size() / width; ++r)
-    rows.push_back(std::vector<double>(values.begin() + static_cast<std::ptrdiff_t>(r * width),
-                                       values.begin() + static_cast<std::ptrdiff_t>((r + 1) * width)));
-  return rows;
-}
 
 json table_sinusoidal(const TableArgs& a) {
   SinusoidalParams p = a.sinusoidal;
@@ -98,19 +41,6 @@ json table_sinusoidal(const TableArgs& a) {
   const auto values = sinusoidal_table(p, positions);
   if (!a.json) print_rows("pos", positions, values, static_cast<std::size_t>(p.dim));
   return {{"positions", positions}, {"values", rows_json(values, static_cast<std::size_t>(p.dim))}};
-}
-
-json table_learned(const TableArgs& a) {
-  const int dim = a.dim;
-  const auto positions = parse_int_list(a.positions, "--positions", -2, kMaxPosition, kMaxRows);
-  require_values(static_cast<std::size_t>(std::max(0, a.num_positions)) + static_cast<std::size_t>(std::max(0, a.offset)),
-                 static_cast<std::size_t>(std::max(0, dim)), "learned table");
-  require_values(positions.size(), static_cast<std::size_t>(std::max(0, dim)), "learned rows");
-  const LearnedTable t = learned_init(a.num_positions, dim, a.std, a.seed, a.offset);
-  std::vector<float> values(positions.size() * static_cast<std::size_t>(dim));
-  learned_lookup(t, positions.data(), static_cast<int>(positions.size()), 0, values.data());
-  if (!a.json) print_rows("pos", positions, values, static_cast<std::size_t>(dim));
-  return {{"positions", positions}, {"values", rows_json(values, static_cast<std::size_t>(dim))}};
 }
 
 json table_rope(const TableArgs& a) {
@@ -352,6 +282,12 @@ void add_table_command(CLI::App& app) {
   opt(cmd->add_option("--offset", a->offset, "extra leading rows (BART/OPT: 2)")->capture_default_str(), {"learned"});
   opt(cmd->add_option("--std", a->std, "init standard deviation")->capture_default_str(), {"learned"});
   opt(add_seed_option(cmd, a->seed, "init seed"), {"learned"});
+  opt(cmd->add_option("--table-grid", a->table_grid, "a 2-D table of H,W patches (a vision tower's), resized with --resize"),
+      {"learned"});
+  opt(cmd->add_option("--resize", a->resize, "the image's grid H,W the 2-D table is resized to"), {"learned"});
+  opt(add_enum_option(cmd, "--resize-mode", a->resize_mode,
+                      "bicubic (ViT, CLIP, DINOv2, MoonViT) or bilinear_antialias (SigLIP2), align_corners=False"),
+      {"learned"});
   opt(add_heads_option(cmd, a->heads, "number of heads"), {"alibi", "kerple", "sandwich"});
   opt(cmd->add_flag("--symmetric", a->symmetric, "encoder bias -slope*|i-j| (with --positions)"), {"alibi"});
   opt(cmd->add_option("--num-buckets", a->t5.num_buckets, "T5 buckets")->capture_default_str(), {"t5"});

@@ -6,6 +6,8 @@
 
 #include "cli_run.h"
 #include "golden.h"
+#include "posenc/learned.h"
+#include "posenc/position_grid.h"
 
 namespace {
 
@@ -82,6 +84,27 @@ TEST(CliTable, TransformerXlRopeMropeDeberta) {
   // mid = 128: itself up to 128, then 128 + ceil(ln(r/128) / ln(511/128) * 127): 129 -> 129, 130 -> 130.
   EXPECT_EQ(d.at("buckets"), (nlohmann::json{126, 127, 128, 129, 130}));
   EXPECT_TRUE(run_json("table --scheme nope").is_object());
+}
+
+// A vision tower's learned 2-D table resized to an image: the seeded table the rows of --scheme
+// learned come from, through position_grid.h, in both modes; misplaced flags refused.
+TEST(CliTable, LearnedGridResized) {
+  for (const char* mode : {"bicubic", "bilinear_antialias"}) {
+    SCOPED_TRACE(mode);
+    const auto j = run_json(std::string("table --scheme learned --table-grid 4,5 --resize 3,7 --dim 6 --seed 3 --resize-mode ") + mode);
+    const posenc::LearnedTable t = posenc::learned_init(20, 6, posenc::kLearnedInitStd, 3);
+    const auto want = posenc::resize_position_grid(posenc::PositionGrid{4, 5, 6, t.weight}, 3, 7,
+                                                   posenc::from_name<posenc::GridResize>(mode));
+    EXPECT_EQ(j.at("resize"), nlohmann::json({3, 7}));
+    ASSERT_EQ(j.at("values").size(), 21u);
+    const auto got = flatten(j.at("values"));
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(static_cast<float>(got[i]), want.values[i]) << i;
+  }
+  EXPECT_CLEAN_ERROR(run("table --scheme learned --resize 2,3"), "--resize needs --table-grid");
+  EXPECT_CLEAN_ERROR(run("table --scheme learned --table-grid 4,4 --resize 2,3 --positions 0:2"), "--positions does not apply");
+  EXPECT_CLEAN_ERROR(run("table --scheme learned --table-grid 4,4"), "--table-grid needs --resize");
+  EXPECT_CLEAN_ERROR(run("table --scheme learned --table-grid 4,0 --resize 2,2"), "--table-grid");
+  EXPECT_CLEAN_ERROR(run("table --scheme rope --resize 2,2"), "--resize does not apply to --scheme rope");
 }
 
 TEST(CliTable, BadOptionsExitTwo) {

@@ -260,6 +260,32 @@ def vision_tower_position_ids(family: str, rows: int, cols: int, patches_per_sid
     return torch.from_numpy(_posenc.vision_rope_position_ids(family, 4, 10000.0, side, merge, rows, cols)).view(2, -1)
 
 
+_GRID_MODES = ("bicubic", "bilinear_antialias")
+
+
+def resize_position_grid(table: torch.Tensor, size: Tuple[int, int], mode: str = "bicubic") -> torch.Tensor:
+    """A learned position grid [rows, cols, dim] resized to size = (rows', cols') as the vision
+    towers' HF code does it, F.interpolate with align_corners=False: "bicubic" (ViT's
+    interpolate_pos_encoding, DINOv2, CLIP, Kimi-VL's MoonViT) or "bilinear_antialias" (SigLIP2's
+    resize_positional_embeddings). Computed by the core (position_grid.h) in double, returned in
+    float32 [rows', cols', dim] on the CPU; the class token, where a model has one, is the caller's."""
+    if mode not in _GRID_MODES:
+        raise ValueError(f"mode must be one of {', '.join(_GRID_MODES)}, got {mode!r}")
+    if not isinstance(table, torch.Tensor) or table.dim() != 3:
+        raise ValueError(f"table must be a [rows, cols, dim] tensor, got {getattr(table, 'shape', type(table).__name__)}")
+    if not table.dtype.is_floating_point:
+        raise ValueError(f"table must be a floating-point tensor, got {table.dtype}")
+    if (not isinstance(size, (tuple, list)) or len(size) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) for v in size)):
+        raise ValueError(f"size must be (rows, cols) as two ints, got {size!r}")
+    rows, cols = size
+    if not (1 <= rows <= 65536 and 1 <= cols <= 65536):
+        raise ValueError(f"size must be (rows, cols) in [1, 65536], got {size!r}")
+    values = table.detach().to(device="cpu", dtype=torch.float32).contiguous().numpy()
+    out = _posenc.resize_position_grid(values, rows, cols, mode)
+    return torch.from_numpy(out).view(rows, cols, table.shape[2])
+
+
 def vision_2d_position_ids(t: int, h: int, w: int, merge_size: int = 2) -> torch.Tensor:
     """The (row, column) ids [2, t h w] of a t x h x w patch grid in the vision tower's order (m x m
     merge blocks, block-major; the t frames repeat the grid), as HF's Qwen2-VL rot_pos_emb."""

@@ -13,8 +13,6 @@
 #include "posenc/axial_rope.h"
 #include "posenc/error.h"
 #include "posenc/rope_xpos.h"
-#include "posenc/vision_rope.h"
-#include "owned_array.h"
 
 namespace py = pybind11;
 
@@ -38,16 +36,6 @@ AxialRopeParams axial_params(int axes, int axis_dim, const std::string& freqs_fo
   p.max_freq = max_freq;
   validate(p);
   return p;
-}
-
-VisionRope tower_rope(const std::string& family, int head_dim, double theta, int patches_per_side, int merge_size) {
-  VisionRopeParams p;
-  p.family = from_name<VisionRopeFamily>(family);
-  p.head_dim = head_dim;
-  p.theta = theta;
-  p.patches_per_side = patches_per_side;
-  p.merge_size = merge_size;
-  return vision_rope(p);
 }
 
 }  // namespace
@@ -90,18 +78,6 @@ void add_rotary_variants(py::module_& m) {
   m.def("axial_kernel_frequencies", [](int axes, int axis_dim, double theta) {
     const AxialKernelFrequencies k = axial_kernel_frequencies(axial_params(axes, axis_dim, "lang", theta, 10.0));
     return py::make_tuple(k.inv_freq, std::vector<int>(k.axis_of_freq.begin(), k.axis_of_freq.end()));
-  });
-  // A vision tower's 2-D RoPE (vision_rope.h): frequencies, the axis each reads (0 row, 1
-  // column), the pairing and the summary line, validated by the core.
-  m.def("vision_rope", [](const std::string& family, int head_dim, double theta, int patches_per_side, int merge_size) {
-    const VisionRope v = tower_rope(family, head_dim, theta, patches_per_side, merge_size);
-    return py::make_tuple(v.inv_freq, std::vector<int>(v.axis_of_freq.begin(), v.axis_of_freq.end()),
-                          v.layout == RopeLayout::kInterleaved ? "interleaved" : "half_split", vision_rope_summary(v));
-  });
-  // Its coordinates [2 * tokens] (rows, then columns) of one image of rows x cols patches.
-  m.def("vision_rope_position_ids", [](const std::string& family, int head_dim, double theta, int patches_per_side,
-                                       int merge_size, int rows, int cols) {
-    return owned_array(vision_rope_position_ids(tower_rope(family, head_dim, theta, patches_per_side, merge_size), rows, cols));
   });
   // A grid's coordinates [prod(dims) * axes], row-major, as get_axial_freqs forms them.
   m.def("axial_grid", [](int axes, int axis_dim, const std::string& freqs_for, const std::vector<int>& dims) {
