@@ -4,6 +4,7 @@
 // modeling_qwen2_vl.py VisionRotaryEmbedding); the worked values come from reading that code.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -57,6 +58,13 @@ std::vector<double> hf_angles(VisionRopeFamily family, int D, double theta, doub
       }
       break;
     }
+    case VisionRopeFamily::kGemma4: {  // spatial_dim = D / 2: x (column) half, then y (row) half, each cat(f, f)
+      std::vector<double> f;
+      for (int j = 0; j < D / 2; j += 2) f.push_back(1.0 / std::pow(theta, double(j) / (D / 2)));
+      for (double v : f) out.push_back(col * v);
+      for (double v : f) out.push_back(row * v);
+      break;
+    }
     case VisionRopeFamily::kQwen2Vl: {  // VisionRotaryEmbedding(D / 2)(max_grid)[pos_ids].flatten(1): [h * f, w * f]
       std::vector<double> f;
       for (int j = 0; j < D / 2; j += 2) f.push_back(1.0 / std::pow(theta, double(j) / (D / 2)));
@@ -66,6 +74,22 @@ std::vector<double> hf_angles(VisionRopeFamily family, int D, double theta, doub
     }
   }
   return out;
+}
+
+// The two channels HF rotates together by angle f: rotate_half pairs (c, c + half) inside each block
+// (Gemma 4: each half of the head), complex pairs (2j, 2j + 1).
+// Read from the family, as HF's code fixes it, not from the VisionRope under test.
+std::array<int, 2> hf_pair(const VisionRope& v, int f) {
+  const VisionRopeFamily family = v.params.family;
+  const int blocks = family == VisionRopeFamily::kGemma4 ? 2 : 1;
+  const int per_block = v.params.head_dim / 2 / blocks, base = 2 * (f / per_block) * per_block, j = f % per_block;
+  if (family == VisionRopeFamily::kLlama4 || family == VisionRopeFamily::kMoonVit) return {base + 2 * j, base + 2 * j + 1};
+  return {base + j, base + j + per_block};
+}
+
+void rotate(const VisionRope& v, float* x, int tokens, const std::vector<std::int64_t>& ids) {
+  for (const RopeApplyParams& ap : vision_rope_apply_params(v))
+    rope_apply_reference(bshd(x, {1, tokens, 1, v.params.head_dim}), PositionIds::explicit_ids(ids.data(), 2, tokens), ap);
 }
 
 // The angle posenc gives pair f at token n of ids [2][N].
@@ -87,6 +111,7 @@ TEST(VisionRope, WorkedExamplesFromHfCode) {
       {VisionRopeFamily::kLlama4, 4, 4, 6, {3, 0.03, 2, 0.02}},      // its whole tile; column + 1 = 3, row + 1 = 2
       {VisionRopeFamily::kMoonVit, 2, 3, 5, {2, 1, 0.02, 0.01}},     // column, row per frequency
       {VisionRopeFamily::kQwen2Vl, 2, 4, 6, {1, 0.01, 2, 0.02}},     // row, then column; 2 x 2 merge blocks
+      {VisionRopeFamily::kGemma4, 2, 3, 5, {2, 0.02, 1, 0.01}},      // column half, then row half
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(to_string(c.family));
@@ -97,12 +122,23 @@ TEST(VisionRope, WorkedExamplesFromHfCode) {
                             ? RopeLayout::kInterleaved
                             : RopeLayout::kHalfSplit);
   }
+  // Gemma 4 at its own theta 100 (the example read from modeling_gemma4.py): channels (0, 2) turn by
+  // 2, (1, 3) by 0.2 (the column), (4, 6) by 1, (5, 7) by 0.1 (the row).
+  const VisionRope g = tower(VisionRopeFamily::kGemma4, 8, 4, 100.0);
+  const std::vector<std::int64_t> ids = vision_rope_position_ids(g, 2, 3);
+  const double want[4] = {2, 0.2, 1, 0.1};
+  const std::array<int, 2> pairs[4] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+  for (int f = 0; f < 4; ++f) {
+    EXPECT_NEAR(posenc_angle(g, ids, 5, f), want[f], 2e-7 * want[f]) << f;
+    EXPECT_EQ(hf_pair(g, f), pairs[f]) << f;
+  }
 }
 
 // Every pair of every patch of a grid against HF's construction, at a real head_dim.
 TEST(VisionRope, EveryPatchMatchesTheTowersConstruction) {
   for (const VisionRopeFamily family :
-       {VisionRopeFamily::kPixtral, VisionRopeFamily::kLlama4, VisionRopeFamily::kMoonVit, VisionRopeFamily::kQwen2Vl}) {
+       {VisionRopeFamily::kPixtral, VisionRopeFamily::kLlama4, VisionRopeFamily::kMoonVit, VisionRopeFamily::kQwen2Vl,
+        VisionRopeFamily::kGemma4}) {
     SCOPED_TRACE(to_string(family));
     const int D = family == VisionRopeFamily::kLlama4 ? 88 : 64, side = 6;
     const VisionRope v = tower(family, D, side, 1e4);
@@ -165,7 +201,8 @@ TEST(VisionRope, BadParametersNameTheValue) {
 // Rotating with the core's kernels' reference equals HF's application written out: rotate_half
 // (x * cos + rotate_half(x) * sin over cat(freqs, freqs)) or complex pairs (2j, 2j + 1).
 TEST(VisionRope, RotationIsTheTowersApplication) {
-  for (const VisionRopeFamily family : {VisionRopeFamily::kPixtral, VisionRopeFamily::kLlama4}) {
+  for (const VisionRopeFamily family : {VisionRopeFamily::kPixtral, VisionRopeFamily::kLlama4, VisionRopeFamily::kGemma4,
+                                        VisionRopeFamily::kMoonVit}) {
     SCOPED_TRACE(to_string(family));
     const int D = 16, side = 3;
     const VisionRope v = tower(family, D, side);
@@ -174,15 +211,13 @@ TEST(VisionRope, RotationIsTheTowersApplication) {
     std::vector<float> x(std::size_t(N) * D);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * double(i) + 0.1));
     std::vector<float> rotated = x;
-    rope_apply_reference(bshd(rotated.data(), {1, N, 1, D}), PositionIds::explicit_ids(ids.data(), 2, N),
-                         vision_rope_apply_params(v));
+    rotate(v, rotated.data(), N, ids);
     double worst = 0;
     for (int n = 0; n < N; ++n) {
       const std::vector<double> a = hf_angles(family, D, 1e4, double(ids[n]), double(ids[N + n]));
       const float* in = &x[std::size_t(n) * D];
       for (int f = 0; f < D / 2; ++f) {
-        const bool half = v.layout == RopeLayout::kHalfSplit;
-        const int i0 = half ? f : 2 * f, i1 = half ? f + D / 2 : 2 * f + 1;
+        const auto [i0, i1] = hf_pair(v, f);
         const double c = std::cos(a[f]), s = std::sin(a[f]);
         worst = std::max(worst, std::fabs(rotated[std::size_t(n) * D + i0] - (in[i0] * c - in[i1] * s)));
         worst = std::max(worst, std::fabs(rotated[std::size_t(n) * D + i1] - (in[i1] * c + in[i0] * s)));
@@ -194,17 +229,17 @@ TEST(VisionRope, RotationIsTheTowersApplication) {
 
 // q.k after the rotation depends on the row and column offsets only (the point of 2-D RoPE).
 TEST(VisionRope, ScoresDependOnOffsetsOnly) {
-  for (const VisionRopeFamily family : {VisionRopeFamily::kPixtral, VisionRopeFamily::kMoonVit, VisionRopeFamily::kQwen2Vl}) {
+  for (const VisionRopeFamily family :
+       {VisionRopeFamily::kPixtral, VisionRopeFamily::kMoonVit, VisionRopeFamily::kQwen2Vl, VisionRopeFamily::kGemma4}) {
     SCOPED_TRACE(to_string(family));
     const int D = 16;
     const VisionRope v = tower(family, D, 64);
-    const RopeApplyParams ap = vision_rope_apply_params(v);
     auto score = [&](std::int64_t qr, std::int64_t qc, std::int64_t kr, std::int64_t kc) {
       std::vector<float> q(D), k(D);
       for (int i = 0; i < D; ++i) q[i] = float(std::cos(i + 0.5)), k[i] = float(std::sin(2.0 * i + 1));
       const std::int64_t qi[2] = {qr, qc}, ki[2] = {kr, kc};
-      rope_apply_reference(bshd(q.data(), {1, 1, 1, D}), PositionIds::explicit_ids(qi, 2, 1), ap);
-      rope_apply_reference(bshd(k.data(), {1, 1, 1, D}), PositionIds::explicit_ids(ki, 2, 1), ap);
+      rotate(v, q.data(), 1, {qi[0], qi[1]});
+      rotate(v, k.data(), 1, {ki[0], ki[1]});
       double d = 0;
       for (int i = 0; i < D; ++i) d += double(q[i]) * k[i];
       return d;
@@ -227,6 +262,7 @@ TEST(VisionRope, ReadFromTheConfigsPublishersShip) {
       {real_config("Qwen2.5-VL-7B-Instruct"), VisionRopeFamily::kQwen2Vl, 80, 2},
       {real_config("Qwen3.5-9B"), VisionRopeFamily::kQwen2Vl, 72, 2},
       {real_config("GLM-4.1V-9B-Thinking"), VisionRopeFamily::kQwen2Vl, 128, 2},  // 1536 / 12
+      {real_config("gemma-4-31B-it"), VisionRopeFamily::kGemma4, 72, 0},  // head_dim 72, theta 100
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.path);
@@ -234,10 +270,11 @@ TEST(VisionRope, ReadFromTheConfigsPublishersShip) {
     ASSERT_TRUE(spec.vision_rope);
     EXPECT_EQ(spec.vision_rope->params.family, c.family);
     EXPECT_EQ(spec.vision_rope->params.head_dim, c.head_dim);
-    EXPECT_EQ(spec.vision_rope->params.theta, 10000.0);
-    EXPECT_EQ(c.family == VisionRopeFamily::kQwen2Vl ? spec.vision_rope->params.merge_size
-                                                       : spec.vision_rope->params.patches_per_side,
-              c.side_or_merge);
+    EXPECT_EQ(spec.vision_rope->params.theta, c.family == VisionRopeFamily::kGemma4 ? 100.0 : 10000.0);
+    if (c.family != VisionRopeFamily::kGemma4)
+      EXPECT_EQ(c.family == VisionRopeFamily::kQwen2Vl ? spec.vision_rope->params.merge_size
+                                                         : spec.vision_rope->params.patches_per_side,
+                c.side_or_merge);
   }
   // Llama-4-Scout ships attn_temperature_tuning: 4, which HF tests for truth.
   const ModelSpec scout = load_model_spec(extra_config("Llama-4-Scout-17B-16E__constructed"));
@@ -289,7 +326,8 @@ TEST(VisionRope, BadVisionConfigsAreErrorsNamingTheKey) {
 // cat(freqs, freqs) order, and Llama 4's class token passes unrotated.
 TEST(VisionRope, GoldenWritesTheTowersVectors) {
   for (const std::string& path :
-       {real_config("Devstral-Small-2-24B-Instruct"), extra_config("Llama-4-Scout-17B-16E__constructed")}) {
+       {real_config("Devstral-Small-2-24B-Instruct"), extra_config("Llama-4-Scout-17B-16E__constructed"),
+        real_config("gemma-4-31B-it")}) {
     SCOPED_TRACE(path);
     const ModelSpec spec = load_model_spec(path);
     GoldenParams params;
@@ -307,12 +345,11 @@ TEST(VisionRope, GoldenWritesTheTowersVectors) {
     EXPECT_EQ(N, v.params.family == VisionRopeFamily::kLlama4 ? 24 * 24 + 1 : 4 * 6);
     double worst = 0;
     for (std::int64_t n = 0; n < N; ++n) {
-      const std::vector<double> a = hf_angles(v.params.family, D, 1e4, ids.data[n], ids.data[N + n]);
+      const std::vector<double> a = hf_angles(v.params.family, D, v.params.theta, ids.data[n], ids.data[N + n]);
       const float* in = &q.data[n * D];
       for (int f = 0; f < F; ++f) {
-        EXPECT_EQ(cos.data[n * D + f], cos.data[n * D + F + f]);
-        const bool half = v.layout == RopeLayout::kHalfSplit;
-        const int i0 = half ? f : 2 * f, i1 = half ? f + F : 2 * f + 1;
+        const auto [i0, i1] = hf_pair(v, f);
+        if (i1 != i0 + 1) EXPECT_EQ(cos.data[n * D + i0], cos.data[n * D + i1]);  // cat(f, f) per block
         worst = std::max(worst, std::fabs(q_out.data[n * D + i0] - (in[i0] * std::cos(a[f]) - in[i1] * std::sin(a[f]))));
         worst = std::max(worst, std::fabs(q_out.data[n * D + i1] - (in[i1] * std::cos(a[f]) + in[i0] * std::sin(a[f]))));
       }

@@ -89,12 +89,13 @@ json vision_rope_json(const VisionRope& v) {
             {"head_dim", p.head_dim},
             {"theta", p.theta},
             {"pairing", pairing_name(v.layout)},
+            {"blocks", v.blocks},  // the head's channels split into this many RoPEs (Gemma 4: 2 halves)
             {"inv_freq", std::vector<double>(v.inv_freq.begin(), v.inv_freq.end())},
             {"axis_of_freq", std::vector<int>(v.axis_of_freq.begin(), v.axis_of_freq.end())},  // 0 row, 1 column
             {"token_order", vision_rope_token_order(v)},
             {"summary", vision_rope_summary(v)}};
   if (p.family == VisionRopeFamily::kQwen2Vl) j["spatial_merge_size"] = p.merge_size;
-  else j["patches_per_side"] = p.patches_per_side;
+  else if (p.family != VisionRopeFamily::kGemma4) j["patches_per_side"] = p.patches_per_side;
   return j;
 }
 

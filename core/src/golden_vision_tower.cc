@@ -21,7 +21,8 @@ nlohmann::json golden_vision_tower_vectors(const VisionRope& v, const GoldenPara
                 " patches of head_dim " + std::to_string(D) + " needs more than 1 GiB; give a smaller --image-grid");
   const std::vector<std::int64_t> ids = vision_rope_position_ids(v, rows, cols);
   const std::int64_t N = static_cast<std::int64_t>(ids.size() / 2);
-  const RopeApplyParams ap = vision_rope_apply_params(v);
+  const std::vector<RopeApplyParams> ap = vision_rope_apply_params(v);  // one per block of channels
+  const int B = v.blocks, per_block = F / B;
   const std::string name = "vision_tower.";
   F32Tensor position_ids{name + "position_ids", {2, N}, std::vector<float>(ids.begin(), ids.end())};
   F32Tensor q{name + "q", {N, D}, {}}, k{name + "k", {N, D}, {}};
@@ -31,13 +32,16 @@ nlohmann::json golden_vision_tower_vectors(const VisionRope& v, const GoldenPara
   F32Tensor cos{name + "cos", {N, D}, std::vector<float>(N * D)}, sin{name + "sin", {N, D}, std::vector<float>(N * D)};
   std::vector<float> c(static_cast<std::size_t>(F)), s(static_cast<std::size_t>(F));
   for (std::int64_t n = 0; n < N; ++n) {
-    for (int f = 0; f < F; ++f) rope_cos_sin(v.inv_freq[f], ids[v.axis_of_freq[f] * N + n], ap, &c[f], &s[f]);
-    for (int f = 0; f < F; ++f) {  // cat(freqs, freqs) order, as golden's other cos/sin
-      cos.data[n * D + f] = cos.data[n * D + F + f] = c[f];
-      sin.data[n * D + f] = sin.data[n * D + F + f] = s[f];
+    for (int f = 0; f < F; ++f) rope_cos_sin(v.inv_freq[f], ids[v.axis_of_freq[f] * N + n], ap[0], &c[f], &s[f]);
+    for (int b = 0; b < B; ++b) {
+      const std::int64_t at = n * D + 2 * b * per_block;  // the block's first channel
+      for (int j = 0; j < per_block; ++j) {  // cat(freqs, freqs) order in each block, as HF's cos/sin
+        cos.data[at + j] = cos.data[at + per_block + j] = c[b * per_block + j];
+        sin.data[at + j] = sin.data[at + per_block + j] = s[b * per_block + j];
+      }
+      rope_rotate_row(&q.data[at], &q_out.data[at], &c[b * per_block], &s[b * per_block], per_block, v.layout, 1);
+      rope_rotate_row(&k.data[at], &k_out.data[at], &c[b * per_block], &s[b * per_block], per_block, v.layout, 1);
     }
-    rope_rotate_row(&q.data[n * D], &q_out.data[n * D], c.data(), s.data(), F, v.layout, 1);
-    rope_rotate_row(&k.data[n * D], &k_out.data[n * D], c.data(), s.data(), F, v.layout, 1);
   }
   nlohmann::json entry = {{"family", to_string(p.family)},
                           {"hf_function", v.hf_source},
@@ -45,6 +49,7 @@ nlohmann::json golden_vision_tower_vectors(const VisionRope& v, const GoldenPara
                           {"grid", {rows, cols}},
                           {"tokens", N},
                           {"pairing", pairing_name(v.layout)},
+                          {"blocks", B},  // each block of head_dim / blocks channels is its own RoPE
                           {"axis_of_freq", std::vector<int>(v.axis_of_freq.begin(), v.axis_of_freq.end())},
                           {"position_ids", "[2, N]: the row, then the column coordinate each frequency multiplies"},
                           {"tensors", nlohmann::json::array()}};

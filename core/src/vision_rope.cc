@@ -23,7 +23,7 @@ void check_params(const VisionRopeParams& p) {
   if (p.family == VisionRopeFamily::kQwen2Vl) {
     if (p.merge_size < 1 || p.merge_size > 64)
       throw Error("qwen2_vl vision RoPE needs spatial_merge_size in [1, 64], got " + std::to_string(p.merge_size));
-  } else if (p.patches_per_side < 1 || p.patches_per_side > 65536) {
+  } else if (p.family != VisionRopeFamily::kGemma4 && (p.patches_per_side < 1 || p.patches_per_side > 65536)) {
     throw Error(family + " vision RoPE needs image_size / patch_size in [1, 65536] patches per side, got " +
                 std::to_string(p.patches_per_side));
   }
@@ -56,6 +56,11 @@ VisionRope vision_rope(const VisionRopeParams& params) {
         v.inv_freq[first] = hf_inv_freq(params.theta, 4 * k, D);
         v.inv_freq[second] = hf_inv_freq(params.theta, 4 * k + 2, D);
         break;
+      case VisionRopeFamily::kGemma4:  // spatial_dim = D / 2, arange(0, spatial_dim, 2) / spatial_dim per half
+        v.inv_freq[first] = v.inv_freq[second] = hf_inv_freq(params.theta, 2 * k, F);
+        v.axis_of_freq[first] = 1;  // channels [0, D/2): x, the column
+        v.axis_of_freq[second] = 0;
+        continue;
       case VisionRopeFamily::kMoonVit:  // arange(0, dim, 4) / dim, each frequency on the column then the row
         v.inv_freq[2 * first] = v.inv_freq[2 * first + 1] = hf_inv_freq(params.theta, 4 * k, D);
         v.axis_of_freq[2 * first] = 1;
@@ -78,6 +83,11 @@ VisionRope vision_rope(const VisionRopeParams& params) {
       v.layout = RopeLayout::kInterleaved;
       v.hf_source = "modeling_llama4.py: Llama4VisionRotaryEmbedding, vision_apply_rotary_emb (complex pairs)";
       break;
+    case VisionRopeFamily::kGemma4:
+      v.blocks = 2;
+      v.hf_source = "modeling_gemma4.py: Gemma4VisionRotaryEmbedding, apply_multidimensional_rope (rotate_half in each "
+                    "half of the head; q_norm/k_norm before RoPE, attention scaling 1.0)";
+      break;
     case VisionRopeFamily::kMoonVit:
       v.layout = RopeLayout::kInterleaved;
       v.hf_source = "remote code moonshotai/Kimi-VL-A3B-Instruct modeling_kimi_vl.py: Rope2DPosEmb, apply_rope "
@@ -95,11 +105,12 @@ std::vector<std::int64_t> vision_rope_position_ids(const VisionRope& rope, int r
       check_grid(family, rows, cols, 65536);
       return vision_2d_position_ids(1, rows, cols, p.merge_size);
     case VisionRopeFamily::kPixtral:
-    case VisionRopeFamily::kMoonVit: {
-      // Pixtral's position_ids_in_meshgrid, MoonViT's get_freqs_cis_by_seqlens (table[:h, :w]):
+    case VisionRopeFamily::kMoonVit:
+    case VisionRopeFamily::kGemma4: {
+      // Gemma 4's image_position_ids (a meshgrid, x the column, y the row), Pixtral's position_ids_in_meshgrid, MoonViT's get_freqs_cis_by_seqlens (table[:h, :w]):
       // row r, column c read the table at r * patches_per_side + c, whose angles are r on the row
       // frequencies and c on the column ones; each image starts again at (0, 0).
-      check_grid(family, rows, cols, p.patches_per_side);
+      check_grid(family, rows, cols, p.family == VisionRopeFamily::kGemma4 ? 65536 : p.patches_per_side);
       const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
       std::vector<std::int64_t> ids(2 * n);
       for (std::size_t i = 0; i < n; ++i) {
@@ -139,6 +150,8 @@ std::string vision_rope_token_order(const VisionRope& rope) {
     case VisionRopeFamily::kPixtral:
     case VisionRopeFamily::kMoonVit:
       return "row-major over the image's own patches (at most " + side + " per side); coordinates from 0";
+    case VisionRopeFamily::kGemma4:
+      return "row-major over the image's own patches; coordinates from 0 (padding patches at (-1, -1) are masked out)";
     case VisionRopeFamily::kLlama4:
       return "row-major over the whole " + side + " x " + side + " tile, coordinates from 1, then the class token (angle 0)";
   }
@@ -155,16 +168,29 @@ std::string vision_rope_summary(const VisionRope& rope) {
     case VisionRopeFamily::kPixtral: axes = first + " read the row, " + second + " the column (1-D RoPE's even and odd frequencies)"; break;
     case VisionRopeFamily::kLlama4: axes = first + " read the column, " + second + " the row (the same frequencies)"; break;
     case VisionRopeFamily::kMoonVit: axes = "2i read the column, 2i + 1 the row (the same frequency)"; break;
+    case VisionRopeFamily::kGemma4:
+      axes = first + " read the column on channels [0, " + std::to_string(F) + "), " + second + " the row on [" +
+             std::to_string(F) + ", " + std::to_string(p.head_dim) + "), each half its own RoPE (the same frequencies)";
+      break;
   }
   return std::string(to_string(p.family)) + " 2-D RoPE: head_dim " + std::to_string(p.head_dim) + ", theta " +
          format_number(p.theta) + ", " + pairing_name(rope.layout) + " pairs; frequencies " + axes + "; tokens " +
          vision_rope_token_order(rope);
 }
 
-RopeApplyParams vision_rope_apply_params(const VisionRope& rope) {
-  RopeApplyParams p = rope_apply_params(rope.inv_freq, 1.0, rope.layout, rope.axis_of_freq);
-  p.angles = Numerics::kHfFloat32;  // HF's float32 angles, cos and sin
-  return p;
+std::vector<RopeApplyParams> vision_rope_apply_params(const VisionRope& rope) {
+  std::vector<RopeApplyParams> out;
+  const int per_block = static_cast<int>(rope.inv_freq.size()) / rope.blocks;
+  for (int b = 0; b < rope.blocks; ++b) {
+    RopeApplyParams p = rope_apply_params(rope.inv_freq, 1.0, rope.layout, rope.axis_of_freq);
+    p.inv_freq += b * per_block;
+    p.axis_of_freq += b * per_block;
+    p.num_freqs = per_block;
+    p.channel_offset = 2 * b * per_block;
+    p.angles = Numerics::kHfFloat32;  // HF's float32 angles, cos and sin
+    out.push_back(p);
+  }
+  return out;
 }
 
 }  // namespace posenc

@@ -33,9 +33,9 @@ int read_head_dim(const json& vc, const char* width_key, const char* heads_key) 
   return static_cast<int>(*width / *heads);
 }
 
-// rope_parameters.rope_theta (v5), else rope_theta (v4), else the class default 10000; a rope
-// type other than default is not what these towers compute.
-double read_theta(const json& vc) {
+// rope_parameters.rope_theta (v5), else rope_theta (v4), else the class default (10000; Gemma 4's
+// vision config 100); a rope type other than default is not what these towers compute.
+double read_theta(const json& vc, double absent = 10000.0) {
   const std::string where = "vision_config";
   if (const json* rp = json_fields::object(vc, "rope_parameters", where)) {
     const std::string inner = where + ".rope_parameters";
@@ -44,7 +44,7 @@ double read_theta(const json& vc) {
     if (const auto t = json_fields::positive_number(*rp, "rope_theta", inner)) return *t;
   }
   if (const auto t = json_fields::positive_number(vc, "rope_theta", where)) return *t;
-  return 10000.0;
+  return absent;
 }
 
 int read_patches_per_side(const json& vc) {
@@ -75,6 +75,10 @@ std::optional<VisionRope> read_vision_rope(const ConfigDoc& doc) {
     p.head_dim = read_head_dim(*vc, "hidden_size", "num_attention_heads");
     p.theta = read_theta(*vc);
     p.patches_per_side = read_patches_per_side(*vc);
+  } else if (type == "gemma4_vision") {  // Gemma4VisionConfig: head_dim, rope_parameters (default_theta 100)
+    p.family = VisionRopeFamily::kGemma4;
+    p.head_dim = read_head_dim(*vc, "hidden_size", "num_attention_heads");
+    p.theta = read_theta(*vc, 100.0);
   } else if (type == "moonvit") {  // MoonVitEncoder: Rope2DPosEmb(hidden_size // num_attention_heads, 512, 512)
     p.family = VisionRopeFamily::kMoonVit;
     p.head_dim = read_head_dim(*vc, "hidden_size", "num_attention_heads");

@@ -214,6 +214,9 @@ _VISION_FAMILIES = ("qwen2_vl", "pixtral", "llama4", "moonvit")
 
 
 def _vision_args(family: str, head_dim: int, theta: float, patches_per_side: Optional[int], merge_size: int):
+    if family == "gemma4":
+        raise ValueError("family 'gemma4' rotates each half of the head as its own RoPE, which one Schedule does not "
+                         "express yet; posenc spec / posenc golden give its rule and vectors")
     if family not in _VISION_FAMILIES:
         raise ValueError(f"family must be one of {', '.join(_VISION_FAMILIES)}, got {family!r}")
     if isinstance(head_dim, bool) or not isinstance(head_dim, int) or not 4 <= head_dim <= 2**16:

@@ -164,6 +164,8 @@ def test_each_tower_is_its_hf_construction(family):
 def test_tower_arguments_are_value_errors_naming_them():
     with pytest.raises(ValueError, match="family must be one of"):
         posenc.vision_2d_schedule(16, family="siglip")
+    with pytest.raises(ValueError, match="each half of the head"):
+        posenc.vision_2d_schedule(72, family="gemma4")
     with pytest.raises(ValueError, match="pixtral needs patches_per_side"):
         posenc.vision_2d_schedule(16, family="pixtral")
     with pytest.raises(ValueError, match="rows and columns must be in \\[1, 4\\]"):

@@ -16,7 +16,7 @@
 //                             layers, pairing, dims, attention factor, softmax scale, query scales
 //   M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5): per layer type also "<layer_type>.vision.*",
 //   a text-image-text-video-text sequence at HF's 3-axis position ids (golden_mrope.h)
-//   A vision tower with 2-D RoPE (ModelSpec::vision_rope: Pixtral, Llama 4, MoonViT, the Qwen-VL
+//   A vision tower with 2-D RoPE (ModelSpec::vision_rope: Pixtral, Llama 4, Gemma 4, MoonViT, the Qwen-VL
 //   and GLM-4V towers): "vision_tower.*", one image of image_grid's h x w patches at the tower's
 //   coordinates, and the manifest's "vision_tower" entry
 //

@@ -15,6 +15,11 @@
 //             k < F / 2, pairs 0 .. F/2 - 1 read the column, the rest the row, each at its
 //             coordinate + 1; GPT-J (interleaved) pairs; patches row-major over the whole
 //             (image_size / patch_size)^2 grid, then the class token, unrotated (angle 0).
+//   gemma4    Gemma4VisionRotaryEmbedding, apply_multidimensional_rope (modeling_gemma4.py): the head
+//             splits in two halves, channels [0, D/2) rotate by the column, [D/2, D) by the row,
+//             each half its own rotate_half RoPE over w_k = theta^(-2k / (D/2)), k < D/4 (pairs
+//             (c, c + D/4) inside a half); theta 100 by default; patches row-major from 0 (the
+//             processor's image_position_ids, x = column, y = row); q/k RMSNorm before RoPE.
 //   moonvit   Rope2DPosEmb of Kimi-VL's MoonViT (remote code, moonshotai/Kimi-VL-A3B-Instruct's
 //             modeling_kimi_vl.py; HF transformers has no port): w_i = theta^(-4i / head_dim),
 //             pair 2i reads the column at w_i, pair 2i + 1 the row at w_i; GPT-J pairs; patches
@@ -33,10 +38,10 @@
 
 namespace posenc {
 
-enum class VisionRopeFamily { kQwen2Vl, kPixtral, kLlama4, kMoonVit };
+enum class VisionRopeFamily { kQwen2Vl, kPixtral, kLlama4, kMoonVit, kGemma4 };
 POSENC_ENUM_NAMES(VisionRopeFamily, "vision rope family", {VisionRopeFamily::kQwen2Vl, "qwen2_vl"},
                   {VisionRopeFamily::kPixtral, "pixtral"}, {VisionRopeFamily::kLlama4, "llama4"},
-                  {VisionRopeFamily::kMoonVit, "moonvit"});
+                  {VisionRopeFamily::kMoonVit, "moonvit"}, {VisionRopeFamily::kGemma4, "gemma4"});
 
 struct VisionRopeParams {
   VisionRopeFamily family = VisionRopeFamily::kQwen2Vl;
@@ -54,6 +59,9 @@ struct VisionRope {
   std::vector<float> inv_freq;             // [head_dim / 2], float32 as HF forms them
   std::vector<std::uint8_t> axis_of_freq;  // [head_dim / 2]: 0 = row, 1 = column
   RopeLayout layout = RopeLayout::kHalfSplit;
+  // The head splits into `blocks` equal parts of channels; block b is its own RoPE in `layout` over
+  // frequencies [b F / blocks, (b + 1) F / blocks) (F = head_dim / 2). Gemma 4: 2; the others 1.
+  int blocks = 1;
   const char* hf_source = "";  // the HF class and function this follows
 };
 
@@ -63,8 +71,9 @@ VisionRope vision_rope(const VisionRopeParams& params);
 
 // The coordinates [2][tokens] (rows, then columns) of one image of rows x cols patches, in the
 // order the tower takes its tokens (see above), rows[n] at ids[n] and columns at ids[tokens + n]:
-// Qwen2-VL merge blocks, Pixtral and MoonViT row-major (rows, cols <= patches_per_side), Llama 4
-// the full grid (rows = cols = patches_per_side) 1-based then its class token at (0, 0).
+// Qwen2-VL merge blocks, Pixtral and MoonViT row-major (rows, cols <= patches_per_side), Gemma 4
+// row-major, Llama 4 the full grid (rows = cols = patches_per_side) 1-based then its class token
+// at (0, 0).
 std::vector<std::int64_t> vision_rope_position_ids(const VisionRope& rope, int rows, int cols);
 
 // What the tower does, in a line for `posenc spec` and golden's manifest: family, head_dim,
@@ -73,8 +82,9 @@ std::string vision_rope_summary(const VisionRope& rope);
 // The order of its tokens alone ("row-major over ...").
 std::string vision_rope_token_order(const VisionRope& rope);
 
-// rope_apply_params over the tower's frequencies and axes; the rope must outlive it. Rotate
-// [tokens, heads, head_dim] with PositionIds::explicit_ids(ids.data(), 2, tokens).
-RopeApplyParams vision_rope_apply_params(const VisionRope& rope);
+// rope_apply_params over the tower's frequencies and axes, one per block (its channel_offset and
+// frequencies); the rope must outlive them. Rotate [tokens, heads, head_dim] with each in turn and
+// PositionIds::explicit_ids(ids.data(), 2, tokens).
+std::vector<RopeApplyParams> vision_rope_apply_params(const VisionRope& rope);
 
 }  // namespace posenc
