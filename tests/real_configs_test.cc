@@ -57,6 +57,7 @@ const std::map<std::string, Expected> kExpected = {
     {"RedPajama-INCITE-3B-v1", {"default", 80, 80, 1e4, 0}},
     {"SmolLM2-360M-Instruct", {"default", 64, 64, 1e5, 0}},
     {"c4ai-command-r-v01", {"default", 128, 128, 8e6, 0}},
+    {"codegen-350M-mono", {"default", 64, 32, 1e4, 0}},  // CodeGen's own rotary_dim, base 10000
     {"chatglm3-6b", {"default", 128, 64, 1e4, 0}},
     {"dbrx__neuron_training", {"default", 128, 128, 5e5, 0}},  // attn_config.rope_theta honoured
     {"gemma-2-9b", {"default", 256, 256, 1e4, 0}},
@@ -64,6 +65,7 @@ const std::map<std::string, Expected> kExpected = {
     {"gemma-3-1b-it", {"default", 256, 256, 1e6, 2}},
     {"gemma-3-27b-it", {"linear", 128, 128, 1e6, 2}},
     {"gemma-4-31B-it", {"proportional", 512, 512, 1e6, 2}},  // full layers: global_head_dim
+    {"gpt-j-6b", {"default", 256, 64, 1e4, 0}},  // GPT-J's own rotary_dim, base 10000
     {"gpt-oss-20b", {"yarn", 64, 64, 150000, 2}},
     {"internlm2_5-7b-chat", {"dynamic", 128, 128, 1e6, 0}},
     {"phi-1", {"default", 64, 32, 1e4, 0}},

@@ -48,6 +48,12 @@ class ConfigDoc {
 // over the layer types model_layers.h derives.
 ModelRope read_model_rope(const ConfigDoc& doc, const ConfigOptions& options);
 
+// The rotated channels of the text model (hf_config_rotary.cc): partial_rotary_factor under the
+// family's fraction_key (or its default), the rotary_dim key, GPT-J's and CodeGen's own rotary_dim;
+// into p, with the warnings and notes into out.
+void read_rotary_channels(const ConfigDoc& doc, const ConfigOptions& options, const char* fraction_key, RopeParams& p,
+                          ModelRope& out);
+
 // The vision tower's 2-D RoPE (vision_rope_config.cc): Pixtral, Llama 4 and the Qwen-VL towers;
 // nullopt for a config without a vision_config or whose tower posenc does not compute.
 std::optional<VisionRope> read_vision_rope(const ConfigDoc& doc);

@@ -115,7 +115,11 @@ struct Parser {
     const char* fraction_key = quirks().fraction_key ? quirks().fraction_key : "partial_rotary_factor";
     warn_unread_spellings({"rope_theta", "rotary_emb_base"}, theta_key);
     warn_unread_spellings({"partial_rotary_factor", "rotary_pct", "rope_pct"}, fraction_key);
-    if (auto theta = jf::number(model, theta_key, w)) {
+    if (quirks().own_rotary_dim) {
+      p.theta = 10000.0;  // a literal in create_sinusoidal_positions
+      if (model.contains("rope_theta"))
+        out.warnings.push_back(at("rope_theta") + " ignored: model_type '" + doc.model_type() + "' fixes base 10000");
+    } else if (auto theta = jf::number(model, theta_key, w)) {
       p.theta = *theta;
       if (quirks().theta_key)
         out.notes.push_back("rope_theta = " + at(theta_key) + " = " + format_number(*theta) + " (the key model_type '" +
@@ -145,38 +149,7 @@ struct Parser {
                             (quirks().default_theta != 10000.0 ? " (this family's default_theta)" : ""));
     }
 
-    // The rotary fraction.
-    bool fraction_given = true;
-    if (auto prf = jf::number(model, fraction_key, w)) {
-      p.partial_rotary_factor = *prf;
-      if (quirks().fraction_key)
-        out.notes.push_back("partial_rotary_factor = " + at(fraction_key) + " = " + format_number(*prf) +
-                            " (the key model_type '" + doc.model_type() + "' reads)");
-    } else if (quirks().default_partial_rotary > 0) {
-      p.partial_rotary_factor = quirks().default_partial_rotary;
-      out.notes.push_back(std::string("no ") + fraction_key + ": the family's default " +
-                          format_number(p.partial_rotary_factor) + " (" + quirks().hf_source + ")");
-    } else {
-      fraction_given = false;
-    }
-    if (auto rd = jf::integer(model, "rotary_dim", w)) {
-      const int derived = static_cast<int>(p.head_dim * p.partial_rotary_factor);
-      if (fraction_given) {
-        if (*rd != derived)
-          out.warnings.push_back(at("rotary_dim") + " = " + std::to_string(*rd) +
-                                 " disagrees with int(head_dim * partial_rotary_factor) = " +
-                                 std::to_string(derived) + "; using the latter, as HF does");
-      } else if (options.hf_compatible) {
-        out.notes.push_back(at("rotary_dim") + " = " + std::to_string(*rd) +
-                            " ignored as HF does (--hf-compatible): all head_dim channels rotate");
-      } else if (*rd != p.head_dim) {
-        p.rotary_dim = channels(*rd, at("rotary_dim"));
-        out.notes.push_back(at("rotary_dim") + " = " + std::to_string(*rd) +
-                            " honoured: HF ignores this key and would rotate all " +
-                            std::to_string(p.head_dim) +
-                            " channels (a known HF bug); --hf-compatible restores HF");
-      }
-    }
+    read_rotary_channels(doc, options, fraction_key, p, out);
 
     // Context lengths. Qwen-1's code reads seq_length (QWenAttention.seq_length), never
     // max_position_embeddings.
@@ -279,6 +252,11 @@ struct Parser {
     if (params_v5 && legacy && *params_v5 != *legacy)
       throw Error(at("rope_parameters") + " and " + at("rope_scaling") + " are both set and differ; keep one");
     const json* dict = params_v5 ? params_v5 : legacy;
+    if (dict && quirks().own_rotary_dim) {  // GPTJConfig / CodeGenConfig have no rope dict: HF never reads one
+      out.warnings.push_back(at(params_v5 ? "rope_parameters" : "rope_scaling") + " ignored: model_type '" +
+                             doc.model_type() + "' builds its own unscaled sinusoids (" + quirks().hf_source + ")");
+      dict = nullptr;
+    }
     std::string dict_where = at(params_v5 ? "rope_parameters" : "rope_scaling");
     // A family whose config class fills rope_parameters when absent (Gemma4TextConfig).
     const json defaults = quirks().default_rope_parameters && !dict && !jf::number(model, "rope_theta", w)

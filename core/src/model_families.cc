@@ -30,6 +30,7 @@ struct Row {
   Row& theta_in_attn_config() { return q.theta_in_attn_config = true, *this; }
   Row& theta_from_rope_ratio() { return q.theta_from_rope_ratio = true, *this; }
   Row& default_partial_rotary(double f) { return q.default_partial_rotary = f, *this; }
+  Row& own_rotary_dim(int d) { return q.own_rotary_dim = d, *this; }
   Row& legacy_keys(const char* theta, const char* fraction) { return q.theta_key = theta, q.fraction_key = fraction, *this; }
   Row& yarn_means_longrope() { return q.yarn_means_longrope = true, *this; }
   Row& default_theta(double theta) { return q.default_theta = theta, *this; }
@@ -265,6 +266,11 @@ const std::vector<FamilyQuirks>& table() {
                             "over rotary_dim)")
             .qk_norm(QkNorm::kBeforeRopeIfFlag)
             .default_theta(5e6),
+        Row("|gptj|codegen|", "modeling_gptj.py / modeling_codegen.py: create_sinusoidal_positions(n_positions, rotary_dim) "
+                              "at base 10000, apply_rotary_pos_emb with rotate_every_two on each head's first rotary_dim "
+                              "channels; configuration_gptj.py: rotary_dim 64 by default")
+            .layout(L::kInterleaved).layer_count("n_layer").shape_keys("n_embd", "n_head").max_pos_key("n_positions")
+            .own_rotary_dim(64),
         Row("|dbrx|", "modeling_dbrx.py: DbrxAttention, apply_rotary_pos_emb; configuration_dbrx.py: d_model, n_heads, "
                       "max_seq_len, attn_config.rope_theta")
             .layer_count("n_layers")

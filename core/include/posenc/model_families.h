@@ -127,6 +127,9 @@ struct FamilyQuirks {
   bool theta_in_attn_config = false;              // DBRX: attn_config.rope_theta
   bool theta_from_rope_ratio = false;             // ChatGLM: base = 10000 * rope_ratio
   double default_partial_rotary = 0;              // without a fraction key: GPT-NeoX 0.25, ChatGLM 0.5
+  // GPT-J, CodeGen: the attention reads config.rotary_dim (this default when absent) and builds its
+  // own sinusoids at base 10000; rope_theta, partial_rotary_factor and rope dicts are not read. 0: no.
+  int own_rotary_dim = 0;
   // The top-level keys the family's code reads for theta and the rotary fraction instead of the
   // mixin's rope_theta / partial_rotary_factor; nullptr: the mixin's. GPTNeoXConfig (and
   // GPTNeoXJapaneseConfig).convert_rope_params_to_dict: rope_parameters.setdefault("rope_theta",
