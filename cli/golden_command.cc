@@ -40,6 +40,9 @@ void run_golden(const GoldenArgs& a) {
   const bool mrope_image = spec.mrope_vision.has_value();
   const bool mrope_video = mrope_image && spec.mrope_style != MropeStyle::kXdrope;
   const bool tower_image = spec.vision_rope && spec.vision_rope->params.family != VisionRopeFamily::kLlama4;
+  if (a.image_grid && !mrope_image && tower_image && params.image_grid[0] != 1)
+    throw Error("--image-grid " + *a.image_grid + ": the vision tower of model_type '" + spec.rope.model_type +
+                "' rotates one image of H x W patches; expected T = 1");
   if (a.image_grid && !mrope_image && !tower_image)
     throw Error("--image-grid: model_type '" + spec.rope.model_type + "' has no vision vectors that read an image grid " +
                 "(M-RoPE get_rope_index or a vision tower's 2-D RoPE over the image's patches)");
@@ -64,7 +67,8 @@ void add_golden_command(CLI::App& app) {
   add_positions_option(cmd, args->positions, "positions (default: 0,1,127,4095, the original context, 4x it, 131071)");
   add_seed_option(cmd, args->seed, "seed of q and k");
   cmd->add_option("--image-grid", args->image_grid,
-                  "M-RoPE (Qwen-VL, HunYuan-VL) and the vision towers' 2-D RoPE (Pixtral, MoonViT, Qwen-VL, GLM-4V: "
+                  "M-RoPE (Qwen-VL, Qwen2.5-Omni, HunYuan-VL) and the vision towers' 2-D RoPE (Pixtral, Gemma 4, MoonViT, "
+                  "Qwen-VL, GLM-4V: "
                   "H x W): the image's grid T,H,W in patches for the vision vectors (default 1,4,6)");
   cmd->add_option("--shift", args->shift,
                   "also write <layer>.k_shifted: k_out re-rotated by this position delta (llama.cpp's K-shift)");

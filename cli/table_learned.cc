@@ -58,6 +58,7 @@ json table_learned_grid(const TableArgs& a) {
 }  // namespace
 
 json table_learned(const TableArgs& a) {
+  if (a.given("--resize-mode") && !a.table_grid) throw Error("--resize-mode needs --table-grid H,W and --resize H,W");
   if (a.table_grid) return table_learned_grid(a);
   if (a.resize) throw Error("--resize needs --table-grid H,W (the grid the table was trained for)");
   return table_learned_rows(a);

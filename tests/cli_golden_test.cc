@@ -56,6 +56,9 @@ TEST(CliGolden, GridsAreReadOrRefused) {
   EXPECT_CLEAN_ERROR(run("golden --config " + reference_dir() + "/configs-extra/HunyuanOCR__constructed.json --out " + dir +
                          " --video-grid 1,2,2"),
                      "--video-grid", "hunyuan_vl");
+  EXPECT_CLEAN_ERROR(run("golden --config " + reference_dir() + "/real-configs/Devstral-Small-2-24B-Instruct.json --out " +
+                         dir + " --image-grid 2,3,5"),
+                     "expected T = 1");
   const auto r = run("golden --config " + reference_dir() + "/real-configs/Devstral-Small-2-24B-Instruct.json --out " + dir +
                      " --positions 0 --image-grid 1,3,5");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -103,6 +103,7 @@ TEST(CliTable, LearnedGridResized) {
   EXPECT_CLEAN_ERROR(run("table --scheme learned --resize 2,3"), "--resize needs --table-grid");
   EXPECT_CLEAN_ERROR(run("table --scheme learned --table-grid 4,4 --resize 2,3 --positions 0:2"), "--positions does not apply");
   EXPECT_CLEAN_ERROR(run("table --scheme learned --table-grid 4,4"), "--table-grid needs --resize");
+  EXPECT_CLEAN_ERROR(run("table --scheme learned --resize-mode bicubic"), "--resize-mode needs --table-grid");
   EXPECT_CLEAN_ERROR(run("table --scheme learned --table-grid 4,0 --resize 2,2"), "--table-grid");
   EXPECT_CLEAN_ERROR(run("table --scheme rope --resize 2,2"), "--resize does not apply to --scheme rope");
 }

@@ -1,4 +1,4 @@
-// Issue 26: GPT-J and CodeGen (modeling_gptj.py, modeling_codegen.py in transformers 5.5.0.dev0):
+// Issue 26: Qwen2.5-Omni's thinker (below), and GPT-J and CodeGen (modeling_gptj.py, modeling_codegen.py in transformers 5.5.0.dev0):
 // their attention builds its own sinusoids at base 10000 over config.rotary_dim channels
 // (create_sinusoidal_positions) and rotates each head's first rotary_dim channels in GPT-J pairs
 // (rotate_every_two); rope_theta, partial_rotary_factor and rope dicts are not read. Checked on the
@@ -83,12 +83,59 @@ TEST(Families7, KeysGptjDoesNotReadAreWarnedAndIgnored) {
   EXPECT_EQ(theta.schedules.at(0).inv_freq.at(1), gptj_inv_freq(1, 64));  // base 10000, unscaled
   const ModelSpec absent = parse_model_spec("{" + base + "}");
   EXPECT_EQ(absent.layers.at(0).rotary_dim, 64);
+  const ModelSpec pct = parse_model_spec("{" + base + R"(, "rotary_pct": 0.5, "rotary_emb_base": 1e5})");
+  for (const std::string& w : pct.warnings) EXPECT_NE(w.find("ignored: model_type 'gptj'"), std::string::npos) << w;
+  EXPECT_EQ(pct.warnings.size(), 2u);
+  auto error_of = [&](const std::string& extra) {
+    try {
+      parse_model_spec("{" + base + ", " + extra + "}");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error_of(R"("rotary_dim": 512)").find("rotary_dim"), std::string::npos);  // past head_dim 256
+  EXPECT_NE(error_of(R"("rotary_dim": 63)").find("rotary_dim must be even"), std::string::npos);
+  EXPECT_NE(error_of(R"("rotary_dim": null)").find("whole n_embd"), std::string::npos);  // HF: rotary_dim or embed_dim
   try {
-    parse_model_spec("{" + base + R"(, "rotary_dim": 512})");
-    ADD_FAILURE() << "rotary_dim past head_dim accepted";
+    parse_model_spec(R"({"model_type": "codegen", "n_embd": 1024, "n_head": 15, "n_layer": 1})");
+    ADD_FAILURE() << "n_embd 1024 over 15 heads accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("rotary_dim"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("n_embd 1024 is not divisible by n_head 15"), std::string::npos) << e.what();
   }
+}
+
+// Qwen2.5-Omni: the text model is thinker_config.text_config (Qwen2_5OmniConfig.get_text_config),
+// contiguous M-RoPE, and golden's vision sequence follows its get_rope_index: each piece at the last
+// piece's max + 1, image and video T ids at position_id_per_seconds (25) per second.
+TEST(Families7, QwenOmniThinkerTextModelAndItsPositionIds) {
+  const ModelSpec spec = load_model_spec(testing::extra_config("Qwen2.5-Omni-7B__constructed"));
+  ASSERT_NE(spec.family, nullptr);
+  EXPECT_TRUE(spec.warnings.empty()) << spec.warnings.front();
+  EXPECT_EQ(spec.layers.size(), 28u);
+  EXPECT_EQ(spec.mrope_section, (std::vector<int>{16, 24, 24}));
+  EXPECT_EQ(spec.mrope_style, MropeStyle::kContiguous);
+  EXPECT_EQ(spec.schedules.at(0).inv_freq.at(1), static_cast<float>(std::pow(1e6, -2.0 / 128)));
+  ASSERT_TRUE(spec.vision_rope);  // the thinker's Qwen2.5-VL tower
+  EXPECT_EQ(spec.vision_rope->params.head_dim, 80);
+  GoldenParams params{{0, 1}, 1};
+  params.image_grid = {1, 4, 6};
+  params.video_grid = {2, 4, 4};
+  const Golden g = make_golden(spec, params);
+  const F32Tensor* ids = nullptr;
+  for (const F32Tensor& t : g.tensors.tensors)
+    if (t.name == "full_attention.vision.position_ids") ids = &t;
+  ASSERT_NE(ids, nullptr);
+  // text 0 1 | image T 2, H 2..3, W 2..4 | text 5 6 | video T 7 and 7 + 25, H, W 7..8 | text 33 34
+  const std::int64_t N = ids->shape.at(1);
+  ASSERT_EQ(N, 20);
+  const std::vector<float> T(ids->data.begin(), ids->data.begin() + N);
+  EXPECT_EQ(T, (std::vector<float>{0, 1, 2, 2, 2, 2, 2, 2, 5, 6, 7, 7, 7, 7, 32, 32, 32, 32, 33, 34}));
+  // Without an mrope_section HF v5 raises KeyError in the forward: said, not invented.
+  const ModelSpec bare = parse_model_spec(R"({"model_type": "qwen2_5_omni", "thinker_config": {"text_config": {
+      "model_type": "qwen2_5_omni_text", "hidden_size": 512, "num_attention_heads": 4, "num_hidden_layers": 2}}})");
+  ASSERT_EQ(bare.warnings.size(), 1u);
+  EXPECT_NE(bare.warnings[0].find("thinker_config.text_config.rope_parameters"), std::string::npos) << bare.warnings[0];
 }
 
 }  // namespace

@@ -202,11 +202,12 @@ TEST(VisionRope, BadParametersNameTheValue) {
 // (x * cos + rotate_half(x) * sin over cat(freqs, freqs)) or complex pairs (2j, 2j + 1).
 TEST(VisionRope, RotationIsTheTowersApplication) {
   for (const VisionRopeFamily family : {VisionRopeFamily::kPixtral, VisionRopeFamily::kLlama4, VisionRopeFamily::kGemma4,
-                                        VisionRopeFamily::kMoonVit}) {
+                                        VisionRopeFamily::kMoonVit, VisionRopeFamily::kQwen2Vl}) {
     SCOPED_TRACE(to_string(family));
     const int D = 16, side = 3;
     const VisionRope v = tower(family, D, side);
-    const std::vector<std::int64_t> ids = vision_rope_position_ids(v, side, side);
+    const std::vector<std::int64_t> ids =
+        vision_rope_position_ids(v, family == VisionRopeFamily::kQwen2Vl ? 4 : side, family == VisionRopeFamily::kQwen2Vl ? 4 : side);
     const int N = static_cast<int>(ids.size() / 2);
     std::vector<float> x(std::size_t(N) * D);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * double(i) + 0.1));
@@ -320,6 +321,20 @@ TEST(VisionRope, BadVisionConfigsAreErrorsNamingTheKey) {
                 .find("hidden_size 1000 is not divisible"),
             std::string::npos);
   EXPECT_NE(error_of("{" + base + R"(, "image_size": 1540, "rope_theta": -1})").find("rope_theta"), std::string::npos);
+  // theta whose float32 frequencies are inf or 0, as HF's float32 would compute them
+  for (const char* theta : {"1e-300", "1e39"})
+    EXPECT_NE(error_of("{" + base + R"(, "image_size": 1540, "rope_parameters": {"rope_theta": )" + theta + "}}")
+                  .find("stay finite and normal"),
+              std::string::npos)
+        << theta;
+  // The Qwen-VL towers fix theta 10000 in code: a key that says otherwise is reported, not read.
+  const ModelSpec qwen = parse_model_spec(R"({"model_type": "qwen2_vl", "num_hidden_layers": 1, "hidden_size": 64,
+      "num_attention_heads": 1, "rope_scaling": {"type": "mrope", "mrope_section": [8, 12, 12]},
+      "vision_config": {"embed_dim": 1280, "num_heads": 16, "rope_theta": 500}})");
+  ASSERT_TRUE(qwen.vision_rope);
+  EXPECT_EQ(qwen.vision_rope->params.theta, 10000.0);
+  ASSERT_EQ(qwen.warnings.size(), 1u);
+  EXPECT_NE(qwen.warnings[0].find("vision_config.rope_theta ignored"), std::string::npos) << qwen.warnings[0];
 }
 
 // golden's vision_tower vectors: q_out is q rotated at the tower's coordinates, cos/sin in
@@ -340,21 +355,29 @@ TEST(VisionRope, GoldenWritesTheTowersVectors) {
     };
     const VisionRope& v = *spec.vision_rope;
     const int D = v.params.head_dim, F = D / 2;
-    const F32Tensor &ids = tensor("position_ids"), &q = tensor("q"), &q_out = tensor("q_out"), &cos = tensor("cos");
+    const F32Tensor &ids = tensor("position_ids"), &q = tensor("q"), &q_out = tensor("q_out"), &cos = tensor("cos"),
+                    &sin = tensor("sin"), &k = tensor("k"), &k_out = tensor("k_out");
     const std::int64_t N = ids.shape.at(1);
     EXPECT_EQ(N, v.params.family == VisionRopeFamily::kLlama4 ? 24 * 24 + 1 : 4 * 6);
     double worst = 0;
     for (std::int64_t n = 0; n < N; ++n) {
       const std::vector<double> a = hf_angles(v.params.family, D, v.params.theta, ids.data[n], ids.data[N + n]);
-      const float* in = &q.data[n * D];
+      const int per_block = F / (v.params.family == VisionRopeFamily::kGemma4 ? 2 : 1);
       for (int f = 0; f < F; ++f) {
         const auto [i0, i1] = hf_pair(v, f);
-        if (i1 != i0 + 1) EXPECT_EQ(cos.data[n * D + i0], cos.data[n * D + i1]);  // cat(f, f) per block
-        worst = std::max(worst, std::fabs(q_out.data[n * D + i0] - (in[i0] * std::cos(a[f]) - in[i1] * std::sin(a[f]))));
-        worst = std::max(worst, std::fabs(q_out.data[n * D + i1] - (in[i1] * std::cos(a[f]) + in[i0] * std::sin(a[f]))));
+        // cos/sin in cat(freqs, freqs) order per block (the manifest's cos_sin_order), whatever the pairing
+        const std::int64_t col = n * D + 2 * (f / per_block) * per_block + f % per_block;
+        EXPECT_NEAR(cos.data[col], std::cos(a[f]), 1e-5) << f;
+        EXPECT_NEAR(sin.data[col + per_block], std::sin(a[f]), 1e-5) << f;
+        for (const auto* pair : {&q, &k}) {
+          const float* in = &pair->data[n * D];
+          const float* out = &(pair == &q ? q_out : k_out).data[n * D];
+          worst = std::max(worst, std::fabs(out[i0] - (in[i0] * std::cos(a[f]) - in[i1] * std::sin(a[f]))));
+          worst = std::max(worst, std::fabs(out[i1] - (in[i1] * std::cos(a[f]) + in[i0] * std::sin(a[f]))));
+        }
       }
     }
-    // Angles up to 110 rad in float32: cos/sin carry ~110 * 2^-24 each.
+    // Angles up to 25 rad (Llama 4's 24 + 1) in float32: cos/sin carry ~25 * 2^-24 each.
     EXPECT_LT(worst, 2e-5);
     if (v.params.family == VisionRopeFamily::kLlama4) {
       for (int i = 0; i < D; ++i) EXPECT_EQ(q_out.data[(N - 1) * D + i], q.data[(N - 1) * D + i]);  // the class token

@@ -17,8 +17,12 @@ ConfigDoc::ConfigDoc(const std::string& json_text) {
   }
   if (!top_.is_object()) throw Error("config must be a JSON object at the top level, got " + jf::describe(top_));
   const nlohmann::json* text = jf::object(top_, "text_config", "");
-  model_ = text ? text : &top_;
   where_ = text ? "text_config" : "";
+  // Qwen2.5-Omni: the text model is the thinker's (Qwen2_5OmniConfig.get_text_config).
+  if (!text)
+    if (const nlohmann::json* thinker = jf::object(top_, "thinker_config", ""))
+      if ((text = jf::object(*thinker, "text_config", "thinker_config"))) where_ = "thinker_config.text_config";
+  model_ = text ? text : &top_;
   families_ = "|";
   if (auto mt = jf::string(top_, "model_type", "")) {
     model_type_ = *mt;
@@ -30,6 +34,12 @@ ConfigDoc::ConfigDoc(const std::string& json_text) {
 }
 
 std::string ConfigDoc::at(const std::string& key) const { return jf::path(where_, key); }
+
+const nlohmann::json* ConfigDoc::vision_config() const {
+  if (const nlohmann::json* v = jf::object(top_, "vision_config", "")) return v;
+  const nlohmann::json* thinker = jf::object(top_, "thinker_config", "");
+  return thinker ? jf::object(*thinker, "vision_config", "thinker_config") : nullptr;
+}
 
 const FamilyQuirks& ConfigDoc::quirks() const {
   static const FamilyQuirks kGeneric{};

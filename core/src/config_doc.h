@@ -4,13 +4,15 @@
 // takes this one document, so `posenc spec` parses the text once and looks its family up once.
 //
 // Multimodal wrappers (Qwen2-VL, Gemma 3, Llama 4, EXAONE 4.5) keep the decoder's keys in
-// `text_config`; model() is that object when present, else the top level, and where() is the
-// prefix their keys get in messages ("text_config.rope_theta").
+// `text_config`, Qwen2.5-Omni in `thinker_config.text_config`; model() is that object when
+// present, else the top level, and where() is the prefix their keys get in messages
+// ("text_config.rope_theta").
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "posenc/hf_config.h"
 #include "posenc/model_families.h"
@@ -29,13 +31,16 @@ class ConfigDoc {
 
   const nlohmann::json& top() const { return top_; }
   const nlohmann::json& model() const { return *model_; }
-  const std::string& where() const { return where_; }  // "" or "text_config"
+  const std::string& where() const { return where_; }  // "", "text_config" or "thinker_config.text_config"
   std::string at(const std::string& key) const;        // where().key, for messages
   const std::string& model_type() const { return model_type_; }  // the top level's; "" when absent
   // '|'-bounded model_types, top level then text model: "|qwen3_vl|qwen3_vl_text|".
   const std::string& families() const { return families_; }
   const FamilyQuirks* family() const { return family_; }  // nullptr: posenc does not know it
   const FamilyQuirks& quirks() const;  // family(), or the row of HF's generic keys when unknown
+  // The vision tower's config: vision_config, or Qwen2.5-Omni's thinker_config.vision_config;
+  // nullptr when absent (another type is an error naming it).
+  const nlohmann::json* vision_config() const;
 
  private:
   nlohmann::json top_;
@@ -56,7 +61,7 @@ void read_rotary_channels(const ConfigDoc& doc, const ConfigOptions& options, co
 
 // The vision tower's 2-D RoPE (vision_rope_config.cc): Pixtral, Llama 4 and the Qwen-VL towers;
 // nullopt for a config without a vision_config or whose tower posenc does not compute.
-std::optional<VisionRope> read_vision_rope(const ConfigDoc& doc);
+std::optional<VisionRope> read_vision_rope(const ConfigDoc& doc, std::vector<std::string>& warnings);
 
 // The model's positional scheme (model_positions.cc): RoPE, or the scheme that replaces it.
 ModelPositions read_model_positions(const ConfigDoc& doc);

@@ -92,6 +92,9 @@ json vision_rope_json(const VisionRope& v) {
             {"blocks", v.blocks},  // the head's channels split into this many RoPEs (Gemma 4: 2 halves)
             {"inv_freq", std::vector<double>(v.inv_freq.begin(), v.inv_freq.end())},
             {"axis_of_freq", std::vector<int>(v.axis_of_freq.begin(), v.axis_of_freq.end())},  // 0 row, 1 column
+            {"angles", "float32(inv_freq[f] * float32(coordinate[axis_of_freq[f]]))"},
+            {"coordinates_from", p.family == VisionRopeFamily::kLlama4 ? 1 : 0},
+            {"class_token", p.family == VisionRopeFamily::kLlama4 ? json("last, unrotated (angle 0)") : json(nullptr)},
             {"token_order", vision_rope_token_order(v)},
             {"summary", vision_rope_summary(v)}};
   if (p.family == VisionRopeFamily::kQwen2Vl) j["spatial_merge_size"] = p.merge_size;

@@ -17,7 +17,7 @@ nlohmann::json with_tensors(nlohmann::json entry, std::initializer_list<F32Tenso
 std::vector<TokenRun> golden_vision_runs(const MropeVision& vision, const std::array<int, 3>& image,
                                          const std::array<int, 3>& video) {
   const TokenRun text{TokenRun::kText, 2};
-  std::vector<TokenRun> runs{text, {TokenRun::kImage, 0, image[0], image[1], image[2], 1}, text};
+  std::vector<TokenRun> runs{text, {TokenRun::kImage, 0, image[0], image[1], image[2], vision.image_time_interval}, text};
   if (vision.frames_split) {
     // modeling_qwen3_vl.py get_rope_index: video_grid_thw repeat_interleave'd by t, t set to 1.
     for (int f = 0; f < video[0]; ++f) {
@@ -48,7 +48,7 @@ nlohmann::json golden_vision_vectors(const ModelSpec& spec, const LayerSpec& l, 
   if (tokens > 16384 || tokens * (4.0 * D + 2.0 * R) * 4 > double(1 << 30))
     throw Error("the vision sequence of --image-grid and --video-grid has " + format_number(tokens) +
                 " tokens of head_dim " + std::to_string(D) + "; at most 16384 tokens and 1 GiB: give smaller grids");
-  const MropeIndex index = mrope_position_ids(runs, m);
+  const MropeIndex index = mrope_position_ids(runs, m, vision.rule);
   const std::int64_t N = index.seq_len;
   const std::vector<std::uint8_t> axis =
       mrope_axis_map(spec.mrope_section, spec.mrope_style == MropeStyle::kInterleaved);
@@ -80,7 +80,9 @@ nlohmann::json golden_vision_vectors(const ModelSpec& spec, const LayerSpec& l, 
       jruns.push_back({{"kind", r.kind == TokenRun::kImage ? "image" : "video"}, {"grid_thw", {r.t, r.h, r.w}},
                        {"time_interval", r.time_interval}});
   }
-  nlohmann::json entry = {{"hf_function", vision.family + " get_rope_index (transformers v5: the next run starts at pos + max(h', w'))"},
+  const char* rule = vision.rule == MropeIndexRule::kV5 ? " (transformers v5: the next run starts at pos + max(h', w'))"
+                                                        : " (each piece starts at the last piece's max + 1)";
+  nlohmann::json entry = {{"hf_function", vision.family + " get_rope_index" + rule},
                           {"spatial_merge_size", vision.merge_size},
                           {"runs", jruns},
                           {"seq_len", N},

@@ -107,18 +107,24 @@ struct Parser {
         throw Error("config needs head_dim, or " + at(hidden_key) + " and " + at(heads_key) +
                     ", to know the head size");
       if (*heads <= 0) throw Error(at(heads_key) + " must be > 0, got " + std::to_string(*heads));
+      if (quirks().own_rotary_dim && *hidden % *heads != 0)  // GPTJAttention raises ValueError
+        throw Error(at(hidden_key) + " " + std::to_string(*hidden) + " is not divisible by " + at(heads_key) + " " +
+                    std::to_string(*heads) + " (HF's " + doc.model_type() + " attention raises ValueError)");
       p.head_dim = channels(*hidden / *heads, at(hidden_key) + " / " + at(heads_key));
     }
 
     // rope_theta, and where families keep it.
     const char* theta_key = quirks().theta_key ? quirks().theta_key : "rope_theta";
     const char* fraction_key = quirks().fraction_key ? quirks().fraction_key : "partial_rotary_factor";
-    warn_unread_spellings({"rope_theta", "rotary_emb_base"}, theta_key);
-    warn_unread_spellings({"partial_rotary_factor", "rotary_pct", "rope_pct"}, fraction_key);
+    if (!quirks().own_rotary_dim) {  // GPT-J's own keys: below and in read_rotary_channels
+      warn_unread_spellings({"rope_theta", "rotary_emb_base"}, theta_key);
+      warn_unread_spellings({"partial_rotary_factor", "rotary_pct", "rope_pct"}, fraction_key);
+    }
     if (quirks().own_rotary_dim) {
       p.theta = 10000.0;  // a literal in create_sinusoidal_positions
-      if (model.contains("rope_theta"))
-        out.warnings.push_back(at("rope_theta") + " ignored: model_type '" + doc.model_type() + "' fixes base 10000");
+      for (const char* key : {"rope_theta", "rotary_emb_base"})
+        if (model.contains(key))
+          out.warnings.push_back(at(key) + " ignored: model_type '" + doc.model_type() + "' fixes base 10000");
     } else if (auto theta = jf::number(model, theta_key, w)) {
       p.theta = *theta;
       if (quirks().theta_key)

@@ -17,12 +17,18 @@ void read_rotary_channels(const ConfigDoc& doc, const ConfigOptions& options, co
   const FamilyQuirks& q = doc.quirks();
   if (q.own_rotary_dim) {
     // GPTJAttention / CodeGenAttention: rotary_dim channels of each head (GPTJConfig's default 64).
-    const auto rd = jf::integer_in(model, "rotary_dim", w, 1, kMaxHeadDim);
+    // A null rotary_dim makes HF's `rotary_dim or embed_dim` span the whole model width, not a head.
+    if (model.contains("rotary_dim") && model["rotary_dim"].is_null())
+      throw Error(doc.at("rotary_dim") + " is null: HF's " + doc.model_type() + " then builds sinusoids over the whole "
+                  "n_embd (`rotary_dim or embed_dim`), wider than a head; expected an even number of channels");
+    const auto rd = jf::integer_in(model, "rotary_dim", w, 2, kMaxHeadDim);
     p.rotary_dim = static_cast<int>(rd.value_or(q.own_rotary_dim));
+    if (*p.rotary_dim % 2 != 0)
+      throw Error(doc.at("rotary_dim") + " must be even (GPT-J pairs channels 2i, 2i + 1), got " + std::to_string(*p.rotary_dim));
     if (!rd) out.notes.push_back("rotary_dim absent: the family's default " + std::to_string(*p.rotary_dim));
-    if (model.contains(fraction_key))
-      out.warnings.push_back(doc.at(fraction_key) + " ignored: model_type '" + doc.model_type() + "' reads " +
-                             doc.at("rotary_dim"));
+    for (const char* key : {"partial_rotary_factor", "rotary_pct", "rope_pct"})
+      if (model.contains(key))
+        out.warnings.push_back(doc.at(key) + " ignored: model_type '" + doc.model_type() + "' reads " + doc.at("rotary_dim"));
     return;
   }
   bool fraction_given = true;

@@ -78,6 +78,10 @@ const std::vector<FamilyQuirks>& table() {
             .window(Window::kQwen2)
             .mrope(MropeStyle::kContiguous)
             .default_theta(1e6),
+        Row("|qwen2_5_omni|qwen2_5_omni_thinker|qwen2_5_omni_text|",
+            "modeling_qwen2_5_omni.py: the thinker's Qwen2_5OmniAttention (sliding layers from use_sliding_window and "
+            "max_window_layers), apply_multimodal_rotary_pos_emb (mrope_section chunks); default_theta 1e6")
+            .window(Window::kQwen2).mrope(MropeStyle::kContiguous).default_theta(1e6),
         Row("|qwen3|qwen3_moe|", "modeling_qwen3.py: Qwen3Attention (q_norm/k_norm, then apply_rotary_pos_emb)")
             .window(Window::kQwen2)
             .qk_norm(QkNorm::kBeforeRope),

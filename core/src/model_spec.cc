@@ -292,18 +292,28 @@ struct SpecBuilder {
 std::optional<MropeVision> read_mrope_vision(const ConfigDoc& doc) {
   const std::string& f = doc.families();
   MropeVision v;
-  for (const char* name : {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "hunyuan_vl"})
+  for (const char* name :
+       {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "hunyuan_vl", "qwen2_5_omni"})
     if (f.find(std::string("|") + name + "|") != std::string::npos && v.family.empty()) v.family = name;
   if (v.family.empty()) return std::nullopt;
   v.frames_split = v.family.rfind("qwen3", 0) == 0;
-  const auto vc = doc.top().find("vision_config");
-  if (vc != doc.top().end() && vc->is_object()) {
+  const json* vc = doc.vision_config();
+  if (vc)
     if (const auto m = json_fields::integer_in(*vc, "spatial_merge_size", "vision_config", 1, 64)) v.merge_size = static_cast<int>(*m);
-  }
   if (v.family == "qwen2_5_vl") {
     v.time_interval = 4;  // Qwen2_5_VLVisionConfig's default tokens_per_second
-    if (vc != doc.top().end() && vc->is_object())
+    if (vc)
       if (const auto t = json_fields::number_in(*vc, "tokens_per_second", "vision_config", 0, 1e6)) v.time_interval = *t;
+  }
+  if (v.family == "qwen2_5_omni") {
+    // modeling_qwen2_5_omni.py get_rope_index: each piece at the last piece's max + 1; image and video
+    // T ids at position_id_per_seconds (Qwen2_5OmniThinkerConfig: 25) per second. Audio is not in
+    // golden's sequence.
+    v.rule = MropeIndexRule::kV4_49;
+    v.time_interval = v.image_time_interval = 25;
+    if (const json* thinker = json_fields::object(doc.top(), "thinker_config", ""))
+      if (const auto t = json_fields::number_in(*thinker, "position_id_per_seconds", "thinker_config", 0, 1e6))
+        v.time_interval = v.image_time_interval = *t;
   }
   return v;
 }
@@ -326,13 +336,16 @@ ModelSpec parse_model_spec(const std::string& json_text, const ConfigOptions& op
   const ConfigDoc doc(json_text);
   ModelSpec spec;
   spec.positions = read_model_positions(doc);
-  spec.vision_rope = read_vision_rope(doc);
+  std::vector<std::string> tower_warnings;
+  spec.vision_rope = read_vision_rope(doc, tower_warnings);
   if (!spec.positions.is_rope()) {
+    spec.warnings = tower_warnings;
     spec.rope.model_type = spec.positions.model_type;
     return spec;
   }
   spec.rope = read_model_rope(doc, options);  // validates every rope dict
   spec.warnings = spec.rope.warnings;
+  spec.warnings.insert(spec.warnings.end(), tower_warnings.begin(), tower_warnings.end());
   for (const LayerRope& l : spec.rope.layers) {
     spec.schedules.push_back(l.has_rope ? compute_schedule(l.params) : RopeSchedule{});
     if (l.has_rope && !l.params.mrope_section.empty() && spec.mrope_section.empty()) {
@@ -358,6 +371,10 @@ ModelSpec parse_model_spec(const std::string& json_text, const ConfigOptions& op
   if (!spec.mrope_section.empty() && spec.family->mrope_style && !spec.rope.layers[0].params.mrope_interleaved)
     spec.mrope_style = spec.family->mrope_style;
   if (!spec.mrope_section.empty()) spec.mrope_vision = read_mrope_vision(doc);
+  if (spec.mrope_section.empty() && spec.family->mrope_style)  // Qwen2.5-Omni v5: rope_parameters["mrope_section"]
+    spec.warnings.push_back("no mrope_section in " + doc.at("rope_parameters") + ": HF v5's M-RoPE for model_type '" +
+                            spec.rope.model_type + "' reads it in the forward and raises KeyError; posenc describes "
+                            "text positions only (every axis equal)");
   SpecBuilder{doc, doc.model(), doc.where(), *spec.family, spec}.run();
   return spec;
 }

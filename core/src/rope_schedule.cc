@@ -1,4 +1,6 @@
 #include "posenc/rope_schedule.h"
+
+#include "inv_freq.h"
 #include "posenc/seq_len.h"
 
 #include <algorithm>
@@ -11,19 +13,6 @@
 namespace posenc {
 namespace {
 
-
-// Each schedule is written once, over the arithmetic type T: T = double is posenc's default;
-// T = float replays HF's float32 tensor arithmetic operation by operation (python scalars are
-// doubles that torch rounds to float32 when they meet a float32 tensor).
-template <typename T>
-std::vector<T> default_inv_freq(double theta, int d, int count) {
-  std::vector<T> inv(static_cast<std::size_t>(count));
-  for (int i = 0; i < count; ++i) {
-    const T exponent = static_cast<T>(2 * i) / static_cast<T>(d);
-    inv[static_cast<std::size_t>(i)] = T(1) / std::pow(static_cast<T>(theta), exponent);
-  }
-  return inv;
-}
 
 // YaRN correction dimension for `rotations` full turns within `orig` tokens (double, as HF).
 double correction_dim(double rotations, int d, double theta, double orig) {

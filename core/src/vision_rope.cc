@@ -1,18 +1,15 @@
 #include "posenc/vision_rope.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
+#include "inv_freq.h"
 #include "posenc/error.h"
 #include "posenc/mrope.h"
 
 namespace posenc {
 namespace {
-
-// 1 / theta^(float32(2k) / dim) in float32, as HF's `1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim))`.
-float hf_inv_freq(double theta, int two_k, int dim) {
-  return 1.0f / std::pow(static_cast<float>(theta), static_cast<float>(two_k) / static_cast<float>(dim));
-}
 
 void check_params(const VisionRopeParams& p) {
   const std::string family = to_string(p.family);
@@ -45,24 +42,33 @@ VisionRope vision_rope(const VisionRopeParams& params) {
   const int D = params.head_dim, F = D / 2;
   v.inv_freq.resize(static_cast<std::size_t>(F));
   v.axis_of_freq.resize(static_cast<std::size_t>(F));
+  // HF's float32 `1 / theta^(arange(0, d, 2) / d)`: over d = D (1-D RoPE's u_j: Pixtral, MoonViT's
+  // arange(0, D, 4) being u_{2k}) and over d = D / 2 (w_k: the Qwen-VL, Llama 4 and Gemma 4 towers).
+  const std::vector<float> u = default_inv_freq<float>(params.theta, D, F);
+  const std::vector<float> w = default_inv_freq<float>(params.theta, F, F / 2);
+  for (const float f : {u.back(), w.back(), u.front()})  // the smallest and largest frequencies
+    if (!std::isfinite(f) || !(f >= std::numeric_limits<float>::min()))
+      throw Error(to_string(params.family) + std::string(" vision RoPE: rope_theta ") + format_number(params.theta) +
+                  " makes a float32 frequency " + format_number(f) + "; expected theta whose frequencies stay finite "
+                  "and normal (HF's float32 would compute inf, NaN or 0)");
   for (int k = 0; k < F / 2; ++k) {
     const std::size_t first = static_cast<std::size_t>(k), second = static_cast<std::size_t>(F / 2 + k);
     switch (params.family) {
       case VisionRopeFamily::kQwen2Vl:  // VisionRotaryEmbedding(dim = D / 2): rows, then the same on columns
       case VisionRopeFamily::kLlama4:   // freq_dim = D / 2, arange(0, freq_dim, 2)[:freq_dim // 2]: columns, then rows
-        v.inv_freq[first] = v.inv_freq[second] = hf_inv_freq(params.theta, 2 * k, F);
+        v.inv_freq[first] = v.inv_freq[second] = w[first];
         break;
       case VisionRopeFamily::kPixtral:  // freqs over dim = D; freqs[::2] on rows, freqs[1::2] on columns
-        v.inv_freq[first] = hf_inv_freq(params.theta, 4 * k, D);
-        v.inv_freq[second] = hf_inv_freq(params.theta, 4 * k + 2, D);
+        v.inv_freq[first] = u[2 * first];
+        v.inv_freq[second] = u[2 * first + 1];
         break;
       case VisionRopeFamily::kGemma4:  // spatial_dim = D / 2, arange(0, spatial_dim, 2) / spatial_dim per half
-        v.inv_freq[first] = v.inv_freq[second] = hf_inv_freq(params.theta, 2 * k, F);
+        v.inv_freq[first] = v.inv_freq[second] = w[first];
         v.axis_of_freq[first] = 1;  // channels [0, D/2): x, the column
         v.axis_of_freq[second] = 0;
         continue;
       case VisionRopeFamily::kMoonVit:  // arange(0, dim, 4) / dim, each frequency on the column then the row
-        v.inv_freq[2 * first] = v.inv_freq[2 * first + 1] = hf_inv_freq(params.theta, 4 * k, D);
+        v.inv_freq[2 * first] = v.inv_freq[2 * first + 1] = u[2 * first];
         v.axis_of_freq[2 * first] = 1;
         v.axis_of_freq[2 * first + 1] = 0;
         continue;
@@ -91,7 +97,7 @@ VisionRope vision_rope(const VisionRopeParams& params) {
     case VisionRopeFamily::kMoonVit:
       v.layout = RopeLayout::kInterleaved;
       v.hf_source = "remote code moonshotai/Kimi-VL-A3B-Instruct modeling_kimi_vl.py: Rope2DPosEmb, apply_rope "
-                    "(complex pairs; not in HF transformers)";
+                    "(complex pairs; not in HF transformers; read in vLLM's port, moonvit.py)";
       break;
   }
   return v;

@@ -210,13 +210,10 @@ def qwen_omni_audio_tokens(mel_frames: int, qwen3: bool = False) -> int:
     return _posenc.qwen_omni_audio_tokens(mel_frames, qwen3)
 
 
-_VISION_FAMILIES = ("qwen2_vl", "pixtral", "llama4", "moonvit")
+_VISION_FAMILIES = ("qwen2_vl", "pixtral", "llama4", "moonvit", "gemma4")
 
 
 def _vision_args(family: str, head_dim: int, theta: float, patches_per_side: Optional[int], merge_size: int):
-    if family == "gemma4":
-        raise ValueError("family 'gemma4' rotates each half of the head as its own RoPE, which one Schedule does not "
-                         "express yet; posenc spec / posenc golden give its rule and vectors")
     if family not in _VISION_FAMILIES:
         raise ValueError(f"family must be one of {', '.join(_VISION_FAMILIES)}, got {family!r}")
     if isinstance(head_dim, bool) or not isinstance(head_dim, int) or not 4 <= head_dim <= 2**16:
@@ -241,9 +238,12 @@ def vision_2d_schedule(head_dim: int, theta: float = 10000.0, family: str = "qwe
     (PixtralRotaryEmbedding): 1-D RoPE's even frequencies on the row, odd on the column;
     "llama4" (Llama4VisionRotaryEmbedding): columns first, then rows, GPT-J pairs; "moonvit"
     (Kimi-VL's Rope2DPosEmb): each frequency on the column then the row, GPT-J pairs.
-    Rotate with apply_rope(x, schedule=s, positions=ids, layout=s.params["layout"]) and ids
-    [2, S] from vision_tower_position_ids (or [2, B, S]); q.k then depends on the row and column
-    offsets only. patches_per_side: image_size // patch_size (Pixtral, Llama 4)."""
+    Rotate [B, S, H, D] with apply_rope(x, schedule=s, positions=ids.unsqueeze(1)) (ids [2, S]
+    from vision_tower_position_ids, as [2, 1, S] or [2, B, S]; the pairing is s.params["layout"]);
+    q.k then depends on the row and column offsets only. patches_per_side: image_size // patch_size (Pixtral, Llama 4)."""
+    if family == "gemma4":
+        raise ValueError("family 'gemma4' rotates each half of the head as its own RoPE, which one Schedule does not "
+                         "express yet; posenc spec / posenc golden give its rule and vectors")
     family, head_dim, theta, side, _ = _vision_args(family, head_dim, theta, patches_per_side, 2)
     inv_freq, axes, layout, summary = _posenc.vision_rope(family, head_dim, theta, side, 2)
     return Schedule(torch.tensor(inv_freq, dtype=torch.float32), 1.0, "default", head_dim, head_dim, None, list(axes),
@@ -253,8 +253,8 @@ def vision_2d_schedule(head_dim: int, theta: float = 10000.0, family: str = "qwe
 def vision_tower_position_ids(family: str, rows: int, cols: int, patches_per_side: Optional[int] = None,
                               merge_size: int = 2) -> torch.Tensor:
     """The (row, column) coordinates [2, N] of one image of rows x cols patches in the order the
-    tower takes its tokens: Qwen2-VL merge blocks of merge_size, Pixtral and MoonViT row-major
-    from 0 (at most patches_per_side per side), Llama 4 its whole patches_per_side^2 tile from 1,
+    tower takes its tokens: Qwen2-VL merge blocks of merge_size, Pixtral, MoonViT and Gemma 4
+    row-major from 0 (at most patches_per_side per side), Llama 4 its whole patches_per_side^2 tile from 1,
     then the class token at (0, 0), unrotated."""
     for name, value in (("rows", rows), ("cols", cols)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
@@ -278,6 +278,9 @@ def resize_position_grid(table: torch.Tensor, size: Tuple[int, int], mode: str =
         raise ValueError(f"table must be a [rows, cols, dim] tensor, got {getattr(table, 'shape', type(table).__name__)}")
     if not table.dtype.is_floating_point:
         raise ValueError(f"table must be a floating-point tensor, got {table.dtype}")
+    if table.requires_grad:
+        raise ValueError("resize_position_grid gives the reference values without gradients: pass table.detach(), or "
+                         "train through torch's F.interpolate")
     if (not isinstance(size, (tuple, list)) or len(size) != 2
             or any(isinstance(v, bool) or not isinstance(v, int) for v in size)):
         raise ValueError(f"size must be (rows, cols) as two ints, got {size!r}")

@@ -122,9 +122,11 @@ def _positions(positions: Optional[torch.Tensor], batch: int, tokens: int, devic
     if p.numel() and int(p.max()) + offset > _MAX_POSITION:
         raise ValueError(f"position {int(p.max())} + offset {offset} must be in [0, 2^31-1]")
     if p.dim() == 3 and schedule is not None and not schedule.axis_of_freq and (schedule.params or {}).get("mrope_xdrope"):
-        raise ValueError(f"[{p.shape[0]}, B, S] positions are XD-RoPE's (HunYuan-VL), whose rotate_half pairs can read two "
-                         "position axes: no pair rotation applies it; pass [S] or [B, S] positions for text tokens "
-                         "(every axis equal), and see `posenc golden` for HF's image-token vectors")
+        raise ValueError(f"[{p.shape[0]}, B, S] positions are XD-RoPE's (HunYuan-VL), whose rotate_half pairs can read two position "
+                         "axes: pass [S] or [B, S] positions for text tokens; `posenc golden` has HF's image-token vectors")
+    if p.dim() < 3 and schedule is not None and max(schedule.axis_of_freq or [0]) > 0:  # both backends alike
+        raise ValueError(f"this schedule's frequencies read {max(schedule.axis_of_freq) + 1} position axes (M-RoPE or a vision "
+                         f"tower): positions must be [axes, B, S], got {list(p.shape)}")
     if p.dim() == 3 and schedule is not None and not schedule.axis_of_freq:
         raise ValueError(f"[{p.shape[0]}, B, S] positions are M-RoPE's, but this schedule has no mrope_section: "
                          "pass [S] or [B, S] positions, or a schedule with M-RoPE sections")
@@ -264,7 +266,7 @@ class _Rope(torch.autograd.Function):
 
 
 def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, positions: Optional[torch.Tensor] = None,
-               layout: str = "half_split", offset: int = 0, heads_dim: int = 2, inplace: bool = False,
+               layout: Optional[str] = None, offset: int = 0, heads_dim: int = 2, inplace: bool = False,
                backend: str = "auto", xpos: Optional[XPosScale] = None) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Rotates q (and k) by RoPE at the given positions.
 
@@ -276,7 +278,8 @@ def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, p
     (the schedule's axis_of_freq says which axis each frequency reads). offset is added to
     every position (a KV-cache length).
     layout: "half_split" (NeoX / LLaMA / HF rotate_half), "interleaved" (GPT-J / RoFormer),
-    "deepseek_v3" (reads pairs, writes halves). Channels past schedule.rotary_dim pass through.
+    "deepseek_v3" (reads pairs, writes halves); None: the schedule's own (a vision tower's
+    schedule.params["layout"]), else half_split. Channels past schedule.rotary_dim pass through.
     Returns new tensors, differentiable (the backward pass is the transposed rotation in the
     same kernels; float64 takes the eager formula both ways). inplace=True rotates q and k in
     their own memory, without autograd, as inference engines do, and returns them.
@@ -288,6 +291,10 @@ def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, p
     """
     if backend not in _BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(_BACKENDS)}, got '{backend}'")
+    own = schedule.params.get("layout") if isinstance(getattr(schedule, "params", None), dict) else None
+    if layout is not None and own is not None and layout != own:
+        raise ValueError(f"layout '{layout}' contradicts the schedule's own pairing '{own}' (its params['layout'])")
+    layout = layout or own or "half_split"
     if layout not in _LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(_LAYOUTS)}, got '{layout}'")
     if heads_dim not in (1, 2):
@@ -353,6 +360,10 @@ def rope_shift(k: torch.Tensor, delta: int, *, schedule, layout: str = "half_spl
     half-split pairs they are stored in; every M-RoPE axis moves by delta. k: [B, T, H, D]
     (heads_dim=2) or [B, H, T, D]; on the CPU the SIMD kernels (the core's rope_shift), elsewhere
     torch operations with the same angles. Returns k."""
+    own = schedule.params.get("layout") if isinstance(getattr(schedule, "params", None), dict) else None
+    if layout is not None and own is not None and layout != own:
+        raise ValueError(f"layout '{layout}' contradicts the schedule's own pairing '{own}' (its params['layout'])")
+    layout = layout or own or "half_split"
     if layout not in _LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(_LAYOUTS)}, got '{layout}'")
     if heads_dim not in (1, 2):

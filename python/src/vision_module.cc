@@ -36,7 +36,7 @@ void add_vision_module(py::module_& m) {
   m.def("vision_rope", [](const std::string& family, int head_dim, double theta, int patches_per_side, int merge_size) {
     const VisionRope v = tower_rope(family, head_dim, theta, patches_per_side, merge_size);
     return py::make_tuple(v.inv_freq, std::vector<int>(v.axis_of_freq.begin(), v.axis_of_freq.end()),
-                          v.layout == RopeLayout::kInterleaved ? "interleaved" : "half_split", vision_rope_summary(v));
+                          pairing_name(v.layout), vision_rope_summary(v));
   });
   // Its coordinates [2 * tokens] (rows, then columns) of one image of rows x cols patches.
   m.def("vision_rope_position_ids", [](const std::string& family, int head_dim, double theta, int patches_per_side,
@@ -48,10 +48,14 @@ void add_vision_module(py::module_& m) {
                                    const std::string& mode) {
     if (table.ndim() != 3)
       throw Error("resize_position_grid: the table must be [rows, cols, dim], got " + std::to_string(table.ndim()) + " dimensions");
+    for (int axis = 0; axis < 3; ++axis)  // checked before the copy, naming the size as given
+      if (table.shape(axis) < 1 || table.shape(axis) > (axis < 2 ? 65536 : (1 << 20)))
+        throw Error("resize_position_grid: the table's dimension " + std::to_string(axis) + " is " +
+                    std::to_string(table.shape(axis)) + "; rows and cols must be in [1, 65536], dim in [1, 2^20]");
     PositionGrid g;
-    g.rows = static_cast<int>(std::min<py::ssize_t>(table.shape(0), 1 << 20));
-    g.cols = static_cast<int>(std::min<py::ssize_t>(table.shape(1), 1 << 20));
-    g.dim = static_cast<int>(std::min<py::ssize_t>(table.shape(2), 1 << 21));
+    g.rows = static_cast<int>(table.shape(0));
+    g.cols = static_cast<int>(table.shape(1));
+    g.dim = static_cast<int>(table.shape(2));
     g.values.assign(table.data(), table.data() + table.size());
     return owned_array(resize_position_grid(g, rows, cols, from_name<GridResize>(mode)).values);
   });

@@ -53,5 +53,7 @@ def test_bad_arguments_are_value_errors():
         posenc.resize_position_grid(torch.zeros(4, 4), (2, 2))
     with pytest.raises(ValueError, match="floating-point"):
         posenc.resize_position_grid(torch.zeros(4, 4, 2, dtype=torch.int64), (2, 2))
+    with pytest.raises(ValueError, match="without gradients"):
+        posenc.resize_position_grid(torch.zeros(4, 4, 2, requires_grad=True), (2, 2))
     with pytest.raises(ValueError, match="expected finite values"):
         posenc.resize_position_grid(torch.full((2, 2, 1), float("nan")), (3, 3))

@@ -155,8 +155,11 @@ def test_each_tower_is_its_hf_construction(family):
     layout = sched.params["layout"]
     assert layout == ("half_split" if family == "pixtral" else "interleaved")
     x = torch.randn(1, ids.shape[1], 2, d, generator=torch.Generator().manual_seed(3))
-    got = posenc.apply_rope(x, schedule=sched, positions=ids.unsqueeze(1), layout=layout)
+    got = posenc.apply_rope(x, schedule=sched, positions=ids.unsqueeze(1))  # the schedule's own pairing
     assert (got.double() - _rotate(x, want_angles, layout)).abs().max() <= 4e-6
+    other = "half_split" if layout == "interleaved" else "interleaved"
+    with pytest.raises(ValueError, match="contradicts the schedule's own pairing"):
+        posenc.apply_rope(x, schedule=sched, positions=ids.unsqueeze(1), layout=other)
     if family == "llama4":  # the class token, last, is not rotated
         assert torch.equal(got[0, -1], x[0, -1])
 
@@ -172,5 +175,11 @@ def test_tower_arguments_are_value_errors_naming_them():
         posenc.vision_tower_position_ids("pixtral", 5, 2, patches_per_side=4)
     with pytest.raises(ValueError, match="whole tile of 4 x 4"):
         posenc.vision_tower_position_ids("llama4", 2, 4, patches_per_side=4)
+    sched = posenc.vision_2d_schedule(16, family="pixtral", patches_per_side=4)
+    ids = posenc.vision_tower_position_ids("pixtral", 2, 3, patches_per_side=4)
+    for backend in ("kernels", "torch"):  # [S] or [B, S] positions cannot feed a 2-axis schedule
+        with pytest.raises(ValueError, match="read 2 position axes"):
+            posenc.apply_rope(torch.zeros(2, 6, 1, 16), schedule=sched, positions=ids, backend=backend)
+    assert posenc.vision_tower_position_ids("gemma4", 2, 3).tolist() == [[0, 0, 0, 1, 1, 1], [0, 1, 2, 0, 1, 2]]
     with pytest.raises(ValueError, match="cols must be an int"):
         posenc.vision_tower_position_ids("moonvit", 2, 2.0)

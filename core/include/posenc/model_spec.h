@@ -14,6 +14,7 @@
 #include "posenc/hf_config.h"
 #include "posenc/model_families.h"
 #include "posenc/model_positions.h"
+#include "posenc/mrope.h"
 #include "posenc/rope_schedule.h"
 #include "posenc/vision_rope.h"
 
@@ -101,6 +102,10 @@ struct MropeVision {
   int merge_size = 2;             // vision_config.spatial_merge_size
   double time_interval = 1;       // T step per temporal patch: Qwen2.5-VL tokens_per_second (x 1 s per grid)
   bool frames_split = false;      // Qwen3-VL: a video is one t = 1 grid per frame, timestamps between
+  // Where the run after a vision run starts (Qwen2.5-Omni: the last piece's max + 1, as HF <= 4.49)
+  // and the T step of an image's temporal patches (Qwen2.5-Omni: position_id_per_seconds).
+  MropeIndexRule rule = MropeIndexRule::kV5;
+  double image_time_interval = 1;
 };
 
 struct ModelSpec {
@@ -117,7 +122,8 @@ struct ModelSpec {
   std::vector<int> mrope_section;      // empty unless M-RoPE
   std::optional<MropeStyle> mrope_style;  // set with mrope_section
   // The vision positions of the families whose get_rope_index posenc follows (qwen2_vl,
-  // qwen2_5_vl, qwen3_vl(_moe), qwen3_5(_moe), hunyuan_vl); unset for other M-RoPE models (GLM-4.1V).
+  // qwen2_5_vl, qwen3_vl(_moe), qwen3_5(_moe), hunyuan_vl, qwen2_5_omni without audio); unset for
+  // other M-RoPE models (GLM-4.1V).
   std::optional<MropeVision> mrope_vision;
   // The vision tower's own 2-D RoPE (vision_config of Pixtral, Llama 4, the Qwen-VL towers);
   // independent of the text model's positions above.

@@ -21,7 +21,7 @@
 //             (c, c + D/4) inside a half); theta 100 by default; patches row-major from 0 (the
 //             processor's image_position_ids, x = column, y = row); q/k RMSNorm before RoPE.
 //   moonvit   Rope2DPosEmb of Kimi-VL's MoonViT (remote code, moonshotai/Kimi-VL-A3B-Instruct's
-//             modeling_kimi_vl.py; HF transformers has no port): w_i = theta^(-4i / head_dim),
+//             modeling_kimi_vl.py, read in vLLM's port moonvit.py; HF transformers has none): w_i = theta^(-4i / head_dim),
 //             pair 2i reads the column at w_i, pair 2i + 1 the row at w_i; GPT-J pairs; patches
 //             row-major, coordinates from 0, a table of 512 x 512 (theta 10000, both fixed in code).
 //
@@ -48,7 +48,7 @@ struct VisionRopeParams {
   int head_dim = 0;        // per head; divisible by 4
   double theta = 10000.0;  // rope_theta of the vision config
   // Pixtral, Llama 4: image_size / patch_size, the patches per side of the tower's table (Pixtral
-  // refuses larger images; Llama 4 always takes the full square); MoonViT 512. Qwen2-VL: unused.
+  // refuses larger images; Llama 4 always takes the full square); MoonViT 512. Qwen2-VL, Gemma 4: unused.
   int patches_per_side = 0;
   int merge_size = 2;  // Qwen2-VL: spatial_merge_size, the order of its patches
 };
