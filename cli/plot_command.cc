@@ -268,8 +268,18 @@ void add_explain_command(CLI::App& app) {
     // The spec's reading: a model without RoPE is explained as what it is (issue 32).
     const ModelSpec spec = load_model_spec(a->source.config, ConfigOptions{a->source.lenient, a->source.hf_compatible});
     for (const auto& w : spec.rope.warnings) std::cerr << "posenc: warning: " << w << "\n";
-    const plot::ExplainReport r = spec.positions.is_rope() ? plot::explain(spec.rope, a->source.layer_type, a->context)
-                                                           : plot::explain_positions(spec.positions);
+    plot::ExplainReport r = spec.positions.is_rope() ? plot::explain(spec.rope, a->source.layer_type, a->context)
+                                                     : plot::explain_positions(spec.positions);
+    // What spec says beside the schedule: the M-RoPE axes, the vision tower's own 2-D RoPE.
+    if (!spec.mrope_section.empty()) {
+      std::string sections;
+      for (int v : spec.mrope_section) sections += (sections.empty() ? "" : ", ") + std::to_string(v);
+      r.lines.push_back("M-RoPE (" + std::string(spec.mrope_style ? to_string(*spec.mrope_style) : "") + ", sections " +
+                        sections + "): the frequencies read the ids of " + std::to_string(spec.mrope_section.size()) +
+                        " position axes of a token (temporal, height, width...); text tokens carry one id on every "
+                        "axis, so text alone is the 1-D RoPE above.");
+    }
+    if (spec.vision_rope) r.lines.push_back("The vision tower: " + vision_rope_summary(*spec.vision_rope) + ".");
     std::cout << (a->json ? plot::explain_json(r) + "\n" : plot::explain_text(r));
   });
 }

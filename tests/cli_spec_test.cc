@@ -77,6 +77,11 @@ TEST(CliSpec, VisionTowerRopeIsSaidInTextAndJson) {
   EXPECT_EQ(v.at("inv_freq").size(), 32u);
   EXPECT_NEAR(v.at("inv_freq")[16].get<double>(), std::pow(1e4, -2.0 / 64), 1e-7);  // u_1: the first column frequency
   EXPECT_TRUE(run_json("spec --json --config " + reference_dir() + "/real-configs/Qwen3-8B.json").at("vision_rope").is_null());
+  // explain says what spec says: the tower, and M-RoPE's axes
+  const auto explained = run("explain --config " + cfg);
+  EXPECT_NE(explained.out.find("The vision tower: pixtral 2-D RoPE: head_dim 64"), std::string::npos) << explained.out;
+  const auto omni = run("explain --config " + reference_dir() + "/configs-extra/Qwen2.5-Omni-7B__constructed.json");
+  EXPECT_NE(omni.out.find("M-RoPE (contiguous, sections 16, 24, 24)"), std::string::npos) << omni.out;
 }
 
 TEST(CliSpec, UnknownFamilyWarnsAndStillGivesTheSchedule) {
