@@ -140,3 +140,33 @@ TEST(Families7, QwenOmniThinkerTextModelAndItsPositionIds) {
 
 }  // namespace
 }  // namespace posenc
+
+namespace posenc {
+namespace {
+
+// Qwen3-Omni-MoE: strict reading accepts the `interleaved` key its config class skips at validation
+// (and only for this family), interleaved M-RoPE whatever the dict says, [24, 20, 20] when the dict
+// has no sections (modeling_qwen3_omni_moe.py), q/k norm before RoPE; float position ids: no vision
+// vectors in golden.
+TEST(Families7, QwenThreeOmniThinker) {
+  const ModelSpec spec = load_model_spec(testing::extra_config("Qwen3-Omni-30B-A3B__constructed"));
+  ASSERT_NE(spec.family, nullptr);
+  EXPECT_TRUE(spec.warnings.empty()) << spec.warnings.front();
+  EXPECT_EQ(spec.layers.size(), 48u);
+  EXPECT_EQ(spec.mrope_style, MropeStyle::kInterleaved);
+  EXPECT_EQ(spec.layers.at(0).qk_norm, QkNormPlacement::kBeforeRope);
+  EXPECT_FALSE(spec.mrope_vision);
+  const std::string text = R"("text_config": {"model_type": "qwen3_omni_moe_text", "hidden_size": 512, "head_dim": 128,
+      "num_attention_heads": 4, "num_hidden_layers": 2, "rope_scaling": {"rope_type": "default"}})";
+  const ModelSpec bare = parse_model_spec(R"({"model_type": "qwen3_omni_moe", "thinker_config": {)" + text + "}}");
+  EXPECT_EQ(bare.mrope_section, (std::vector<int>{24, 20, 20}));
+  EXPECT_EQ(bare.mrope_style, MropeStyle::kInterleaved);
+  EXPECT_TRUE(bare.warnings.empty()) << bare.warnings.front();
+  // Another family does not skip `interleaved`: an unknown rope key there, as before.
+  EXPECT_THROW(parse_model_spec(R"({"model_type": "qwen2_vl", "hidden_size": 512, "num_attention_heads": 4,
+      "num_hidden_layers": 1, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24], "interleaved": true}})"),
+               Error);
+}
+
+}  // namespace
+}  // namespace posenc

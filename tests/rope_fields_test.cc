@@ -111,7 +111,7 @@ TEST(RopeFields, ARecordMustNameItsType) {
 RopeParams read_dict(const json& dict, ModelRope& out) {
   static const json model = json::object();
   RopeParams p;
-  read_rope_dict(dict, "rope_parameters", RopeDictContext{model, "", false, false, true, false, out}, p);
+  read_rope_dict(dict, "rope_parameters", RopeDictContext{model, "", false, false, true, false, nullptr, out}, p);
   return p;
 }
 

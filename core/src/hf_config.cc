@@ -181,7 +181,7 @@ struct Parser {
   void apply_rope_dict(const json& dict, const std::string& w, RopeParams& p) {
     read_rope_dict(dict, w, RopeDictContext{model, where().empty() ? std::string() : where() + ".", quirks().yarn_means_longrope,
                                      quirks().xdrope,
-                                     !quirks().fraction_key, options.lenient, out}, p);
+                                     !quirks().fraction_key, options.lenient, quirks().ignored_rope_keys, out}, p);
     apply_family_dict_rules(dict, w, p);
   }
 

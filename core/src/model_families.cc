@@ -31,6 +31,8 @@ struct Row {
   Row& theta_from_rope_ratio() { return q.theta_from_rope_ratio = true, *this; }
   Row& default_partial_rotary(double f) { return q.default_partial_rotary = f, *this; }
   Row& own_rotary_dim(int d) { return q.own_rotary_dim = d, *this; }
+  Row& ignored_rope_keys(const char* keys) { return q.ignored_rope_keys = keys, *this; }
+  Row& default_mrope_section(std::vector<int> s) { return q.default_mrope_section = std::move(s), *this; }
   Row& legacy_keys(const char* theta, const char* fraction) { return q.theta_key = theta, q.fraction_key = fraction, *this; }
   Row& yarn_means_longrope() { return q.yarn_means_longrope = true, *this; }
   Row& default_theta(double theta) { return q.default_theta = theta, *this; }
@@ -82,6 +84,10 @@ const std::vector<FamilyQuirks>& table() {
             "modeling_qwen2_5_omni.py: the thinker's Qwen2_5OmniAttention (sliding layers from use_sliding_window and "
             "max_window_layers), apply_multimodal_rotary_pos_emb (mrope_section chunks); default_theta 1e6")
             .window(Window::kQwen2).mrope(MropeStyle::kContiguous).default_theta(1e6),
+        Row("|qwen3_omni_moe|qwen3_omni_moe_thinker|qwen3_omni_moe_text|", "modeling_qwen3_omni_moe.py: the thinker's "
+            "text attention (q_norm/k_norm, then apply_interleaved_mrope whatever the config says; mrope_section [24, 20, 20] by default)")
+            .qk_norm(QkNorm::kBeforeRope).mrope(MropeStyle::kInterleaved).default_theta(1e6)
+            .ignored_rope_keys("|interleaved|").default_mrope_section({24, 20, 20}),
         Row("|qwen3|qwen3_moe|", "modeling_qwen3.py: Qwen3Attention (q_norm/k_norm, then apply_rotary_pos_emb)")
             .window(Window::kQwen2)
             .qk_norm(QkNorm::kBeforeRope),

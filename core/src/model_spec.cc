@@ -371,7 +371,11 @@ ModelSpec parse_model_spec(const std::string& json_text, const ConfigOptions& op
   if (!spec.mrope_section.empty() && spec.family->mrope_style && !spec.rope.layers[0].params.mrope_interleaved)
     spec.mrope_style = spec.family->mrope_style;
   if (!spec.mrope_section.empty()) spec.mrope_vision = read_mrope_vision(doc);
-  if (spec.mrope_section.empty() && spec.family->mrope_style)  // Qwen2.5-Omni v5: rope_parameters["mrope_section"]
+  if (spec.mrope_section.empty() && !spec.family->default_mrope_section.empty()) {  // Qwen3-Omni's code default
+    spec.mrope_section = spec.family->default_mrope_section;
+    spec.mrope_style = spec.family->mrope_style;
+    spec.rope.notes.push_back("no mrope_section: the family's code uses " + std::string(spec.family->hf_source));
+  } else if (spec.mrope_section.empty() && spec.family->mrope_style)  // Qwen2.5-Omni v5: rope_parameters["mrope_section"]
     spec.warnings.push_back("no mrope_section in " + doc.at("rope_parameters") + ": HF v5's M-RoPE for model_type '" +
                             spec.rope.model_type + "' reads it in the forward and raises KeyError; posenc describes "
                             "text positions only (every axis equal)");

@@ -124,6 +124,11 @@ void read_rope_dict(const json& dict, const std::string& w, const RopeDictContex
   for (auto it = dict.begin(); it != dict.end(); ++it) {
     if (std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
     if (c.xdrope && it.key() == "xdrope_section") continue;  // read below as mrope_section
+    if (c.ignored_keys && std::string(c.ignored_keys).find("|" + it.key() + "|") != std::string::npos) {
+      c.out.notes.push_back(jf::path(w, it.key()) + " ignored: HF's config skips it (ignore_keys_at_rope_validation) "
+                            "and its model never reads it");
+      continue;
+    }
     const std::string msg = jf::path(w, it.key()) + " is not a key any rope type knows (value " +
                             jf::describe(it.value()) + ")" + jf::did_you_mean(it.key(), known) +
                             "; known keys: " + joined(known);

@@ -23,6 +23,7 @@ struct RopeDictContext {
   // rotary_pct only fills a dict without one, and the mixin's key is never read).
   bool top_level_fraction_overrides;
   bool lenient;                    // unknown keys are warnings, not errors
+  const char* ignored_keys;        // FamilyQuirks::ignored_rope_keys ('|'-bounded) or nullptr
   ModelRope& out;                  // warnings and notes are appended here
 };
 

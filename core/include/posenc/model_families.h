@@ -130,6 +130,12 @@ struct FamilyQuirks {
   // GPT-J, CodeGen: the attention reads config.rotary_dim (this default when absent) and builds its
   // own sinusoids at base 10000; rope_theta, partial_rotary_factor and rope dicts are not read. 0: no.
   int own_rotary_dim = 0;
+  // Rope-dict keys the family's config class skips at validation (HF ignore_keys_at_rope_validation)
+  // and its code never reads, '|'-bounded: Qwen3-Omni's "|interleaved|". Accepted with a note.
+  const char* ignored_rope_keys = nullptr;
+  // The mrope_section the family's code uses when the rope dict has none (Qwen3-Omni: [24, 20, 20]);
+  // empty: none (Qwen2.5-Omni v5 raises KeyError).
+  std::vector<int> default_mrope_section;
   // The top-level keys the family's code reads for theta and the rotary fraction instead of the
   // mixin's rope_theta / partial_rotary_factor; nullptr: the mixin's. GPTNeoXConfig (and
   // GPTNeoXJapaneseConfig).convert_rope_params_to_dict: rope_parameters.setdefault("rope_theta",
