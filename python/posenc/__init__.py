@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -213,21 +214,28 @@ def qwen_omni_audio_tokens(mel_frames: int, qwen3: bool = False) -> int:
 _VISION_FAMILIES = ("qwen2_vl", "pixtral", "llama4", "moonvit", "gemma4")
 
 
+def _integer(value: Any) -> Optional[int]:
+    """value as an int when it is one (a Python or numpy integer, not a bool), else None."""
+    return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None
+
+
 def _vision_args(family: str, head_dim: int, theta: float, patches_per_side: Optional[int], merge_size: int):
     if family not in _VISION_FAMILIES:
         raise ValueError(f"family must be one of {', '.join(_VISION_FAMILIES)}, got {family!r}")
-    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or not 4 <= head_dim <= 2**16:
-        raise ValueError(f"head_dim must be an int in [4, 65536] divisible by 4, got {head_dim!r}")
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not math.isfinite(theta) or theta <= 0:
-        raise ValueError(f"theta must be a finite number > 0, got {theta!r}")
+    if _integer(head_dim) is None or not 4 <= _integer(head_dim) <= 2**16:
+        raise ValueError(f"head_dim must be an int in [4, 65536] divisible by 4, got {type(head_dim).__name__} {head_dim!r}")
+    if (isinstance(theta, bool) or not isinstance(theta, numbers.Real) or not math.isfinite(float(theta))
+            or float(theta) <= 0):
+        raise ValueError(f"theta must be a finite number > 0, got {type(theta).__name__} {theta!r}")
+    head_dim, theta = _integer(head_dim), float(theta)
     if patches_per_side is None:
         if family in ("pixtral", "llama4"):
             raise ValueError(f"{family} needs patches_per_side (vision_config image_size // patch_size)")
         patches_per_side = 512 if family == "moonvit" else 1
     for name, value in (("patches_per_side", patches_per_side), ("merge_size", merge_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return family, head_dim, float(theta), patches_per_side, merge_size
+        if _integer(value) is None or not 1 <= _integer(value) <= 2**31 - 1:
+            raise ValueError(f"{name} must be an int >= 1, got {type(value).__name__} {value!r}")
+    return family, head_dim, theta, _integer(patches_per_side), _integer(merge_size)
 
 
 def vision_2d_schedule(head_dim: int, theta: float = 10000.0, family: str = "qwen2_vl",
@@ -257,8 +265,10 @@ def vision_tower_position_ids(family: str, rows: int, cols: int, patches_per_sid
     row-major from 0 (at most patches_per_side per side), Llama 4 its whole patches_per_side^2 tile from 1,
     then the class token at (0, 0), unrotated."""
     for name, value in (("rows", rows), ("cols", cols)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
-            raise ValueError(f"vision_tower_position_ids: {name} must be an int in [1, 2^31-1], got {value!r}")
+        if _integer(value) is None or not 1 <= _integer(value) <= 2**31 - 1:
+            raise ValueError(f"vision_tower_position_ids: {name} must be an int in [1, 2^31-1], got "
+                             f"{type(value).__name__} {value!r}")
+    rows, cols = _integer(rows), _integer(cols)
     family, _, _, side, merge = _vision_args(family, 4, 10000.0, patches_per_side, merge_size)
     return torch.from_numpy(_posenc.vision_rope_position_ids(family, 4, 10000.0, side, merge, rows, cols)).view(2, -1)
 
@@ -275,16 +285,16 @@ def resize_position_grid(table: torch.Tensor, size: Tuple[int, int], mode: str =
     if mode not in _GRID_MODES:
         raise ValueError(f"mode must be one of {', '.join(_GRID_MODES)}, got {mode!r}")
     if not isinstance(table, torch.Tensor) or table.dim() != 3:
-        raise ValueError(f"table must be a [rows, cols, dim] tensor, got {getattr(table, 'shape', type(table).__name__)}")
+        raise ValueError(f"table must be a [rows, cols, dim] torch.Tensor, got {type(table).__name__} of shape "
+                         f"{tuple(getattr(table, 'shape', ()))}")
     if not table.dtype.is_floating_point:
         raise ValueError(f"table must be a floating-point tensor, got {table.dtype}")
     if table.requires_grad:
         raise ValueError("resize_position_grid gives the reference values without gradients: pass table.detach(), or "
                          "train through torch's F.interpolate")
-    if (not isinstance(size, (tuple, list)) or len(size) != 2
-            or any(isinstance(v, bool) or not isinstance(v, int) for v in size)):
+    if not isinstance(size, (tuple, list)) or len(size) != 2 or any(_integer(v) is None for v in size):
         raise ValueError(f"size must be (rows, cols) as two ints, got {size!r}")
-    rows, cols = size
+    rows, cols = _integer(size[0]), _integer(size[1])
     if not (1 <= rows <= 65536 and 1 <= cols <= 65536):
         raise ValueError(f"size must be (rows, cols) in [1, 65536], got {size!r}")
     values = table.detach().to(device="cpu", dtype=torch.float32).contiguous().numpy()

@@ -175,6 +175,10 @@ def test_tower_arguments_are_value_errors_naming_them():
         posenc.vision_tower_position_ids("pixtral", 5, 2, patches_per_side=4)
     with pytest.raises(ValueError, match="whole tile of 4 x 4"):
         posenc.vision_tower_position_ids("llama4", 2, 4, patches_per_side=4)
+    import numpy as np  # numpy integers and floats are numbers too
+    assert posenc.vision_2d_schedule(np.int64(16), theta=np.float32(100.0)).params["head_dim"] == 16
+    with pytest.raises(ValueError, match="got str '16'"):
+        posenc.vision_2d_schedule("16")
     sched = posenc.vision_2d_schedule(16, family="pixtral", patches_per_side=4)
     ids = posenc.vision_tower_position_ids("pixtral", 2, 3, patches_per_side=4)
     for backend in ("kernels", "torch"):  # [S] or [B, S] positions cannot feed a 2-axis schedule
