@@ -28,7 +28,7 @@ TEST(CliGolden, BadInputIsExitTwo) {
   const std::string cfg = reference_dir() + "/real-configs/Qwen3-8B.json";
   const auto neg = run("golden --config " + cfg + " --out " + temp_path("_g2") + " --positions 1,-4");
   EXPECT_EQ(neg.code, 2);
-  EXPECT_NE(neg.err.find("got -4"), std::string::npos) << neg.err;
+  EXPECT_NE(neg.err.find("-4 is outside [0, 2147483647]"), std::string::npos) << neg.err;
   EXPECT_EQ(run("golden --config " + cfg + " --out /nonexistent/dir/x").code, 2);
   EXPECT_EQ(run("golden --config " + cfg).code, 2);  // --out required
 }
@@ -75,8 +75,32 @@ TEST(CliGolden, ShiftWritesShiftedKeysAndRefusesANegativePosition) {
   const auto m = nlohmann::json::parse(posenc::testing::read_file(dir + "/manifest.json"));
   EXPECT_EQ(m.at("layer_types")[0].at("k_shifted").at("delta"), -4);
   EXPECT_NE(m.at("layer_types")[0].at("tensors").dump().find("full_attention.k_shifted"), std::string::npos);
-  EXPECT_CLEAN_ERROR(run("golden --config " + cfg + " --out " + dir + " --positions 4,9 --shift -5"), "--shift -5",
+  EXPECT_CLEAN_ERROR(run("golden --config " + cfg + " --out " + dir + " --positions 4,9 --shift -5"), "shift -5 moves",
                      "position 4");
+}
+
+// --positions takes a range as the other commands do; --remap writes the remapped attention and
+// names what is wrong with a setting.
+TEST(CliGolden, RemapWritesTheRemappedAttentionAndRefusesBadSettings) {
+  const std::string cfg = reference_dir() + "/real-configs/Qwen3-8B.json";
+  const std::string dir = temp_path("_golden_remap");
+  const auto r = run("golden --config " + cfg + " --out " + dir + " --positions 0:40 --remap self-extend:group=4,window=8");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto m = nlohmann::json::parse(posenc::testing::read_file(dir + "/manifest.json"));
+  EXPECT_EQ(m.at("positions").size(), 40u);
+  const auto& remap = m.at("layer_types")[0].at("remap");
+  EXPECT_EQ(remap.at("settings"), nlohmann::json({{"kind", "self-extend"}, {"group", 4}, {"window", 8}}));
+  EXPECT_EQ(remap.at("tensors"), nlohmann::json({"full_attention.v", "full_attention.remap_logits", "full_attention.remap_out"}));
+  const std::string base = "golden --config " + cfg + " --out " + dir + " --remap ";
+  EXPECT_CLEAN_ERROR(run(base + "stretch"), "unknown remap 'stretch'", "self-extend:group=G,window=W");
+  EXPECT_CLEAN_ERROR(run(base + "self-extend:window=8"), "self-extend needs group=");
+  EXPECT_CLEAN_ERROR(run(base + "rerope:window=8,group=2"), "'group' is not a setting of rerope");
+  EXPECT_CLEAN_ERROR(run(base + "rerope:window"), "'window' has no value");
+  EXPECT_CLEAN_ERROR(run(base + "rerope:window=4,window=5"), "window given twice");
+  EXPECT_CLEAN_ERROR(run(base + "leaky-rerope:window=4,leak=0"), "leak = '0'", "finite number > 0");
+  EXPECT_CLEAN_ERROR(run(base + "self-extend:group=0,window=8"), "group: 0 is outside [1, 2147483647]");
+  EXPECT_CLEAN_ERROR(run(base + "dual-chunk:chunk_size=8,local_size=8"), "chunk_size = 8 must be > local_size = 8");
+  EXPECT_CLEAN_ERROR(run("golden --config " + cfg + " --out " + dir + " --positions 0:5000"), "--positions", "more than 4096");
 }
 
 }  // namespace

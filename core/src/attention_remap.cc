@@ -9,16 +9,18 @@
 namespace posenc {
 
 double remapped_distance(const PositionRemap& remap, std::int64_t query_position, std::int64_t key_position) {
-  const attention_detail::Remap r{remap, nullptr};
+  const attention_detail::Remap r{remap, nullptr, nullptr};
   const int branch = r.on() ? r.branch(query_position, key_position) : attention_detail::Remap::kNear;
   if (branch == attention_detail::Remap::kNear) return static_cast<double>(query_position - key_position);
   return r.query(query_position, branch) - r.key(key_position);
 }
 
-namespace attention_detail {
+double remap_far_bound(const PositionRemap& remap, std::int64_t largest) {
+  const attention_detail::Remap r{remap, nullptr, nullptr};
+  return r.on() ? r.far_bound(largest) : static_cast<double>(largest);
+}
 
-void validate_remap(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p) {
-  const PositionRemap& r = p.remap;
+void validate_remap_settings(const PositionRemap& r, const std::string& who) {
   switch (r.kind) {
     case PositionRemapKind::kNone: return;
     case PositionRemapKind::kSelfExtend:
@@ -26,13 +28,10 @@ void validate_remap(const RopeTensor& q, const RopeTensor& k, const AttentionPar
     case PositionRemapKind::kLeakyReRope:
     case PositionRemapKind::kDualChunk: break;
     default:
-      throw Error("attention: unknown remap kind " + std::to_string(static_cast<int>(r.kind)) +
+      throw Error(who + ": unknown remap kind " + std::to_string(static_cast<int>(r.kind)) +
                   "; expected none, self-extend, rerope, leaky-rerope or dual-chunk");
   }
-  const std::string name = std::string("attention: remap ") + to_string(r.kind);
-  if (p.positions != AttentionPositions::kRope)
-    throw Error(name + " remaps RoPE's distances; positions are '" + to_string(p.positions) + "', expected rope");
-  if (p.rope.axis_of_freq) throw Error(name + " needs one position axis (M-RoPE's axes have no single distance)");
+  const std::string name = who + ": remap " + to_string(r.kind);
   if (r.window < 0 || r.window > kMaxPosition)
     throw Error(name + ": window w = " + std::to_string(r.window) + " must be in [0, 2^31-1]");
   if (r.kind == PositionRemapKind::kSelfExtend && (r.group < 1 || r.group > kMaxPosition))
@@ -46,10 +45,22 @@ void validate_remap(const RopeTensor& q, const RopeTensor& k, const AttentionPar
       throw Error(name + ": chunk_size = " + std::to_string(r.chunk_size) + " must be > local_size = " + std::to_string(r.local_size) +
                   " (the chunk length is chunk_size - local_size) and at most 2^31-1");
   }
+}
+
+namespace attention_detail {
+
+void validate_remap(const RopeTensor& q, const RopeTensor& k, const AttentionParams& p) {
+  const PositionRemap& r = p.remap;
+  validate_remap_settings(r, "attention");
+  if (r.kind == PositionRemapKind::kNone) return;
+  const std::string name = std::string("attention: remap ") + to_string(r.kind);
+  if (p.positions != AttentionPositions::kRope)
+    throw Error(name + " remaps RoPE's distances; positions are '" + to_string(p.positions) + "', expected rope");
+  if (p.rope.axis_of_freq) throw Error(name + " needs one position axis (M-RoPE's axes have no single distance)");
   // Far positions grow with the position (or are constant, or DCA's are below it): the largest
   // is far_bound's, and its angles must stay where cos/sin are accurate (validate, rope_apply.h).
   const std::int64_t largest = largest_position(q, k, p);
-  const double far = Remap{r, nullptr, nullptr}.far_bound(largest);
+  const double far = remap_far_bound(r, largest);
   float widest = 0;
   for (int j = 0; j < p.rope.num_freqs; ++j) widest = std::max(widest, std::fabs(p.rope.inv_freq[j]));
   if (!(far <= static_cast<double>(kMaxPosition)) || !(far * widest <= kMaxRopeAngle))

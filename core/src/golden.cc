@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "golden_mrope.h"
+#include "golden_remap.h"
 #include "posenc/error.h"
 #include "posenc/file_io.h"
 #include "posenc/rope_apply.h"
@@ -25,7 +26,7 @@ constexpr double kMaxGoldenBytes = double(std::uint64_t{1} << 30);  // tensors a
 constexpr double kMaxGoldenProducts = double(std::uint64_t{1} << 34);  // P x P x head_dim per layer type
 
 // Refuses a job beyond the bounds, naming the sizes that make it.
-void check_golden_size(const std::vector<LayerSpec>& layers, double P) {
+void check_golden_size(const std::vector<LayerSpec>& layers, double P, bool remap) {
   double bytes = 0, products = 0;
   std::vector<std::string> seen;
   std::string shapes;
@@ -35,6 +36,7 @@ void check_golden_size(const std::vector<LayerSpec>& layers, double P) {
     const double D = l.head_dim, R = l.rotary_dim;
     bytes += 2 * 4 * (4 * P * D + 2 * P * R + P * P);  // q, k, q_out, k_out, cos, sin, logits; x2 serialized
     products += P * P * D;
+    if (remap && l.rope) bytes += 2 * 4 * (2 * P * D + P * P), products += P * P * D;  // v, remap_out, remap_logits
     if (const auto& x = l.indexer) {  // DeepSeek-V3.2's indexer: its own q, k, q_out, k_out, logits
       bytes += 2 * 4 * (4 * P * x->head_dim + P * P);
       products += P * P * x->head_dim;
@@ -66,7 +68,7 @@ F32Tensor shifted_keys(const LayerSpec& l, const RopeApplyParams& ap, const F32T
                        const std::vector<std::int64_t>& positions, std::int64_t delta) {
   for (std::int64_t p : positions)
     if (p + delta < 0 || p + delta > kMaxPosition)
-      throw Error("--shift " + std::to_string(delta) + " moves position " + std::to_string(p) + " to " +
+      throw Error("shift " + std::to_string(delta) + " moves position " + std::to_string(p) + " to " +
                   std::to_string(p + delta) + ", outside [0, 2^31-1]");
   F32Tensor out{l.layer_type + ".k_shifted", k_out.shape, k_out.data};
   RopeShiftParams sp;
@@ -149,7 +151,8 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
     if (p < 0 || p > kMaxPosition) throw Error("positions must be in [0, 2^31-1], got " + std::to_string(p));
   const std::int64_t max_pos = *std::max_element(positions.begin(), positions.end());
   const std::int64_t P = static_cast<std::int64_t>(positions.size());
-  check_golden_size(layers, static_cast<double>(P));
+  if (params.remap) validate_remap_settings(*params.remap, "golden");
+  check_golden_size(layers, static_cast<double>(P), params.remap.has_value());
 
   Golden g;
   json manifest = {{"format", "posenc-golden-1"},
@@ -244,6 +247,12 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
     for (const LayerSpec& m : layers)
       if (m.layer_type == l.layer_type && m.kv_shared_from) shared[std::to_string(m.index)] = *m.kv_shared_from;
     if (!shared.empty()) entry["kv_shared_from"] = shared;
+    std::vector<F32Tensor> remapped;  // v, remap_logits, remap_out: listed in entry["remap"]
+    if (l.rope && params.remap) {     // v from its own stream: the layer type's other vectors stay as they were
+      SplitMix v_rng{params.seed ^ (0x2545F4914F6CDD1Dull * done.size())};
+      const GoldenRemapInput in{&l, &s, &positions, &q, &k, &query_scales, *params.remap};
+      entry["remap"] = golden_remap_vectors(in, [&v_rng] { return v_rng.next(); }, remapped);
+    }
     std::vector<F32Tensor> made;
     if (l.rope) made.push_back(std::move(cos)), made.push_back(std::move(sin));
     for (F32Tensor* t : {&q, &k, &q_out, &k_out, &logits}) made.push_back(std::move(*t));
@@ -256,6 +265,7 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
       entry["tensors"].push_back(t.name);
       g.tensors.tensors.push_back(std::move(t));
     }
+    for (F32Tensor& t : remapped) g.tensors.tensors.push_back(std::move(t));  // listed in entry["remap"]
     for (F32Tensor& t : vision) g.tensors.tensors.push_back(std::move(t));
     if (l.rope && l.indexer) {  // drawn last, so the layer's own vectors stay as they were
       std::vector<F32Tensor> indexer;

@@ -57,19 +57,34 @@ def spec(config: Any, *, lenient: bool = False, hf_compatible: bool = False) -> 
 
 
 def golden(config: Any, out_dir: Optional[str] = None, *, positions: Optional[Sequence[int]] = None,
-           seed: int = 0, lenient: bool = False, hf_compatible: bool = False) -> Dict[str, Any]:
+           seed: int = 0, shift: Optional[int] = None, remap: Any = None, lenient: bool = False,
+           hf_compatible: bool = False) -> Dict[str, Any]:
     """An engine's test vectors, as `posenc golden` writes them: {"manifest": the manifest.json
     dict, "tensors": {"<layer_type>.<what>": float32 Tensor}} with cos, sin [P, rotary_dim], q, k,
     q_out, k_out [P, head_dim] and logits [P, P] per layer type (P = len(positions)).
+    shift: also k_shifted, k_out re-rotated by that many positions (`--shift`). remap
+    (posenc.SelfExtend, posenc.ReRoPE or posenc.DualChunk): also v, remap_logits [P, P] and
+    remap_out [P, head_dim], the causal attention with RoPE's distances remapped, in double
+    (`--remap`; the manifest's "remap" entry says how).
     out_dir: also write golden.safetensors and manifest.json there (both or neither)."""
+    from .attention import DualChunk, ReRoPE, SelfExtend, _remap_fields  # posenc.attention imports the package root
     source, is_path = _source(config)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
         raise ConfigError(f"seed must be an integer in [0, 2^64-1], got {seed!r}")
+    if shift is not None and (isinstance(shift, bool) or not isinstance(shift, int) or not -2**31 < shift < 2**31):
+        raise ConfigError(f"shift must be an integer in (-2^31, 2^31) or None, got {shift!r}")
+    if remap is not None and not isinstance(remap, (SelfExtend, ReRoPE, DualChunk)):
+        raise ConfigError(f"remap must be posenc.SelfExtend, posenc.ReRoPE, posenc.DualChunk or None, got "
+                          f"{type(remap).__name__}")
+    try:
+        remap_fields = _remap_fields(remap) if remap is not None else None
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if out_dir is not None and not isinstance(out_dir, (str, os.PathLike)):
         raise ConfigError(f"out_dir must be a path or None, got {type(out_dir).__name__}")
     try:
         manifest, tensors = _posenc.golden(source, is_path, lenient, hf_compatible, _positions(positions), seed,
-                                           os.fspath(out_dir) if out_dir is not None else "")
+                                           os.fspath(out_dir) if out_dir is not None else "", shift, remap_fields)
     except Error as e:
         raise ConfigError(str(e)) from None
     out = {}

@@ -15,6 +15,7 @@
 #include "posenc/attention_backward.h"
 #include "posenc/error.h"
 #include "posenc/names.h"
+#include "remap_arg.h"
 #include "tensor_arg.h"
 
 namespace py = pybind11;
@@ -31,6 +32,21 @@ T get(const py::dict& d, const char* key) {
     throw Error(std::string("attention: key '") + key + "' cannot be read from " + std::string(py::repr(d[key])).substr(0, 80));
   }
 }
+
+}  // namespace
+
+PositionRemap remap_of(const py::dict& d) {
+  PositionRemap r;
+  r.kind = from_name<PositionRemapKind>(get<std::string>(d, "remap"));
+  r.window = get<std::int64_t>(d, "remap_window");
+  r.group = get<std::int64_t>(d, "remap_group");
+  r.leak = get<double>(d, "remap_leak");
+  r.chunk_size = get<std::int64_t>(d, "remap_chunk_size");
+  r.local_size = get<std::int64_t>(d, "remap_local_size");
+  return r;
+}
+
+namespace {
 
 // A tensor the kernel writes: its view, checked for aliasing elements.
 RopeTensor written_view(const py::handle& capsule, int heads_dim, const char* name) {
@@ -105,12 +121,7 @@ struct Params {
     }
     if (p.positions == AttentionPositions::kForgetGate)  // FoX: c [B, Hq, T]
       p.gate_cumulative = f32_buffer(get<py::object>(d, "gate_cumulative"), bias_shape(p, q, k), "gate_cumulative");
-    p.remap.kind = from_name<PositionRemapKind>(get<std::string>(d, "remap"));
-    p.remap.window = get<std::int64_t>(d, "remap_window");
-    p.remap.group = get<std::int64_t>(d, "remap_group");
-    p.remap.leak = get<double>(d, "remap_leak");
-    p.remap.chunk_size = get<std::int64_t>(d, "remap_chunk_size");
-    p.remap.local_size = get<std::int64_t>(d, "remap_local_size");
+    p.remap = remap_of(d);
   }
   Params(const Params&) = delete;  // p points into this object
 };

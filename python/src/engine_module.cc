@@ -5,12 +5,14 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "posenc/engine_json.h"
 #include "posenc/golden.h"
+#include "remap_arg.h"
 #include "posenc/gguf.h"
 #include "posenc/hf_config.h"
 #include "posenc/model_spec.h"
@@ -38,9 +40,8 @@ ConfigSource source_of(const std::string& source, bool is_path, bool lenient, bo
 // logits cost their own size (torch.frombuffer on the Python side).
 using GoldenTensors = std::vector<std::tuple<std::string, std::vector<std::int64_t>, py::bytes>>;
 
-std::tuple<std::string, GoldenTensors> golden(const ConfigSource& c, const std::vector<std::int64_t>& positions,
-                                              std::uint64_t seed, const std::string& out_dir) {
-  const Golden g = make_golden(c.spec(), GoldenParams{positions, seed});
+std::tuple<std::string, GoldenTensors> golden(const ConfigSource& c, const GoldenParams& params, const std::string& out_dir) {
+  const Golden g = make_golden(c.spec(), params);
   if (!out_dir.empty()) write_golden(g, out_dir);  // atomic: both files or neither
   GoldenTensors tensors;
   for (const F32Tensor& t : g.tensors.tensors)
@@ -56,8 +57,14 @@ void add_engine_kit(py::module_& m) {
     return model_spec_json(source_of(source, is_path, lenient, hf_compatible).spec());
   });
   m.def("golden", [](const std::string& source, bool is_path, bool lenient, bool hf_compatible,
-                     const std::vector<std::int64_t>& positions, std::uint64_t seed, const std::string& out_dir) {
-    return golden(source_of(source, is_path, lenient, hf_compatible), positions, seed, out_dir);
+                     const std::vector<std::int64_t>& positions, std::uint64_t seed, const std::string& out_dir,
+                     std::optional<std::int64_t> shift, std::optional<py::dict> remap) {
+    GoldenParams params;
+    params.positions = positions;
+    params.seed = seed;
+    params.shift = shift;
+    if (remap) params.remap = remap_of(*remap);
+    return golden(source_of(source, is_path, lenient, hf_compatible), params, out_dir);
   });
   // config "": no comparison (the report has no agrees_with_hf).
   m.def("gguf_json", [](const std::string& path, const std::string& config, bool is_path, bool lenient,

@@ -109,6 +109,40 @@ def test_golden_refuses_bad_arguments_and_writes_nothing(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize("remap", [posenc.SelfExtend(group=4, window=16), posenc.ReRoPE(window=16),
+                                   posenc.ReRoPE(window=16, leak=3.5), posenc.DualChunk(chunk_size=48, local_size=16)],
+                         ids=["self-extend", "rerope", "leaky-rerope", "dual-chunk"])
+def test_golden_remap_out_is_the_fused_kernels_and_shift_moves_keys(remap):
+    g = posenc.golden(LLAMA31, positions=list(range(150)), seed=2, shift=3 if isinstance(remap, posenc.SelfExtend) else None,
+                      remap=remap)
+    t, entry = g["tensors"], g["manifest"]["layer_types"][0]
+    q, k, v = (t["full_attention." + n][None, :, None, :] for n in "qkv")
+    out = posenc.attention(q, k, v, rope=posenc.schedule(str(LLAMA31)), scale=entry["softmax_scale"], remap=remap)
+    assert (out[0, :, 0] - t["full_attention.remap_out"]).abs().max().item() < 2e-6
+    plain = posenc.attention(q, k, v, rope=posenc.schedule(str(LLAMA31)), scale=entry["softmax_scale"])
+    assert (plain[0, :, 0] - t["full_attention.remap_out"]).abs().max().item() > 1e-2  # the remap did something
+    assert entry["remap"]["tensors"] == ["full_attention.v", "full_attention.remap_logits", "full_attention.remap_out"]
+    if isinstance(remap, posenc.SelfExtend):
+        assert entry["remap"]["settings"] == {"kind": "self-extend", "group": 4, "window": 16}
+        assert entry["k_shifted"]["delta"] == 3
+        k_out, shifted = t["full_attention.k_out"], t["full_attention.k_shifted"]
+        assert (shifted - k_out).abs().max().item() > 0.1  # moved ...
+        rotated, _ = posenc.apply_rope(k.clone(), k.clone(), schedule=posenc.schedule(str(LLAMA31)),
+                                       positions=torch.arange(150) + 3)
+        # ... to p + 3, within float32 angle rounding (golden: HF's float32 angles at p, then the shift)
+        assert (rotated[0, :, 0] - shifted).abs().max().item() < 1e-6 + 2e-7 * 153
+
+
+def test_golden_refuses_a_bad_remap_or_shift(tmp_path):
+    for kwargs, pattern in ((dict(remap="rerope"), "remap must be posenc.SelfExtend"),
+                            (dict(remap=posenc.SelfExtend(group=0, window=3)), "SelfExtend.group"),
+                            (dict(remap=posenc.ReRoPE(window=1, leak=1e-300)), "beyond 2\\^31 radians"),
+                            (dict(shift=True), "shift must be an integer"), (dict(shift=-10), "shift -10 moves")):
+        with pytest.raises(posenc.ConfigError, match=pattern):
+            posenc.golden(LLAMA31, tmp_path / "x", positions=[0, 9], **kwargs)
+    assert not (tmp_path / "x").exists()
+
+
 def test_gguf_reports_llama_cpps_schedule_and_its_agreement_with_a_config():
     r = posenc.gguf(GGUF_DIR / "qwen2_yarn.gguf")
     assert r["architecture"] == "qwen2" and r["scaling_type"] == "yarn"

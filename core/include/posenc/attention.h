@@ -62,6 +62,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "posenc/alibi.h"
 #include "posenc/distance_bias.h"
@@ -103,6 +104,14 @@ struct PositionRemap {
 
 // The distance the remap gives (query position, key position): the formulas above, in double.
 double remapped_distance(const PositionRemap& remap, std::int64_t query_position, std::int64_t key_position);
+
+// Checks a remap's own settings (kind; w in [0, 2^31-1]; G >= 1; k > 0 and finite; DCA's
+// chunk_size > local_size >= 1): throws posenc::Error "<who>: remap <kind>: ..." naming the value.
+void validate_remap_settings(const PositionRemap& remap, const std::string& who);
+
+// The largest position a far branch rotates at when no position exceeds `largest` (`largest`
+// itself without a remap): its angles must stay within kMaxRopeAngle.
+double remap_far_bound(const PositionRemap& remap, std::int64_t largest);
 
 struct AttentionParams {
   double scale = 0;  // 0: 1 / sqrt(D)

@@ -12,6 +12,8 @@
 //     k_out      [P, head_dim]    k rotated
 //     logits     [P, P]           softmax_scale * q_out[i] . k_out[j] (before masking)
 //     k_shifted  [P, head_dim]    with GoldenParams::shift: k_out re-rotated by that delta (rope_shift)
+//     v, remap_logits [P, P], remap_out [P, head_dim]   with GoldenParams::remap: the attention
+//                                 output under Self-Extend, ReRoPE, leaky ReRoPE or DCA (golden_remap.h)
 //   DIR/manifest.json         positions (row order), seed, seq_len, and per layer type its
 //                             layers, pairing, dims, attention factor, softmax scale, query scales
 //   M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5): per layer type also "<layer_type>.vision.*",
@@ -30,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "posenc/attention.h"
 #include "posenc/model_spec.h"
 #include "posenc/safetensors.h"
 
@@ -46,6 +49,9 @@ struct GoldenParams {
   // with rope_shift (rope_shift.h: llama.cpp's K-shift, p -> p + delta), what an engine's cache
   // holds after it closes a gap (delta < 0) or shifts its context. Every p + delta must be a position.
   std::optional<std::int64_t> shift = std::nullopt;
+  // Also write, per RoPE layer type, "<layer_type>.{v, remap_logits, remap_out}": the causal
+  // attention over the positions with RoPE's distances remapped (attention.h), in double.
+  std::optional<PositionRemap> remap = std::nullopt;
 };
 
 // 0, 1, 127, 4095, the original context C, 4C and 131071, duplicates removed, in that order.
