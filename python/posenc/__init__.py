@@ -245,17 +245,19 @@ def vision_2d_schedule(head_dim: int, theta: float = 10000.0, family: str = "qwe
     frequencies theta^(-4k / head_dim) read the row, the same again the column; "pixtral"
     (PixtralRotaryEmbedding): 1-D RoPE's even frequencies on the row, odd on the column;
     "llama4" (Llama4VisionRotaryEmbedding): columns first, then rows, GPT-J pairs; "moonvit"
-    (Kimi-VL's Rope2DPosEmb): each frequency on the column then the row, GPT-J pairs.
+    (Kimi-VL's Rope2DPosEmb): each frequency on the column then the row, GPT-J pairs; "gemma4"
+    (Gemma4VisionRotaryEmbedding, theta 100 in its configs): channels [0, D/2) by the column and
+    [D/2, D) by the row, each half its own rotate_half RoPE (params["blocks"] = 2).
     Rotate [B, S, H, D] with apply_rope(x, schedule=s, positions=ids.unsqueeze(1)) (ids [2, S]
     from vision_tower_position_ids, as [2, 1, S] or [2, B, S]; the pairing is s.params["layout"]);
     q.k then depends on the row and column offsets only. patches_per_side: image_size // patch_size (Pixtral, Llama 4)."""
-    if family == "gemma4":
-        raise ValueError("family 'gemma4' rotates each half of the head as its own RoPE, which one Schedule does not "
-                         "express yet; posenc spec / posenc golden give its rule and vectors")
     family, head_dim, theta, side, _ = _vision_args(family, head_dim, theta, patches_per_side, 2)
-    inv_freq, axes, layout, summary = _posenc.vision_rope(family, head_dim, theta, side, 2)
+    inv_freq, axes, layout, summary, blocks = _posenc.vision_rope(family, head_dim, theta, side, 2)
+    params = {"rope_theta": theta, "head_dim": head_dim, "family": family, "layout": layout, "summary": summary}
+    if blocks > 1:  # Gemma 4: each half of the head its own RoPE (rope_blocks.py)
+        params["blocks"] = blocks
     return Schedule(torch.tensor(inv_freq, dtype=torch.float32), 1.0, "default", head_dim, head_dim, None, list(axes),
-                    {"rope_theta": theta, "head_dim": head_dim, "family": family, "layout": layout, "summary": summary})
+                    params)
 
 
 def vision_tower_position_ids(family: str, rows: int, cols: int, patches_per_side: Optional[int] = None,

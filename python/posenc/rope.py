@@ -9,28 +9,13 @@ import torch
 from torch.utils.dlpack import to_dlpack
 
 from . import _posenc
+from .rope_blocks import _blocks, apply_blocks
+from .xpos_scale import XPosScale, _xpos_scales
 
 _LAYOUTS = ("half_split", "interleaved", "deepseek_v3")
 _BACKENDS = ("auto", "kernels", "torch")
 _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 _MAX_POSITION = 2**31 - 1  # the core's kMaxPosition: every path refuses a position past it
-
-
-@dataclasses.dataclass(frozen=True)
-class XPosScale:
-    """xPos (Sun et al. 2022, arXiv 2212.10554 §3.2; the core's rope_xpos.h): RoPE times a per-pair
-    decay zeta_i = (2i/d + gamma) / (1 + gamma), queries times zeta_i^((m - center)/scale_base),
-    keys times zeta_i^(-(n - center)/scale_base), both channels of pair i alike (torchscale's XPOS).
-    apply_rope gives q the role `first` ("query"; "key" to rotate cached keys alone) and k the key's.
-    The centre cancels in q.k; with cached keys, queries must use the keys' centre."""
-    scale_base: float
-    center: float
-    gamma: float = 0.4
-    first: str = "query"
-
-    def keywords(self, role: str) -> Dict[str, Any]:
-        return dict(xpos_scale_base=float(self.scale_base), xpos_gamma=float(self.gamma),
-                    xpos_center=float(self.center), xpos_role=role)
 
 
 _NO_XPOS = dict(xpos_scale_base=0.0, xpos_gamma=0.4, xpos_center=0.0, xpos_role="query")
@@ -63,6 +48,18 @@ def _check_schedule(s) -> None:
         raise ValueError(f"the schedule's attention_factor must be a finite number, got {s.attention_factor!r}")
     if not bool(torch.isfinite(inv.detach()).all()):
         raise ValueError("the schedule's inv_freq must be finite")
+
+
+def _layout_of(s, layout: Optional[str]) -> str:
+    """The pairing: the one asked for, else the schedule's own (a vision tower's params['layout']),
+    else half_split; a request that contradicts the schedule's own is refused."""
+    own = s.params.get("layout") if isinstance(getattr(s, "params", None), dict) else None
+    if layout is not None and own is not None and layout != own:
+        raise ValueError(f"layout '{layout}' contradicts the schedule's own pairing '{own}' (its params['layout'])")
+    layout = layout or own or "half_split"
+    if layout not in _LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(_LAYOUTS)}, got '{layout}'")
+    return layout
 
 
 def _check_head_dim(x: torch.Tensor, s) -> None:
@@ -228,17 +225,6 @@ def _formula(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str,
     return torch.cat((out, rest), dim=-1).to(x.dtype)
 
 
-def _xpos_scales(xpos: Tuple[XPosScale, str], positions: Optional[torch.Tensor], batch: int, tokens: int, offset: int,
-                 half: int) -> torch.Tensor:
-    """[B, S, half] float32: the core's xPos scales (XPosScales, what the kernels multiply by) of
-    each token's position, computed once per distinct position on the CPU."""
-    x, role = xpos
-    pos = torch.arange(tokens, dtype=torch.int64) if positions is None else positions.to("cpu", torch.int64)
-    unique, inverse = torch.unique(pos + offset, return_inverse=True)
-    table = _posenc.xpos_scales(x.scale_base, x.gamma, x.center, role, unique.tolist(), half)
-    return torch.tensor(table, dtype=torch.float32).view(-1, half)[inverse].expand(batch, tokens, half)
-
-
 class _Rope(torch.autograd.Function):
     """The kernels' rotation by sign (+1 RoPE, -1 its transpose) as a differentiable function:
     the backward is the same function with the opposite sign, so it is differentiable again
@@ -291,12 +277,10 @@ def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, p
     """
     if backend not in _BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(_BACKENDS)}, got '{backend}'")
-    own = schedule.params.get("layout") if isinstance(getattr(schedule, "params", None), dict) else None
-    if layout is not None and own is not None and layout != own:
-        raise ValueError(f"layout '{layout}' contradicts the schedule's own pairing '{own}' (its params['layout'])")
-    layout = layout or own or "half_split"
-    if layout not in _LAYOUTS:
-        raise ValueError(f"layout must be one of {', '.join(_LAYOUTS)}, got '{layout}'")
+    layout = _layout_of(schedule, layout)
+    if _blocks(schedule) > 1:  # Gemma 4's vision tower: each block of channels its own RoPE
+        return apply_blocks(apply_rope, q, k, schedule, positions=positions, offset=offset, heads_dim=heads_dim,
+                            inplace=inplace, backend=backend, xpos=xpos)
     if heads_dim not in (1, 2):
         raise ValueError(f"heads_dim must be 1 ([B, H, S, D]) or 2 ([B, S, H, D]), got {heads_dim}")
     _check_offset(offset)
@@ -360,12 +344,10 @@ def rope_shift(k: torch.Tensor, delta: int, *, schedule, layout: str = "half_spl
     half-split pairs they are stored in; every M-RoPE axis moves by delta. k: [B, T, H, D]
     (heads_dim=2) or [B, H, T, D]; on the CPU the SIMD kernels (the core's rope_shift), elsewhere
     torch operations with the same angles. Returns k."""
-    own = schedule.params.get("layout") if isinstance(getattr(schedule, "params", None), dict) else None
-    if layout is not None and own is not None and layout != own:
-        raise ValueError(f"layout '{layout}' contradicts the schedule's own pairing '{own}' (its params['layout'])")
-    layout = layout or own or "half_split"
-    if layout not in _LAYOUTS:
-        raise ValueError(f"layout must be one of {', '.join(_LAYOUTS)}, got '{layout}'")
+    layout = _layout_of(schedule, layout)
+    if _blocks(schedule) > 1:
+        raise ValueError("rope_shift moves a text model's cached keys; this schedule rotates blocks of channels "
+                         f"on their own ({schedule.params.get('family')}'s vision tower)")
     if heads_dim not in (1, 2):
         raise ValueError(f"heads_dim must be 1 ([B, H, T, D]) or 2 ([B, T, H, D]), got {heads_dim}")
     if not isinstance(delta, int) or isinstance(delta, bool):

@@ -36,7 +36,7 @@ void add_vision_module(py::module_& m) {
   m.def("vision_rope", [](const std::string& family, int head_dim, double theta, int patches_per_side, int merge_size) {
     const VisionRope v = tower_rope(family, head_dim, theta, patches_per_side, merge_size);
     return py::make_tuple(v.inv_freq, std::vector<int>(v.axis_of_freq.begin(), v.axis_of_freq.end()),
-                          pairing_name(v.layout), vision_rope_summary(v));
+                          pairing_name(v.layout), vision_rope_summary(v), v.blocks);
   });
   // Its coordinates [2 * tokens] (rows, then columns) of one image of rows x cols patches.
   m.def("vision_rope_position_ids", [](const std::string& family, int head_dim, double theta, int patches_per_side,

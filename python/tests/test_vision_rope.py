@@ -167,8 +167,6 @@ def test_each_tower_is_its_hf_construction(family):
 def test_tower_arguments_are_value_errors_naming_them():
     with pytest.raises(ValueError, match="family must be one of"):
         posenc.vision_2d_schedule(16, family="siglip")
-    with pytest.raises(ValueError, match="each half of the head"):
-        posenc.vision_2d_schedule(72, family="gemma4")
     with pytest.raises(ValueError, match="pixtral needs patches_per_side"):
         posenc.vision_2d_schedule(16, family="pixtral")
     with pytest.raises(ValueError, match="rows and columns must be in \\[1, 4\\]"):
@@ -187,3 +185,41 @@ def test_tower_arguments_are_value_errors_naming_them():
     assert posenc.vision_tower_position_ids("gemma4", 2, 3).tolist() == [[0, 0, 0, 1, 1, 1], [0, 1, 2, 0, 1, 2]]
     with pytest.raises(ValueError, match="cols must be an int"):
         posenc.vision_tower_position_ids("moonvit", 2, 2.0)
+
+
+def test_gemma4_rotates_each_half_of_the_head_as_hf_and_as_golden():
+    d, theta = 16, 100.0
+    sched = posenc.vision_2d_schedule(d, theta=theta, family="gemma4")
+    assert sched.params["blocks"] == 2 and sched.axis_of_freq == [1, 1, 1, 1, 0, 0, 0, 0]
+    ids = posenc.vision_tower_position_ids("gemma4", 3, 4)  # [2, S]: rows, columns
+    x = torch.randn(1, 12, 3, d, generator=torch.Generator().manual_seed(4))
+    # HF's apply_multidimensional_rope: channels [0, D/2) by the column (x), [D/2, D) by the row
+    # (y), each half rotate_half over cat(freqs, freqs) with w_k = theta^(-2k / (D/2)), k < D/4.
+    w = torch.tensor([theta ** (-2 * k / (d // 2)) for k in range(d // 4)], dtype=torch.float64)
+    def half(xh, coord):
+        ang = coord.double()[:, None] * w
+        emb = torch.cat([ang, ang], -1)[None, :, None, :]
+        return xh * emb.cos() + torch.cat([-xh[..., d // 4:], xh[..., :d // 4]], -1) * emb.sin()
+    xd = x.double()
+    want = torch.cat([half(xd[..., :d // 2], ids[1]), half(xd[..., d // 2:], ids[0])], -1)
+    for backend in ("kernels", "torch"):
+        got = posenc.apply_rope(x, schedule=sched, positions=ids.unsqueeze(1), backend=backend)
+        assert (got.double() - want).abs().max() <= 2e-6, backend
+    inplace = x.clone()
+    posenc.apply_rope(inplace, schedule=sched, positions=ids.unsqueeze(1), inplace=True)
+    assert (inplace.double() - want).abs().max() <= 2e-6
+    xg = xd.clone().requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: posenc.apply_rope(t, schedule=sched, positions=ids.unsqueeze(1)), (xg,))
+    with pytest.raises(ValueError, match="blocks of channels"):
+        posenc.rope_shift(x.clone(), 1, schedule=sched)
+    with pytest.raises(ValueError, match="head_dim 16"):
+        posenc.apply_rope(torch.zeros(1, 12, 1, 24), schedule=sched, positions=ids.unsqueeze(1))
+    # The core's golden vision tower (C++, vision_rope.h) rotates the same way.
+    from conftest import REFERENCE
+    g = posenc.golden(REFERENCE / "real-configs" / "gemma-4-31B-it.json", positions=[0])
+    tower = g["manifest"]["vision_tower"]
+    t = g["tensors"]
+    s4 = posenc.vision_2d_schedule(tower["head_dim"], theta=tower["theta"], family="gemma4")
+    pos = t["vision_tower.position_ids"].long().unsqueeze(1)  # [2, 1, N]
+    q = t["vision_tower.q"][None, :, None, :]
+    assert (posenc.apply_rope(q, schedule=s4, positions=pos)[0, :, 0] - t["vision_tower.q_out"]).abs().max() <= 1e-6

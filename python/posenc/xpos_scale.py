@@ -1,0 +1,38 @@
+"""xPos's scale (Sun et al. 2022) as apply_rope takes it: the parameters and the core's float32
+scales per position."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Tuple
+
+import torch
+
+from . import _posenc
+
+
+@dataclasses.dataclass(frozen=True)
+class XPosScale:
+    """xPos (Sun et al. 2022, arXiv 2212.10554 §3.2; the core's rope_xpos.h): RoPE times a per-pair
+    decay zeta_i = (2i/d + gamma) / (1 + gamma), queries times zeta_i^((m - center)/scale_base),
+    keys times zeta_i^(-(n - center)/scale_base), both channels of pair i alike (torchscale's XPOS).
+    apply_rope gives q the role `first` ("query"; "key" to rotate cached keys alone) and k the key's.
+    The centre cancels in q.k; with cached keys, queries must use the keys' centre."""
+    scale_base: float
+    center: float
+    gamma: float = 0.4
+    first: str = "query"
+
+    def keywords(self, role: str) -> Dict[str, Any]:
+        return dict(xpos_scale_base=float(self.scale_base), xpos_gamma=float(self.gamma),
+                    xpos_center=float(self.center), xpos_role=role)
+
+
+def _xpos_scales(xpos: Tuple[XPosScale, str], positions: Optional[torch.Tensor], batch: int, tokens: int, offset: int,
+                 half: int) -> torch.Tensor:
+    """[B, S, half] float32: the core's xPos scales (XPosScales, what the kernels multiply by) of
+    each token's position, computed once per distinct position on the CPU."""
+    x, role = xpos
+    pos = torch.arange(tokens, dtype=torch.int64) if positions is None else positions.to("cpu", torch.int64)
+    unique, inverse = torch.unique(pos + offset, return_inverse=True)
+    table = _posenc.xpos_scales(x.scale_base, x.gamma, x.center, role, unique.tolist(), half)
+    return torch.tensor(table, dtype=torch.float32).view(-1, half)[inverse].expand(batch, tokens, half)
