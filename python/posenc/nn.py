@@ -12,6 +12,7 @@ from .encodings import _check_ints, _check_scale, alibi_bias, alibi_slopes, sinu
 from .rope import apply_rope
 from .rotary_variants import AxialRotaryEmbedding, MixedRotaryEmbedding, XPos  # noqa: F401  (posenc.nn's)
 from .contextual import CoPE  # noqa: F401  (posenc.nn's)
+from .polar import PolarEmbedding  # noqa: F401  (posenc.nn's)
 from .sink_cache import SinkCache  # noqa: F401  (posenc.nn's)
 
 
