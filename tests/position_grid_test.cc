@@ -77,3 +77,33 @@ TEST(PositionGrid, BadInputNamesTheValue) {
 
 }  // namespace
 }  // namespace posenc
+
+namespace posenc {
+namespace {
+
+// Idefics3's bucketised rows, against ids torch 1.13 printed for HF v5's
+// Idefics3VisionEmbeddings.forward (CPU): a 26-row table (364 / 14), 13 patches, in each dtype.
+TEST(PositionGridBucket, TorchsIdsInEveryPixelDtype) {
+  EXPECT_EQ(bucket_rows(26, 13, DType::kF32), (std::vector<int>{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24}));
+  EXPECT_EQ(bucket_rows(26, 13, DType::kBF16), (std::vector<int>{0, 2, 4, 5, 8, 10, 11, 14, 16, 17, 20, 22, 23}));
+  EXPECT_EQ(bucket_rows(26, 13, DType::kF16), (std::vector<int>{0, 1, 3, 5, 7, 9, 11, 14, 15, 18, 19, 22, 23}));
+  std::vector<int> every(26);
+  for (int i = 0; i < 26; ++i) every[i] = i;
+  EXPECT_EQ(bucket_rows(26, 26, DType::kF32), every);  // a full float32 image reads every row once
+  EXPECT_EQ(bucket_rows(26, 26, DType::kBF16)[3], 2);  // bfloat16 reads row 2 twice
+  EXPECT_THROW(bucket_rows(0, 3, DType::kF32), Error);
+  EXPECT_THROW(bucket_rows(26, 70000, DType::kF32), Error);
+}
+
+// The bucket resize copies table rows: no interpolation.
+TEST(PositionGridBucket, ResizeGathersTheBucketedRows) {
+  PositionGrid g{26, 26, 1, std::vector<float>(26 * 26)};
+  for (int i = 0; i < 26 * 26; ++i) g.values[i] = static_cast<float>(i);
+  const PositionGrid out = resize_position_grid(g, 13, 2, GridResize::kBucketBf16);
+  const std::vector<int> rows = bucket_rows(26, 13, DType::kBF16), cols = bucket_rows(26, 2, DType::kBF16);
+  for (int r = 0; r < 13; ++r)
+    for (int c = 0; c < 2; ++c) EXPECT_EQ(out.values[r * 2 + c], static_cast<float>(rows[r] * 26 + cols[c]));
+}
+
+}  // namespace
+}  // namespace posenc

@@ -62,6 +62,17 @@ std::vector<Taps> bilinear_antialias_taps(int in, int out) {
   return taps;
 }
 
+// Idefics3: one tap of weight 1 per output index, at its bucket (bucket_rows).
+std::vector<Taps> taps_of(GridResize mode, int in, int out) {
+  if (mode == GridResize::kBicubic) return bicubic_taps(in, out);
+  if (mode == GridResize::kBilinearAntialias) return bilinear_antialias_taps(in, out);
+  const DType dtype = mode == GridResize::kBucketBf16 ? DType::kBF16 : mode == GridResize::kBucketF16 ? DType::kF16 : DType::kF32;
+  std::vector<Taps> taps(static_cast<std::size_t>(out));
+  const std::vector<int> rows = bucket_rows(in, out, dtype);
+  for (int i = 0; i < out; ++i) taps[i] = Taps{{rows[i]}, {1.0}};
+  return taps;
+}
+
 void check_size(int value, const char* what) {
   if (value < 1 || value > 65536)
     throw Error(std::string("position grid ") + what + " must be in [1, 65536], got " + std::to_string(value));
@@ -87,8 +98,7 @@ PositionGrid resize_position_grid(const PositionGrid& grid, int rows, int cols, 
   for (std::size_t i = 0; i < in_values; ++i)
     if (!std::isfinite(grid.values[i]))
       throw Error("position grid value " + std::to_string(i) + " is " + format_number(grid.values[i]) + "; expected finite values");
-  const auto taps_of = mode == GridResize::kBicubic ? bicubic_taps : bilinear_antialias_taps;
-  const std::vector<Taps> row_taps = taps_of(grid.rows, rows), col_taps = taps_of(grid.cols, cols);
+  const std::vector<Taps> row_taps = taps_of(mode, grid.rows, rows), col_taps = taps_of(mode, grid.cols, cols);
   PositionGrid out{rows, cols, grid.dim, std::vector<float>(static_cast<std::size_t>(rows) * cols * grid.dim)};
   std::vector<double> acc(static_cast<std::size_t>(grid.dim));
   for (int r = 0; r < rows; ++r)

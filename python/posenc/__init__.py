@@ -24,6 +24,7 @@ __all__ = [
     "apply_rope", "XPosScale", "rope_shift", "attention", "SelfExtend", "ReRoPE", "DualChunk",
     "sinusoidal", "alibi_slopes", "alibi_bias", "t5_buckets", "kernel_target", "check", "spec", "golden", "gguf",
     "mrope_position_ids", "qwen_omni_audio_tokens", "hf", "nn", "plot", "deberta_relative_positions", "xl_relative_sinusoid",
+    "vision_2d_schedule", "vision_2d_position_ids", "vision_tower_position_ids", "resize_position_grid", "bucket_position_ids",
 ]
 
 Error = _posenc.Error  # every error the C++ core raises (a ValueError)
@@ -275,14 +276,34 @@ def vision_tower_position_ids(family: str, rows: int, cols: int, patches_per_sid
     return torch.from_numpy(_posenc.vision_rope_position_ids(family, 4, 10000.0, side, merge, rows, cols)).view(2, -1)
 
 
-_GRID_MODES = ("bicubic", "bilinear_antialias")
+_GRID_MODES = ("bicubic", "bilinear_antialias", "bucket", "bucket_bf16", "bucket_f16")
+_BUCKET_DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
+
+
+def bucket_position_ids(patches_per_side: int, rows: int, cols: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Idefics3's (Idefics2's, SmolVLM's) position ids [rows * cols] (row-major) of an image of rows x
+    cols patches over its table of patches_per_side^2 rows (image_size // patch_size per side), as
+    Idefics3VisionEmbeddings.forward (HF v5) buckets them: the fractional coordinate i / n, computed
+    in float32 and rounded to the pixels' dtype, then bucketize(..., arange(1/N, 1, 1/N), right=True).
+    dtype: the model's (pixel_values') dtype, float32, bfloat16 or float16: it changes the ids."""
+    if dtype not in _BUCKET_DTYPES:
+        raise ValueError(f"dtype must be torch.float32, torch.bfloat16 or torch.float16, got {dtype!r}")
+    for name, value in (("patches_per_side", patches_per_side), ("rows", rows), ("cols", cols)):
+        if _integer(value) is None or not 1 <= _integer(value) <= 65536:
+            raise ValueError(f"{name} must be an int in [1, 65536], got {type(value).__name__} {value!r}")
+    n = _integer(patches_per_side)
+    h = torch.tensor(_posenc.bucket_rows(n, _integer(rows), _BUCKET_DTYPES[dtype]), dtype=torch.int64)
+    w = torch.tensor(_posenc.bucket_rows(n, _integer(cols), _BUCKET_DTYPES[dtype]), dtype=torch.int64)
+    return (h[:, None] * n + w[None, :]).reshape(-1)
 
 
 def resize_position_grid(table: torch.Tensor, size: Tuple[int, int], mode: str = "bicubic") -> torch.Tensor:
     """A learned position grid [rows, cols, dim] resized to size = (rows', cols') as the vision
     towers' HF code does it, F.interpolate with align_corners=False: "bicubic" (ViT's
-    interpolate_pos_encoding, DINOv2, CLIP, Kimi-VL's MoonViT) or "bilinear_antialias" (SigLIP2's
-    resize_positional_embeddings). Computed by the core (position_grid.h) in double, returned in
+    interpolate_pos_encoding, DINOv2, CLIP, Kimi-VL's MoonViT), "bilinear_antialias" (SigLIP2's
+    resize_positional_embeddings), or Idefics3's rows at bucketised coordinates, "bucket" for a
+    float32 model, "bucket_bf16" / "bucket_f16" for half-precision pixels (bucket_position_ids;
+    rows copied, not interpolated). Computed by the core (position_grid.h) in double, returned in
     float32 [rows', cols', dim] on the CPU; the class token, where a model has one, is the caller's."""
     if mode not in _GRID_MODES:
         raise ValueError(f"mode must be one of {', '.join(_GRID_MODES)}, got {mode!r}")

@@ -43,6 +43,10 @@ void add_vision_module(py::module_& m) {
                                        int merge_size, int rows, int cols) {
     return owned_array(vision_rope_position_ids(tower_rope(family, head_dim, theta, patches_per_side, merge_size), rows, cols));
   });
+  // Idefics3's table rows along one axis (position_grid.h bucket_rows); dtype f32, bf16 or f16.
+  m.def("bucket_rows", [](int table, int patches, const std::string& dtype) {
+    return bucket_rows(table, patches, from_name<DType>(dtype));
+  });
   // A learned grid [rows, cols, dim] (float32, C order) resized as F.interpolate(align_corners=False).
   m.def("resize_position_grid", [](py::array_t<float, py::array::c_style | py::array::forcecast> table, int rows, int cols,
                                    const std::string& mode) {

@@ -57,3 +57,54 @@ def test_bad_arguments_are_value_errors():
         posenc.resize_position_grid(torch.zeros(4, 4, 2, requires_grad=True), (2, 2))
     with pytest.raises(ValueError, match="expected finite values"):
         posenc.resize_position_grid(torch.full((2, 2, 1), float("nan")), (3, 3))
+
+
+def _hf_idefics3_position_ids(num_patches_per_side, nb_h, nb_w, dtype):
+    """Idefics3VisionEmbeddings.forward's position ids (modeling_idefics3.py, transformers v5.0.0 ..
+    c49429ed), transcribed for one image with a full patch mask: torch's own arange, division,
+    clamp, cast and bucketize on the CPU."""
+    patch_attention_mask = torch.ones(1, nb_h, nb_w, dtype=torch.bool)
+    pixel_dtype = dtype
+    boundaries = torch.arange(1 / num_patches_per_side, 1.0, 1 / num_patches_per_side)
+    nb_patches_h = patch_attention_mask[:, :, 0].sum(dim=1)
+    nb_patches_w = patch_attention_mask[:, 0, :].sum(dim=1)
+    step_h = 1.0 / nb_patches_h
+    step_w = 1.0 / nb_patches_w
+    h_indices = torch.arange(patch_attention_mask.size(1), dtype=torch.float32)
+    w_indices = torch.arange(patch_attention_mask.size(2), dtype=torch.float32)
+    fractional_coords_h = torch.clamp(h_indices[None, :] * step_h[:, None], max=(1.0 - 1e-6)).to(pixel_dtype)
+    fractional_coords_w = torch.clamp(w_indices[None, :] * step_w[:, None], max=(1.0 - 1e-6)).to(pixel_dtype)
+    bucket_coords_h = torch.bucketize(fractional_coords_h, boundaries, right=True)
+    bucket_coords_w = torch.bucketize(fractional_coords_w, boundaries, right=True)
+    pos_ids = bucket_coords_h[:, :, None] * num_patches_per_side + bucket_coords_w[:, None, :]
+    return pos_ids.reshape(-1)
+
+
+def test_idefics3_bucket_ids_are_hfs_in_every_pixel_dtype():
+    # Idefics3-8B 364/14 = 26, SmolVLM 512/16 = 32, SmolVLM2 384/14 = 27, Idefics2 980/14 = 70, and odd sides.
+    differ = 0
+    for n in (26, 32, 27, 70, 19, 33, 49):
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            for nb in list(range(1, n + 1)) + [n + 3]:
+                got = posenc.bucket_position_ids(n, nb, max(1, nb - 1), dtype=dtype)
+                want = _hf_idefics3_position_ids(n, nb, max(1, nb - 1), dtype)
+                assert torch.equal(got, want), (n, nb, dtype)
+            full = posenc.bucket_position_ids(n, n, n, dtype=dtype)
+            differ += int(not torch.equal(full, torch.arange(n * n)))
+    # the pixels' dtype matters: at Idefics3's 26 a full bfloat16 image does not read rows 0..25
+    rows = posenc.bucket_position_ids(26, 26, 1, dtype=torch.bfloat16) // 26
+    assert rows[:6].tolist() == [0, 1, 2, 2, 4, 5]
+    assert torch.equal(posenc.bucket_position_ids(26, 26, 1) // 26, torch.arange(26))
+    assert differ > 0
+
+
+def test_bucket_resize_copies_the_bucketed_rows():
+    table = torch.randn(26, 26, 8, generator=torch.Generator().manual_seed(3))
+    for mode, dtype in (("bucket", torch.float32), ("bucket_bf16", torch.bfloat16), ("bucket_f16", torch.float16)):
+        got = posenc.resize_position_grid(table, (13, 17), mode)
+        ids = posenc.bucket_position_ids(26, 13, 17, dtype=dtype)
+        assert torch.equal(got.reshape(-1, 8), table.reshape(-1, 8)[ids]), mode
+    with pytest.raises(ValueError, match="dtype must be"):
+        posenc.bucket_position_ids(26, 2, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="rows must be an int in"):
+        posenc.bucket_position_ids(26, 0, 2)

@@ -10,21 +10,27 @@
 //                        NaFlex): a triangle filter widened by in / out when shrinking, weights
 //                        normalised over the taps inside the table (_upsample_bilinear2d_aa, PIL's)
 //
-// Idefics3 instead looks rows up at bucketised fractional coordinates; not here yet (its HF code
-// changed between versions, and the newer form depends on the pixels' dtype).
+//   bucket, bucket_bf16, bucket_f16   Idefics3VisionEmbeddings.forward (modeling_idefics3.py; Idefics2
+//                        and SmolVLM are the same code): no interpolation; output row i along an
+//                        axis is table row bucket_rows(table side, patches, the pixels' dtype)[i]
+//                        (HF v5's formula; the coordinates are rounded to the pixels' dtype, so a
+//                        bfloat16 model reads other rows than a float32 one: 26 rows, 26 patches
+//                        read 0, 1, 2, 2, 4, ... in bfloat16)
 // torch interpolates in float32 (SigLIP2 upcasts to float32 on the CPU first); posenc in double,
 // rounded once to float32, so a value may differ from torch's by a few float32 ulps.
 #pragma once
 
 #include <vector>
 
+#include "posenc/half.h"
 #include "posenc/names.h"
 
 namespace posenc {
 
-enum class GridResize { kBicubic, kBilinearAntialias };
+enum class GridResize { kBicubic, kBilinearAntialias, kBucket, kBucketBf16, kBucketF16 };
 POSENC_ENUM_NAMES(GridResize, "grid resize", {GridResize::kBicubic, "bicubic"},
-                  {GridResize::kBilinearAntialias, "bilinear_antialias"});
+                  {GridResize::kBilinearAntialias, "bilinear_antialias"}, {GridResize::kBucket, "bucket"},
+                  {GridResize::kBucketBf16, "bucket_bf16"}, {GridResize::kBucketF16, "bucket_f16"});
 
 // A table of rows x cols positions of dim values each, row-major: values[(r * cols + c) * dim + k].
 struct PositionGrid {
@@ -35,5 +41,11 @@ struct PositionGrid {
 // The grid resized to rows x cols. Throws posenc::Error naming the value: sizes in [1, 65536],
 // values.size() == rows * cols * dim, at most 2^28 values out, every value finite.
 PositionGrid resize_position_grid(const PositionGrid& grid, int rows, int cols, GridResize mode);
+
+// Idefics3's table rows along one axis: for an image of `patches` patches over a table of `table`
+// rows, patch i reads row bucketize(frac_i, torch.arange(1/table, 1.0, 1/table), right=True) with
+// frac_i = min(float32(i * float32(1 / patches)), float32(1 - 1e-6)) rounded to coordinate_dtype.
+// position_ids = rows_h[i] * table + rows_w[j] for a square table (HF's num_patches_per_side).
+std::vector<int> bucket_rows(int table, int patches, DType coordinate_dtype);
 
 }  // namespace posenc
