@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -34,7 +35,7 @@ constexpr const char* kRemapForms =
 
 // "--remap KIND:key=value,...": every key the kind reads given once, no other key.
 PositionRemap parse_remap(const std::string& text) {
-  const std::string flag = "--remap '" + text + "'";
+  const std::string flag = "--remap '" + (text.size() > 80 ? text.substr(0, 77) + "..." : text) + "'";
   const std::size_t colon = text.find(':');
   const std::string kind = text.substr(0, colon);
   PositionRemap r;
@@ -61,10 +62,14 @@ PositionRemap parse_remap(const std::string& text) {
     if (key == "leak") {
       char* end = nullptr;
       r.leak = std::strtod(it->second.c_str(), &end);
-      if (it->second.empty() || *end != '\0' || !std::isfinite(r.leak) || !(r.leak > 0))
-        throw Error(what + " = '" + it->second + "': expected a finite number > 0");
+      if (it->second.empty() || !(std::isdigit(static_cast<unsigned char>(it->second[0])) || it->second[0] == '.') ||
+          *end != '\0' || !std::isfinite(r.leak) || !(r.leak > 0))
+        throw Error(what + " = '" + it->second.substr(0, 40) + "': expected a finite number > 0");
       continue;
     }
+    // Digits only: parse_int_list would read "16:17" as a range and strtoll skips " " and "+".
+    if (it->second.empty() || it->second.find_first_not_of("0123456789") != std::string::npos)
+      throw Error(what + " = '" + it->second.substr(0, 40) + "': expected a non-negative integer");
     const std::int64_t lo = key == "group" || key == "local_size" ? 1 : key == "chunk_size" ? 2 : 0;
     const std::int64_t value = parse_int_list(it->second, what, lo, kMaxPosition, 1).at(0);
     if (key == "group") r.group = value;

@@ -41,6 +41,9 @@ std::vector<std::int64_t> parse_int_list(const std::string& text, const std::str
       throw Error(flag + ": " + std::to_string(v) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   };
   const auto colon = text.find(':');
+  if (colon != std::string::npos && text.find(',') != std::string::npos)
+    throw Error(flag + ": '" + (text.size() > 60 ? text.substr(0, 57) + "..." : text) +
+                "' mixes a range A:B with a list; give one range or one comma-separated list");
   if (colon != std::string::npos) {
     const std::int64_t a = parse_one(text.substr(0, colon), flag), b = parse_one(text.substr(colon + 1), flag);
     if (b <= a) throw Error(flag + ": range '" + text + "' is empty (A:B means A .. B-1, B > A)");

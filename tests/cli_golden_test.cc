@@ -101,6 +101,11 @@ TEST(CliGolden, RemapWritesTheRemappedAttentionAndRefusesBadSettings) {
   EXPECT_CLEAN_ERROR(run(base + "self-extend:group=0,window=8"), "group: 0 is outside [1, 2147483647]");
   EXPECT_CLEAN_ERROR(run(base + "dual-chunk:chunk_size=8,local_size=8"), "chunk_size = 8 must be > local_size = 8");
   EXPECT_CLEAN_ERROR(run("golden --config " + cfg + " --out " + dir + " --positions 0:5000"), "--positions", "more than 4096");
+  EXPECT_CLEAN_ERROR(run(base + "rerope:window=16:17"), "window = '16:17'", "non-negative integer");  // not a range
+  EXPECT_CLEAN_ERROR(run(base + "leaky-rerope:window=4,leak=+2"), "leak = '+2'");
+  EXPECT_CLEAN_ERROR(run("golden --config " + cfg + " --out " + dir + " --positions 0:4,9"), "mixes a range A:B with a list");
+  const auto far = run("golden --config " + cfg + " --out " + dir + " --positions 0,2147483647 --remap leaky-rerope:window=1,leak=0.5");
+  EXPECT_CLEAN_ERROR(far, "far position", "\"leak\":0.5");  // refused before any pair is computed
 }
 
 }  // namespace

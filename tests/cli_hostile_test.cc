@@ -98,7 +98,7 @@ TEST(CliHostile, GoldenAcceptsTheLastValidPosition) {
   EXPECT_EQ(m.at("seq_len"), 2147483648LL);
   EXPECT_CLEAN_ERROR(run_bounded("golden --config " + reference_dir() + "/real-configs/Qwen3-8B.json --out " + dir +
                                  " --positions 2147483648"),
-                     "positions must be in [0, 2^31-1], got 2147483648");
+                     "--positions: 2147483648 is outside [0, 2147483647]");
 }
 
 // F18: "" was position 0, "0,,1" was 0,1 and --seed -1 was 2^64-1, all silently.

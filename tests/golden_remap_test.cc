@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_remap_support.h"
 #include "golden.h"
 #include "posenc/attention.h"
 #include "posenc/error.h"
@@ -171,6 +172,85 @@ TEST(GoldenRemap, OtherVectorsAreTheSameWithOrWithoutTheRemap) {
   EXPECT_EQ(remapped.tensors.tensors.size(), plain.tensors.tensors.size() + 3);  // v, remap_logits, remap_out
 }
 
+// remap_logits against q rotated explicitly by D' (a 2 x 2 rotation per pair, then the dot product
+// with the unrotated k), times the attention factor squared, the softmax scale and the query scale
+// at the query's position: Devstral's llama_4_scaling_beta scales queries past its original context.
+TEST(GoldenRemap, LogitsAreTheQueryRotatedByTheRemappedDistanceAndScaled) {
+  const std::string config = "Devstral-Small-2-24B-Instruct";
+  const ModelSpec spec = load_model_spec(testing::real_config(config));
+  const LayerSpec& l = spec.every_layer ? *spec.every_layer : spec.layers[0];
+  const std::vector<std::int64_t> pos = {0, 7, 70000, 300000, 300001};
+  const PositionRemap remap = self_extend(16, 1024);
+  const Golden g = golden_with(config, pos, remap);
+  const RopeSchedule s = compute_schedule(prefill_params(spec.rope.layers[l.schedule], 300002), 300002, Numerics::kHfFloat32);
+  const std::string lt = l.layer_type + ".";
+  const std::vector<float>&q = tensor(g, lt + "q").data, &k = tensor(g, lt + "k").data;
+  const std::vector<float>& logits = tensor(g, lt + "remap_logits").data;
+  const int D = l.head_dim, F = l.rotary_dim / 2, P = static_cast<int>(pos.size());
+  ASSERT_NE(l.query_scale.at(300000), 1.0);  // the rule under test is in force
+  double worst = 0;
+  for (int i = 0; i < P; ++i)
+    for (int j = 0; j < P; ++j) {
+      const double d = attention_test::paper_distance(remap, pos[i], pos[j]);
+      std::vector<double> rq(q.begin() + i * D, q.begin() + (i + 1) * D);
+      for (int f = 0; f < F; ++f) {
+        const int a = l.rotary_offset + (l.layout == RopeLayout::kHalfSplit ? f : 2 * f);
+        const int b = l.layout == RopeLayout::kHalfSplit ? a + F : a + 1;
+        const double w = double(s.inv_freq[f]) * d, qa = rq[a], qb = rq[b];
+        rq[a] = s.attention_factor * (qa * std::cos(w) - qb * std::sin(w));
+        rq[b] = s.attention_factor * (qa * std::sin(w) + qb * std::cos(w));
+      }
+      double dot = 0;
+      for (int c = 0; c < D; ++c) {
+        const bool rotated = c >= l.rotary_offset && c < l.rotary_offset + 2 * F;
+        dot += rq[c] * k[j * D + c] * (rotated ? s.attention_factor : 1.0);
+      }
+      const double want = dot * l.softmax_scale * l.query_scale.at(pos[i]);
+      worst = std::max(worst, std::fabs(want - logits[i * P + j]) / std::max(1.0, std::fabs(want)));
+    }
+  EXPECT_LE(worst, 1e-6);
+}
+
+// remap_out row i: the softmax over exactly the keys listed, from golden's own remap_logits and v.
+void expect_attends(const Golden& g, const std::string& lt, int i, const std::vector<int>& keys) {
+  const std::vector<float>&logits = tensor(g, lt + ".remap_logits").data, &v = tensor(g, lt + ".v").data,
+                          &out = tensor(g, lt + ".remap_out").data;
+  const int P = static_cast<int>(tensor(g, lt + ".remap_logits").shape[0]), D = static_cast<int>(tensor(g, lt + ".v").shape[1]);
+  double top = -1e300, sum = 0;
+  for (int j : keys) top = std::max(top, double(logits[i * P + j]));
+  std::vector<double> acc(D, 0.0);
+  for (int j : keys) {
+    const double w = std::exp(double(logits[i * P + j]) - top);
+    sum += w;
+    for (int d = 0; d < D; ++d) acc[d] += w * v[j * D + d];
+  }
+  double worst = 0;
+  for (int d = 0; d < D; ++d) worst = std::max(worst, std::fabs(acc[d] / sum - out[i * D + d]));
+  EXPECT_LE(worst, 1e-6) << lt << " row " << i;
+}
+
+// The mask by position and by the layer: Gemma 3's sliding window of 512 at its edge (a key 512
+// back is out), Llama 4's chunks of 8192 (a query in a new chunk sees none of the last), and
+// positions out of order or repeated (Llama 3.1: by position, not by row).
+TEST(GoldenRemap, MasksFollowPositionsAndTheLayersWindowAtItsEdges) {
+  const PositionRemap r = self_extend(4, 16);
+  const Golden gemma = golden_with("gemma-3-1b-it", {0, 1, 511, 512, 513}, r);
+  expect_attends(gemma, "sliding_attention", 3, {1, 2, 3});  // 512 - 0 = 512: out
+  expect_attends(gemma, "sliding_attention", 4, {2, 3, 4});
+  expect_attends(gemma, "full_attention", 4, {0, 1, 2, 3, 4});
+  GoldenParams p;
+  p.positions = {8190, 8191, 8192, 8193};
+  p.remap = r;
+  const Golden llama4 = make_golden(load_model_spec(testing::extra_config("Llama-4-Scout-17B-16E__constructed")), p);
+  expect_attends(llama4, "chunked_attention", 2, {2});
+  expect_attends(llama4, "chunked_attention", 3, {2, 3});
+  expect_attends(llama4, "chunked_attention", 1, {0, 1});
+  const Golden unsorted = golden_with("Llama-3.1-8B-Instruct", {5, 2, 5}, r);
+  expect_attends(unsorted, "full_attention", 0, {0, 1, 2});
+  expect_attends(unsorted, "full_attention", 1, {1});
+  expect_attends(unsorted, "full_attention", 2, {0, 1, 2});
+}
+
 TEST(GoldenRemap, BadSettingsAndAnglesPastRopesRangeAreErrors) {
   PositionRemap r = self_extend(0, 4);
   try {
@@ -185,6 +265,7 @@ TEST(GoldenRemap, BadSettingsAndAnglesPastRopesRangeAreErrors) {
     FAIL() << "leak 1e-300 accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("beyond 2^31 radians"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\"leak\":1e-300"), std::string::npos) << e.what();  // names the setting
   }
 }
 

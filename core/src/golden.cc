@@ -145,7 +145,7 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
   if (layers.empty()) throw Error("golden vectors need the layer list; this config has none (posenc spec says why)");
   const std::vector<std::int64_t> positions = params.positions.empty() ? default_golden_positions(spec) : params.positions;
   if (positions.size() > kMaxPositions)
-    throw Error("--positions has " + std::to_string(positions.size()) + " entries; at most " +
+    throw Error("positions: " + std::to_string(positions.size()) + " entries; at most " +
                 std::to_string(kMaxPositions));
   for (std::int64_t p : positions)
     if (p < 0 || p > kMaxPosition) throw Error("positions must be in [0, 2^31-1], got " + std::to_string(p));

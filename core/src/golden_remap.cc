@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <unordered_map>
 
 #include "golden_mrope.h"
 #include "posenc/error.h"
@@ -47,16 +48,50 @@ nlohmann::json remap_settings(const PositionRemap& r) {
 const char* remap_formula(PositionRemapKind kind) {
   switch (kind) {
     case PositionRemapKind::kSelfExtend:
-      return "D' = i - j for i - j < window, else floor(i / group) - floor(j / group) + window - floor(window / group)";
-    case PositionRemapKind::kReRope: return "D' = min(i - j, window)";
-    case PositionRemapKind::kLeakyReRope: return "D' = i - j for i - j < window, else window + (i - j - window) / leak";
+      return "p = positions[i] (query), r = positions[j] (key): D' = p - r for p - r < window, else floor(p / group) - "
+             "floor(r / group) + window - floor(window / group)";
+    case PositionRemapKind::kReRope: return "p = positions[i] (query), r = positions[j] (key): D' = min(p - r, window)";
+    case PositionRemapKind::kLeakyReRope:
+      return "p = positions[i] (query), r = positions[j] (key): D' = p - r for p - r < window, else window + (p - r - "
+             "window) / leak";
     case PositionRemapKind::kDualChunk:
-      return "c = chunk_size - local_size, n(p) = floor(p / c): D' = i - j for n(j) >= n(i); min(i mod c + c, chunk_size) - "
-             "j mod c for n(j) = n(i) - 1; min(2c - 1, chunk_size) - j mod c for n(j) <= n(i) - 2";
+      return "p = positions[i] (query), r = positions[j] (key), c = chunk_size - local_size, n(x) = floor(x / c): D' = p - r "
+             "for n(r) >= n(p); min(p mod c + c, chunk_size) - r mod c for n(r) = n(p) - 1; min(2c - 1, chunk_size) - r mod c "
+             "for n(r) <= n(p) - 2";
     case PositionRemapKind::kNone: break;
   }
-  return "D' = i - j";
+  return "D' = positions[i] - positions[j]";
 }
+
+// cos and sin of inv_freq[f] * D' for f < F, in double, kept per distinct D' (a sequence of
+// consecutive positions has at most 2P of them) up to kMaxKept distances; past that, computed
+// per pair. Without it a 4096-position golden took a minute of sincos.
+class AngleCache {
+ public:
+  explicit AngleCache(const std::vector<float>& inv_freq) : inv_freq_(inv_freq) {}
+  const double* at(double distance) {
+    const auto it = index_.find(distance);
+    if (it != index_.end()) return &kept_[it->second];
+    const std::size_t F = inv_freq_.size();
+    const bool keep = index_.size() < kMaxKept;
+    std::vector<double>& to = keep ? kept_ : scratch_;
+    const std::size_t at = keep ? kept_.size() : 0;
+    to.resize(at + 2 * F);
+    for (std::size_t f = 0; f < F; ++f) {
+      const double angle = static_cast<double>(inv_freq_[f]) * distance;
+      to[at + 2 * f] = std::cos(angle);
+      to[at + 2 * f + 1] = std::sin(angle);
+    }
+    if (keep) index_.emplace(distance, at);
+    return &to[at];
+  }
+
+ private:
+  static constexpr std::size_t kMaxKept = 1 << 16;
+  const std::vector<float>& inv_freq_;
+  std::unordered_map<double, std::size_t> index_;
+  std::vector<double> kept_, scratch_;
+};
 
 }  // namespace
 
@@ -77,25 +112,30 @@ nlohmann::json golden_remap_vectors(const GoldenRemapInput& in, const std::funct
   for (std::int64_t i = 0; i < P * D; ++i) v.data.push_back(uniform());
   F32Tensor logits{name + "remap_logits", {P, P}, std::vector<float>(P * P)};
   F32Tensor attn{name + "remap_out", {P, D}, std::vector<float>(P * D)};
+  // Every remapped distance lies between the plain ones and the far positions' (attention.h): the
+  // far bound at the largest position keeps every angle within RoPE's range, checked before any work.
+  const std::int64_t largest = *std::max_element(pos.begin(), pos.end());
+  const double far = std::max(remap_far_bound(in.remap, largest), static_cast<double>(largest));
+  if (!(far * widest <= kMaxRopeAngle))
+    throw Error("golden: remap " + std::string(to_string(in.remap.kind)) + " " + remap_settings(in.remap).dump() +
+                ": the far position reaches " + format_number(far) + " for positions up to " + std::to_string(largest) +
+                ", angles beyond 2^31 radians; expected settings whose far positions stay below 2^31 / " +
+                format_number(widest));
+  AngleCache angles(s.inv_freq);
   std::vector<double> row(P);
   for (std::int64_t i = 0; i < P; ++i) {
     const float* q = &in.q->data[i * D];
     for (std::int64_t j = 0; j < P; ++j) {
       const float* k = &in.k->data[j * D];
-      const double dist = remapped_distance(in.remap, pos[i], pos[j]);
-      if (!(std::fabs(dist) * widest <= kMaxRopeAngle))
-        throw Error("golden: remap " + std::string(to_string(in.remap.kind)) + ": the remapped distance " +
-                    format_number(dist) + " (positions " + std::to_string(pos[i]) + ", " + std::to_string(pos[j]) +
-                    ") gives angles beyond 2^31 radians");
+      const double* cs = angles.at(remapped_distance(in.remap, pos[i], pos[j]));
       double plain = 0, rotated = 0;
       for (int d = 0; d < D; ++d)
         if (d < off || d >= off + 2 * F) plain += static_cast<double>(q[d]) * k[d];
       for (int f = 0; f < F; ++f) {
         const int a = off + (half_split ? f : 2 * f), b = off + (half_split ? f + F : 2 * f + 1);
-        const double angle = static_cast<double>(s.inv_freq[f]) * dist;
         // <R(D') q, k> for the pair (a, b): cos (qa ka + qb kb) + sin (qa kb - qb ka)
-        rotated += std::cos(angle) * (double(q[a]) * k[a] + double(q[b]) * k[b]) +
-                   std::sin(angle) * (double(q[a]) * k[b] - double(q[b]) * k[a]);
+        rotated += cs[2 * f] * (double(q[a]) * k[a] + double(q[b]) * k[b]) +
+                   cs[2 * f + 1] * (double(q[a]) * k[b] - double(q[b]) * k[a]);
       }
       row[j] = l.softmax_scale * (*in.query_scales)[i] * (plain + af2 * rotated);
       logits.data[i * P + j] = static_cast<float>(row[j]);
@@ -119,7 +159,8 @@ nlohmann::json golden_remap_vectors(const GoldenRemapInput& in, const std::funct
                  "over pairs (a, b) of cos(inv_freq[f] D') (q_a k_a + q_b k_b) + sin(inv_freq[f] D') (q_a k_b - q_b k_a)), "
                  "in double from the float32 q, k and inv_freq; the query scale at the query's own position"},
       {"mask", mask_rule(l)},
-      {"out", "remap_out[i] = sum_j softmax_j(remap_logits[i, j] over the keys seen) v[j], in double; no logit softcap"},
+      {"out", "remap_out[i] = sum_j softmax_j(remap_logits[i, j] over the keys seen) v[j], in double; positions only: "
+              "no logit softcap, attention sinks (gpt-oss) or top-k key selection (DeepSeek-V3.2's indexer)"},
       {"engine_tolerance", "an engine rotating q and k in float32 at positions whose difference is D' differs by about "
                            "position * 2^-24 radians per angle"},
       {"tensors", nlohmann::json::array()}};

@@ -4,6 +4,8 @@ as a torch.autograd.Function, and the inference-time remaps of RoPE's distance (
 ReRoPE, leaky ReRoPE, Dual Chunk Attention)."""
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple, Union
 
@@ -46,10 +48,10 @@ Remap = Union[SelfExtend, ReRoPE, DualChunk, None]
 
 
 def _count(name: str, value: Any, lo: int, hi: int) -> int:
-    """An integer argument in [lo, hi], or a ValueError naming it."""
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
-    return value
+    """An integer argument in [lo, hi] (a Python or numpy integer), or a ValueError naming it and its type."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not lo <= int(value) <= hi:
+        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {type(value).__name__} {value!r}")
+    return int(value)
 
 
 def _remap_fields(remap: Remap) -> Dict[str, Any]:
@@ -64,9 +66,12 @@ def _remap_fields(remap: Remap) -> Dict[str, Any]:
         window = _count("ReRoPE.window", remap.window, 0, 2**31 - 1)
         if remap.leak is None:
             return dict(fields, remap="rerope", remap_window=window)
-        if isinstance(remap.leak, bool) or not isinstance(remap.leak, (int, float)) or not remap.leak > 0:
-            raise ValueError(f"ReRoPE.leak must be a number > 0 (None: ReRoPE without a leak), got {remap.leak!r}")
-        return dict(fields, remap="leaky-rerope", remap_window=window, remap_leak=float(remap.leak))
+        leak = remap.leak
+        finite = isinstance(leak, numbers.Real) and not isinstance(leak, bool) and abs(leak) < 1e308 and math.isfinite(leak)
+        if not finite or not float(leak) > 0:
+            raise ValueError(f"ReRoPE.leak must be a finite number > 0 (None: ReRoPE without a leak), got "
+                             f"{type(leak).__name__} {leak!r}"[:200])
+        return dict(fields, remap="leaky-rerope", remap_window=window, remap_leak=float(leak))
     if isinstance(remap, DualChunk):
         local = _count("DualChunk.local_size", remap.local_size, 1, 2**31 - 2)
         chunk = _count("DualChunk.chunk_size", remap.chunk_size, 2, 2**31 - 1)

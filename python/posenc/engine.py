@@ -11,6 +11,7 @@ A config is a path to a config.json, a dict, or an object with to_dict() (HF's P
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -28,16 +29,23 @@ def _source(config: Any) -> Tuple[str, bool]:
     return _config_text(config), False
 
 
+_MAX_POSITIONS = 4096  # golden.h: at most 4096 positions
+
+
 def _positions(positions: Optional[Sequence[int]]) -> List[int]:
     if positions is None:
         return []  # the default positions: 0, 1, 127, 4095, the original context, 4x it, 131071
     if isinstance(positions, (str, bytes)) or not hasattr(positions, "__iter__"):
         raise ConfigError(f"positions must be a sequence of integers, got {type(positions).__name__}")
+    if hasattr(positions, "__len__") and len(positions) > _MAX_POSITIONS:  # range(10**9): refused before listing
+        raise ConfigError(f"positions has {len(positions)} entries; at most {_MAX_POSITIONS} (logits are [P, P])")
     out = []
     for p in positions:
-        if isinstance(p, bool) or not isinstance(p, int):
-            raise ConfigError(f"positions must be integers, got {p!r}")
-        out.append(p)
+        if isinstance(p, bool) or not isinstance(p, numbers.Integral) or not 0 <= int(p) <= 2**31 - 1:
+            raise ConfigError(f"positions must be integers in [0, 2^31-1], got {type(p).__name__} {p!r}"[:200])
+        out.append(int(p))
+        if len(out) > _MAX_POSITIONS:
+            raise ConfigError(f"positions has more than {_MAX_POSITIONS} entries (logits are [P, P])")
     if not out:
         raise ConfigError("positions is empty: give at least one position, or None for the defaults")
     return out
@@ -71,8 +79,10 @@ def golden(config: Any, out_dir: Optional[str] = None, *, positions: Optional[Se
     source, is_path = _source(config)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
         raise ConfigError(f"seed must be an integer in [0, 2^64-1], got {seed!r}")
-    if shift is not None and (isinstance(shift, bool) or not isinstance(shift, int) or not -2**31 < shift < 2**31):
-        raise ConfigError(f"shift must be an integer in (-2^31, 2^31) or None, got {shift!r}")
+    if shift is not None and (isinstance(shift, bool) or not isinstance(shift, numbers.Integral)
+                              or not -2**31 < int(shift) < 2**31):
+        raise ConfigError(f"shift must be an integer in (-2^31, 2^31) or None, got {type(shift).__name__} {shift!r}")
+    shift = None if shift is None else int(shift)
     if remap is not None and not isinstance(remap, (SelfExtend, ReRoPE, DualChunk)):
         raise ConfigError(f"remap must be posenc.SelfExtend, posenc.ReRoPE, posenc.DualChunk or None, got "
                           f"{type(remap).__name__}")

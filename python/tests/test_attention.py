@@ -195,11 +195,11 @@ def test_bad_input_raises_with_the_value_named():
         posenc.attention(q.to("meta"), k, v)
     with pytest.raises(ValueError, match="heads"):  # Hq not a multiple of Hk: the core names it
         posenc.attention(q[:, :, :3], k, v)
-    with pytest.raises(ValueError, match=r"SelfExtend.window must be an integer in \[0, 2147483647\], got -1"):
+    with pytest.raises(ValueError, match=r"SelfExtend.window must be an integer in \[0, 2147483647\], got int -1"):
         posenc.attention(q, k, v, rope=posenc.schedule(head_dim=16), remap=posenc.SelfExtend(group=2, window=-1))
     with pytest.raises(ValueError, match=r"DualChunk.chunk_size must be > local_size = 4 \(the chunk length"):
         posenc.attention(q, k, v, rope=posenc.schedule(head_dim=16), remap=posenc.DualChunk(chunk_size=4, local_size=4))
-    with pytest.raises(ValueError, match=r"DualChunk.local_size must be an integer in \[1, 2147483646\], got 0"):
+    with pytest.raises(ValueError, match=r"DualChunk.local_size must be an integer in \[1, 2147483646\], got int 0"):
         posenc.attention(q, k, v, rope=posenc.schedule(head_dim=16), remap=posenc.DualChunk(chunk_size=4, local_size=0))
     with pytest.raises(ValueError, match=r"alibi must be the 4 slopes of the query heads \(\[Hq\]\), got \[1\]"):
         posenc.attention(q, k, v, alibi=torch.tensor([0.5]))
@@ -211,7 +211,7 @@ def test_bad_input_raises_with_the_value_named():
         posenc.attention(q, k, v, scale=0.0)
     with pytest.raises(ValueError, match="with causal=False it would be one-sided"):
         posenc.attention(q, k, v, causal=False, window=3)
-    with pytest.raises(ValueError, match=r"kv_offset must be an integer in \[0, 2147483647\], got 1.5"):
+    with pytest.raises(ValueError, match=r"kv_offset must be an integer in \[0, 2147483647\], got float 1.5"):
         posenc.attention(q, k, v, kv_offset=1.5)
 
 

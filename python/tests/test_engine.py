@@ -133,13 +133,24 @@ def test_golden_remap_out_is_the_fused_kernels_and_shift_moves_keys(remap):
         assert (rotated[0, :, 0] - shifted).abs().max().item() < 1e-6 + 2e-7 * 153
 
 
+def test_golden_takes_numpy_integers_and_floats():
+    import numpy as np
+    g = posenc.golden(LLAMA31, positions=np.arange(4), shift=np.int64(2),
+                      remap=posenc.ReRoPE(window=np.int64(2), leak=np.float32(2.0)))
+    assert g["manifest"]["layer_types"][0]["remap"]["settings"] == {"kind": "leaky-rerope", "window": 2, "leak": 2.0}
+    assert g["manifest"]["layer_types"][0]["k_shifted"]["delta"] == 2
+
+
 def test_golden_refuses_a_bad_remap_or_shift(tmp_path):
     for kwargs, pattern in ((dict(remap="rerope"), "remap must be posenc.SelfExtend"),
                             (dict(remap=posenc.SelfExtend(group=0, window=3)), "SelfExtend.group"),
                             (dict(remap=posenc.ReRoPE(window=1, leak=1e-300)), "beyond 2\\^31 radians"),
-                            (dict(shift=True), "shift must be an integer"), (dict(shift=-10), "shift -10 moves")):
+                            (dict(shift=True), "shift must be an integer"), (dict(shift=-10), "shift -10 moves"),
+                            (dict(remap=posenc.ReRoPE(window=1, leak=10**400)), "leak must be a finite number"),
+                            (dict(positions=range(10**9)), "1000000000 entries; at most 4096"),
+                            (dict(positions=[0, 2**63]), "integers in \\[0, 2\\^31-1\\], got int")):
         with pytest.raises(posenc.ConfigError, match=pattern):
-            posenc.golden(LLAMA31, tmp_path / "x", positions=[0, 9], **kwargs)
+            posenc.golden(LLAMA31, tmp_path / "x", **dict(dict(positions=[0, 9]), **kwargs))
     assert not (tmp_path / "x").exists()
 
 
