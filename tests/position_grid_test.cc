@@ -107,3 +107,23 @@ TEST(PositionGridBucket, ResizeGathersTheBucketedRows) {
 
 }  // namespace
 }  // namespace posenc
+
+namespace posenc {
+namespace {
+
+// GLM-4V's grid_sample: bicubic's source index rounded through float32, so equal to bicubic to
+// float rounding, and at the table's own size the table itself.
+TEST(PositionGridSample, EqualsBicubicToRoundingAndKeepsTheTableAtItsSize) {
+  PositionGrid g{24, 24, 3, std::vector<float>(24 * 24 * 3)};
+  for (std::size_t i = 0; i < g.values.size(); ++i) g.values[i] = std::sin(0.37 * static_cast<double>(i));
+  for (const auto& [h, w] : {std::pair{36, 52}, std::pair{10, 8}, std::pair{24, 24}}) {
+    const PositionGrid a = resize_position_grid(g, h, w, GridResize::kGridSampleBicubic);
+    const PositionGrid b = resize_position_grid(g, h, w, GridResize::kBicubic);
+    for (std::size_t i = 0; i < a.values.size(); ++i) EXPECT_NEAR(a.values[i], b.values[i], 1e-5);
+    if (h == 24)
+      for (std::size_t i = 0; i < a.values.size(); ++i) EXPECT_NEAR(a.values[i], g.values[i], 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace posenc

@@ -38,6 +38,25 @@ std::vector<Taps> bicubic_taps(int in, int out) {
   return taps;
 }
 
+// F.grid_sample(mode="bicubic", align_corners=False, padding_mode="border") at GLM-4V's grid: the
+// normalised coordinate and the source index in float32, as HF's torch ops and grid_sample's
+// unnormalize compute them (no clipping before floor); Keys' weights of the fraction, taps clamped.
+std::vector<Taps> grid_sample_bicubic_taps(int in, int out) {
+  std::vector<Taps> taps(static_cast<std::size_t>(out));
+  for (int i = 0; i < out; ++i) {
+    const float norm = ((static_cast<float>(i) + 0.5f) / static_cast<float>(out)) * 2.0f - 1.0f;
+    const float x = ((norm + 1.0f) * static_cast<float>(in) - 1.0f) / 2.0f;
+    const float base = std::floor(x);
+    const double t = static_cast<double>(x - base);
+    const double w[4] = {cubic_far(t + 1), cubic_near(t), cubic_near(1 - t), cubic_far(2 - t)};
+    for (int k = 0; k < 4; ++k) {
+      taps[i].index.push_back(std::clamp(static_cast<int>(base) - 1 + k, 0, in - 1));
+      taps[i].weight.push_back(w[k]);
+    }
+  }
+  return taps;
+}
+
 // _upsample_bilinear2d_aa (PIL's filter): the triangle 1 - |x| stretched by scale = in / out when
 // shrinking, centred at scale (i + 0.5), over the taps inside [0, in), normalised to sum 1.
 std::vector<Taps> bilinear_antialias_taps(int in, int out) {
@@ -66,6 +85,7 @@ std::vector<Taps> bilinear_antialias_taps(int in, int out) {
 std::vector<Taps> taps_of(GridResize mode, int in, int out) {
   if (mode == GridResize::kBicubic) return bicubic_taps(in, out);
   if (mode == GridResize::kBilinearAntialias) return bilinear_antialias_taps(in, out);
+  if (mode == GridResize::kGridSampleBicubic) return grid_sample_bicubic_taps(in, out);
   const DType dtype = mode == GridResize::kBucketBf16 ? DType::kBF16 : mode == GridResize::kBucketF16 ? DType::kF16 : DType::kF32;
   std::vector<Taps> taps(static_cast<std::size_t>(out));
   const std::vector<int> rows = bucket_rows(in, out, dtype);

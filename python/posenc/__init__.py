@@ -276,7 +276,7 @@ def vision_tower_position_ids(family: str, rows: int, cols: int, patches_per_sid
     return torch.from_numpy(_posenc.vision_rope_position_ids(family, 4, 10000.0, side, merge, rows, cols)).view(2, -1)
 
 
-_GRID_MODES = ("bicubic", "bilinear_antialias", "bucket", "bucket_bf16", "bucket_f16")
+_GRID_MODES = ("bicubic", "bilinear_antialias", "bucket", "bucket_bf16", "bucket_f16", "grid_sample_bicubic")
 _BUCKET_DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
 
 
@@ -303,7 +303,8 @@ def resize_position_grid(table: torch.Tensor, size: Tuple[int, int], mode: str =
     interpolate_pos_encoding, DINOv2, CLIP, Kimi-VL's MoonViT), "bilinear_antialias" (SigLIP2's
     resize_positional_embeddings), or Idefics3's rows at bucketised coordinates, "bucket" for a
     float32 model, "bucket_bf16" / "bucket_f16" for half-precision pixels (bucket_position_ids;
-    rows copied, not interpolated). Computed by the core (position_grid.h) in double, returned in
+    rows copied, not interpolated), or GLM-4V's "grid_sample_bicubic" (F.grid_sample at its
+    normalised float32 coordinates). Computed by the core (position_grid.h) in double, returned in
     float32 [rows', cols', dim] on the CPU; the class token, where a model has one, is the caller's."""
     if mode not in _GRID_MODES:
         raise ValueError(f"mode must be one of {', '.join(_GRID_MODES)}, got {mode!r}")

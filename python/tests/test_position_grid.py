@@ -108,3 +108,30 @@ def test_bucket_resize_copies_the_bucketed_rows():
         posenc.bucket_position_ids(26, 2, 2, dtype=torch.float64)
     with pytest.raises(ValueError, match="rows must be an int in"):
         posenc.bucket_position_ids(26, 0, 2)
+
+
+def _hf_glm4v_adapted(table, h, w):
+    """Glm4vVisionEmbeddings.forward's adapted position embedding for one h x w image (modeling_glm4v.py,
+    transformers c49429ed), transcribed: the table [S*S, C] as [1, C, S, S] in float32, the grid
+    ((coord + 0.5) / size) * 2 - 1 in float32, F.grid_sample bicubic, border, align_corners=False."""
+    import torch.nn.functional as F
+    s = int(table.shape[0] ** 0.5)
+    pos_embed_2d = table.view(s, s, -1).permute(2, 0, 1).unsqueeze(0).to(torch.float32)
+    hh, ww = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    h_coords, w_coords = hh.flatten(), ww.flatten()
+    target_h = torch.full((h * w,), h, dtype=torch.float32)
+    target_w = torch.full((h * w,), w, dtype=torch.float32)
+    norm_w = ((w_coords + 0.5) / target_w) * 2 - 1
+    norm_h = ((h_coords + 0.5) / target_h) * 2 - 1
+    grid = torch.stack((norm_w, norm_h), dim=-1).unsqueeze(0).unsqueeze(2)
+    out = F.grid_sample(pos_embed_2d, grid, mode="bicubic", align_corners=False, padding_mode="border")
+    return out.squeeze(0).squeeze(-1).permute(1, 0).reshape(h, w, -1)
+
+
+def test_glm4v_grid_sample_is_hfs_and_bicubic_to_float_rounding():
+    table = torch.randn(24 * 24, 16, generator=torch.Generator().manual_seed(5))  # GLM-4.1V: 336 / 14 = 24 per side
+    for h, w in ((24, 24), (36, 52), (10, 8), (98, 14), (1, 3)):
+        got = posenc.resize_position_grid(table.view(24, 24, 16), (h, w), "grid_sample_bicubic")
+        assert (got - _hf_glm4v_adapted(table, h, w)).abs().max() <= 1e-5, (h, w)
+        bicubic = posenc.resize_position_grid(table.view(24, 24, 16), (h, w), "bicubic")
+        assert (got - bicubic).abs().max() <= 1e-5, (h, w)

@@ -16,6 +16,11 @@
 //                        (HF v5's formula; the coordinates are rounded to the pixels' dtype, so a
 //                        bfloat16 model reads other rows than a float32 one: 26 rows, 26 patches
 //                        read 0, 1, 2, 2, 4, ... in bfloat16)
+//   grid_sample_bicubic  Glm4vVisionEmbeddings.forward (modeling_glm4v.py; GLM-4.1V, 4.5V, 4.6V): the
+//                        table sampled by F.grid_sample(mode="bicubic", align_corners=False,
+//                        padding_mode="border") at norm = ((i + 0.5) / out) * 2 - 1, source
+//                        ((norm + 1) * in - 1) / 2, both in float32 as HF computes them: bicubic's
+//                        source index, rounded through float32 (it equals bicubic to float rounding)
 // torch interpolates in float32 (SigLIP2 upcasts to float32 on the CPU first); posenc in double,
 // rounded once to float32, so a value may differ from torch's by a few float32 ulps.
 #pragma once
@@ -27,10 +32,11 @@
 
 namespace posenc {
 
-enum class GridResize { kBicubic, kBilinearAntialias, kBucket, kBucketBf16, kBucketF16 };
+enum class GridResize { kBicubic, kBilinearAntialias, kBucket, kBucketBf16, kBucketF16, kGridSampleBicubic };
 POSENC_ENUM_NAMES(GridResize, "grid resize", {GridResize::kBicubic, "bicubic"},
                   {GridResize::kBilinearAntialias, "bilinear_antialias"}, {GridResize::kBucket, "bucket"},
-                  {GridResize::kBucketBf16, "bucket_bf16"}, {GridResize::kBucketF16, "bucket_f16"});
+                  {GridResize::kBucketBf16, "bucket_bf16"}, {GridResize::kBucketF16, "bucket_f16"},
+                  {GridResize::kGridSampleBicubic, "grid_sample_bicubic"});
 
 // A table of rows x cols positions of dim values each, row-major: values[(r * cols + c) * dim + k].
 struct PositionGrid {
