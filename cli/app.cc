@@ -60,7 +60,10 @@ int posenc::cli::run_cli(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);  // prints the message and usage hint
+    // CLI11's own refusals (an option not expected, given twice, a value its checks reject) in the
+    // form of posenc's: one line that says what and where to look.
+    const std::string command = argc > 1 && argv[1][0] != '-' ? std::string(" ") + argv[1] : "";
+    std::cerr << "posenc: error: " << e.what() << " (posenc" << command << " --help)\n";
     return 2;
   } catch (const posenc::cli::ChecksFailed&) {
     return 1;

@@ -177,3 +177,15 @@ TEST(CliHostile, GoldenReplacesBothFilesOrNeither) {
 }
 
 }  // namespace
+
+namespace {
+
+// CLI11's own refusals come in posenc's form: "posenc: error: ...", the command's help named, exit 2.
+TEST(CliHostile, ParserRefusalsHaveThePosencForm) {
+  const auto extra = posenc::testing::run("freqs --dim 0 --config x");
+  EXPECT_CLEAN_ERROR(extra, "posenc: error: The following arguments were not expected", "(posenc freqs --help)");
+  const auto twice = posenc::testing::run("golden --config a --config b --out x");
+  EXPECT_CLEAN_ERROR(twice, "posenc: error: --config", "(posenc golden --help)");
+}
+
+}  // namespace
