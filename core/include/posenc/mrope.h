@@ -67,6 +67,21 @@ std::int64_t qwen_omni_audio_tokens(std::int64_t mel_frames, bool qwen3);
 // videos all carry their audio or none does (HF's use_audio_in_video is one flag per call).
 MropeIndex mrope_position_ids(const std::vector<TokenRun>& runs, int merge_size, MropeIndexRule rule = MropeIndexRule::kV5);
 
+// Qwen3-Omni-MoE's ids are real numbers: HF computes them in float32 and never truncates a
+// temporal step (12.5, or 8.666667 at 3 fps). Here they are HF's float32 values, each widened
+// exactly to a double. Not for the rotary kernels, which take integer positions.
+struct MropeFloatIndex {
+  std::vector<double> ids;  // [3][seq]: T, H, W
+  std::int64_t seq_len = 0;
+  double rope_delta = 0;    // float32(max(ids) + 1 - seq_len), as HF
+};
+
+// modeling_qwen3_omni_moe.py get_rope_index for one sequence: every piece starts at the last piece's
+// max + 1 (video ids at start + float32(f * seconds_per_grid) * time_interval, h' and w' as
+// Qwen2.5-Omni); a video with its audio takes its two bos ids, then its video and audio tokens
+// merged by T id (video first on a tie), then two eos ids from that merge's last piece's max + 1.
+MropeFloatIndex qwen3_omni_position_ids(const std::vector<TokenRun>& runs, int merge_size);
+
 // XD-RoPE (HunYuan-VL; modeling_hunyuan_vl.py apply_multimodal_rotary_pos_emb): the sections
 // [s_0 .. s_{A-1}] (A = 3 or 4 axes, summing to d/2) are doubled and laid over the full
 // cat(freqs, freqs) width, so cos/sin column c (frequency c mod d/2) reads axis i when c lies in
