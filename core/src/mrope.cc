@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "mrope_omni.h"
 #include "posenc/error.h"
 #include "posenc/rope_params.h"
 
@@ -57,61 +58,128 @@ constexpr std::int64_t kMaxIndexTokens = std::int64_t{1} << 24;
 
 void check_total_tokens(const std::vector<TokenRun>& runs, int m, bool newline_column) {
   double total = 0;
-  for (const TokenRun& r : runs)
-    total += r.kind == TokenRun::kText || r.kind == TokenRun::kAudio
-                 ? std::max(0, r.length)
-                 : double(std::max(1, r.t)) * std::max(0, r.h / m) * (std::max(0, r.w / m) + (newline_column ? 1 : 0)) +
-                       (newline_column ? 2 : 0);
+  for (const TokenRun& r : runs) {
+    if (r.kind == TokenRun::kText || r.kind == TokenRun::kAudio) {
+      total += std::max(0, r.length);
+      continue;
+    }
+    total += double(std::max(1, r.t)) * std::max(0, r.h / m) * (std::max(0, r.w / m) + (newline_column ? 1 : 0)) +
+             (newline_column ? 2 : 0);
+    if (r.kind == TokenRun::kVideoWithAudio) total += 4 + double(std::max(0, r.length));  // + its bos, eos pairs
+  }
   if (total > double(kMaxIndexTokens))
     throw Error("the runs hold " + format_number(total) + " tokens; position ids are computed for at most 2^24 (16777216)");
 }
 
+const char* kind_name(TokenRun::Kind k) {
+  switch (k) {
+    case TokenRun::kText: return "text";
+    case TokenRun::kImage: return "image";
+    case TokenRun::kVideo: return "video";
+    case TokenRun::kAudio: return "audio";
+    case TokenRun::kVideoWithAudio: return "video-with-audio";
+  }
+  return "?";
+}
+
+void check_length(const TokenRun& run) {
+  const std::string got = std::to_string(run.length);
+  switch (run.kind) {
+    case TokenRun::kText:
+      if (run.length < 0) throw Error("a text run's length must be >= 0, got " + got);
+      return;
+    case TokenRun::kAudio:  // HF's walk takes the max of the empty piece and fails
+      if (run.length < 1) throw Error("an audio run's length (its token count) must be >= 1, got " + got);
+      return;
+    case TokenRun::kVideoWithAudio:
+      if (run.length < 1)
+        throw Error("a video with audio needs its audio's token count (qwen_omni_audio_tokens) >= 1, got " + got);
+      return;
+    default:
+      if (run.length != 0)
+        throw Error(std::string("an ") + kind_name(run.kind) + " run's length must be 0 (its grid gives the token count), got " +
+                    got + "; a video's audio travels with it as a video-with-audio run, an image has none");
+  }
+}
+
+void check_vision(const TokenRun& run, int m, bool chunked) {
+  if (!(run.time_interval >= 0 && run.seconds_per_grid >= 0 && run.time_interval * run.seconds_per_grid * run.t <= 1e9))
+    throw Error("a vision run's time_interval " + format_number(run.time_interval) + " and seconds_per_grid " +
+                format_number(run.seconds_per_grid) + " must be finite, >= 0 and keep its T ids below 1e9");
+  if (run.t < 1 || run.h < 1 || run.w < 1 || run.h % m != 0 || run.w % m != 0)
+    throw Error("vision grid " + std::to_string(run.t) + "x" + std::to_string(run.h) + "x" + std::to_string(run.w) +
+                " must be positive with h and w divisible by spatial_merge_size " + std::to_string(m));
+  if (std::int64_t{run.t} * (run.h / m) * (run.w / m) > kMaxPosition)
+    throw Error("vision run of " + std::to_string(run.t) + "x" + std::to_string(run.h / m) + "x" + std::to_string(run.w / m) +
+                " merged patches exceeds 2^31-1 tokens");
+  if (!chunked || run.kind != TokenRun::kVideoWithAudio) return;
+  // HF: t_ntoken_per_chunk = int(position_id_per_seconds * seconds_per_chunk), Python floats.
+  const double ids = run.time_interval * run.seconds_per_chunk;
+  if (!(run.seconds_per_chunk > 0 && ids >= 1 && ids <= 9007199254740992.0))
+    throw Error("a video with audio is cut into chunks of int(time_interval * seconds_per_chunk) T ids, which must be in "
+                "[1, 2^53]: seconds_per_chunk must be finite and > 0, got " + format_number(run.seconds_per_chunk) +
+                " (time_interval " + format_number(run.time_interval) + ")");
+}
+
 }  // namespace
 
-MropeIndex mrope_position_ids(const std::vector<TokenRun>& runs, int m, MropeIndexRule rule) {
+namespace mrope_detail {
+
+void check_runs(const std::vector<TokenRun>& runs, int m, bool chunked) {
   if (m < 1) throw Error("spatial_merge_size must be >= 1, got " + std::to_string(m));
+  std::size_t videos = 0, with_audio = 0;
+  for (const TokenRun& run : runs) {
+    check_length(run);
+    if (run.kind == TokenRun::kImage || run.kind == TokenRun::kVideo || run.kind == TokenRun::kVideoWithAudio)
+      check_vision(run, m, chunked);
+    videos += run.kind == TokenRun::kVideo;
+    with_audio += run.kind == TokenRun::kVideoWithAudio;
+  }
+  // HF's get_rope_index counts and finds videos by one use_audio_in_video flag per call: a plain
+  // video among videos with audio (or the reverse) is read at the wrong tokens.
+  if (videos && with_audio)
+    throw Error("a sequence's videos all carry their audio or none does (HF's use_audio_in_video is one flag per call); "
+                "got " + std::to_string(videos) + " videos and " + std::to_string(with_audio) + " videos with audio");
   check_total_tokens(runs, m, false);
-  std::vector<std::int64_t> T, H, W;
-  std::int64_t pos = 0, max_id = -1;
+}
+
+}  // namespace mrope_detail
+
+MropeIndex mrope_position_ids(const std::vector<TokenRun>& runs, int m, MropeIndexRule rule) {
+  mrope_detail::check_runs(runs, m, rule == MropeIndexRule::kV4_49);
+  mrope_detail::IdColumns ids;
+  std::int64_t pos = 0;
   for (const TokenRun& run : runs) {
     if (run.kind == TokenRun::kText || run.kind == TokenRun::kAudio) {  // sequential on every axis
-      if (run.length < 0) throw Error("text and audio run lengths must be >= 0, got " + std::to_string(run.length));
-      for (int i = 0; i < run.length; ++i) {
-        T.push_back(pos + i);
-        H.push_back(pos + i);
-        W.push_back(pos + i);
-      }
+      for (int i = 0; i < run.length; ++i) ids.push(pos + i, pos + i, pos + i);
       pos += run.length;
-      max_id = std::max(max_id, pos - 1);
       continue;
     }
-    if (!(run.time_interval >= 0 && run.seconds_per_grid >= 0 && run.time_interval * run.seconds_per_grid * run.t <= 1e9))
-      throw Error("a vision run's time_interval " + format_number(run.time_interval) + " and seconds_per_grid " +
-                  format_number(run.seconds_per_grid) + " must be finite, >= 0 and keep its T ids below 1e9");
-    if (run.t < 1 || run.h < 1 || run.w < 1 || run.h % m != 0 || run.w % m != 0)
-      throw Error("vision grid " + std::to_string(run.t) + "x" + std::to_string(run.h) + "x" + std::to_string(run.w) +
-                  " must be positive with h and w divisible by spatial_merge_size " + std::to_string(m));
+    if (run.kind == TokenRun::kVideoWithAudio) {
+      if (rule != MropeIndexRule::kV4_49)
+        throw Error("a video with audio is Qwen2.5-Omni's (rule v4.49) or Qwen3-Omni's (qwen3_omni_position_ids); "
+                    "rule v5 (Qwen2-VL) has none");
+      pos = mrope_detail::append_qwen25_video_with_audio(run, m, pos, ids);
+      continue;
+    }
     const int hm = run.h / m, wm = run.w / m;
-    if (std::int64_t{run.t} * hm * wm > kMaxPosition)
-      throw Error("vision run of " + std::to_string(run.t) + "x" + std::to_string(hm) + "x" + std::to_string(wm) +
-                  " merged patches exceeds 2^31-1 tokens");
-    for (int f = 0; f < run.t; ++f)
+    std::int64_t block_max = pos;  // HF's llm_pos_ids_list[-1].max(): this piece's, not the sequence's
+    for (int f = 0; f < run.t; ++f) {
+      const std::int64_t tt = static_cast<std::int64_t>(mrope_detail::vision_time(run, f)) + pos;  // .long(): trunc
       for (int y = 0; y < hm; ++y)
         for (int x = 0; x < wm; ++x) {
-          const float step = static_cast<float>(f) * static_cast<float>(run.seconds_per_grid);  // HF: float32 tensors
-          const std::int64_t tt = static_cast<std::int64_t>(step * static_cast<float>(run.time_interval)) + pos;
-          T.push_back(tt);
-          H.push_back(y + pos);
-          W.push_back(x + pos);
-          max_id = std::max({max_id, tt, y + pos, x + pos});
+          ids.push(tt, y + pos, x + pos);
+          block_max = std::max({block_max, tt, y + pos, x + pos});
         }
-    pos = rule == MropeIndexRule::kV5 ? pos + std::max(hm, wm) : max_id + 1;
+    }
+    pos = rule == MropeIndexRule::kV5 ? pos + std::max(hm, wm) : block_max + 1;
   }
   MropeIndex out;
-  out.seq_len = static_cast<std::int64_t>(T.size());
-  out.ids.reserve(3 * T.size());
-  for (const auto* axis : {&T, &H, &W}) out.ids.insert(out.ids.end(), axis->begin(), axis->end());
-  out.rope_delta = max_id + 1 - out.seq_len;
+  out.seq_len = static_cast<std::int64_t>(ids.t.size());
+  out.ids.reserve(3 * ids.t.size());
+  for (const auto* axis : {&ids.t, &ids.h, &ids.w}) out.ids.insert(out.ids.end(), axis->begin(), axis->end());
+  const std::int64_t top = out.ids.empty() ? -1 : *std::max_element(out.ids.begin(), out.ids.end());
+  out.rope_delta = top + 1 - out.seq_len;
   return out;
 }
 
@@ -132,7 +200,7 @@ MropeIndex xdrope_position_ids(const std::vector<TokenRun>& runs, int m, int axe
   check_total_tokens(runs, m, true);
   std::int64_t seq = 0;
   for (const TokenRun& run : runs) {
-    if (run.kind == TokenRun::kVideo || run.kind == TokenRun::kAudio)
+    if (run.kind != TokenRun::kText && run.kind != TokenRun::kImage)
       throw Error("HunYuan-VL's get_rope_index takes text and images, not video or audio");
     if (run.kind == TokenRun::kText) {
       if (run.length < 0) throw Error("text run length must be >= 0, got " + std::to_string(run.length));

@@ -186,19 +186,43 @@ def check(dim: int = 64, positions: int = 100000, seed: int = 1234) -> List[Dict
 
 
 def mrope_position_ids(runs: List[Tuple[str, int, int, int, int]], merge_size: int = 2, *, rule: str = "v5",
-                       time_interval: float = 1.0, video_seconds_per_grid: Sequence[float] = ()) -> Tuple[torch.Tensor, int]:
-    """HF's get_rope_index for one sequence: runs of ("text" | "audio", length, 1, 1, 1) and
-    ("image" | "video", 0, t, h, w) with the grid in patches before merging. Returns the ids
-    [3, seq] (T, H, W) and rope_delta (a decode step at cache position c uses c + rope_delta).
+                       time_interval: float = 1.0, video_seconds_per_grid: Sequence[float] = (),
+                       seconds_per_chunk: Optional[float] = None) -> Tuple[torch.Tensor, Union[int, float]]:
+    """HF's get_rope_index for one sequence: runs of ("text" | "audio", length, 1, 1, 1),
+    ("image" | "video", 0, t, h, w) with the grid in patches before merging, and
+    ("video_with_audio", audio_tokens, t, h, w): a video and its audio track (HF's
+    use_audio_in_video; audio_tokens = qwen_omni_audio_tokens(mel_frames)), holding its own
+    <|vision_bos|><|audio_bos|> ... <|audio_eos|><|vision_eos|> (4 + t h' w' + audio_tokens tokens;
+    every other bos and eos is a text token). A sequence's videos all carry audio or none does.
+    Returns the ids [3, seq] (T, H, W) and rope_delta (a decode step at cache position c uses
+    c + rope_delta).
+
     rule "v5": after a vision run the next starts at pos + max(h', w') (Qwen2-VL in HF v5);
-    "v4.49": at max(ids) + 1 (HF <= 4.49, and Qwen2.5-Omni). Temporal patch f of a vision run
-    has T id start + trunc(f * seconds_per_grid * time_interval) in float32 (HF's tensors):
-    Qwen2.5-VL videos time_interval = tokens_per_second; Qwen2.5-Omni (rule "v4.49")
+    "v4.49": at the last piece's max id + 1 (HF <= 4.49, and Qwen2.5-Omni). Temporal patch f of a
+    vision run has T id start + trunc(f * seconds_per_grid * time_interval) in float32 (HF's
+    tensors): Qwen2.5-VL videos time_interval = tokens_per_second; Qwen2.5-Omni (rule "v4.49")
     time_interval = position_id_per_seconds (25) for images and videos, video_seconds_per_grid one
-    value per video run (default 1), audio runs of qwen_omni_audio_tokens(frames) tokens between
-    their bos and eos text tokens. Qwen3-Omni's float ids and audio-in-video chunking are not here."""
+    value per video (default 1), audio runs between their bos and eos text tokens. Its video with
+    audio gives both bos one id, cuts video and audio into chunks of int(time_interval *
+    seconds_per_chunk) T ids (seconds_per_chunk: the thinker config's, default 2) and interleaves
+    them (video chunk j, audio chunk j), both eos one id after the last chunk's max.
+
+    rule "qwen3-omni" (modeling_qwen3_omni_moe.py; time_interval = position_id_per_seconds, 13 in
+    the released checkpoint): the ids are HF's float32 values, never truncated (a step of 12.5 stays
+    12.5), returned as a float64 tensor with a float rope_delta; a video with audio gets consecutive
+    bos and eos ids and its tokens merged by T id (video first on a tie), without chunks. Float ids
+    are not for apply_rope and the kernels, which take integer positions."""
+    if seconds_per_chunk is None:
+        seconds_per_chunk = 2.0
+    else:
+        if isinstance(seconds_per_chunk, bool) or not isinstance(seconds_per_chunk, numbers.Real) \
+                or not math.isfinite(seconds_per_chunk) or seconds_per_chunk <= 0:
+            raise ValueError(f"seconds_per_chunk must be a finite number > 0, got {seconds_per_chunk!r}")
+        if rule != "v4.49":
+            raise ValueError(f"seconds_per_chunk is Qwen2.5-Omni's (rule 'v4.49'); rule {rule!r} does not cut "
+                             "videos with audio into chunks")
     ids, seq_len, delta = _posenc.mrope_position_ids(list(runs), merge_size, rule, float(time_interval),
-                                                     [float(x) for x in video_seconds_per_grid])
+                                                     [float(x) for x in video_seconds_per_grid], float(seconds_per_chunk))
     return torch.from_numpy(ids).view(3, seq_len), delta
 
 

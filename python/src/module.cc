@@ -329,8 +329,10 @@ PYBIND11_MODULE(_posenc, m) {
       throw Error("a vision grid of " + std::to_string(std::int64_t{t} * h * w) + " patches; at most 2^26");
     return owned_array(vision_2d_position_ids(t, h, w, merge_size));
   });
+  // Qwen3-Omni ("qwen3-omni") returns float64 ids (HF's float32 values) and a float rope_delta.
   m.def("mrope_position_ids", [](const std::vector<std::tuple<std::string, int, int, int, int>>& runs, int merge_size,
-                                  const std::string& rule, double time_interval, const std::vector<double>& video_seconds) {
+                                  const std::string& rule, double time_interval, const std::vector<double>& video_seconds,
+                                  double seconds_per_chunk) {
     std::vector<TokenRun> r;
     std::size_t videos = 0;
     for (const auto& [kind, length, t, h, w] : runs) {
@@ -339,20 +341,27 @@ PYBIND11_MODULE(_posenc, m) {
       else if (kind == "image") run.kind = TokenRun::kImage;
       else if (kind == "video") run.kind = TokenRun::kVideo;
       else if (kind == "audio") run.kind = TokenRun::kAudio;
-      else throw Error("run kind must be text, image, video or audio, got '" + kind + "'");
+      else if (kind == "video_with_audio") run.kind = TokenRun::kVideoWithAudio;
+      else throw Error("run kind must be text, image, video, video_with_audio or audio, got '" + kind + "'");
       run.length = length;
       run.t = t;
       run.h = h;
       run.w = w;
       run.time_interval = time_interval;
-      if (run.kind == TokenRun::kVideo && videos < video_seconds.size()) run.seconds_per_grid = video_seconds[videos];
-      videos += run.kind == TokenRun::kVideo;
+      run.seconds_per_chunk = seconds_per_chunk;
+      const bool video = run.kind == TokenRun::kVideo || run.kind == TokenRun::kVideoWithAudio;  // HF's video_idx
+      if (video && videos < video_seconds.size()) run.seconds_per_grid = video_seconds[videos];
+      videos += video;
       r.push_back(run);
     }
     if (!video_seconds.empty() && video_seconds.size() != videos)
       throw Error("video_seconds_per_grid has " + std::to_string(video_seconds.size()) + " values for " +
                   std::to_string(videos) + " video runs; give one per video (or none: 1 second each)");
-    if (rule != "v5" && rule != "v4.49") throw Error("rule must be 'v5' or 'v4.49', got '" + rule + "'");
+    if (rule == "qwen3-omni") {
+      MropeFloatIndex index = qwen3_omni_position_ids(r, merge_size);
+      return py::make_tuple(owned_array(std::move(index.ids)), index.seq_len, index.rope_delta);
+    }
+    if (rule != "v5" && rule != "v4.49") throw Error("rule must be 'v5', 'v4.49' or 'qwen3-omni', got '" + rule + "'");
     MropeIndex index = mrope_position_ids(r, merge_size, rule == "v5" ? MropeIndexRule::kV5 : MropeIndexRule::kV4_49);
     return py::make_tuple(owned_array(std::move(index.ids)), index.seq_len, index.rope_delta);
   });

@@ -19,17 +19,29 @@ std::vector<std::uint8_t> mrope_axis_map(const std::vector<int>& sections, bool 
 // Qwen2-VL's vision tower emits patches), repeated t times: ids[0][n] = h, ids[1][n] = w.
 std::vector<std::int64_t> vision_2d_position_ids(int t, int h, int w, int merge_size);
 
-// A run of tokens of one kind for get_rope_index.
+// A run of tokens of one kind for get_rope_index. The bos and eos tokens around an image, a video
+// or an audio clip are text runs (HF gives them text ids), except a video with its audio's.
 struct TokenRun {
-  enum Kind { kText, kImage, kVideo, kAudio } kind = kText;
-  int length = 0;           // text, audio: token count (vision runs derive it from the grid)
+  // kVideoWithAudio: a video and its audio track (HF's use_audio_in_video), holding its own four
+  // special tokens: <|vision_bos|><|audio_bos|>, the video's t h' w' tokens and the audio's `length`
+  // tokens interleaved, <|audio_eos|><|vision_eos|> (4 + t h' w' + length tokens; h' = h / merge).
+  // Qwen2.5-Omni (rule kV4_49) gives each bos pair and each eos pair one id, Qwen3-Omni consecutive ids.
+  enum Kind { kText, kImage, kVideo, kAudio, kVideoWithAudio } kind = kText;
+  // text, audio: token count; video with audio: the audio's token count (qwen_omni_audio_tokens,
+  // >= 1); image, video: 0 (the grid gives the count)
+  int length = 0;
   int t = 1, h = 1, w = 1;  // vision grid in patches, before merging
   // Temporal patch f of a vision run has T id start + trunc(float32(float32(f * seconds_per_grid) *
-  // time_interval)), HF's float32 tensors: Qwen2.5-VL videos time_interval = tokens_per_second,
-  // Qwen2.5-Omni images and videos position_id_per_seconds (25), with the video's
-  // second_per_grid; Qwen2-VL 1 and 1.
+  // time_interval)), HF's float32 tensors (Qwen3-Omni: not truncated): Qwen2.5-VL videos
+  // time_interval = tokens_per_second, Qwen2.5-Omni and Qwen3-Omni images and videos
+  // position_id_per_seconds (25; Qwen3-Omni's checkpoint 13), with the video's second_per_grid;
+  // Qwen2-VL 1 and 1.
   double time_interval = 1;
   double seconds_per_grid = 1;
+  // Qwen2.5-Omni's video with audio: video and audio cut into chunks of int(time_interval *
+  // seconds_per_chunk) T ids (the thinker config's seconds_per_chunk, default 2: 50 ids), then
+  // interleaved (modeling_qwen2_5_omni.py get_chunked_index). Qwen3-Omni does not chunk.
+  double seconds_per_chunk = 2;
 };
 
 struct MropeIndex {
@@ -40,9 +52,9 @@ struct MropeIndex {
 
 enum class MropeIndexRule {
   kV5,    // the next run starts at pos + max(h', w') after a vision run (HF v5)
-  kV4_49, // the next run starts at max(all ids so far) + 1 (HF <= 4.49; differs for long videos);
-          // also Qwen2.5-Omni's get_rope_index (each piece at the last piece's max + 1), whose audio
-          // runs are sequential on every axis like text
+  kV4_49, // the next run starts at the last piece's max id + 1 (HF <= 4.49; differs for long videos);
+          // also Qwen2.5-Omni's get_rope_index, whose audio runs are sequential on every axis like
+          // text, with its videos with audio (kVideoWithAudio)
 };
 
 // Audio tokens for `mel_frames` valid mel frames (Python floor division): Qwen2.5-Omni
@@ -51,8 +63,24 @@ enum class MropeIndexRule {
 // (modeling_qwen3_omni_moe.py _get_feat_extract_output_lengths). L >= 0.
 std::int64_t qwen_omni_audio_tokens(std::int64_t mel_frames, bool qwen3);
 
-// HF's get_rope_index for one sequence of runs; merge_size is spatial_merge_size.
+// HF's get_rope_index for one sequence of runs; merge_size is spatial_merge_size. A sequence's
+// videos all carry their audio or none does (HF's use_audio_in_video is one flag per call).
 MropeIndex mrope_position_ids(const std::vector<TokenRun>& runs, int merge_size, MropeIndexRule rule = MropeIndexRule::kV5);
+
+// Qwen3-Omni-MoE's ids are real numbers: HF computes them in float32 and never truncates a
+// temporal step (12.5, or 8.666667 at 3 fps). Here they are HF's float32 values, each widened
+// exactly to a double. Not for the rotary kernels, which take integer positions.
+struct MropeFloatIndex {
+  std::vector<double> ids;  // [3][seq]: T, H, W
+  std::int64_t seq_len = 0;
+  double rope_delta = 0;    // float32(max(ids) + 1 - seq_len), as HF
+};
+
+// modeling_qwen3_omni_moe.py get_rope_index for one sequence: every piece starts at the last piece's
+// max + 1 (video ids at start + float32(f * seconds_per_grid) * time_interval, h' and w' as
+// Qwen2.5-Omni); a video with its audio takes its two bos ids, then its video and audio tokens
+// merged by T id (video first on a tie), then two eos ids from that merge's last piece's max + 1.
+MropeFloatIndex qwen3_omni_position_ids(const std::vector<TokenRun>& runs, int merge_size);
 
 // XD-RoPE (HunYuan-VL; modeling_hunyuan_vl.py apply_multimodal_rotary_pos_emb): the sections
 // [s_0 .. s_{A-1}] (A = 3 or 4 axes, summing to d/2) are doubled and laid over the full
