@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -70,6 +71,14 @@ json table_rope(const TableArgs& a) {
   return {{"positions", positions}, {"rotary_dim", width}, {"cos", rows_json(cos, width)}, {"sin", rows_json(sin, width)}};
 }
 
+// A position id as text: integers whole, Qwen3-Omni's float32 ids with the 9 digits that give them back.
+std::string id_text(double v) {
+  char buf[32];
+  if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  else std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
 json table_mrope(const TableArgs& a) {
   json out;
   if (a.mrope_section) {
@@ -86,14 +95,24 @@ json table_mrope(const TableArgs& a) {
       throw Error("--grid and --text-before/--text-after: at most " + std::to_string(kMaxRows) + " tokens, none negative");
     TokenRun grid{TokenRun::kImage, 0, static_cast<int>(g[0]), static_cast<int>(g[1]), static_cast<int>(g[2]), a.time_interval};
     grid.seconds_per_grid = a.seconds_per_grid;
-    const std::vector<TokenRun> runs = {{TokenRun::kText, a.text_before}, grid, {TokenRun::kText, a.text_after}};
-    const MropeIndex idx = mrope_position_ids(runs, a.merge, a.v4_rule ? MropeIndexRule::kV4_49 : MropeIndexRule::kV5);
-    const auto n = static_cast<std::ptrdiff_t>(idx.seq_len);
+    std::vector<TokenRun> runs = {{TokenRun::kText, a.text_before}, grid, {TokenRun::kText, a.text_after}};
     json ids = json::array();
-    for (int axis = 0; axis < 3; ++axis)
-      ids.push_back(std::vector<std::int64_t>(idx.ids.begin() + axis * n, idx.ids.begin() + (axis + 1) * n));
+    if (a.qwen3_omni) {  // Qwen3-Omni-MoE: the grid as a video, its float32 T ids kept (12.5 per frame at 0.5 s x 25)
+      if (a.v4_rule) throw Error("--qwen3-omni has its own rule (each piece at the last piece's max + 1); drop --v4");
+      runs[1].kind = TokenRun::kVideo;
+      const MropeFloatIndex idx = qwen3_omni_position_ids(runs, a.merge);
+      const auto n = static_cast<std::ptrdiff_t>(idx.seq_len);
+      for (int axis = 0; axis < 3; ++axis)
+        ids.push_back(std::vector<double>(idx.ids.begin() + axis * n, idx.ids.begin() + (axis + 1) * n));
+      out["rope_delta"] = idx.rope_delta;
+    } else {
+      const MropeIndex idx = mrope_position_ids(runs, a.merge, a.v4_rule ? MropeIndexRule::kV4_49 : MropeIndexRule::kV5);
+      const auto n = static_cast<std::ptrdiff_t>(idx.seq_len);
+      for (int axis = 0; axis < 3; ++axis)
+        ids.push_back(std::vector<std::int64_t>(idx.ids.begin() + axis * n, idx.ids.begin() + (axis + 1) * n));
+      out["rope_delta"] = idx.rope_delta;
+    }
     out["position_ids"] = ids;
-    out["rope_delta"] = idx.rope_delta;
   }
   if (!a.mrope_section && !a.grid) throw Error("--scheme mrope needs --mrope-section T,H,W and/or --grid T,H,W");
   // Printed only once both parts are computed: an error in --grid leaves no half output.
@@ -107,10 +126,10 @@ json table_mrope(const TableArgs& a) {
     for (int axis = 0; axis < 3; ++axis) {
       std::printf("%s:", names[axis]);
       for (const auto& v : out["position_ids"][static_cast<std::size_t>(axis)])
-        std::printf(" %lld", static_cast<long long>(v.get<std::int64_t>()));
+        std::printf(" %s", id_text(v.get<double>()).c_str());
       std::printf("\n");
     }
-    std::printf("rope_delta: %lld\n", static_cast<long long>(out["rope_delta"].get<std::int64_t>()));
+    std::printf("rope_delta: %s\n", id_text(out["rope_delta"].get<double>()).c_str());
   }
   return out;
 }
@@ -311,6 +330,9 @@ void add_table_command(CLI::App& app) {
   opt(cmd->add_option("--text-before", a->text_before, "text tokens before the image")->capture_default_str(), {"mrope"});
   opt(cmd->add_option("--text-after", a->text_after, "text tokens after the image")->capture_default_str(), {"mrope"});
   opt(cmd->add_flag("--v4", a->v4_rule, "HF <= 4.49 rule for the text after a vision run (also Qwen2.5-Omni's)"), {"mrope"});
+  opt(cmd->add_flag("--qwen3-omni", a->qwen3_omni,
+                    "Qwen3-Omni-MoE's get_rope_index: the grid as a video, float T ids (float32, never truncated)"),
+      {"mrope"});
   opt(cmd->add_option("--time-interval", a->time_interval,
                       "T ids per second of the grid (Qwen2.5-VL tokens_per_second, Qwen2.5-Omni position_id_per_seconds 25)")
           ->check(CLI::Range(0.0, 1e9))

@@ -40,7 +40,7 @@ struct TableArgs {
   GridResize resize_mode = GridResize::kBicubic;
   int merge = 2, text_before = 0, text_after = 0;
   double time_interval = 1, seconds_per_grid = 1;  // the grid run's T ids (mrope.h TokenRun)
-  bool bidirectional = false, causal = false, symmetric = false, interleaved = false, v4_rule = false;
+  bool bidirectional = false, causal = false, symmetric = false, interleaved = false, v4_rule = false, qwen3_omni = false;
   // flag name -> the option, and the schemes it applies to
   std::map<std::string, std::pair<CLI::Option*, std::set<std::string>>> applies;
   bool given(const std::string& flag) const { return applies.at(flag).first->count() > 0; }

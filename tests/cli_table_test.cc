@@ -308,3 +308,19 @@ TEST(CliTable, DistanceBiases) {
 }
 
 }  // namespace
+
+namespace {
+
+// Qwen3-Omni-MoE keeps its float32 T ids: 0.5 s per temporal patch at 25 ids per second is 12.5
+// per patch (the integer walk truncates to 14 where Qwen3-Omni has 14.5).
+TEST(CliTable, MropeQwen3OmniKeepsFractionalTemporalIds) {
+  const std::string base = "table --scheme mrope --grid 3,4,4 --text-before 2 --text-after 2 --time-interval 25 --seconds-per-grid 0.5";
+  const auto r = posenc::testing::run(base + " --qwen3-omni");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("T: 0 1 2 2 2 2 14.5 14.5 14.5 14.5 27 27 27 27 28 29"), std::string::npos) << r.out;
+  const auto v4 = posenc::testing::run(base + " --v4");
+  EXPECT_NE(v4.out.find("T: 0 1 2 2 2 2 14 14 14 14 27"), std::string::npos) << v4.out;
+  EXPECT_CLEAN_ERROR(posenc::testing::run(base + " --qwen3-omni --v4"), "--qwen3-omni has its own rule");
+}
+
+}  // namespace
