@@ -335,6 +335,14 @@ TEST(VisionRope, BadVisionConfigsAreErrorsNamingTheKey) {
   EXPECT_EQ(qwen.vision_rope->params.theta, 10000.0);
   ASSERT_EQ(qwen.warnings.size(), 1u);
   EXPECT_NE(qwen.warnings[0].find("vision_config.rope_theta ignored"), std::string::npos) << qwen.warnings[0];
+  // A key of Pixtral's default rope dict its tower does not read (a factor) is reported, not read.
+  const ModelSpec pixtral = parse_model_spec(R"({"model_type": "mistral3", "text_config": {"model_type": "mistral",
+      "num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 1}, "vision_config": {"model_type": "pixtral",
+      "hidden_size": 1024, "num_attention_heads": 16, "patch_size": 14, "image_size": 1540,
+      "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "factor": 2.0}}})");
+  ASSERT_TRUE(pixtral.vision_rope);
+  ASSERT_EQ(pixtral.warnings.size(), 1u);
+  EXPECT_NE(pixtral.warnings[0].find("vision_config.rope_parameters.factor ignored"), std::string::npos) << pixtral.warnings[0];
 }
 
 // golden's vision_tower vectors: q_out is q rotated at the tower's coordinates, cos/sin in

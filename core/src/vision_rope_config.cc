@@ -40,12 +40,16 @@ int read_head_dim(const json& vc, const char* width_key, const char* heads_key, 
 
 // rope_parameters.rope_theta (v5), else rope_theta (v4), else the class default (10000; Gemma 4's
 // vision config 100); a rope type other than default is not what these towers compute.
-double read_theta(const json& vc, double absent = 10000.0) {
+// Any other key of the dict (a factor in a default dict) is not read by the tower: a warning says so.
+double read_theta(const json& vc, std::vector<std::string>& warnings, double absent = 10000.0) {
   const std::string where = "vision_config";
   if (const json* rp = json_fields::object(vc, "rope_parameters", where)) {
     const std::string inner = where + ".rope_parameters";
     if (const auto type = json_fields::string(*rp, "rope_type", inner); type && *type != "default")
       throw Error(inner + ".rope_type '" + *type + "': the vision towers posenc reads compute default (unscaled) RoPE");
+    for (const auto& [key, value] : rp->items())
+      if (key != "rope_type" && key != "rope_theta")
+        warnings.push_back(inner + "." + key + " ignored: the tower's 2-D RoPE reads rope_theta only");
     if (const auto t = json_fields::positive_number(*rp, "rope_theta", inner)) return *t;
   }
   if (const auto t = json_fields::positive_number(vc, "rope_theta", where)) return *t;
@@ -81,17 +85,17 @@ std::optional<VisionRope> read_vision_rope(const ConfigDoc& doc, std::vector<std
   if (type == "pixtral") {  // PixtralVisionConfig: head_dim (default hidden_size / num_attention_heads)
     p.family = VisionRopeFamily::kPixtral;
     p.head_dim = read_head_dim(*vc, "hidden_size", "num_attention_heads", true);
-    p.theta = read_theta(*vc);
+    p.theta = read_theta(*vc, warnings);
     p.patches_per_side = read_patches_per_side(*vc);
   } else if (type == "llama4_vision_model") {  // Llama4VisionRotaryEmbedding: hidden_size // num_attention_heads
     p.family = VisionRopeFamily::kLlama4;
     p.head_dim = read_head_dim(*vc, "hidden_size", "num_attention_heads", false);
-    p.theta = read_theta(*vc);
+    p.theta = read_theta(*vc, warnings);
     p.patches_per_side = read_patches_per_side(*vc);
   } else if (type == "gemma4_vision") {  // Gemma4VisionConfig: head_dim, rope_parameters (default_theta 100)
     p.family = VisionRopeFamily::kGemma4;
     p.head_dim = read_head_dim(*vc, "hidden_size", "num_attention_heads", true);
-    p.theta = read_theta(*vc, 100.0);
+    p.theta = read_theta(*vc, warnings, 100.0);
   } else if (type == "moonvit") {  // MoonVitEncoder: Rope2DPosEmb(hidden_size // num_attention_heads, 512, 512)
     p.family = VisionRopeFamily::kMoonVit;
     p.head_dim = read_head_dim(*vc, "hidden_size", "num_attention_heads", false);
