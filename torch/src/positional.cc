@@ -57,6 +57,24 @@ torch::Tensor LearnedPositionalEmbeddingImpl::forward(const torch::Tensor& posit
   return weight.index({positions + offset_});
 }
 
+torch::Tensor resize_position_grid(const torch::Tensor& table, int rows, int cols, GridResize mode) {
+  if (table.dim() != 3 || !table.is_floating_point())
+    throw Error("resize_position_grid: the table must be a floating-point [rows, cols, dim] tensor, got " +
+                std::to_string(table.dim()) + " dimensions of " + std::string(c10::toString(table.scalar_type())));
+  if (table.requires_grad())
+    throw Error("resize_position_grid gives reference values without gradients: pass table.detach(), or train through "
+                "torch's interpolate");
+  for (int axis = 0; axis < 3; ++axis)  // before the copy, naming the size as given
+    if (table.size(axis) < 1 || table.size(axis) > (axis < 2 ? 65536 : (1 << 20)))
+      throw Error("resize_position_grid: the table's dimension " + std::to_string(axis) + " is " +
+                  std::to_string(table.size(axis)) + "; rows and cols must be in [1, 65536], dim in [1, 2^20]");
+  const torch::Tensor host = table.to(torch::kCPU, torch::kFloat32).contiguous();
+  PositionGrid grid{static_cast<int>(host.size(0)), static_cast<int>(host.size(1)), static_cast<int>(host.size(2)),
+                    std::vector<float>(host.data_ptr<float>(), host.data_ptr<float>() + host.numel())};
+  PositionGrid out = resize_position_grid(grid, rows, cols, mode);
+  return torch::tensor(out.values, torch::kFloat32).view({rows, cols, out.dim});
+}
+
 ALiBiBiasImpl::ALiBiBiasImpl(int num_heads, bool symmetric) : symmetric_(symmetric) {
   slopes = register_buffer("slopes", torch::tensor(alibi_slopes(num_heads), torch::kFloat32));
 }

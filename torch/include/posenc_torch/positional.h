@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "posenc/position_grid.h"
 #include "posenc/sinusoidal.h"
 #include "posenc/t5_bias.h"
 
@@ -40,6 +41,12 @@ class LearnedPositionalEmbeddingImpl : public torch::nn::Module {
   int num_positions_, offset_;
 };
 TORCH_MODULE(LearnedPositionalEmbedding);
+
+// A vision tower's learned 2-D table [rows, cols, dim] resized to an image's rows' x cols' as its HF
+// code does it (position_grid.h: bicubic, bilinear_antialias, grid_sample_bicubic, Idefics3's
+// bucket rows): the core's numbers as float32 [rows', cols', dim] on the CPU. The reference values,
+// without a gradient: a table that requires grad is refused (train through torch's F.interpolate).
+torch::Tensor resize_position_grid(const torch::Tensor& table, int rows, int cols, GridResize mode);
 
 // ALiBi: -slope_h * (q - k) (causal) or -slope_h * |q - k| (symmetric). No parameters.
 class ALiBiBiasImpl : public torch::nn::Module {
