@@ -51,7 +51,7 @@ int head_dim(const ConfigDoc& doc) {
 std::vector<std::string> default_layer_types(const ConfigDoc& doc, std::int64_t layers) {
   std::vector<std::string> types;
   const auto ratios = jf::integer_list(doc.model(), "compress_ratios", doc.where());
-  if (!ratios) {  // the V4-Pro default: 2 HCA, then i % 2 ? CSA : HCA over the remaining layers
+  if (!ratios) {  // HF's default: 2 HCA, then (i - 2) % 2 ? CSA : HCA
     for (std::int64_t i = 0; i < layers; ++i) types.push_back(i < 2 || i % 2 == 0 ? kTypes[2] : kTypes[1]);
     return types;
   }

@@ -32,8 +32,10 @@ bool is_compressed(const std::string& type);
 
 // DeepseekV4Config.__post_init__ (configuration_deepseek_v4.py): layer_types from the legacy
 // compress_ratios (0 sliding, 4 CSA, 128 HCA; _COMPRESS_RATIO_TO_LAYER_TYPE, a KeyError for any
-// other ratio, truncated to num_hidden_layers), else the V4-Pro pattern (2 HCA, then CSA at odd
-// i, HCA at even i). A list shorter than the layers is refused (validate_layer_type's ValueError).
+// other ratio, truncated to num_hidden_layers), else HF's default: 2 HCA, then `i % 2 ? CSA : HCA`
+// with i counted from layer 2, so HCA at even layers and CSA at odd ones (the docstring calls it
+// V4-Pro's, but the published V4-Pro's compress_ratios put CSA at even layers from 2). A list
+// shorter than the layers is refused (validate_layer_type's ValueError).
 std::vector<std::string> default_layer_types(const ConfigDoc& doc, std::int64_t layers);
 
 // The distinct layer types of the model in order of first appearance, each one of HF's
