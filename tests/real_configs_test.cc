@@ -30,6 +30,8 @@ const std::map<std::string, Expected> kExpected = {
     {"CodeLlama-7b-hf", {"default", 128, 128, 1e6, 0}},
     {"DeepSeek-V2-Lite", {"yarn", 64, 64, 1e4, 0}},
     {"DeepSeek-V3.2", {"yarn", 64, 64, 1e4, 0}},
+    // the default layer is sliding_attention (rope "main"); the compressed layers' YaRN: families8_test.cc
+    {"DeepSeek-V4-Flash-0731", {"default", 512, 64, 1e4, 3}},
     {"Devstral-Small-2-24B-Instruct", {"yarn", 128, 128, 1e8, 0}},
     {"EXAONE-4.0-32B", {"llama3", 128, 128, 1e6, 2}},
     {"GLM-4.1V-9B-Thinking", {"default", 128, 64, 1e4, 0}},

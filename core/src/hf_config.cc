@@ -8,6 +8,7 @@
 
 #include "config_doc.h"
 #include "config_text.h"
+#include "deepseek_v4.h"
 #include "json_fields.h"
 #include "model_layers.h"
 #include "posenc/error.h"
@@ -80,7 +81,9 @@ struct Parser {
     const std::string w = where();
 
     // head_dim: DeepSeek's MLA rotates only the qk_rope_head_dim slice.
-    if (quirks().head_dim_twice_hidden) {
+    if (quirks().deepseek_v4) {
+      p.head_dim = deepseek_v4::head_dim(doc);  // the whole head; its rope dicts give the rotated fraction
+    } else if (quirks().head_dim_twice_hidden) {
       // Zamba2Config.__post_init__ overwrites attention_head_dim (HF's head_dim) with this.
       const auto hidden = jf::integer(model, quirks().hidden_key, w);
       const auto heads = jf::integer(model, quirks().heads_key, w);
@@ -179,9 +182,11 @@ struct Parser {
 
   // ---- the rope dict (rope_dict.h, driven by the field table) -----------------------------
   void apply_rope_dict(const json& dict, const std::string& w, RopeParams& p) {
+    // DeepSeek-V4's dicts carry their own fraction and theta (DeepseekV4Config.__post_init__).
+    const bool v4 = quirks().deepseek_v4;
     read_rope_dict(dict, w, RopeDictContext{model, where().empty() ? std::string() : where() + ".", quirks().yarn_means_longrope,
-                                     quirks().xdrope,
-                                     !quirks().fraction_key, options.lenient, quirks().ignored_rope_keys, out}, p);
+                                     quirks().xdrope, !quirks().fraction_key && !v4, options.lenient,
+                                     quirks().ignored_rope_keys, out, v4}, p);
     apply_family_dict_rules(dict, w, p);
   }
 
@@ -274,9 +279,22 @@ struct Parser {
       out.notes.push_back("rope_parameters absent: the family's defaults " + defaults.dump());
     }
 
-    const bool per_layer = dict && !dict->empty() &&
+    const bool per_layer = !quirks().deepseek_v4 && dict && !dict->empty() &&
                            std::all_of(dict->begin(), dict->end(), [](const json& v) { return v.is_object(); });
-    if (per_layer) {
+    if (quirks().deepseek_v4) {
+      // DeepseekV4Config: one rope per label, each layer type taking its label's (deepseek_v4.h).
+      const deepseek_v4::RopeDicts d = deepseek_v4::rope_dicts(doc, dict, dict_where, out);
+      RopeParams main = base, compress = base;
+      apply_rope_dict(d.main, d.main_where, main);
+      apply_rope_dict(d.compress, d.compress_where, compress);
+      for (const auto& [p, at_] : {std::pair{&main, d.main_where}, std::pair{&compress, d.compress_where}}) try {
+          validate(*p);
+        } catch (const Error& e) {
+          throw Error(at_ + ": " + e.what());
+        }
+      for (const std::string& t : deepseek_v4::rope_layer_types(doc))
+        out.layers.push_back(model_layers::layer_rope(doc, t, deepseek_v4::is_compressed(t) ? compress : main, true, out.notes));
+    } else if (per_layer) {
       // v5 layout: {"full_attention": {...}, "sliding_attention": {...}}
       for (auto it = dict->begin(); it != dict->end(); ++it) {
         RopeParams p = base;

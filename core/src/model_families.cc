@@ -3,52 +3,12 @@
 #include <string>
 #include <vector>
 
+#include "family_row.h"
+
 namespace posenc {
 namespace {
 
-// One row: the families and the modeling code every field of it follows.
-struct Row {
-  FamilyQuirks q;
-  Row(const char* types, const char* source) { q.model_types = types, q.hf_source = source; }
-  Row& layout(RopeLayout l) { return q.layout = l, *this; }
-  Row& rope_layers(RopeLayers r) { return q.rope_layers = r, *this; }
-  Row& window(Window w, int full_every = 0) { return q.window = w, q.full_every = full_every, *this; }
-  Row& default_layers(DefaultLayers d) { return q.default_layers = d, *this; }
-  Row& default_sliding_window(int w) { return q.default_sliding_window = w, *this; }
-  Row& query_scale(QueryScale s) { return q.query_scale = s, *this; }
-  Row& softmax(SoftmaxScale s) { return q.softmax_scale = s, *this; }
-  Row& qk_norm(QkNorm n) { return q.qk_norm = n, *this; }
-  Row& layer_count(const char* key) { return q.layer_count_key = key, *this; }
-  Row& mla() { return q.mla = true, *this; }
-  Row& rope_interleave_key() { return q.rope_interleave_key = true, *this; }
-  Row& mrope(MropeStyle style) { return q.mrope_style = style, *this; }
-  Row& shape_keys(const char* hidden, const char* heads) { return q.hidden_key = hidden, q.heads_key = heads, *this; }
-  Row& head_dim_key(const char* key) { return q.head_dim_key = key, *this; }
-  Row& max_pos_key(const char* key) { return q.max_pos_key = key, *this; }
-  Row& layer_types_key(const char* key) { return q.layer_types_key = key, *this; }
-  Row& head_dim_twice_hidden() { return q.head_dim_twice_hidden = true, *this; }
-  Row& theta_in_attn_config() { return q.theta_in_attn_config = true, *this; }
-  Row& theta_from_rope_ratio() { return q.theta_from_rope_ratio = true, *this; }
-  Row& default_partial_rotary(double f) { return q.default_partial_rotary = f, *this; }
-  Row& own_rotary_dim(int d) { return q.own_rotary_dim = d, *this; }
-  Row& ignored_rope_keys(const char* keys) { return q.ignored_rope_keys = keys, *this; }
-  Row& default_mrope_section(std::vector<int> s) { return q.default_mrope_section = std::move(s), *this; }
-  Row& legacy_keys(const char* theta, const char* fraction) { return q.theta_key = theta, q.fraction_key = fraction, *this; }
-  Row& yarn_means_longrope() { return q.yarn_means_longrope = true, *this; }
-  Row& default_theta(double theta) { return q.default_theta = theta, *this; }
-  Row& ntk_alpha() { return q.ntk_alpha = true, *this; }
-  Row& mscale_reads_factor() { return q.mscale_reads_factor = true, *this; }
-  Row& global_head_dim(int d) { return q.default_global_head_dim = d, *this; }
-  Row& last_layer_full() { return q.last_layer_full = true, *this; }
-  Row& kv_sharing() { return q.kv_sharing = true, *this; }
-  Row& default_rope_parameters(const char* json) { return q.default_rope_parameters = json, *this; }
-  Row& qwen_seq_length() { return q.qwen_seq_length = true, *this; }
-  Row& dsa_indexer() { return q.dsa_indexer = true, *this; }
-  Row& xdrope() { return q.xdrope = true, q.mrope_style = MropeStyle::kXdrope, *this; }
-  Row& sliding_layers_unscaled(const char* local_theta_key = nullptr) {
-    return q.sliding_layers_unscaled = true, q.local_theta_key = local_theta_key, *this;
-  }
-};
+using family_table::Row;
 
 const std::vector<FamilyQuirks>& table() {
   using L = RopeLayout;
@@ -125,6 +85,19 @@ const std::vector<FamilyQuirks>& table() {
             .mla()
             .softmax(SoftmaxScale::kDeepSeekMla)
             .dsa_indexer(),
+        Row("|deepseek_v4|",
+            "modeling_deepseek_v4.py (c49429ed): DeepseekV4Attention (rope 'main' on sliding_attention layers, "
+            "'compress' on compressed_sparse_attention / heavily_compressed_attention; apply_rotary_pos_emb: "
+            "interleaved pairs on the trailing qk_rope_head_dim of head_dim; scaling = head_dim^-0.5, no mscale; "
+            "sliding_window on every layer), DeepseekV4Indexer on CSA layers (index_n_heads x index_head_dim, "
+            "trailing channels, compress rope, index_head_dim^-0.5); configuration_deepseek_v4.py __post_init__: "
+            "layer_types from compress_ratios, rope_parameters {main: default rope_theta, compress: rope_scaling at "
+            "compress_rope_theta, attention_factor 1.0 for yarn}")
+            .layout(L::kInterleaved)
+            .window(Window::kLayerTypes)
+            .default_layers(DefaultLayers::kDeepSeekV4)
+            .default_sliding_window(128)
+            .deepseek_v4(),
         Row("|kimi_linear|",
             "modeling_kimi_linear.py: KimiLinearAttention (DeepSeek-V3 MLA, q = [qk_nope_head_dim | "
             "qk_rope_head_dim]) on full_attention layers, no RoPE when mla_use_nope; KDA (Kimi Delta Attention) "

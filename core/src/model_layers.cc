@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "deepseek_v4.h"
 #include "json_fields.h"
 #include "posenc/error.h"
 
@@ -97,6 +98,7 @@ std::optional<std::vector<std::string>> hybrid_layer_types(const ConfigDoc& doc,
         types[i] = idxs && std::find(idxs->begin(), idxs->end(), i) != idxs->end() ? "attention" : "mamba";
       return types;
     }
+    case DefaultLayers::kDeepSeekV4: return deepseek_v4::default_layer_types(doc, layers);
     case DefaultLayers::kZamba2: {  // Zamba2Config.__post_init__: a fixed list of 54 entries
       // HF writes the Mamba2 layers "linear_attention" (its legacy "mamba", the name the published
       // configs use and posenc keeps for the hybrids' state-space layers).

@@ -6,6 +6,7 @@
 
 #include "config_doc.h"
 #include "config_text.h"
+#include "deepseek_v4.h"
 #include "json_fields.h"
 #include "model_layers.h"
 #include "posenc/error.h"
@@ -152,7 +153,8 @@ struct SpecBuilder {
     if (l.layer_type == "linear_attention") l.attention = AttentionKind::kLinear;
     else if (!model_layers::is_attention(l.layer_type)) l.attention = AttentionKind::kNone;
     else if (row.rope_layers == RopeLayers::kNotCrossAttention && !rope_at) l.attention = AttentionKind::kCross;
-    else if (l.layer_type == "sliding_attention") l.attention = AttentionKind::kSliding, l.window = model_layers::sliding_window(doc);
+    else if (l.layer_type == "sliding_attention" || (row.deepseek_v4 && deepseek_v4::is_compressed(l.layer_type)))
+      l.attention = AttentionKind::kSliding, l.window = model_layers::sliding_window(doc);
     else if (row.window == Window::kChunkedOnRopeLayers && l.rope && chunk) {
       l.attention = AttentionKind::kChunked, l.window = chunk, l.layer_type = "chunked_attention";
     } else if (l.layer_type == "full_attention" || l.layer_type == "chunked_attention" || l.layer_type == "attention" ||
@@ -175,6 +177,7 @@ struct SpecBuilder {
     if (l.rope) {
       l.schedule = s;
       l.rotary_dim = out.schedules[s].rotary_dim;
+      if (row.deepseek_v4) l.rotary_offset = l.head_dim - l.rotary_dim;  // x[..., -rope_dim:]: the trailing channels
       l.rotated_channels = rotated_channels(l.layout, l.rotary_offset, l.rotary_dim, out.schedules[s].rotated_dim);
     }
     l.query_scale = query_scale(l.rope, p);
@@ -199,6 +202,8 @@ struct SpecBuilder {
     check_softmax_scale(l.softmax_scale, from);
     l.qk_norm = qk_norm(l.rope);
     if (row.dsa_indexer && l.rope) l.indexer = indexer(l, out.schedules[s]);
+    if (row.deepseek_v4 && l.rope && l.layer_type == "compressed_sparse_attention")
+      l.indexer = deepseek_v4::indexer(doc, l.rotary_dim);  // DeepseekV4CSACompressor.indexer
     return l;
   }
 

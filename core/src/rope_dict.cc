@@ -148,7 +148,7 @@ void read_rope_dict(const json& dict, const std::string& w, const RopeDictContex
   }
 
   const char* theta_key = rope_field_json::row_of(p, p.theta).name;  // also a top-level key
-  if (auto theta = jf::number(dict, theta_key, w)) {
+  if (auto theta = c.own_theta ? std::nullopt : jf::number(dict, theta_key, w)) {
     const std::string model_where = c.prefix.empty() ? "" : c.prefix.substr(0, c.prefix.size() - 1);
     if (auto top = jf::number(c.model, theta_key, model_where); top && *top != *theta)
       c.out.warnings.push_back(jf::path(w, theta_key) + " = " + format_number(*theta) + " overrides " + c.prefix +

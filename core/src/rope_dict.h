@@ -25,6 +25,9 @@ struct RopeDictContext {
   bool lenient;                    // unknown keys are warnings, not errors
   const char* ignored_keys;        // FamilyQuirks::ignored_rope_keys ('|'-bounded) or nullptr
   ModelRope& out;                  // warnings and notes are appended here
+  // DeepSeek-V4: each dict's rope_theta is its own by design (compress_rope_theta), not a value
+  // that overrides the top-level rope_theta, so no warning says it does.
+  bool own_theta = false;
 };
 
 // Every key of the rope dict any RoPE type reads (HF's and posenc's own types), in table order:

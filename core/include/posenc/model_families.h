@@ -67,6 +67,8 @@ enum class DefaultLayers {
   kBamba,                // BambaConfig.layers_block_type: attention at attn_layer_indices, mamba otherwise
   kZamba2,               // Zamba2Config.__post_init__: 54 fixed entries, "hybrid" (shared attention block
                          // then Mamba2) at 6, 12, ..., 42, 47, 51, Mamba2 otherwise (HF: "linear_attention")
+  kDeepSeekV4,           // DeepseekV4Config.__post_init__: compress_ratios (0 sliding, 4 CSA, 128 HCA), else
+                         // 2 HCA then CSA / HCA alternating (deepseek_v4.h)
 };
 
 enum class QueryScale {
@@ -184,6 +186,11 @@ struct FamilyQuirks {
   // "xdrope" is "dynamic" (NTK-alpha with alpha), and the dict's xdrope_section is mrope_section
   // (both given, they must agree); the sections are XD-RoPE's (RopeParams::mrope_xdrope).
   bool xdrope = false;
+  // DeepSeek-V4 (deepseek_v4.h): two ropes by label ("main" for sliding_attention layers, YaRN
+  // "compress" for the compressed ones, built from rope_theta / compress_rope_theta / rope_scaling
+  // or given nested), the trailing head_dim * partial_rotary_factor channels in interleaved pairs,
+  // and the compressed_sparse_attention layers' indexer.
+  bool deepseek_v4 = false;
 };
 
 // The row for a model_type (the top level's or text_config's); nullptr when unknown.
