@@ -16,6 +16,7 @@
 #include "posenc_lab/saved_models.h"
 #include "posenc_lab/sort_task.h"
 #endif
+#include "posenc_plot/bias_curves.h"
 #include "posenc_plot/explain.h"
 #include "posenc_plot/figures.h"
 #include "posenc_plot/user_table.h"
@@ -150,17 +151,36 @@ void add_plot_command(CLI::App& app) {
 
   struct DecayArgs {
     plot::DecayRequest request;
-    std::string out;
+    std::string out, table;
   };
   auto d = std::make_shared<DecayArgs>();
-  CLI::App* decay = plot_cmd->add_subcommand("decay", "expected attention score against relative distance");
-  add_scheme_option(decay, d->request.scheme, "rope, alibi, t5 or sinusoidal")->required();
-  add_dim_option(decay, d->request.dim, "head (RoPE) or model (sinusoidal) dimension");
-  add_heads_option(decay, d->request.heads, "ALiBi heads")->capture_default_str();
-  add_max_distance_option(decay, d->request.max_distance, "largest distance")->capture_default_str();
+  CLI::App* decay = plot_cmd->add_subcommand("decay", "expected attention score, or a learned bias per head, against relative distance");
+  CLI::Option* decay_scheme = add_scheme_option(decay, d->request.scheme, "rope, alibi, t5, sinusoidal, kerple or sandwich");
+  decay->add_option("--table", d->table, "your own bias table instead of a scheme: .npy or CSV, [heads, distances] (column d is "
+                                         "distance d), e.g. a trained DynamicPositionBias or FIRE evaluated in Python")
+      ->excludes(decay_scheme);
+  CLI::Option* kind = decay->add_option("--kind", d->request.kind, "Kerple: log or power")->capture_default_str();
+  add_dim_option(decay, d->request.dim, "head (RoPE), model (sinusoidal) or sinusoid (Sandwich's d') dimension");
+  add_heads_option(decay, d->request.heads, "ALiBi, Kerple or Sandwich heads")->capture_default_str();
+  CLI::Option* max_distance =
+      add_max_distance_option(decay, d->request.max_distance, "largest distance (--table: its last column unless given)")->capture_default_str();
   add_base_option(decay, d->request.base, "frequency base")->capture_default_str();
   add_out_option(decay, d->out, "output .svg")->required();
-  decay->callback([d] { write_chart(plot::decay_svg(d->request), d->out); });
+  decay->callback([d, kind, max_distance] {
+    plot::DecayRequest r = d->request;
+    if (r.scheme.empty() && d->table.empty()) throw Error("plot decay needs --scheme NAME or --table FILE");
+    if (kind->count() > 0 && r.scheme != "kerple")
+      throw Error("--kind '" + r.kind + "' is Kerple's (log or power); it does not apply to " +
+                  (r.scheme.empty() ? std::string("--table") : "--scheme " + r.scheme));
+    if (!d->table.empty()) {
+      // Rows are heads, columns distances: at most kMaxBiasTableHeads heads, distances 0 .. 2^20.
+      r.scheme = "table";
+      r.table = plot::read_user_table(d->table, {plot::kMaxBiasTableHeads, (1 << 20) + 1});
+      r.table_name = d->table.substr(d->table.find_last_of('/') + 1);
+      if (max_distance->count() == 0) r.max_distance = r.table->cols - 1;
+    }
+    write_chart(plot::decay_svg(r), d->out);
+  });
 
 #ifdef POSENC_WITH_TORCH
   struct AttentionArgs {

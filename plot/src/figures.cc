@@ -10,6 +10,7 @@
 #include "posenc/rope_apply.h"
 #include "posenc/sinusoidal.h"
 #include "posenc/transformer_xl.h"
+#include "posenc_plot/bias_curves.h"
 
 namespace posenc::plot {
 namespace {
@@ -146,6 +147,7 @@ std::string wavelength_svg(const WavelengthData& w) {
 }
 
 std::vector<Series> decay_data(const DecayRequest& r) {
+  if (is_bias_scheme(r.scheme)) return bias_chart(r).series;
   if (r.max_distance < 2 || r.max_distance > 1 << 20) throw Error("decay max distance must be in [2, 2^20]");
   std::vector<double> d;
   for (std::int64_t x = 1; x <= r.max_distance; x = std::max(x + 1, static_cast<std::int64_t>(x * 1.05))) d.push_back(static_cast<double>(x));
@@ -184,13 +186,20 @@ std::vector<Series> decay_data(const DecayRequest& r) {
     for (double x : d) b.y.push_back(t5_bucket(-static_cast<std::int64_t>(x), r.t5));
     out.push_back(b);
   } else {
-    throw Error("plot decay: --scheme '" + r.scheme + "' must be rope, alibi, t5 or sinusoidal");
+    throw Error("plot decay: --scheme '" + r.scheme + "' must be rope, alibi, t5, sinusoidal, kerple or sandwich");
   }
   return out;
 }
 
 std::string decay_svg(const DecayRequest& r) {
   ChartOptions o;
+  if (is_bias_scheme(r.scheme)) {  // b(0) = 0 is part of the curve: a linear distance axis from 0
+    BiasChart c = bias_chart(r);
+    o.title = c.title;
+    o.x_label = "relative distance d (tokens)";
+    o.y_label = c.y_label;
+    return svg_line_chart(c.series, o);
+  }
   o.log_x = true;
   o.x_label = "relative distance d (tokens, log scale)";
   o.y_label = r.scheme == "t5" ? "bucket" : r.scheme == "alibi" ? "bias added to the score" : r.scheme == "rope" ? "relative upper bound of the score" : "score";

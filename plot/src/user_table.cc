@@ -19,7 +19,7 @@ constexpr std::size_t kMaxCsvBytes = 128ull << 20;   // ~8 characters per value 
 constexpr std::size_t kMaxCsvCell = 64;             // characters of one value, for the line-length bound
 
 Error bad(const std::string& path, const std::string& what) {
-  return Error(path + ": " + what + " (posenc plot heatmap --from reads a 2-D table: .npy float32/float64, or CSV "
+  return Error(path + ": " + what + " (posenc plot heatmap --from and plot decay --table read a 2-D table: .npy float32/float64, or CSV "
                                     "with one row of numbers per line)");
 }
 

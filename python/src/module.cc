@@ -313,8 +313,13 @@ PYBIND11_MODULE(_posenc, m) {
                          std::int64_t max_distance, double base, const std::string& out) {
     std::string svg;
     if (kind == "decay") {
-      const plot::DecayRequest d;  // figures.h's order; t5 at its default
-      svg = plot::decay_svg({scheme_or_params, dim, heads, max_distance, base, d.t5});
+      plot::DecayRequest d;  // the rest (t5 buckets, kerple's kind, a table) at their defaults
+      d.scheme = scheme_or_params;
+      d.dim = dim;
+      d.heads = heads;
+      d.max_distance = max_distance;
+      d.base = base;
+      svg = plot::decay_svg(d);
     } else {  // wavelengths of RopeParams given as JSON
       svg = plot::wavelength_svg(plot::wavelength_data(rope_params_from_json(scheme_or_params, "params"), "wavelengths"));
     }

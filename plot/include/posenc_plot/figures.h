@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "posenc/t5_bias.h"
 #include "posenc_plot/heatmap.h"
 #include "posenc_plot/svg_chart.h"
+#include "posenc_plot/user_table.h"
 
 namespace posenc::plot {
 
@@ -39,14 +41,18 @@ WavelengthData wavelength_data(const RopeParams& params, const std::string& titl
 std::string wavelength_svg(const WavelengthData& data);
 
 // Expected score against relative distance: RoFormer's bound for RoPE, -slope * d for ALiBi
-// heads, PE(0).PE(d) / (dim/2) for sinusoidal, the bucket for T5 (its scores are learned).
+// heads, PE(0).PE(d) / (dim/2) for sinusoidal, the bucket for T5 (its scores are learned); the
+// learned distance biases per head against d = 0 .. max_distance on a linear axis (bias_curves.h).
 struct DecayRequest {
-  std::string scheme;  // rope, alibi, t5, sinusoidal
+  std::string scheme;  // rope, alibi, t5, sinusoidal; kerple, sandwich, table (bias_curves.h)
   int dim = 128;
   int heads = 8;
   std::int64_t max_distance = 1024;
   double base = 10000.0;
   T5BucketParams t5{32, 128, false};
+  std::string kind = "log";        // kerple: log or power
+  std::optional<UserTable> table;  // scheme "table": [heads][distances] values (read_user_table)
+  std::string table_name;          // the table's file, for the title and errors
 };
 std::vector<Series> decay_data(const DecayRequest& request);
 std::string decay_svg(const DecayRequest& request);
