@@ -114,6 +114,24 @@ def test_pictures_are_written(tmp_path):
         posenc.plot.heatmap("rope", str(tmp_path / "x.jpg"))
 
 
+def test_bias_decay_charts_from_python(tmp_path):
+    # Kerple's power kind and a user's table, one polyline per head as the CLI draws them.
+    posenc.plot.decay("kerple", str(tmp_path / "k.svg"), heads=6, kind="power")
+    assert (tmp_path / "k.svg").read_text().count('class="series"') == 6
+    dpb = posenc.nn.DynamicPositionBias(16, 4)
+    with torch.no_grad():
+        table = dpb(1, 65, past=64)[:, 0, :].flip(-1)  # [heads, 65]: the query at 64, key j is 64 - j back
+    posenc.plot.decay("table", str(tmp_path / "t.svg"), table=table)
+    svg = (tmp_path / "t.svg").read_text()
+    assert svg.count('class="series"') == 4
+    with pytest.raises(ValueError, match="kind"):
+        posenc.plot.decay("kerple", str(tmp_path / "x.svg"), kind="cubic")
+    with pytest.raises(ValueError, match="2-D"):
+        posenc.plot.decay("table", str(tmp_path / "x.svg"), table=torch.zeros(4))
+    with pytest.raises(ValueError, match="finite"):
+        posenc.plot.decay("table", str(tmp_path / "x.svg"), table=torch.tensor([[0.0, float("nan")]]))
+
+
 def test_mrope_position_ids_text_image_text():
     ids, delta = posenc.mrope_position_ids([("text", 3, 1, 1, 1), ("image", 0, 1, 4, 4), ("text", 2, 1, 1, 1)])
     assert ids.shape == (3, 3 + 4 + 2)  # a 4x4 grid merged 2x2: 4 tokens
