@@ -3,6 +3,8 @@
 // never a signal (exit -1 here), a silent default or a file left half-written.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -161,6 +163,7 @@ TEST(CliHostile, AFileSizeLimitIsAnErrorAndLeavesNoTempFile) {
   EXPECT_CLEAN_ERROR(r, "cannot write " + dir + "/golden.safetensors", "File too large");
   EXPECT_EQ(files_ending(dir, ".tmp"), 0);
   EXPECT_EQ(files_ending(dir, ".safetensors"), 0);
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "the directory golden made for the failed write is left";
 }
 
 // golden's two files are one set: a manifest that cannot be written leaves the old tensors, not

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "golden_mrope.h"
 #include "golden_remap.h"
@@ -285,10 +286,16 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
 }
 
 void write_golden(const Golden& golden, const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
-    throw Error("cannot create directory " + dir + ": " + std::strerror(errno));
-  // One set: a failed manifest must not leave new tensors beside an old manifest.
-  write_files_atomic({{dir + "/golden.safetensors", safetensors_bytes(golden.tensors)}, {dir + "/manifest.json", golden.manifest_json}});
+  const bool created = ::mkdir(dir.c_str(), 0777) == 0;
+  if (!created && errno != EEXIST) throw Error("cannot create directory " + dir + ": " + std::strerror(errno));
+  // One set: a failed manifest must not leave new tensors beside an old manifest; nor a failed
+  // write an empty directory it made.
+  try {
+    write_files_atomic({{dir + "/golden.safetensors", safetensors_bytes(golden.tensors)}, {dir + "/manifest.json", golden.manifest_json}});
+  } catch (...) {
+    if (created) ::rmdir(dir.c_str());  // empty: write_files_atomic removes its temporary files
+    throw;
+  }
 }
 
 }  // namespace posenc
