@@ -40,7 +40,7 @@ void add_plots(py::module_& m) {
       d.kind = kerple_kind;
       if (table) {
         if (table->ndim() != 2) throw Error("table must be 2-D [heads, distances], got " + std::to_string(table->ndim()) + " dimensions");
-        if (table->shape(0) > 4096 || table->shape(1) > (1 << 20))  // before the int casts; check_table checks the rest
+        if (table->shape(0) > 4096 || table->shape(1) > (1 << 20))  // before the int casts; bias_chart checks the rest and every drawn value
           throw Error("table of " + std::to_string(table->shape(0)) + " x " + std::to_string(table->shape(1)) +
                       "; at most 4096 heads and 2^20 distances");
         plot::UserTable t{static_cast<int>(table->shape(0)), static_cast<int>(table->shape(1)),
