@@ -13,6 +13,7 @@
 #include "posenc/hf_config.h"
 #include "posenc/rope_fields.h"
 #include "posenc/rope_schedule.h"
+#include "freqs_vision.h"
 #include "options.h"
 
 namespace posenc::cli {
@@ -24,6 +25,8 @@ struct FreqsArgs {
   bool json = false;
   RopeParams flags;                          // the schedule from flags, one per field-table row
   std::vector<CLI::Option*> schedule_flags;  // any of these set means "from flags"
+  VisionFreqsArgs vision;
+  CLI::Option* seq_len_option = nullptr;
 };
 
 // What a flag's help says beyond the row's line: the rope types that read the field.
@@ -136,6 +139,9 @@ void print_table(const ModelRope& model, const LayerRope& layer, const RopeSched
 }
 
 void run_freqs(const FreqsArgs& a) {
+  if (run_vision_freqs(a.vision, {a.source, a.schedule_flags, a.flags.head_dim, a.flags.theta,
+                                  a.seq_len_option->count() > 0, a.json}))
+    return;
   bool from_flags = false;
   for (const CLI::Option* o : a.schedule_flags) from_flags = from_flags || o->count() > 0;
   if (a.source.config.empty() && !from_flags) throw Error("give --config config.json, or the schedule as flags (--head-dim ...)");
@@ -184,11 +190,12 @@ void run_freqs(const FreqsArgs& a) {
 
 void add_freqs_command(CLI::App& app) {
   auto args = std::make_shared<FreqsArgs>();
-  CLI::App* cmd = app.add_subcommand("freqs", "RoPE frequency schedule (inv_freq, attention factor) of a config.json or of flags");
+  CLI::App* cmd = app.add_subcommand("freqs", "RoPE frequency schedule (inv_freq, attention factor) of a config.json or of flags; --vision: a vision tower's 2-D RoPE");
   add_config_options(cmd, args->source, false, "layer type to show (default: full_attention; all: every one)");
-  cmd->add_option("--seq-len", args->seq_len, "the schedule in force at this sequence length (dynamic, longrope)");
+  args->seq_len_option = cmd->add_option("--seq-len", args->seq_len, "the schedule in force at this sequence length (dynamic, longrope)");
   add_json_flag(cmd, args->json);
   args->schedule_flags = add_rope_field_flags(cmd, args->flags);
+  add_vision_freqs_options(cmd, args->vision);
   cmd->callback([args] { run_freqs(*args); });
 }
 

@@ -139,6 +139,8 @@ json spec_object(const ModelSpec& s) {
 
 std::string model_spec_json(const ModelSpec& spec) { return spec_object(spec).dump(1); }
 
+std::string vision_rope_json_text(const VisionRope& rope) { return vision_rope_json(rope).dump(1); }
+
 std::string gguf_report_json(const GgufReport& report) {
   if (!report.file || !report.rope) throw Error("gguf_report_json: the file and its schedule are required");
   const GgufFile& f = *report.file;

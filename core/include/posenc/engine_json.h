@@ -17,6 +17,9 @@ namespace posenc {
 // (index ... softmax_scale_multiplier) are fixed; the rest may grow.
 std::string model_spec_json(const ModelSpec& spec);
 
+// A vision tower's 2-D RoPE: the object model_spec_json gives as "vision_rope" (freqs --vision --json).
+std::string vision_rope_json_text(const VisionRope& rope);
+
 // A GGUF file's positional keys and the schedule llama.cpp computes from them; with `hf` (the
 // comparison with a config's schedule, compare_with_hf) also agrees_with_hf and mismatches.
 struct GgufReport {
