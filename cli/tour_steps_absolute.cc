@@ -129,6 +129,10 @@ StepResult embedding_scale_step(const StepContext&) {
                      "multiplying them by sqrt(d) leaves the position " + num(torch_scaled, 2) + " of the content.",
                      "这个缩放与那种初始化配套：nn.Embedding 的 N(0, 1) 嵌入本来就约为 1，再乘 sqrt(d) 会让位置只剩内容的 " +
                      num(torch_scaled, 2) + "。"});
+  r.lines.push_back({"In Python, posenc.nn.TokenPositionEmbedding(vocab, dim, scale=True) is this input layer: "
+                     "E drawn with std 1/sqrt(dim), multiplied by sqrt(dim), the sinusoid added.",
+                     "在 Python 中，posenc.nn.TokenPositionEmbedding(vocab, dim, scale=True) 就是这样的输入层："
+                     "E 按标准差 1/sqrt(dim) 初始化，乘以 sqrt(dim)，再加上正弦编码。"});
   r.claims.push_back({"embedding_scale.unscaled_swamped",
                       {"unscaled, the position's norm is over 10 times the embedding's", "不缩放时位置范数超过嵌入的 10 倍"},
                       unscaled, 10, false});

@@ -159,6 +159,11 @@ StepResult rope_2d_step(const StepContext& context) {
                      " of the largest score): the score depends on (row difference, column difference) only.",
                      "把两者同时移动 (5, 9) 个图块，每个分数都不变（最大变化为最大分数的 " + num(shift_error, 2) +
                      "）：分数只取决于（行差，列差）。"});
+  r.lines.push_back({"Each tower's own rule (which frequencies read the row, how channels pair, Qwen2-VL, Pixtral, "
+                     "Llama 4, Gemma 4, MoonViT): `posenc freqs --vision qwen2_vl --head-dim 80`, or `--vision --config "
+                     "config.json` for a model's vision_config.",
+                     "每个视觉塔自己的规则（哪些频率读行、通道如何配对；Qwen2-VL、Pixtral、Llama 4、Gemma 4、MoonViT）："
+                     "`posenc freqs --vision qwen2_vl --head-dim 80`，或用 `--vision --config config.json` 读取模型的 vision_config。"});
   r.claims.push_back({"rope2d.relative",
                       {"the 2-D score is unchanged when both patches move together", "两个图块一起移动时二维分数不变"},
                       shift_error, 1e-5, true});

@@ -14,6 +14,7 @@ from .rotary_variants import AxialRotaryEmbedding, MixedRotaryEmbedding, XPos  #
 from .contextual import CoPE  # noqa: F401  (posenc.nn's)
 from .polar import PolarEmbedding  # noqa: F401  (posenc.nn's)
 from .sink_cache import SinkCache  # noqa: F401  (posenc.nn's)
+from .token_embedding import TokenPositionEmbedding, positions_from_mask  # noqa: F401  (posenc.nn's)
 
 
 class RotaryEmbedding(torch.nn.Module):
