@@ -1,5 +1,6 @@
-"""The _posenc extension for `pip install .`: CMake builds it (the same target as `make`, over
-posenc::core and posenc::plot; no libtorch C++), setuptools packages it beside python/posenc.
+"""The _posenc extension for `pip install .`: CMake builds it (the same targets as `make`: _posenc
+over posenc::core and posenc::plot, and libposenc_torch_ops.so, the torch operators apply_rope
+calls, over libtorch), setuptools packages both beside python/posenc.
 POSENC_PIP_BUILD_DIR chooses CMake's build folder (default: build-pip in the checkout, so ccache
 and a second install reuse what the first compiled)."""
 import os
@@ -24,16 +25,19 @@ class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
         build = BUILD / "cmake"
         subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                               "-DPOSENC_WITH_TORCH=OFF", "-DPOSENC_BUILD_TESTS=OFF",
+                               "-DPOSENC_WITH_TORCH=ON", "-DPOSENC_BUILD_TESTS=OFF",
                                f"-DPython3_EXECUTABLE={sys.executable}"])
         subprocess.check_call(["cmake", "--build", str(build), "--target", "posenc_python",
                                "-j", str(os.cpu_count() or 1)])
-        built = sorted((build / "python" / "posenc").glob("_posenc*.so"))
-        if not built:
-            raise RuntimeError(f"CMake built no _posenc extension under {build / 'python' / 'posenc'}")
+        package = build / "python" / "posenc"
+        built = sorted(package.glob("_posenc*.so"))
+        ops = package / "libposenc_torch_ops.so"
+        if not built or not ops.exists():
+            raise RuntimeError(f"CMake built no _posenc extension or no libposenc_torch_ops.so under {package}")
         target = pathlib.Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(built[0], target)
+        shutil.copyfile(ops, target.parent / ops.name)
 
 
 # setuptools' own folders (build/, *.egg-info) go under BUILD too: the checkout's build/ is CMake's.

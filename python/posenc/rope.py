@@ -1,4 +1,5 @@
-"""apply_rope: the C++ kernels as a torch.autograd.Function (backward = the transposed rotation)."""
+"""apply_rope: the C++ kernels through torch.ops.posenc.rope, whose autograd is the C++ torch layer's
+(backward = the transposed rotation), and the same rotation as torch operations on any device."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,6 +11,7 @@ from torch.utils.dlpack import to_dlpack
 
 from . import _posenc
 from .rope_blocks import _blocks, apply_blocks
+from . import torch_ops
 from .xpos_scale import XPosScale, _xpos_scales
 
 _LAYOUTS = ("half_split", "interleaved", "deepseek_v3")
@@ -225,30 +227,14 @@ def _formula(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str,
     return torch.cat((out, rest), dim=-1).to(x.dtype)
 
 
-class _Rope(torch.autograd.Function):
-    """The kernels' rotation by sign (+1 RoPE, -1 its transpose) as a differentiable function:
-    the backward is the same function with the opposite sign, so it is differentiable again
-    (create_graph=True, double backward) and every order stays in the kernels."""
-
-    @staticmethod
-    def forward(ctx, x, positions, s, layout, offset, heads_dim, sign, xpos=None):  # type: ignore[override]
-        ctx.save_for_backward(positions if positions is not None else torch.empty(0))
-        ctx.has_positions = positions is not None
-        ctx.args = (s, layout, offset, heads_dim, sign, xpos)
-        if x.dtype == torch.float64:
-            return _formula(x, positions, s, layout, offset, heads_dim, float(sign), xpos)
-        # (a gradient may arrive as an expanded view, even zero-size: an empty batch)
-        out = x.clone(memory_format=torch.preserve_format) if x.stride(-1) == 1 else x.contiguous()
-        if out.numel():
-            _rotate(out, positions, s, layout, offset, heads_dim, sign, xpos)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):  # type: ignore[override]
-        (saved,) = ctx.saved_tensors
-        positions = saved if ctx.has_positions else None
-        s, layout, offset, heads_dim, sign, xpos = ctx.args
-        return _Rope.apply(g, positions, s, layout, offset, heads_dim, -sign, xpos), None, None, None, None, None, None, None
+def _kernel_rope(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, offset: int, heads_dim: int,
+                 xpos: Optional[Tuple[XPosScale, str]] = None) -> torch.Tensor:
+    """x rotated by the kernels through torch.ops.posenc.rope, differentiable by the operator's own
+    autograd (torch_ops.py); float64 takes the eager formula, which autograd differentiates."""
+    if x.dtype == torch.float64:
+        return _formula(x, positions, s, layout, offset, heads_dim, 1.0, xpos)
+    ids = _positions(positions, x.shape[0], x.shape[1 if heads_dim == 2 else 2])
+    return torch_ops.rope(x, ids, s, layout, offset, heads_dim, xpos[0].keywords(xpos[1]) if xpos else _NO_XPOS)
 
 
 def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, positions: Optional[torch.Tensor] = None,
@@ -330,8 +316,11 @@ def apply_rope(q: torch.Tensor, k: Optional[torch.Tensor] = None, *, schedule, p
         return q if k is None else (q, k)
     if native:
         out = [_formula(t, positions, schedule, layout, offset, heads_dim, 1.0, r) for t, r in zip(tensors, roles)]
+    elif k is not None and xpos is None and q.dtype == k.dtype != torch.float64 and torch_ops.same_tokens(q, k, heads_dim):
+        ids = _positions(positions, q.shape[0], q.shape[1 if heads_dim == 2 else 2])
+        out = list(torch_ops.rope_qk(q, k, ids, schedule, layout, offset, heads_dim))
     else:
-        out = [_Rope.apply(t, positions, schedule, layout, offset, heads_dim, 1, r) for t, r in zip(tensors, roles)]
+        out = [_kernel_rope(t, positions, schedule, layout, offset, heads_dim, r) for t, r in zip(tensors, roles)]
     return out[0] if k is None else (out[0], out[1])
 
 

@@ -6,35 +6,10 @@
 #include "posenc/error.h"
 #include "posenc/hf_config.h"
 #include "posenc/rope_kernels.h"
+#include "posenc_torch/rope_op.h"
 
 namespace posenc::torch_layer {
 namespace {
-
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
-// Rotates x and, when given, k (both [B, H, S, D], last dim contiguous, the same B and S) in
-// place through the SIMD kernels, in one call. pos: positions_view()'s.
-void rotate_in_place(torch::Tensor& x, torch::Tensor* k, const torch::Tensor& pos, const RopeSpec& spec, int direction) {
-  TORCH_CHECK(x.dim() == 4 && x.stride(3) == 1, "RoPE needs [B, H, S, D] with a contiguous last dimension");
-  const RopeTensor t = kernel_view(x, "rope: x");
-  const int axes = pos.dim() == 3 ? static_cast<int>(pos.size(0)) : 1;
-  TORCH_CHECK(pos.numel() == std::int64_t{axes} * t.batch * t.tokens, "positions must be [B, S] or [axes, B, S]");
-  PositionIds ids = PositionIds::explicit_ids(pos.data_ptr<std::int64_t>(), axes, std::int64_t{t.batch} * t.tokens);
-  // Every batch row at the same positions (no padding): cos/sin once per token, not per row.
-  if (t.batch > 1 && pos.dim() == 2 && pos.eq(pos.narrow(0, 0, 1)).all().item<bool>()) ids.shared_across_batch = true;
-  RopeApplyParams p = spec.params();
-  p.direction = direction;
-  RopeKernelOptions options;
-  options.threads = torch::get_num_threads();
-  if (k) {
-    TORCH_CHECK(k->dim() == 4 && k->stride(3) == 1, "RoPE needs k [B, H, S, D] with a contiguous last dimension");
-    const RopeTensor kt = kernel_view(*k, "rope: k");
-    rope_rotate(t, &kt, ids, p, options);
-  } else {
-    rope_rotate(t, nullptr, ids, p, options);
-  }
-}
 
 // sign +1: the rotation; -1: its transpose (rotate by -angle; DeepSeek-V3 also reads and writes
 // in swapped orders).
@@ -72,26 +47,6 @@ torch::Tensor formula(const torch::Tensor& x, const torch::Tensor& positions, co
   return torch::cat({out, pass}, -1);
 }
 
-// A copy to rotate in place: one pass, keeping x's memory order (a [B, H, S, D] view of
-// [B, S, H, D] memory stays token-major, the kernels' fast order) when its channels are contiguous.
-torch::Tensor fresh_copy(const torch::Tensor& x) { return x.stride(-1) == 1 ? x.clone() : x.contiguous(); }
-
-// The spec rides in the autograd context to the backward (a capsule: a copy shares its storage),
-// with the positions as the kernels read them.
-struct RopeSpecHolder : torch::CustomClassHolder {
-  explicit RopeSpecHolder(RopeSpec s) : spec(std::move(s)) {}
-  RopeSpec spec;
-};
-
-void save_call(AutogradContext* ctx, const torch::Tensor& positions, const RopeSpec& spec) {
-  ctx->saved_data["positions"] = positions;
-  ctx->saved_data["spec"] = c10::IValue::make_capsule(c10::make_intrusive<RopeSpecHolder>(spec));
-}
-
-const RopeSpec& saved_spec(AutogradContext* ctx) {
-  return c10::static_intrusive_pointer_cast<RopeSpecHolder>(ctx->saved_data["spec"].toCapsule())->spec;
-}
-
 // What every entry point checks first, before any memory is read: the device of each tensor
 // (kernel_view.h) and a spec with frequencies. Returns the positions as the kernels read them.
 torch::Tensor checked_positions(const torch::Tensor& positions, const RopeSpec& spec, const torch::Tensor& x,
@@ -103,67 +58,16 @@ torch::Tensor checked_positions(const torch::Tensor& positions, const RopeSpec& 
   return pos;
 }
 
-// Backward of y = A x is A^T g: the same rotation with direction -1. positions: checked_positions'.
-class RopeFunction : public torch::autograd::Function<RopeFunction> {
- public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& positions,
-                               const RopeSpec& spec) {
-    save_call(ctx, positions, spec);
-    if (x.scalar_type() == torch::kFloat64) return formula(x, positions, spec, 1.0);
-    torch::Tensor out = fresh_copy(x);
-    rotate_in_place(out, nullptr, positions, spec, +1);
-    return out;
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const torch::Tensor positions = ctx->saved_data["positions"].toTensor();
-    const RopeSpec& spec = saved_spec(ctx);
-    const torch::Tensor& g = grads[0];
-    torch::Tensor gx;
-    if (g.scalar_type() == torch::kFloat64) {
-      gx = formula(g, positions, spec, -1.0);  // the transpose of the formula
-    } else {
-      gx = fresh_copy(g);
-      rotate_in_place(gx, nullptr, positions, spec, -1);
-    }
-    return {gx, torch::Tensor(), torch::Tensor()};
-  }
-};
-
-// q and k at the same positions: one kernel call forward, one backward. A gradient that did not
-// reach one of them (undefined) is rotated alone.
-class RopeQKFunction : public torch::autograd::Function<RopeQKFunction> {
- public:
-  static variable_list forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& positions, const RopeSpec& spec) {
-    save_call(ctx, positions, spec);
-    if (q.scalar_type() == torch::kFloat64 || k.scalar_type() == torch::kFloat64)
-      return {formula(q, positions, spec, 1.0), formula(k, positions, spec, 1.0)};
-    torch::Tensor qo = fresh_copy(q), ko = fresh_copy(k);
-    rotate_in_place(qo, &ko, positions, spec, +1);
-    return {qo, ko};
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const torch::Tensor positions = ctx->saved_data["positions"].toTensor();
-    const RopeSpec& spec = saved_spec(ctx);
-    torch::Tensor gq = grads[0], gk = grads[1];
-    const bool exact = (gq.defined() && gq.scalar_type() == torch::kFloat64) || (gk.defined() && gk.scalar_type() == torch::kFloat64);
-    if (exact) {
-      if (gq.defined()) gq = formula(gq, positions, spec, -1.0);
-      if (gk.defined()) gk = formula(gk, positions, spec, -1.0);
-    } else if (gq.defined() && gk.defined()) {
-      gq = fresh_copy(gq);
-      gk = fresh_copy(gk);
-      rotate_in_place(gq, &gk, positions, spec, -1);
-    } else if (gq.defined() || gk.defined()) {
-      torch::Tensor& g = gq.defined() ? gq : gk;
-      g = fresh_copy(g);
-      rotate_in_place(g, nullptr, positions, spec, -1);
-    }
-    return {gq, gk, torch::Tensor(), torch::Tensor()};
-  }
-};
+// The spec as the operators' arguments (rope_op.h): one autograd, posenc::rope's.
+RopeOpArgs op_args(const torch::Tensor& positions, const RopeSpec& spec) {
+  RopeOpArgs a;
+  a.positions = positions;
+  a.inv_freq = torch::tensor(spec.inv_freq(), torch::kFloat32);
+  a.axis_of_freq.assign(spec.axis_of_freq().begin(), spec.axis_of_freq().end());
+  a.attention_factor = spec.params().attention_factor;
+  a.layout = to_string(spec.params().layout);
+  return a;
+}
 
 }  // namespace
 
@@ -184,12 +88,17 @@ const RopeSpec::Storage& RopeSpec::storage() const {
 
 std::pair<torch::Tensor, torch::Tensor> rope_qk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& positions,
                                                 const RopeSpec& spec) {
-  const variable_list out = RopeQKFunction::apply(q, k, checked_positions(positions, spec, q, &k), spec);
-  return {out[0], out[1]};
+  const torch::Tensor pos = checked_positions(positions, spec, q, &k);
+  // float64 (gradient checks): the formula, which autograd differentiates; otherwise the kernels.
+  if (q.scalar_type() == torch::kFloat64 || k.scalar_type() == torch::kFloat64)
+    return {formula(q, pos, spec, 1.0), formula(k, pos, spec, 1.0)};
+  return rope_qk_op(q, k, op_args(pos, spec));
 }
 
 torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec) {
-  return RopeFunction::apply(x, checked_positions(positions, spec, x, nullptr), spec);
+  const torch::Tensor pos = checked_positions(positions, spec, x, nullptr);
+  if (x.scalar_type() == torch::kFloat64) return formula(x, pos, spec, 1.0);
+  return rope_op(x, op_args(pos, spec));
 }
 
 torch::Tensor rope_formula(const torch::Tensor& x, const torch::Tensor& positions, const RopeSpec& spec, bool transpose) {

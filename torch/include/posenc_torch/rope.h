@@ -3,7 +3,8 @@
 //
 // Tensors are [batch, heads, seq, head_dim] (any strides with a contiguous last dimension);
 // positions are int64 [batch, seq] (or [axes, batch, seq] for M-RoPE / 2-D).
-// Forward rotates through rope_rotate() for f32 / bf16 / f16 storage; backward rotates the
+// Forward rotates through the posenc::rope operator (rope_op.h: rope_rotate() for f32 / bf16 / f16
+// storage, one autograd with Python's); backward rotates the
 // gradient by the transpose (direction -1): nothing is saved but positions and frequencies.
 // double tensors (gradient checks) take the plain formula in double. Every tensor must be on the
 // CPU (kernel_view.h: an Error naming the device otherwise).
