@@ -8,6 +8,7 @@
 #include "lab_support.h"
 #include "posenc/error.h"
 #include "posenc_lab/passkey.h"
+#include "posenc_lab/result_cache.h"
 
 namespace posenc::lab {
 namespace {
@@ -123,6 +124,25 @@ TEST(PasskeyRun, AResumedRunKeepsTheProbePointsMeasuredBeforeTheStop) {
   const PasskeyResult resumed = run_passkey(c);
   ASSERT_EQ(resumed.probes.size(), 2u);
   EXPECT_EQ(resumed.probes[0].step, 4);
+  EXPECT_EQ(resumed.probes[1].step, 6);
+}
+
+// Killed after the checkpoint at a probe step but before that point was written (no
+// probes.json yet): the resumed run measures it on the checkpoint's weights before training on.
+TEST(PasskeyRun, AKillBeforeAProbePointIsWrittenLosesNoPoint) {
+  PasskeyConfig c = tiny_passkey("passkey_probe_killed");
+  c.schemes = {"rope"};
+  c.probe_every = 4;  // steps 4 and 6 of 6
+  c.stop_after_steps = 4;
+  run_passkey(c);
+  const nlohmann::json written = read_json_file(c.training.out_dir + "/rope.probes.json");
+  std::filesystem::remove(c.training.out_dir + "/rope.probes.json");
+  c.stop_after_steps = -1;
+  const PasskeyResult resumed = run_passkey(c);
+  ASSERT_EQ(resumed.probes.size(), 2u);
+  EXPECT_EQ(resumed.probes[0].step, 4);
+  EXPECT_EQ(resumed.probes[0].accuracy, written.at("probes").at(0).at("accuracy").get<double>());
+  EXPECT_EQ(resumed.probes[0].logprob, written.at("probes").at(0).at("logprob").get<double>());  // the same weights
   EXPECT_EQ(resumed.probes[1].step, 6);
 }
 

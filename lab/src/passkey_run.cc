@@ -126,20 +126,31 @@ bool train_probed(TransformerLM& model, const ModelPlan& p, const nlohmann::json
   }
   const std::string ckpt = t.out_dir + "/" + p.name + ".ckpt", probes_path = t.out_dir + "/" + p.name + ".probes.json";
   nlohmann::json points = resumed_probes(ckpt, probes_path, key);
+  const auto measured = [&points](long step) { return !points.empty() && points.back().value("step", -1L) == step; };
+  const auto probe_at = [&](long step) {
+    const PasskeyScore s = score_cell(model, probe);
+    points.push_back({{"kind", "probe"}, {"step", step}, {"accuracy", s.accuracy}, {"logprob", s.logprob}});
+    write_file_atomic(probes_path, nlohmann::json{{"key", key}, {"probes", points}}.dump(1));
+    std::fprintf(stderr, "%s: step %ld, exact match at %d: %.0f%%, log p %.2f\n", p.name.c_str(), step, t.train_len, 100 * s.accuracy,
+                 s.logprob);
+  };
+  // A run killed after the checkpoint at a probe step but before that point was written: the
+  // checkpoint's weights (train() resumes them and, with no steps to take, stops) give the point.
+  if (std::filesystem::exists(ckpt)) {
+    const long step = read_checkpoint_header(ckpt).step;
+    if (step > 0 && step % c.probe_every == 0 && !measured(step)) {
+      long none = 0;
+      train(model, p, t, corpus, key, &none, false, batches);
+      probe_at(step);
+    }
+  }
   for (;;) {
     long run = *budget >= 0 ? std::min<long>(c.probe_every, *budget) : c.probe_every;
     const long asked = run;
     const bool done = train(model, p, t, corpus, key, &run, false, batches);
     if (*budget >= 0) *budget -= asked - run;
     const long step = read_checkpoint_header(ckpt).step;
-    const bool measured = !points.empty() && points.back().value("step", -1L) == step;  // before a kill
-    if ((asked > run || done) && !measured) {  // trained some steps (or finished earlier): one probe point
-      const PasskeyScore s = score_cell(model, probe);
-      points.push_back({{"kind", "probe"}, {"step", step}, {"accuracy", s.accuracy}, {"logprob", s.logprob}});
-      write_file_atomic(probes_path, nlohmann::json{{"key", key}, {"probes", points}}.dump(1));
-      std::fprintf(stderr, "%s: step %ld, exact match at %d: %.0f%%, log p %.2f\n", p.name.c_str(), step, t.train_len, 100 * s.accuracy,
-                   s.logprob);
-    }
+    if ((asked > run || done) && !measured(step)) probe_at(step);  // trained some steps (or finished earlier): one point
     if (done) {
       for (const auto& point : points) out->push_back(point);
       return true;
