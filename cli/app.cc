@@ -63,7 +63,11 @@ int posenc::cli::run_cli(int argc, char** argv) {
     // CLI11's own refusals (an option not expected, given twice, a value its checks reject) in the
     // form of posenc's: one line that says what and where to look.
     const std::string command = argc > 1 && argv[1][0] != '-' ? std::string(" ") + argv[1] : "";
-    std::cerr << "posenc: error: " << e.what() << " (posenc" << command << " --help)\n";
+    // A conversion failure names the value but not why: say what a value must be.
+    const char* why = dynamic_cast<const CLI::ConversionError*>(&e)
+                          ? "; expected a value of the flag's type (--help shows it) small enough for that type"
+                          : "";
+    std::cerr << "posenc: error: " << e.what() << why << " (posenc" << command << " --help)\n";
     return 2;
   } catch (const posenc::cli::ChecksFailed&) {
     return 1;

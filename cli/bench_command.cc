@@ -133,6 +133,9 @@ void add_bench_command(CLI::App& app) {
   train->callback([t] {
     if (t->launch.distribute == "models")
       throw Error("bench train times data parallelism; --distribute models has no training step to time (leave it out)");
+    if (t->launch.nproc > t->config.batch)  // refused here, before --nproc starts a rank for each
+      throw Error("bench train: --nproc " + std::to_string(t->launch.nproc) + " ranks cannot share --batch " +
+                  std::to_string(t->config.batch) + " rows; give --nproc <= --batch");
     if (launched_local_ranks(&t->launch)) return;
     bench::TrainBenchConfig c = t->config;
     if (t->schemes_option->count() > 0) {  // given but empty ('' or 'rope,,alibi') is a mistake, not "all"

@@ -105,7 +105,7 @@ void add_lab_command(CLI::App& app) {
     if (launched_local_ranks(&c.launch)) return;
     if (a->full) c = c.full(a->seed, ex->count("--schemes") > 0, ex->count("--steps") > 0);  // what the flags given did not set
     else c.seeds = {a->seed};
-    if (!a->eval_lens.empty()) {
+    if (ex->count("--eval-lens") > 0) {  // given but empty ('') is refused by the list's reader, not the defaults
       c.eval_lens.clear();
       for (auto v : parse_int_list(a->eval_lens, "--eval-lens", 2, lab::kMaxEvalLen)) c.eval_lens.push_back(static_cast<int>(v));
     }

@@ -39,8 +39,10 @@ void add_lab_passkey_command(CLI::App& lab) {
                   "distractor keys (RULER's multi-key needle): training rows get 0..N of them, and the grid is also scored "
                   "among N (rows +dN); 0: one key only")
       ->capture_default_str();
-  cmd->callback([a] {
-    const lab::PasskeyConfig c = a->full ? a->config.full() : a->config;  // --full: what --schemes, --multiples, --samples did not set
+  cmd->callback([a, cmd] {
+    // --full: what --schemes, --multiples, --samples did not set (given as the defaults, they stay)
+    const lab::PasskeyConfig c =
+        a->full ? a->config.full(cmd->count("--schemes") > 0, cmd->count("--multiples") > 0, cmd->count("--samples") > 0) : a->config;
     const lab::PasskeyResult r = lab::run_passkey(c);  // it writes results.json and the figures
     if (a->json) {
       std::cout << lab::passkey_json(r, c) << "\n";

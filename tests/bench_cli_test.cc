@@ -168,13 +168,33 @@ TEST(BenchCli, WorkPastTheBoundIsRefusedNamingTheSizes) {
   const CliRun seq = run("bench attention --seq 65536 --repeats 5 --causal");
   EXPECT_EQ(seq.code, 2) << seq.err;
   EXPECT_NE(seq.err.find("use at most 1 repeats, or a shorter --seq"), std::string::npos) << seq.err;
-  const CliRun steps = run("bench train --schemes rope --steps 1000000000");
+  const CliRun steps = run("bench train --schemes rope --steps 1000000000 --tokens 8 --batch 1");
   EXPECT_EQ(steps.code, 2) << steps.err;
-  EXPECT_NE(steps.err.find("use fewer steps or a smaller model"), std::string::npos) << steps.err;
+  EXPECT_NE(steps.err.find(" at most for this shape"), std::string::npos) << steps.err;
+  EXPECT_EQ(steps.err.find(" x 0 GFLOP per step"), std::string::npos) << "rounded to 0: " << steps.err;
+  // One repeat too many already: the advice is a --seq that fits, not "at most 0 repeats".
+  const CliRun one = run("bench attention --seq 65536");
+  EXPECT_EQ(one.code, 2) << one.err;
+  EXPECT_NE(one.err.find("--seq 46336 at most with these --heads and --head-dim"), std::string::npos) << one.err;
   for (const char* args : {"bench attention --threads 1024", "bench train --threads 1024 --steps 1"}) {
     const CliRun r = run(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
     EXPECT_NE(r.err.find("this machine's hardware threads"), std::string::npos) << r.err;
+  }
+}
+
+// Each refusal names its flag and value; --nproc is checked before any rank starts.
+TEST(BenchCli, TrainNamesTheFlagItRefuses) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"bench train --schemes rope --steps -5", "--steps must be >= 1, got -5"},
+      {"bench train --schemes rope --steps 1 --tokens -1", "--tokens must be >= 2, got -1"},
+      {"bench train --schemes rope --steps 1 --batch 2 --nproc 3", "--nproc 3 ranks cannot share --batch 2 rows"},
+      {"bench rope --tokens 9223372036854775807", "small enough for that type"},
+  };
+  for (const auto& [args, part] : cases) {
+    const CliRun r = run_bounded(args, 20);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(part), std::string::npos) << args << "\n" << r.err;
   }
 }
 

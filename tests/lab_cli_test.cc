@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "cli_run.h"
 
@@ -39,7 +40,7 @@ TEST(LabCli, EveryCommandTakesTheModelShape) {
       {"lab passkey --layers 0", "--layers must be in [1, 64], got 0"},
       {"lab extrapolate --heads 0", "--heads must be in [1, 256], got 0"},
       // Refused before anything is allocated (it reached 14.7 GB before failing).
-      {"lab extrapolate --d-model 4096 --layers 64", "GB this machine can give"},
+      {"lab extrapolate --d-model 4096 --layers 64", "GB it can have (80% of this machine's memory)"},
   };
   for (const auto& [args, part] : cases) expect_error(args + (" --out " + temp_path("_lab")), part);
 }
@@ -59,6 +60,48 @@ TEST(LabCli, EmptyOrBogusListsAreRejectedUpFront) {
   expect_error("lab passkey --remap-windows 63" + out, "--remap-windows must be in [1, 62], got 63");
   expect_error("lab extrapolate --stream --stream-sinks 64" + out, "--stream-sinks must be in [0, 63], got 64");
   EXPECT_FALSE(std::filesystem::exists(dir)) << "rejected before anything was trained or written";
+}
+
+// Issue 33's re-run: an empty --eval-lens meant the defaults; an item given twice was scored twice
+// (two identical columns); --multiples was checked as a length in characters; --full's three
+// seeds overflowed int.
+TEST(LabCli, ListsAreReadAsGivenAndEachItemOnce) {
+  const std::string dir = temp_path("_lab");
+  const std::string out = " --out " + dir;
+  expect_error("lab extrapolate --eval-lens ''" + out, "--eval-lens: item 1 of '' is empty");
+  expect_error("lab extrapolate --eval-lens 64,128,64" + out, "--eval-lens: length 64 is given twice");
+  expect_error("lab extrapolate --rope-bases 100,100" + out, "--rope-bases: base 100 is given twice");
+  expect_error("lab passkey --depths 0.5,0.25,0.5" + out, "--depths: depth 0.5 is given twice");
+  expect_error("lab passkey --multiples 1,1" + out, "--multiples: multiple 1 is given twice");
+  expect_error("lab sort --test-lens 16,16" + out, "--test-lens: length 16 is given twice");
+  expect_error("lab passkey --train-len 64 --multiples 257" + out,
+               "--multiples must be in [1, 256] (m x --train-len 64 characters, at most 16384), got 257");
+  expect_error("lab passkey --multiples 0" + out, "--multiples must be in [1, ");
+  expect_error("lab extrapolate --full --seed 2147483647" + out, "--seed must be at most 2147483645, got 2147483647");
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "rejected before anything was trained or written";
+}
+
+// The memory a run may use is the least of RAM, ulimit -v and the cgroup's limit: a model that
+// fits the machine but not the limit is refused before anything is allocated (it ended in
+// libtorch's allocator error with a backtrace).
+TEST(LabCli, TheMemoryEstimateHonoursTheProcesssLimit) {
+  const CliRun r = run_limited("ulimit -v 2000000; ", "lab sort --schemes nope --steps 2 --d-model 1024 --layers 8 --heads 4 "
+                                                      "--out " + temp_path("_lab"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("80% of this process's address-space limit (ulimit -v)"), std::string::npos) << r.err;
+}
+
+// A corpus that is not UTF-8 text is refused naming the first bad byte (random bytes were
+// scored and labelled "bits per byte (UTF-8 ...)").
+TEST(LabCli, ACorpusMustBeUtf8) {
+  const std::string bad = temp_path("_corpus.txt");
+  {
+    std::ofstream f(bad, std::ios::binary);
+    f << "In the beginning \xe2\x80\x94 caf\xc3\xa9 \xc3(x";  // an em dash and an e-acute, then a lone lead byte
+  }
+  expect_error("lab extrapolate --schemes nope --steps 2 --corpus " + bad + " --out " + temp_path("_lab"),
+               "is not UTF-8 text: byte 27 (0xc3)");
+  std::filesystem::remove(bad);
 }
 
 }  // namespace

@@ -77,10 +77,14 @@ TEST(LabPresets, FullAddsTheSweepsAndKeepsWhatTheUserSet) {
   EXPECT_EQ(kept.schemes, mine.schemes);
   EXPECT_EQ(kept.training.steps, 7);
   PasskeyConfig passkey;
-  EXPECT_EQ(passkey.full().multiples.back(), 64);
-  EXPECT_EQ(passkey.full().samples, 64);
+  EXPECT_EQ(passkey.full(false, false, false).multiples.back(), 64);
+  EXPECT_EQ(passkey.full(false, false, false).samples, 64);
+  EXPECT_EQ(passkey.full(false, false, false).schemes.size(), 5u);
   passkey.samples = 5;  // set by the user: kept
-  EXPECT_EQ(passkey.full().samples, 5);
+  EXPECT_EQ(passkey.full(false, false, true).samples, 5);
+  // Typed as the --quick default's list, the user's schemes are still the user's (issue 33, F18).
+  EXPECT_EQ(passkey.full(true, true, true).schemes, PasskeyConfig().schemes);
+  EXPECT_EQ(passkey.full(true, true, true).multiples, PasskeyConfig().multiples);
 }
 
 TEST(Lab, TrainsEvaluatesAndReportsLengthsCorrectly) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -163,12 +164,20 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
   // with --backward); 2^43 of them is minutes on a core.
   const double run_flops = 4.0 * H * double(S) * S * D * (c.causal ? 0.5 : 1.0) * (c.backward ? 4.5 : 1.0);
   constexpr double kMaxFlops = 8796093022208.0;  // 2^43
-  if (run_flops * (c.repeats + 1) > kMaxFlops)
-    throw Error("bench attention: --repeats " + std::to_string(c.repeats) + " (+1 warm-up) x " +
-                std::to_string(static_cast<long>(run_flops / 1e9)) + " GFLOP per run at --seq " + std::to_string(S) +
-                " is more than the limit of " + std::to_string(static_cast<long>(kMaxFlops / 1e9)) +
-                " GFLOP (minutes on a core): use at most " +
-                std::to_string(std::max(0L, static_cast<long>(kMaxFlops / run_flops) - 1)) + " repeats, or a shorter --seq");
+  if (run_flops * (c.repeats + 1) > kMaxFlops) {
+    // The advice: fewer repeats when one fits, else the longest --seq (a multiple of 8) whose one
+    // repeat and warm-up fit (run_flops grows as S^2).
+    const long repeats = static_cast<long>(kMaxFlops / run_flops) - 1;
+    const long seq = static_cast<long>(S * std::sqrt(kMaxFlops / (2 * run_flops))) / 8 * 8;
+    const std::string advice = repeats >= 1 ? "use at most " + std::to_string(repeats) + " repeats, or a shorter --seq"
+                                            : "--seq " + std::to_string(seq) + " at most with these --heads and --head-dim";
+    throw Error("bench attention: --repeats " + std::to_string(c.repeats) + " (+1 warm-up) x " + format_number(run_flops / 1e9) +
+                " GFLOP per run at --seq " + std::to_string(S) + " is more than the limit of " +
+                std::to_string(static_cast<long>(kMaxFlops / 1e9)) + " GFLOP (minutes on a core): " + advice);
+  }
+  if (run_flops * (c.repeats + 1) > 1e12)  // minutes: said before the first run, whose time then gives the estimate
+    std::fprintf(stderr, "bench attention: %ld runs of %.0f GFLOP on each path at --seq %d: minutes; each path's time left "
+                 "follows its first run\n", static_cast<long>(c.repeats) + 1, run_flops / 1e9, S);
   // The libtorch path holds [H, S, T] floats three times (scores, bias, weights).
   const double torch_bytes = 3.0 * H * double(S) * S * 4;
   const bool run_torch = torch_bytes <= 8.0 * (1 << 30);

@@ -59,27 +59,42 @@ RopeAutogradSpeed rope_speed(std::int64_t b, std::int64_t h, std::int64_t s, std
   return r;
 }
 
+void check_at_least(const char* flag, long value, long least) {
+  if (value < least) throw Error(std::string("bench train: ") + flag + " must be >= " + std::to_string(least) + ", got " + std::to_string(value));
+}
+
 void check_config(const TrainBenchConfig& c) {
-  if (c.steps < 1 || c.seq < 2 || c.batch < 1) throw Error("bench train needs steps >= 1, seq >= 2, batch >= 1");
+  check_at_least("--steps", c.steps, 1);
+  check_at_least("--tokens", c.seq, 2);
+  check_at_least("--batch", c.batch, 1);
   check_bench_threads(c.threads, "bench train", "torch's default");
   // Bounded like bench rope: a training step is about 6 x weights x tokens plus the attention
   // products, each scheme timed on two paths for steps + 1 steps; 2^44 FLOPs is minutes.
   const double tokens = double(c.batch) * c.seq, d = c.d_model;
   const double step_flops = c.layers * (6.0 * 12.0 * d * d * tokens + 12.0 * tokens * c.seq * d);
   constexpr double kMaxFlops = 17592186044416.0;  // 2^44
-  const double per_scheme = 2.0 * step_flops;
-  if (per_scheme * (c.steps + 1.0) * std::max<std::size_t>(1, c.schemes.size()) > kMaxFlops)
-    throw Error("bench train: --steps " + std::to_string(c.steps) + " x " + std::to_string(static_cast<long>(step_flops / 1e9)) +
+  const double per_step = 2.0 * step_flops * double(std::max<std::size_t>(1, c.schemes.size()));
+  if (per_step * (c.steps + 1.0) > kMaxFlops)
+    throw Error("bench train: --steps " + std::to_string(c.steps) + " x " + format_number(step_flops / 1e9) +
                 " GFLOP per step (--layers " + std::to_string(c.layers) + ", --d-model " + std::to_string(c.d_model) + ", " +
                 std::to_string(c.batch) + " x " + std::to_string(c.seq) + " tokens) on two paths for " +
                 std::to_string(c.schemes.size()) + " schemes is more than the limit of " +
-                std::to_string(static_cast<long>(kMaxFlops / 1e9)) + " GFLOP (minutes on a core): use fewer steps or a smaller model");
+                std::to_string(static_cast<long>(kMaxFlops / 1e9)) + " GFLOP (minutes on a core): --steps " +
+                std::to_string(std::max(0L, static_cast<long>(kMaxFlops / per_step) - 1)) + " at most for this shape");
   // The libtorch path holds several [B, H, S, S] float32 tensors per layer for the backward pass.
   const double score_bytes = 4.0 * c.batch * c.heads * static_cast<double>(c.seq) * c.seq;
   if (score_bytes > double(1 << 30))
     throw Error("bench train: " + std::to_string(c.batch) + " rows of " + std::to_string(c.seq) + " tokens need " +
                 std::to_string(static_cast<long>(score_bytes / (1 << 20))) +
                 " MiB per [B, H, S, S] score tensor on the libtorch path it is compared with (limit 1024 MiB); use fewer rows or tokens");
+  // Training itself, as the lab estimates it (weights, AdamW, activations), within what this process may use.
+  const double need = lab::training_bytes({c.layers, c.d_model, c.heads}, c.batch, c.seq);
+  const lab::MemoryBudget memory = lab::usable_memory();
+  if (memory.bytes > 0 && need > 0.8 * memory.bytes)
+    throw Error("bench train: --batch " + std::to_string(c.batch) + " x --tokens " + std::to_string(c.seq) + " (--layers " +
+                std::to_string(c.layers) + ", --d-model " + std::to_string(c.d_model) + ") needs about " +
+                format_number(need / 1e9) + " GB to train, more than the " + format_number(0.8 * memory.bytes / 1e9) +
+                " GB it can have (80% of " + memory.what + "): use fewer rows or tokens");
 }
 
 // The benchmark's model of scheme `name`, its weights from seed 0.

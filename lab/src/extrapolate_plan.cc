@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "check_range.h"
 #include "posenc/error.h"
@@ -113,6 +114,7 @@ void validate(const ExtrapolateConfig& c) {
   if (c.pi_finetune_steps > 0) check_range("--train-len (the PI fine-tune trains at 4x)", c.training.train_len, 2, kMaxTrainLen / kPiScale);
   if (c.eval_lens.empty()) throw Error("--eval-lens is empty: give at least one evaluation length");
   for (int len : c.eval_lens) check_range("--eval-lens", len, 2, kMaxEvalLen);
+  check_distinct("--eval-lens", c.eval_lens, [](int len) { return "length " + std::to_string(len); });
   if (c.schemes.empty() && c.rope_bases.empty() && c.sinusoidal_bases.empty() && c.fusions.empty() && c.raw_index.empty() &&
       !c.embed_scale)
     throw Error("--schemes is empty: give at least one scheme");
@@ -120,18 +122,15 @@ void validate(const ExtrapolateConfig& c) {
     if (!(b > 1 && std::isfinite(b))) throw Error("--rope-bases: a base must be a finite number > 1, got " + format_number(b));
   for (double b : c.sinusoidal_bases)
     if (!(b > 1 && std::isfinite(b))) throw Error("--sinusoidal-bases: a base must be a finite number > 1, got " + format_number(b));
-  for (const auto* bases : {&c.rope_bases, &c.sinusoidal_bases})
-    for (std::size_t i = 0; i < bases->size(); ++i)
-      if (std::count(bases->begin(), bases->begin() + static_cast<std::ptrdiff_t>(i), (*bases)[i]))
-        throw Error(std::string(bases == &c.rope_bases ? "--rope-bases" : "--sinusoidal-bases") + ": base " + base_label((*bases)[i]) +
-                    " is given twice");
+  const auto base_text = [](double b) { return "base " + base_label(b); };
+  check_distinct("--rope-bases", c.rope_bases, base_text);
+  check_distinct("--sinusoidal-bases", c.sinusoidal_bases, base_text);
   for (const std::string& name : c.schemes) torch_layer::language_model_scheme(name, "--schemes");  // throws naming a bad one
-  for (const auto* fusions : {&c.fusions, &c.raw_index})
-    for (std::size_t i = 0; i < fusions->size(); ++i) {
-      from_name<Fusion>((*fusions)[i]);  // throws naming a bad one
-      if (std::count(fusions->begin(), fusions->begin() + static_cast<std::ptrdiff_t>(i), (*fusions)[i]))
-        throw Error(std::string(fusions == &c.fusions ? "--fusion" : "--raw-index") + ": fusion '" + (*fusions)[i] + "' is given twice");
-    }
+  for (const auto* fusions : {&c.fusions, &c.raw_index}) {
+    for (const std::string& name : *fusions) from_name<Fusion>(name);  // throws naming a bad one
+    check_distinct(fusions == &c.fusions ? "--fusion" : "--raw-index", *fusions,
+                   [](const std::string& name) { return "fusion '" + name + "'"; });
+  }
   if (c.extensions.empty()) throw Error("--extensions is empty: give at least one of " + enum_names_joined<RopeExtension>(", "));
   check_remaps(c.remaps, c.training.train_len);
   if (c.stream.on) {
@@ -152,6 +151,9 @@ ExtrapolateConfig ExtrapolateConfig::full(int seed, bool schemes_given, bool ste
   if (!steps_given) c.training.steps = 800;
   c.eval_chars = 16384;  // one window at 16384
   c.eval_lens = kFullEvalLens;
+  if (seed > std::numeric_limits<int>::max() - 2)  // the three seeds seed, seed + 1, seed + 2 must be ints
+    throw Error("--full trains seeds --seed, --seed + 1 and --seed + 2: --seed must be at most " +
+                std::to_string(std::numeric_limits<int>::max() - 2) + ", got " + std::to_string(seed));
   c.seeds = {seed, seed + 1, seed + 2};
   return c;
 }

@@ -1,7 +1,5 @@
 #include "model_plan.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <thread>
 
@@ -43,17 +41,14 @@ void check_shape(const ModelShape& s, const TrainSettings& t) {
   if (s.d_model % (2 * s.heads) != 0)
     throw Error("--d-model must be a multiple of " + std::to_string(2 * s.heads) + " (heads x an even head width), got " +
                 std::to_string(s.d_model));
-  const double d = s.d_model, tokens = double(t.batch) * t.train_len;
-  const double weights = 12.0 * d * d * s.layers;
-  const double activations = s.layers * tokens * (2.0 * 34.0 * d + 2.0 * 5.0 * s.heads * t.train_len);
-  const double need = 16.0 * weights + activations;
-  const double memory = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
-  if (memory > 0 && need > 0.8 * memory)
+  const double need = training_bytes(s, t.batch, t.train_len);
+  const MemoryBudget memory = usable_memory();
+  if (memory.bytes > 0 && need > 0.8 * memory.bytes)
     throw Error("--d-model " + std::to_string(s.d_model) + " --layers " + std::to_string(s.layers) + " with " +
                 std::to_string(t.batch) + " sequences of " + std::to_string(t.train_len) + " tokens needs about " +
                 format_number(need / 1e9) + " GB to train (weights, gradients, AdamW's moments and activations in float32), " +
-                "more than the " + format_number(0.8 * memory / 1e9) + " GB this machine can give (80% of its memory): " +
-                "use a smaller model, a shorter --train-len or a smaller batch");
+                "more than the " + format_number(0.8 * memory.bytes / 1e9) + " GB it can have (80% of " + memory.what +
+                "): use a smaller model, a shorter --train-len or a smaller batch");
 }
 
 void check_remaps(const RemapSettings& r, int train_len) {

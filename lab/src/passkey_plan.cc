@@ -63,9 +63,16 @@ void validate_passkey(const PasskeyConfig& c) {
   if (!(c.passkey_fraction >= 0 && c.passkey_fraction <= 1))
     throw Error("--passkey-fraction must be in [0, 1], got " + format_number(c.passkey_fraction));
   if (c.multiples.empty()) throw Error("--multiples is empty: give at least one multiple of the training length");
-  for (int m : c.multiples) check_range("--multiples", static_cast<long>(m) * t.train_len, t.train_len, kMaxEvalLen);
+  // Each multiple m scores prompts of m x --train-len characters, at most kMaxEvalLen.
+  const long most = std::max(1L, static_cast<long>(kMaxEvalLen) / t.train_len);
+  for (int m : c.multiples)
+    if (m < 1 || m > most)
+      throw Error("--multiples must be in [1, " + std::to_string(most) + "] (m x --train-len " + std::to_string(t.train_len) +
+                  " characters, at most " + std::to_string(kMaxEvalLen) + "), got " + std::to_string(m));
+  check_distinct("--multiples", c.multiples, [](int m) { return "multiple " + std::to_string(m); });
   if (c.depths.empty()) throw Error("--depths is empty: give at least one depth in [0, 1]");
   for (double d : c.depths) check_depth(d);
+  check_distinct("--depths", c.depths, [](double d) { return "depth " + format_number(d); });
   if (c.schemes.empty()) throw Error("--schemes is empty: give at least one scheme");
   for (const std::string& name : c.schemes) {
     const auto scheme = try_from_name<Scheme>(name);
@@ -76,12 +83,11 @@ void validate_passkey(const PasskeyConfig& c) {
   check_remaps(c.remaps, t.train_len);
 }
 
-PasskeyConfig PasskeyConfig::full() const {
-  const PasskeyConfig quick;
+PasskeyConfig PasskeyConfig::full(bool schemes_given, bool multiples_given, bool samples_given) const {
   PasskeyConfig c = *this;
-  if (c.schemes == quick.schemes) c.schemes = {"rope", "alibi", "nope", "sinusoidal", "t5"};
-  if (c.multiples == quick.multiples) c.multiples = {1, 2, 4, 8, 16, 32, 64};
-  if (c.samples == quick.samples) c.samples = 64;
+  if (!schemes_given) c.schemes = {"rope", "alibi", "nope", "sinusoidal", "t5"};
+  if (!multiples_given) c.multiples = {1, 2, 4, 8, 16, 32, 64};
+  if (!samples_given) c.samples = 64;
   return c;
 }
 

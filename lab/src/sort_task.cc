@@ -58,6 +58,7 @@ void validate(const SortConfig& c) {
   check_range("test_sequences", c.test_sequences, 1, 1024);
   if (c.test_lens.empty()) throw Error("--test-lens is empty: give at least one test length");
   for (int len : c.test_lens) check_range("--test-lens", len, 1, kMaxSortTestLen);
+  check_distinct("--test-lens", c.test_lens, [](int len) { return "length " + std::to_string(len); });
   if (c.schemes.empty()) throw Error("--schemes is empty: give at least one scheme");
   for (const std::string& name : c.schemes) {
     torch_layer::language_model_scheme(name, "--schemes");

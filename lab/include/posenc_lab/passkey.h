@@ -56,9 +56,9 @@ struct PasskeyConfig {
   int probe_every = 100;
   long stop_after_steps = -1;  // stop (as if killed) after this many training steps in this run
 
-  // `--full`: also sinusoidal and T5, lengths to 64x, 64 sequences per cell, where schemes,
-  // multiples and samples are still this config's defaults.
-  PasskeyConfig full() const;
+  // `--full`: also sinusoidal and T5, lengths to 64x, 64 sequences per cell, for each of
+  // schemes, multiples and samples the user did not give (a list typed as the default's stays).
+  PasskeyConfig full(bool schemes_given, bool multiples_given, bool samples_given) const;
 };
 
 struct PasskeyRow {

@@ -49,11 +49,22 @@ struct ModelShape {
 // Throws Error naming the first setting out of range. The training length's range is the
 // command's own (checked by it); so is warmup, which only kWarmupCosine reads.
 void check_training(const TrainSettings& training);
-// shape's ranges, and that training it fits this machine's memory: weights, gradients and
-// AdamW's two moments (16 bytes a weight) plus a float32 estimate of the activations of
-// training.batch sequences of training.train_len (Korthikanti et al. 2022's per-layer count,
-// doubled for float32); more than 80% of physical memory is an Error naming the sizes.
+// shape's ranges, and that training it fits the memory this process may use (usable_memory):
+// training_bytes of training.batch sequences of training.train_len over 80% of it is an Error
+// naming the sizes and the limit.
 void check_shape(const ModelShape& shape, const TrainSettings& training);
+
+// What this process may allocate: the least of physical memory, its address-space and data
+// limits (ulimit -v, -d) and its cgroup's memory.max, with what sets it (for messages).
+struct MemoryBudget {
+  double bytes = 0;  // 0: unknown
+  std::string what;
+};
+MemoryBudget usable_memory();
+// Bytes to train shape on batch sequences of len tokens: weights, gradients and AdamW's two
+// moments (16 bytes a weight) plus a float32 estimate of the activations (Korthikanti et al.
+// 2022's per-layer count, doubled for float32).
+double training_bytes(const ModelShape& shape, int batch, int len);
 
 // RoPE's inference-time length extensions (scale = eval_len / train_len), no retraining: none,
 // position interpolation (Chen et al. 2023), NTK-aware base scaling, dynamic NTK (the scale of
