@@ -38,7 +38,7 @@ FUZZ_SECONDS ?= 60
 fuzz: deps
 	CXX=clang++ cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPOSENC_WITH_TORCH=OFF -DPOSENC_BUILD_TESTS=OFF \
 	  -DPOSENC_FUZZ=ON -DPOSENC_SANITIZE=fuzzer-no-link,address,undefined
-	cmake --build $(BUILD)-fuzz -j$(JOBS) --target config_fuzzer cli_fuzzer gguf_fuzzer
+	cmake --build $(BUILD)-fuzz -j$(JOBS) --target config_fuzzer cli_fuzzer gguf_fuzzer result_fuzzer
 	mkdir -p $(BUILD)-fuzz/corpus/config $(BUILD)-fuzz/corpus/cli
 	$(BUILD)-fuzz/fuzz/config_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(BUILD)-fuzz/ \
 	  $(BUILD)-fuzz/corpus/config tests/data/real-configs examples/configs
@@ -47,6 +47,9 @@ fuzz: deps
 	mkdir -p $(BUILD)-fuzz/corpus/gguf
 	$(BUILD)-fuzz/fuzz/gguf_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(BUILD)-fuzz/ \
 	  $(BUILD)-fuzz/corpus/gguf fuzz/corpus/gguf
+	mkdir -p $(BUILD)-fuzz/corpus/results
+	$(BUILD)-fuzz/fuzz/result_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(BUILD)-fuzz/ \
+	  $(BUILD)-fuzz/corpus/results fuzz/corpus/results
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz
