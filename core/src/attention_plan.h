@@ -241,6 +241,27 @@ struct Plan {
     if (p->positions == AttentionPositions::kAlibi) {
       const float slope = static_cast<float>(p->alibi_slopes[h]);
       const bool symmetric = p->alibi_mode == AlibiMode::kSymmetric;
+      // Keys at consecutive positions (the usual tile) and every |distance| below 2^24: then
+      // float(qp - kp[c]) is float(qp - kp[0]) - c exactly (integers below 2^24 are exact
+      // floats), float arithmetic that vectorizes, where the int64 -> float conversion per
+      // element does not (x86 has no vector form before AVX-512DQ, and this code is also built
+      // for the baseline). The same bits either way.
+      if (rows == 0 || cols == 0) return;
+      const auto [qmin, qmax] = std::minmax_element(qp, qp + rows);
+      const bool consecutive = kp[cols - 1] - kp[0] == cols - 1 &&
+                               std::adjacent_find(kp, kp + cols, [](std::int64_t a, std::int64_t b) { return b != a + 1; }) == kp + cols;
+      constexpr std::int64_t kExact = std::int64_t{1} << 24;
+      if (consecutive && *qmax - kp[0] < kExact && kp[cols - 1] - *qmin < kExact) {
+        for (int r = 0; r < rows; ++r) {
+          const float base = static_cast<float>(qp[r] - kp[0]);
+          float* srow = S + r * ld;
+          for (int c = 0; c < cols; ++c) {
+            const float d = base - static_cast<float>(c);
+            srow[c] -= slope * (symmetric ? std::abs(d) : d);
+          }
+        }
+        return;
+      }
       for (int r = 0; r < rows; ++r)
         for (int c = 0; c < cols; ++c) {
           const float d = static_cast<float>(qp[r] - kp[c]);
