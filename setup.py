@@ -16,6 +16,11 @@ ROOT = pathlib.Path(__file__).resolve().parent
 BUILD = pathlib.Path(os.environ.get("POSENC_PIP_BUILD_DIR", ROOT / "build-pip"))
 
 
+def _torch_cmake_prefix() -> str:
+    import torch  # the build runs with --no-build-isolation: the environment's torch
+    return torch.utils.cmake_prefix_path
+
+
 class CMakeExtension(Extension):
     def __init__(self, name: str) -> None:
         super().__init__(name, sources=[])
@@ -26,6 +31,9 @@ class CMakeBuild(build_ext):
         build = BUILD / "cmake"
         subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                                "-DPOSENC_WITH_TORCH=ON", "-DPOSENC_BUILD_TESTS=OFF",
+                               # the libtorch of the torch this interpreter imports: the operators
+                               # library must match it (Debian's python3-torch and libtorch-dev: 1.13)
+                               f"-DCMAKE_PREFIX_PATH={_torch_cmake_prefix()}",
                                f"-DPython3_EXECUTABLE={sys.executable}"])
         subprocess.check_call(["cmake", "--build", str(build), "--target", "posenc_python",
                                "-j", str(os.cpu_count() or 1)])

@@ -45,7 +45,13 @@ VisionRope from_flags(const VisionFreqsArgs& a, const VisionFreqsInput& in) {
   return vision_rope(p);
 }
 
-VisionRope from_config(const ConfigArgs& source) {
+// --vision --config: the config names every setting of its tower.
+VisionRope from_config(const VisionFreqsArgs& a, const VisionFreqsInput& in) {
+  const ConfigArgs& source = in.source;
+  for (const CLI::Option* o : in.text_flags)
+    if (o->count() > 0) throw Error("--vision --config reads the tower from the config; " + o->get_name() + " is not read there");
+  for (const CLI::Option* o : a.own_flags)
+    if (o->count() > 0) throw Error("--vision --config reads the tower from the config; " + o->get_name() + " is not read there");
   const ModelSpec s = load_model_spec(source.config, ConfigOptions{source.lenient, source.hf_compatible});
   for (const auto& w : s.warnings) std::cerr << "posenc: warning: " << w << "\n";
   if (!s.vision_rope)
@@ -91,7 +97,9 @@ bool run_vision_freqs(const VisionFreqsArgs& a, const VisionFreqsInput& in) {
                                  : "--vision " + a.family + " and --config exclude each other (the config names its tower)");
   if (!in.source.layer_type.empty()) throw Error("--layer-type selects a text layer; --vision shows the tower");
   if (in.seq_len_given) throw Error("--seq-len selects a text schedule in force at a length; a vision tower's has none");
-  const VisionRope v = a.family.empty() ? from_config(in.source) : from_flags(a, in);
+  if (!a.family.empty() && (in.source.lenient || in.source.hf_compatible))
+    throw Error("--lenient and --hf-compatible read a config; --vision " + a.family + " takes none");
+  const VisionRope v = a.family.empty() ? from_config(a, in) : from_flags(a, in);
   if (in.json)
     std::cout << vision_rope_json_text(v) << "\n";
   else

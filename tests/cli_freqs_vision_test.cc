@@ -66,6 +66,9 @@ TEST(CliFreqsVision, RefusesWhatItCannotShow) {
           {"freqs --vision qwen2_vl --config " + real_config("Qwen2.5-VL-7B-Instruct"), "exclude each other"},
           {"freqs --vision --config " + real_config("Qwen2.5-VL-7B-Instruct") + " --layer-type full_attention",
            "--layer-type selects a text layer"},
+          {"freqs --vision --config " + real_config("Qwen2.5-VL-7B-Instruct") + " --merge-size 4", "--merge-size is not read there"},
+          {"freqs --vision --config " + real_config("Qwen2.5-VL-7B-Instruct") + " --head-dim 999", "--head-dim is not read there"},
+          {"freqs --vision qwen2_vl --head-dim 80 --lenient", "--vision qwen2_vl takes none"},
       },
       true);
 }

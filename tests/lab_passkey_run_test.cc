@@ -112,19 +112,24 @@ TEST(PasskeyRun, TheProbeScoresEveryFewStepsAndLeavesTheWeightsAsTheyWere) {
   EXPECT_NE(passkey_table(probed, c).find("exact match at 32 during training, rope: 4:"), std::string::npos) << passkey_table(probed, c);
 }
 
+// RoPE probed every 4 of 6 steps, stopped after `stop` steps and resumed: its probe points,
+// which an uninterrupted run has at 4 and 6.
+std::vector<long> probe_steps_after_a_stop(const std::string& out, long stop) {
+  PasskeyConfig c = tiny_passkey(out);
+  c.schemes = {"rope"};
+  c.probe_every = 4;
+  c.stop_after_steps = stop;
+  EXPECT_FALSE(run_passkey(c).complete);
+  c.stop_after_steps = -1;
+  std::vector<long> steps;
+  for (const ProbePoint& p : run_passkey(c).probes) steps.push_back(p.step);
+  return steps;
+}
+
 // A run stopped after the first probe and resumed reports every probe point, as an
 // uninterrupted run does (the points live beside the checkpoint, not only in memory).
 TEST(PasskeyRun, AResumedRunKeepsTheProbePointsMeasuredBeforeTheStop) {
-  PasskeyConfig c = tiny_passkey("passkey_probe_resumed");
-  c.schemes = {"rope"};
-  c.probe_every = 4;  // steps 4 and 6 of 6
-  c.stop_after_steps = 4;
-  EXPECT_FALSE(run_passkey(c).complete);
-  c.stop_after_steps = -1;
-  const PasskeyResult resumed = run_passkey(c);
-  ASSERT_EQ(resumed.probes.size(), 2u);
-  EXPECT_EQ(resumed.probes[0].step, 4);
-  EXPECT_EQ(resumed.probes[1].step, 6);
+  EXPECT_EQ(probe_steps_after_a_stop("passkey_probe_resumed", 4), (std::vector<long>{4, 6}));
 }
 
 // Killed after the checkpoint at a probe step but before that point was written (no
@@ -144,6 +149,12 @@ TEST(PasskeyRun, AKillBeforeAProbePointIsWrittenLosesNoPoint) {
   EXPECT_EQ(resumed.probes[0].accuracy, written.at("probes").at(0).at("accuracy").get<double>());
   EXPECT_EQ(resumed.probes[0].logprob, written.at("probes").at(0).at("logprob").get<double>());  // the same weights
   EXPECT_EQ(resumed.probes[1].step, 6);
+}
+
+// Stopped between two probe steps (at 2 of probe_every 4): no point at 2, and the resumed runs
+// end on 4 and 6 as an uninterrupted run's do (it probed at 2, then ran 4 steps to 6).
+TEST(PasskeyRun, AStopBetweenProbeStepsKeepsTheProbeGrid) {
+  EXPECT_EQ(probe_steps_after_a_stop("passkey_probe_unaligned", 2), (std::vector<long>{4, 6}));
 }
 
 TEST(PasskeyRun, ResultsAreKeyedByEverySetting) {

@@ -48,6 +48,23 @@ TEST(TorchRopeOp, BackwardIsDifferentiableAgain) {
   EXPECT_LT((gw.to(torch::kFloat64) - r_v).abs().max().item<double>(), 1e-5);
 }
 
+// Rows of [B, S] positions that differ rotate each batch row by its own (the shortcut for
+// equal rows must not take row 0 for all).
+TEST(TorchRopeOp, EachBatchRowAtItsOwnPositions) {
+  const RopeSpec s = spec();
+  const torch::Tensor x = torch::randn({2, 3, 5, 16});
+  RopeOpArgs a;
+  a.inv_freq = torch::tensor(s.inv_freq(), torch::kFloat32);
+  a.attention_factor = s.params().attention_factor;
+  const torch::Tensor positions = torch::tensor({3, 9, 1, 40, 7, 2, 5, 100, 0, 6}, torch::kInt64).view({2, 5});
+  a.positions = positions;
+  const torch::Tensor both = rope_op(x, a);
+  for (int b = 0; b < 2; ++b) {
+    a.positions = positions.narrow(0, b, 1).contiguous();
+    EXPECT_TRUE(torch::equal(both.narrow(0, b, 1), rope_op(x.narrow(0, b, 1), a))) << b;
+  }
+}
+
 // [S] positions (one row for the batch) and implicit positions with an offset are the [B, S] ones.
 TEST(TorchRopeOp, PositionFormsAgree) {
   const RopeSpec s = spec();

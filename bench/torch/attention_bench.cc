@@ -171,7 +171,7 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
     const long seq = static_cast<long>(S * std::sqrt(kMaxFlops / (2 * run_flops))) / 8 * 8;
     const std::string advice = repeats >= 1 ? "use at most " + std::to_string(repeats) + " repeats, or a shorter --seq"
                                             : "--seq " + std::to_string(seq) + " at most with these --heads and --head-dim";
-    throw Error("bench attention: --repeats " + std::to_string(c.repeats) + " (+1 warm-up) x " + format_number(run_flops / 1e9) +
+    throw Error("bench attention: --repeats " + std::to_string(c.repeats) + " (+1 warm-up) x " + std::to_string(static_cast<long>(run_flops / 1e9)) +
                 " GFLOP per run at --seq " + std::to_string(S) + " is more than the limit of " +
                 std::to_string(static_cast<long>(kMaxFlops / 1e9)) + " GFLOP (minutes on a core): " + advice);
   }

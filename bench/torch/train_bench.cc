@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "distributed_world.h"
 #include "posenc/error.h"
@@ -59,6 +60,13 @@ RopeAutogradSpeed rope_speed(std::int64_t b, std::int64_t h, std::int64_t s, std
   return r;
 }
 
+// GFLOP with three significant digits ("0.00151", "1.31e+09").
+std::string gflop_text(double flops) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", flops / 1e9);
+  return text;
+}
+
 void check_at_least(const char* flag, long value, long least) {
   if (value < least) throw Error(std::string("bench train: ") + flag + " must be >= " + std::to_string(least) + ", got " + std::to_string(value));
 }
@@ -75,12 +83,14 @@ void check_config(const TrainBenchConfig& c) {
   constexpr double kMaxFlops = 17592186044416.0;  // 2^44
   const double per_step = 2.0 * step_flops * double(std::max<std::size_t>(1, c.schemes.size()));
   if (per_step * (c.steps + 1.0) > kMaxFlops)
-    throw Error("bench train: --steps " + std::to_string(c.steps) + " x " + format_number(step_flops / 1e9) +
+    throw Error("bench train: --steps " + std::to_string(c.steps) + " x " + gflop_text(step_flops) +
                 " GFLOP per step (--layers " + std::to_string(c.layers) + ", --d-model " + std::to_string(c.d_model) + ", " +
                 std::to_string(c.batch) + " x " + std::to_string(c.seq) + " tokens) on two paths for " +
                 std::to_string(c.schemes.size()) + " schemes is more than the limit of " +
-                std::to_string(static_cast<long>(kMaxFlops / 1e9)) + " GFLOP (minutes on a core): --steps " +
-                std::to_string(std::max(0L, static_cast<long>(kMaxFlops / per_step) - 1)) + " at most for this shape");
+                std::to_string(static_cast<long>(kMaxFlops / 1e9)) + " GFLOP (minutes on a core): " +
+                (per_step * 2 <= kMaxFlops ? "--steps " + std::to_string(static_cast<long>(kMaxFlops / per_step) - 1) +
+                                                 " at most for this shape"
+                                           : std::string("a smaller model, fewer --tokens or a smaller --batch")));
   // The libtorch path holds several [B, H, S, S] float32 tensors per layer for the backward pass.
   const double score_bytes = 4.0 * c.batch * c.heads * static_cast<double>(c.seq) * c.seq;
   if (score_bytes > double(1 << 30))

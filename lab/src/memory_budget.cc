@@ -1,6 +1,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -16,9 +17,9 @@ double soft_limit(int resource) {
   return static_cast<double>(r.rlim_cur);
 }
 
-// cgroup v2's memory.max for this process's group ("max" or absent: no limit).
-double cgroup_limit() {
-  std::ifstream in("/sys/fs/cgroup/memory.max");
+// A number from a one-line file ("max", absent or unreadable: 0, no limit).
+double number_in(const std::string& path) {
+  std::ifstream in(path);
   std::string value;
   if (!(in >> value) || value == "max") return 0;
   try {
@@ -28,6 +29,27 @@ double cgroup_limit() {
   }
 }
 
+// This process's cgroup memory limit: v2's memory.max of its group ("0::/path"), or v1's
+// memory.limit_in_bytes of its memory group ("N:memory:/path"); v1's "no limit" is a huge number.
+double cgroup_limit() {
+  std::ifstream groups("/proc/self/cgroup");
+  double least = 0;
+  for (std::string line; std::getline(groups, line);) {
+    const auto first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1), path = line.substr(second + 1);
+    double limit = 0;
+    if (controllers.empty()) limit = number_in("/sys/fs/cgroup" + path + "/memory.max");
+    else if (controllers == "memory") limit = number_in("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes");
+    if (limit > 0 && limit < 1e18 && (least == 0 || limit < least)) least = limit;
+  }
+  return least;
+}
+
+// The address space this process has mapped already (libtorch's libraries: ~0.8 GB), which an
+// address-space limit counts too.
+double mapped_bytes() { return number_in("/proc/self/statm") * double(::sysconf(_SC_PAGE_SIZE)); }
+
 }  // namespace
 
 MemoryBudget usable_memory() {
@@ -35,7 +57,8 @@ MemoryBudget usable_memory() {
   const auto tighter = [&b](double limit, const char* what) {
     if (limit > 0 && (b.bytes <= 0 || limit < b.bytes)) b = {limit, what};
   };
-  tighter(soft_limit(RLIMIT_AS), "this process's address-space limit (ulimit -v)");
+  if (const double as = soft_limit(RLIMIT_AS); as > 0)  // what is left of it: never below 0
+    tighter(std::max(1.0, as - mapped_bytes()), "what is left of this process's address-space limit (ulimit -v)");
   tighter(soft_limit(RLIMIT_DATA), "this process's data limit (ulimit -d)");
   tighter(cgroup_limit(), "its cgroup's memory.max");
   return b;

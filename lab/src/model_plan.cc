@@ -48,7 +48,7 @@ void check_shape(const ModelShape& s, const TrainSettings& t) {
                 std::to_string(t.batch) + " sequences of " + std::to_string(t.train_len) + " tokens needs about " +
                 format_number(need / 1e9) + " GB to train (weights, gradients, AdamW's moments and activations in float32), " +
                 "more than the " + format_number(0.8 * memory.bytes / 1e9) + " GB it can have (80% of " + memory.what +
-                "): use a smaller model, a shorter --train-len or a smaller batch");
+                "): use a smaller model or a shorter --train-len");
 }
 
 void check_remaps(const RemapSettings& r, int train_len) {

@@ -134,23 +134,24 @@ bool train_probed(TransformerLM& model, const ModelPlan& p, const nlohmann::json
     std::fprintf(stderr, "%s: step %ld, exact match at %d: %.0f%%, log p %.2f\n", p.name.c_str(), step, t.train_len, 100 * s.accuracy,
                  s.logprob);
   };
-  // A run killed after the checkpoint at a probe step but before that point was written: the
+  // Runs end on multiples of probe_every, where an uninterrupted run measures, whatever step a
+  // resume starts from (a periodic checkpoint, a stop); a stop between two is not a point. A run
+  // killed after the checkpoint at a probe step but before that point was written: the
   // checkpoint's weights (train() resumes them and, with no steps to take, stops) give the point.
-  if (std::filesystem::exists(ckpt)) {
-    const long step = read_checkpoint_header(ckpt).step;
-    if (step > 0 && step % c.probe_every == 0 && !measured(step)) {
-      long none = 0;
-      train(model, p, t, corpus, key, &none, false, batches);
-      probe_at(step);
-    }
+  long at = std::filesystem::exists(ckpt) ? read_checkpoint_header(ckpt).step : 0;
+  if (at > 0 && at % c.probe_every == 0 && !measured(at)) {
+    long none = 0;
+    train(model, p, t, corpus, key, &none, false, batches);
+    probe_at(at);
   }
   for (;;) {
-    long run = *budget >= 0 ? std::min<long>(c.probe_every, *budget) : c.probe_every;
+    const long to_next = c.probe_every - at % c.probe_every;
+    long run = *budget >= 0 ? std::min<long>(to_next, *budget) : to_next;
     const long asked = run;
     const bool done = train(model, p, t, corpus, key, &run, false, batches);
     if (*budget >= 0) *budget -= asked - run;
-    const long step = read_checkpoint_header(ckpt).step;
-    if ((asked > run || done) && !measured(step)) probe_at(step);  // trained some steps (or finished earlier): one point
+    at = read_checkpoint_header(ckpt).step;
+    if (at > 0 && (at % c.probe_every == 0 || done) && !measured(at)) probe_at(at);
     if (done) {
       for (const auto& point : points) out->push_back(point);
       return true;

@@ -11,6 +11,7 @@ import torch
 from .encodings import _check_ints, sinusoidal
 
 _POSITIONS = ("sinusoidal", "learned", "none")
+_INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
 
 def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -71,7 +72,7 @@ class TokenPositionEmbedding(torch.nn.Module):
 
     def forward(self, tokens: torch.Tensor, positions: Optional[torch.Tensor] = None,
                 attention_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype.is_floating_point:
+        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype not in _INT_DTYPES:
             raise ValueError(f"TokenPositionEmbedding: tokens must be a [batch, seq] integer tensor, got "
                              f"{getattr(tokens, 'dtype', type(tokens).__name__)} {tuple(getattr(tokens, 'shape', ()))}")
         if positions is not None and attention_mask is not None:
@@ -84,7 +85,7 @@ class TokenPositionEmbedding(torch.nn.Module):
             positions = positions_from_mask(attention_mask)
         elif positions is None:
             positions = torch.arange(S, device=tokens.device)
-        if positions.dtype.is_floating_point or tuple(positions.shape) not in ((S,), (B, S)):
+        if positions.dtype not in _INT_DTYPES or tuple(positions.shape) not in ((S,), (B, S)):
             raise ValueError(f"TokenPositionEmbedding: positions must be integers of shape [{S}] or [{B}, {S}], got "
                              f"{positions.dtype} {tuple(positions.shape)}")
         x = self.tokens(tokens) * self.scale

@@ -95,8 +95,9 @@ def test_bad_construction_raises(kwargs, match):
 def test_bad_forward_raises():
     m = TokenPositionEmbedding(10, 8)
     t = torch.zeros(2, 3, dtype=torch.long)
-    with pytest.raises(ValueError, match="integer tensor"):
-        m(torch.zeros(2, 3))
+    for bad in (torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.bool)):
+        with pytest.raises(ValueError, match="integer tensor"):
+            m(bad)
     with pytest.raises(ValueError, match="not both"):
         m(t, positions=torch.arange(3), attention_mask=torch.ones(2, 3))
     with pytest.raises(ValueError, match="must match tokens"):

@@ -92,5 +92,53 @@ def test_the_operator_refuses_what_its_kernels_cannot_take():
 def test_a_missing_library_is_named(monkeypatch):
     monkeypatch.setattr(torch_ops, "_LIBRARY", pathlib.Path("/nonexistent/libposenc_torch_ops.so"))
     monkeypatch.setattr(torch_ops, "_loaded", False)
+    monkeypatch.setattr(torch_ops, "_registered", lambda: False)  # as in a process where nothing loaded it
     with pytest.raises(RuntimeError, match="libposenc_torch_ops.so was not built"):
         torch_ops.ops()
+
+
+def test_positions_changed_in_place_before_the_backward_are_an_error():
+    q = torch.randn(1, 4, 2, 32, requires_grad=True)
+    pos = torch.arange(4)[None]
+    out = posenc.apply_rope(q, schedule=S, positions=pos.expand(1, 4).clone())
+    out2 = torch.ops.posenc.rope(q.transpose(1, 2), pos, S.inv_freq.float(), [], 1.0, "half_split", 0, 1)
+    pos.add_(100)  # the saved positions: the backward would rotate by other angles
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out2.sum().backward()
+    out.sum().backward()  # apply_rope's own positions were not touched
+    assert q.grad is not None
+
+
+def test_empty_batches_and_empty_tensors_rotate_to_empty():
+    q, pos = torch.randn(0, 5, 4, 32, requires_grad=True), torch.zeros(0, 5, dtype=torch.int64)
+    out = posenc.apply_rope(q, schedule=S, positions=pos)
+    assert out.shape == q.shape
+    out.sum().backward()
+    assert q.grad.shape == q.shape
+    qo, ko = posenc.apply_rope(torch.randn(1, 5, 0, 32), torch.randn(1, 5, 2, 32), schedule=S)  # no query heads
+    assert qo.shape == (1, 5, 0, 32) and ko.shape == (1, 5, 2, 32)
+
+
+# A q sliced out of a fused [B, S, 3, H, D] projection is strided, not dense: the result is a
+# plain [B, S, H, D] tensor as before (it came back head-major, and .view(B, S, H * D) failed).
+def test_a_strided_slice_comes_back_in_its_own_layout():
+    qkv = torch.randn(2, 5, 3, 4, 32)
+    q = qkv[:, :, 0]
+    out = posenc.apply_rope(q, schedule=S)
+    assert out.is_contiguous()
+    assert torch.equal(out.view(2, 5, 128), posenc.apply_rope(q.contiguous(), schedule=S).view(2, 5, 128))
+
+
+# The C++ layer's copy of the library loaded first (an extension built on posenc::torch): posenc
+# uses its operators instead of registering the namespace again, which would abort the process.
+def test_a_second_copy_of_the_library_is_not_registered_again():
+    import subprocess
+    import sys
+    other = pathlib.Path(torch_ops._LIBRARY).resolve().parent.parent.parent / "torch" / "libposenc_torch_ops.so"
+    if not other.exists():
+        pytest.skip("no C++ layer build beside this package (an installed package)")
+    code = ("import torch; torch.ops.load_library(%r); import posenc; "
+            "s = posenc.schedule(head_dim=32); print(posenc.apply_rope(torch.ones(1, 2, 1, 32), schedule=s).sum().item())"
+            % str(other))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 
 #include "posenc/error.h"
@@ -72,7 +73,7 @@ PositionIds position_ids(const RopeOpArgs& a, const at::Tensor& x, const std::ve
     throw Error("posenc::rope: this axis_of_freq reads several position axes: positions must be [axes, B, S]");
   PositionIds out = PositionIds::explicit_ids(ids.data_ptr<std::int64_t>(), axial ? static_cast<int>(p.size(0)) : 1, B * S);
   out.offset = a.offset;
-  out.shared_across_batch = flat || (rows && (B == 1 || ids.eq(ids.narrow(0, 0, 1)).all().item<bool>()));
+  out.shared_across_batch = flat || (rows && (B <= 1 || ids.eq(ids.narrow(0, 0, 1)).all().item<bool>()));
   return out;
 }
 
@@ -96,7 +97,12 @@ void rotate(at::Tensor& out, at::Tensor* k_out, const RopeOpArgs& a) {
   const KernelCall c = kernel_call(a);
   at::Tensor ids;
   const PositionIds positions = position_ids(a, out, c.axes, ids);
-  if (out.numel() == 0 && (!k_out || k_out->numel() == 0)) return;
+  if (k_out && (out.numel() == 0 || k_out->numel() == 0)) {  // one of them empty: the other alone
+    if (out.numel() != 0) rotate(out, nullptr, a);
+    if (k_out->numel() != 0) rotate(*k_out, nullptr, a);
+    return;
+  }
+  if (out.numel() == 0) return;
   const RopeTensor x = kernel_view(out, "posenc::rope: x");
   RopeKernelOptions options;
   options.threads = std::clamp(at::get_num_threads(), 1, kMaxThreads);
@@ -157,7 +163,9 @@ std::tuple<at::Tensor, at::Tensor> rope_qk_cpu(const at::Tensor& q, const at::Te
 // ---- Autograd: the backward of y = R x is R^T g, the same operator with -direction ----
 
 void save_args(AutogradContext* ctx, const RopeOpArgs& a) {
-  ctx->saved_data["positions"] = a.positions ? c10::IValue(*a.positions) : c10::IValue();
+  // Saved as a variable: positions changed in place before the backward are an error, as for
+  // any tensor autograd saves, not a silent rotation by other angles.
+  ctx->save_for_backward({a.positions ? *a.positions : at::Tensor()});
   ctx->saved_data["inv_freq"] = a.inv_freq;
   ctx->saved_data["axes"] = a.axis_of_freq;
   ctx->saved_data["attention_factor"] = a.attention_factor;
@@ -171,8 +179,8 @@ void save_args(AutogradContext* ctx, const RopeOpArgs& a) {
 // The saved call with the opposite direction: the transpose.
 RopeOpArgs transposed_args(AutogradContext* ctx) {
   RopeOpArgs a;
-  const c10::IValue& p = ctx->saved_data["positions"];
-  if (!p.isNone()) a.positions = p.toTensor();
+  const at::Tensor p = ctx->get_saved_variables()[0];
+  if (p.defined()) a.positions = p;
   a.inv_freq = ctx->saved_data["inv_freq"].toTensor();
   a.axis_of_freq = ctx->saved_data["axes"].toIntVector();
   a.attention_factor = ctx->saved_data["attention_factor"].toDouble();
@@ -266,20 +274,35 @@ std::pair<at::Tensor, at::Tensor> rope_qk_op(const at::Tensor& q, const at::Tens
 
 }  // namespace posenc::torch_layer
 
-TORCH_LIBRARY(posenc, m) {
-  m.def("rope(Tensor x, Tensor? positions, Tensor inv_freq, int[] axis_of_freq, float attention_factor, str layout, "
-        "int offset, int direction, float xpos_scale_base=0., float xpos_gamma=0.4, float xpos_center=0., "
-        "str xpos_role=\"query\") -> Tensor");
-  m.def("rope_qk(Tensor q, Tensor k, Tensor? positions, Tensor inv_freq, int[] axis_of_freq, float attention_factor, "
-        "str layout, int offset, int direction) -> (Tensor, Tensor)");
-}
+namespace posenc::torch_layer {
+namespace {
 
-TORCH_LIBRARY_IMPL(posenc, CPU, m) {
-  m.impl("rope", posenc::torch_layer::rope_cpu);
-  m.impl("rope_qk", posenc::torch_layer::rope_qk_cpu);
-}
+// The operators' registration, once per process. Two copies of this library can be loaded (the
+// C++ layer's in lib/ and the Python package's own): the second finds the namespace taken and
+// leaves the operators to the first, built from the same code, where TORCH_LIBRARY's static
+// registration would throw during initialisation and terminate the process.
+struct Registration {
+  std::unique_ptr<torch::Library> def, cpu, autograd;
+  Registration() {
+    try {
+      def = std::make_unique<torch::Library>(torch::Library::DEF, "posenc", c10::nullopt, __FILE__, __LINE__);
+    } catch (const c10::Error&) {
+      return;  // registered by another copy of this library
+    }
+    def->def("rope(Tensor x, Tensor? positions, Tensor inv_freq, int[] axis_of_freq, float attention_factor, str layout, "
+             "int offset, int direction, float xpos_scale_base=0., float xpos_gamma=0.4, float xpos_center=0., "
+             "str xpos_role=\"query\") -> Tensor");
+    def->def("rope_qk(Tensor q, Tensor k, Tensor? positions, Tensor inv_freq, int[] axis_of_freq, float attention_factor, "
+             "str layout, int offset, int direction) -> (Tensor, Tensor)");
+    cpu = std::make_unique<torch::Library>(torch::Library::IMPL, "posenc", c10::DispatchKey::CPU, __FILE__, __LINE__);
+    cpu->impl("rope", rope_cpu);
+    cpu->impl("rope_qk", rope_qk_cpu);
+    autograd = std::make_unique<torch::Library>(torch::Library::IMPL, "posenc", c10::DispatchKey::Autograd, __FILE__, __LINE__);
+    autograd->impl("rope", rope_autograd);
+    autograd->impl("rope_qk", rope_qk_autograd);
+  }
+};
+const Registration registration;
 
-TORCH_LIBRARY_IMPL(posenc, Autograd, m) {
-  m.impl("rope", posenc::torch_layer::rope_autograd);
-  m.impl("rope_qk", posenc::torch_layer::rope_qk_autograd);
-}
+}  // namespace
+}  // namespace posenc::torch_layer

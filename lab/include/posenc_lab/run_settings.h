@@ -54,8 +54,9 @@ void check_training(const TrainSettings& training);
 // naming the sizes and the limit.
 void check_shape(const ModelShape& shape, const TrainSettings& training);
 
-// What this process may allocate: the least of physical memory, its address-space and data
-// limits (ulimit -v, -d) and its cgroup's memory.max, with what sets it (for messages).
+// What this process may allocate: the least of physical memory, what its address-space limit
+// (ulimit -v) leaves beyond what is mapped, its data limit (ulimit -d) and its cgroup's memory
+// limit (v2 memory.max, v1 memory.limit_in_bytes), with what sets it (for messages).
 struct MemoryBudget {
   double bytes = 0;  // 0: unknown
   std::string what;
