@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "cli_run.h"
+#include "tiny_corpus.h"
 
 namespace posenc::testing {
 namespace {
@@ -59,6 +62,18 @@ TEST(LabCli, EmptyOrBogusListsAreRejectedUpFront) {
   expect_error("lab passkey --remap-windows 63" + out, "--remap-windows must be in [1, 62], got 63");
   expect_error("lab extrapolate --stream --stream-sinks 64" + out, "--stream-sinks must be in [0, 63], got 64");
   EXPECT_FALSE(std::filesystem::exists(dir)) << "rejected before anything was trained or written";
+}
+
+// --out '' is refused by the leaderboard as by every lab command (it took '' for its default directory).
+TEST(LabCli, AnEmptyOutputDirectoryIsRefused) {
+  // A corpus the quick board can use (it scores 4096 characters): the tiny one, 16 times.
+  std::ifstream in(lab::test::tiny_corpus());
+  const std::string text((std::istreambuf_iterator<char>(in)), {}), corpus = temp_path("_board.txt");
+  std::ofstream out(corpus);
+  for (int i = 0; i < 16; ++i) out << text;
+  out.close();
+  const CliRun r = run_bounded("lab leaderboard --schemes nope --seeds 1 --steps 1 --corpora " + corpus + " --out ''", 60);
+  EXPECT_CLEAN_ERROR(r, "--out: cannot use '' as the output directory");
 }
 
 }  // namespace

@@ -176,10 +176,8 @@ PasskeyResult run_passkey(const PasskeyConfig& c) {
   validate_passkey(c);
   const TrainSettings& t = c.training;
   const Corpus corpus = load_corpus(c.corpus);
+  check_passkey_corpus(c, corpus);
   const PasskeyVocab vocab(corpus, c.distractors > 0);
-  const int longest = t.train_len * *std::max_element(c.multiples.begin(), c.multiples.end());
-  if (static_cast<long>(corpus.valid.size()) < longest + 2 || static_cast<long>(corpus.train.size()) < kFinetuneScale * t.train_len + 2)
-    throw Error("the corpus " + c.corpus + " is too short for sequences of " + std::to_string(longest) + " characters");
   std::vector<ModelPlan> plans;
   for (const std::string& name : c.schemes) plans.push_back(plan_for(name, c, vocab.size()));
   // This process alone (the environment's RANK and WORLD_SIZE are for the commands that take --nproc).

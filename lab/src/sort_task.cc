@@ -51,19 +51,6 @@ std::vector<long> sort_example(int n, unsigned long long seed) {
 
 namespace {
 
-void validate(const SortConfig& c) {
-  check_range("--train-len", c.training.train_len, 1, kMaxSortTrainLen);
-  check_training(c.training);
-  check_shape(c.shape, c.training);
-  check_range("test_sequences", c.test_sequences, 1, 1024);
-  if (c.test_lens.empty()) throw Error("--test-lens is empty: give at least one test length");
-  for (int len : c.test_lens) check_range("--test-lens", len, 1, kMaxSortTestLen);
-  if (c.schemes.empty()) throw Error("--schemes is empty: give at least one scheme");
-  for (const std::string& name : c.schemes) {
-    torch_layer::language_model_scheme(name, "--schemes");
-  }
-}
-
 CacheKey sort_key(const std::string& name, const SortConfig& c) {
   const TrainSettings& t = c.training;
   return {{{"format", 2}, {"task", "sort"}, {"scheme", name}, {"train_len", t.train_len}, {"steps", t.steps}, {"batch", t.batch},
@@ -137,8 +124,21 @@ nlohmann::json rows_json(const std::vector<SortRow>& rows) {
 
 }  // namespace
 
+void validate_sort(const SortConfig& c) {
+  check_range("--train-len", c.training.train_len, 1, kMaxSortTrainLen);
+  check_training(c.training);
+  check_shape(c.shape, c.training);
+  check_range("test_sequences", c.test_sequences, 1, 1024);
+  if (c.test_lens.empty()) throw Error("--test-lens is empty: give at least one test length");
+  for (int len : c.test_lens) check_range("--test-lens", len, 1, kMaxSortTestLen);
+  if (c.schemes.empty()) throw Error("--schemes is empty: give at least one scheme");
+  for (const std::string& name : c.schemes) {
+    torch_layer::language_model_scheme(name, "--schemes");
+  }
+}
+
 std::vector<SortRow> run_sort(const SortConfig& c) {
-  validate(c);
+  validate_sort(c);
   const RunRanks run = open_run(c.training, c.launch, "lab sort", c.schemes);
   const std::string& out = c.training.out_dir;
   std::vector<SortRow> rows;
