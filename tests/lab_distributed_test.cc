@@ -237,5 +237,17 @@ TEST(LabDistributed, BadLauncherValuesAreUsageErrorsNamingThem) {
   EXPECT_HAS(nested.err, "unset RANK and WORLD_SIZE, or leave out --nproc");
 }
 
+// More local ranks than rows of a batch: the launcher refuses once, before starting any rank
+// (each of 33 ranks was started, and each printed the refusal).
+TEST(LabDistributed, ABatchTooSmallForTheRanksIsRefusedBeforeTheyStart) {
+  const std::string dir = out_dir("split");
+  const CliRun r = run_bounded("lab extrapolate --corpus " + test::tiny_corpus() +
+                                   " --schemes nope --train-len 16 --eval-lens 16,32 --steps 1 --nproc 33 --out " + dir, 60);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_HAS(r.err, "a batch of 32 rows cannot be split across 33 ranks");
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one refusal, from the launcher:\n" << r.err;
+  EXPECT_FALSE(fs::exists(dir));
+}
+
 }  // namespace
 }  // namespace posenc::lab

@@ -101,6 +101,13 @@ LaunchConfig resolve_launch(LaunchConfig l) {
 
 bool starts_local_ranks(const LaunchConfig& l) { return l.nproc > 1 && l.rank < 0; }
 
+void check_batch_split(const LaunchConfig& l, int batch) {
+  const int ranks = starts_local_ranks(l) ? l.nproc : world_size_of(l);
+  if (ranks > 1 && l.distribute != "models" && batch < ranks)
+    throw Error("a batch of " + std::to_string(batch) + " rows cannot be split across " + std::to_string(ranks) +
+                " ranks: give at least one row per rank, or --distribute models");
+}
+
 void run_local_ranks(const LaunchConfig& l) {
   // The store lives in this process for the whole run: a free port without a race, and it
   // outlives any one rank, so the others can still name the one that was lost.

@@ -9,9 +9,7 @@ RunRanks join_run(const LaunchConfig& flags, const std::string& out_dir, int bat
   RunRanks run;
   run.launch = resolve_launch(flags);
   const int ranks = world_size_of(run.launch);
-  if (!distributes_models(run.launch) && batch < ranks)
-    throw Error("a batch of " + std::to_string(batch) + " rows cannot be split across " + std::to_string(ranks) +
-                " ranks: give at least one row per rank, or --distribute models");
+  check_batch_split(run.launch, batch);
   plan["distribute"] = distributes_models(run.launch) ? "models" : "data";
   plan["world_size"] = ranks;
   if (ranks > 1) run.world = std::make_unique<World>(run.launch, plan.dump());
