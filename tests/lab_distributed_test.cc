@@ -191,14 +191,19 @@ TEST(LabProgress, ShowsTheRanksAndTheThroughputOfAllOfThem) {
 }
 
 // Ranks started with different settings stop, every one of them, naming the setting and both
-// values (before this check one rank exited 0 and the other blamed a lost rank).
+// values (before this check one rank exited 0 and the other blamed a lost rank; test settings
+// that differed were ignored, training settings that differed were detected but not named).
 TEST(LabDistributed, RanksWithDifferentSettingsNameTheSetting) {
-  const std::string base = "lab sort --train-len 4 --test-lens 4 --steps 4 --dist-timeout 10 --out ";
+  const std::string base = "lab sort --train-len 4 --dist-timeout 10 --out ";
+  const std::string same = " --test-lens 4 --steps 4";
   struct Case {
     std::string rank0, rank1, says;
-  } cases[] = {{"--schemes rope", "--schemes rope,alibi", "models differs between the ranks"},
-               {"--schemes rope --distribute data", "--schemes rope --distribute models", "distribute differs between the ranks"},
-               {"--schemes rope", "--schemes rope --world-size 3", "world_size differs between the ranks"}};
+  } cases[] = {{"--schemes rope" + same, "--schemes rope,alibi" + same, "models differs between the ranks"},
+               {"--schemes rope --distribute data" + same, "--schemes rope --distribute models" + same, "distribute differs between the ranks"},
+               {"--schemes rope" + same, "--schemes rope --world-size 3" + same, "world_size differs between the ranks"},
+               {"--schemes rope --steps 4 --test-lens 4", "--schemes rope --steps 4 --test-lens 6",
+                "test_lens differs between the ranks: rank "},
+               {"--schemes rope --test-lens 4 --steps 4", "--schemes rope --test-lens 4 --steps 5", "steps differs between the ranks: rank "}};
   int n = 0;
   for (const Case& c : cases) {
     const std::string dir = out_dir("mismatch" + std::to_string(n++)), err0 = dir + ".err0", err1 = dir + ".err1";
@@ -210,6 +215,9 @@ TEST(LabDistributed, RanksWithDifferentSettingsNameTheSetting) {
     EXPECT_HAS(slurp(err0), c.says);
     EXPECT_HAS(slurp(err1), c.says);
   }
+  // Both values, each rank's own first.
+  EXPECT_HAS(slurp(out_dir("mismatch3") + ".err0"), "rank 0 has [4], rank 1 has [6]");
+  EXPECT_HAS(slurp(out_dir("mismatch4") + ".err1"), "rank 1 has 5, rank 0 has 4");
 }
 
 TEST(LabDistributed, BadLauncherValuesAreUsageErrorsNamingThem) {

@@ -102,13 +102,6 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
   const Corpus corpus = load_corpus(c.corpus);
   check_corpus(c, corpus);
   const std::vector<ModelPlan> plans = plan_models(c, corpus.vocab_size());
-  std::vector<std::string> names;
-  for (const ModelPlan& plan : plans) names.push_back(plan.name);
-  const RunRanks run = open_run(c.training, c.launch, "lab extrapolate", names);  // ranks meet once the settings and the corpus are known good
-  ExtrapolateResult result;
-  result.unit = corpus.unit();
-  result.notes = run_notes(c, corpus, run);
-  long budget = c.stop_after_steps;
   const std::string& out = c.training.out_dir;
   RunHooks hooks;
   hooks.job = [&](std::size_t i) {
@@ -120,6 +113,12 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
     job.model_path = out + "/" + plan.name + ".pt";  // for `posenc plot attention`
     return job;
   };
+  // The ranks meet once the settings and the corpus are known good.
+  const RunRanks run = open_run(c.training, c.launch, "lab extrapolate", plans.size(), hooks.job);
+  ExtrapolateResult result;
+  result.unit = corpus.unit();
+  result.notes = run_notes(c, corpus, run);
+  long budget = c.stop_after_steps;
   hooks.train = [&](std::size_t i, World* world, nlohmann::json*) {
     const ModelPlan& plan = plans[i];
     torch::manual_seed(static_cast<std::uint64_t>(plan.seed));

@@ -139,9 +139,7 @@ void validate_sort(const SortConfig& c) {
 
 std::vector<SortRow> run_sort(const SortConfig& c) {
   validate_sort(c);
-  const RunRanks run = open_run(c.training, c.launch, "lab sort", c.schemes);
   const std::string& out = c.training.out_dir;
-  std::vector<SortRow> rows;
   RunHooks hooks;
   hooks.job = [&](std::size_t i) {
     const std::string& name = c.schemes[i];
@@ -153,6 +151,8 @@ std::vector<SortRow> run_sort(const SortConfig& c) {
     job.evaluates_saved_model = true;  // same training key, other test settings: the saved model is tested again
     return job;
   };
+  const RunRanks run = open_run(c.training, c.launch, "lab sort", c.schemes.size(), hooks.job);
+  std::vector<SortRow> rows;
   hooks.train = [&](std::size_t i, World* world, nlohmann::json*) {
     return train_sort(c.schemes[i], from_name<Scheme>(c.schemes[i]), c, sort_key(c.schemes[i], c).train, world);
   };
