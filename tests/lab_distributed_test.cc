@@ -243,6 +243,11 @@ TEST(LabDistributed, BadLauncherValuesAreUsageErrorsNamingThem) {
   const CliRun nested = run_limited("export RANK=0 WORLD_SIZE=2; ", base + "--nproc 2 --dist-timeout 2");
   EXPECT_EQ(nested.code, 2) << nested.err;
   EXPECT_HAS(nested.err, "unset RANK and WORLD_SIZE, or leave out --nproc");
+  for (const std::string world : {"0", "-3"}) {  // set, WORLD_SIZE is a size (0 meant "not given")
+    const CliRun r = run_limited("export RANK=0 WORLD_SIZE=" + world + "; ", base);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_HAS(r.err, "WORLD_SIZE must be in [1, 1024], got " + world);
+  }
 }
 
 // More local ranks than rows of a batch: the launcher refuses once, before starting any rank
