@@ -181,6 +181,7 @@ TEST(LeaderboardRun, EveryCorpusIsCheckedBeforeAnythingIsMade) {
       {{tiny, other_dir + "/" + std::filesystem::path(tiny).filename().string()}, "would share the name"},
       {{tiny, ::testing::TempDir() + "leaderboard-missing.txt"}, "leaderboard-missing.txt' not found"},
       {{tiny, too_short}, "leaderboard-short.txt"},
+      {{::testing::TempDir() + "digits.txt"}, "would be named 'digits', the sorting task's rows"},
   };
   for (const auto& [corpora, says] : cases) {
     c.corpora = corpora;
