@@ -31,7 +31,7 @@ void add_lab_leaderboard_command(CLI::App& lab) {
   add_steps_option(cmd, a->steps, "training steps of every model (default: each experiment's)")->check(CLI::Range(1, 1000000));
   add_threads_option(cmd, a->threads, "torch threads (0: one)", 0, lab::max_lab_threads());
   add_out_option(cmd, a->out, "output directory (default: out/lab-leaderboard-quick or -full)");
-  cmd->callback([a] {
+  cmd->callback([a, cmd] {
     lab::LeaderboardConfig c = a->full ? lab::LeaderboardConfig::full() : lab::LeaderboardConfig::quick();
     if (!a->schemes.empty()) c.schemes = c.passkey.schemes = c.sort.schemes = a->schemes;
     if (a->seeds > 0) {
@@ -41,7 +41,7 @@ void add_lab_leaderboard_command(CLI::App& lab) {
     if (!a->corpora.empty()) c.corpora = a->corpora;
     if (a->steps > 0) c.extrapolate.training.steps = c.passkey.training.steps = c.sort.training.steps = a->steps;
     c.extrapolate.training.threads = c.passkey.training.threads = c.sort.training.threads = a->threads;
-    if (!a->out.empty()) c.out_dir = a->out;
+    if (cmd->count("--out")) c.out_dir = a->out;  // '' too: refused as the other lab commands refuse it
     c.command = "posenc lab leaderboard " + std::string(a->full ? "--full" : "--quick");
     const auto joined = [](const std::vector<std::string>& items) {
       std::string s;
@@ -52,7 +52,7 @@ void add_lab_leaderboard_command(CLI::App& lab) {
     if (a->seeds > 0) c.command += " --seeds " + std::to_string(a->seeds);
     if (!a->corpora.empty()) c.command += " --corpora " + joined(a->corpora);
     if (a->steps > 0) c.command += " --steps " + std::to_string(a->steps);
-    if (!a->out.empty()) c.command += " --out " + a->out;
+    if (cmd->count("--out")) c.command += " --out " + a->out;
     if (a->threads > 0) c.command += " --threads " + std::to_string(a->threads);
     const lab::LeaderboardResult r = lab::run_leaderboard(c);
     std::cout << lab::leaderboard_markdown(r, c) << "\nreport: " << c.out_dir << "/report.html (also leaderboard.md, results.json, results.csv)\n";

@@ -4,8 +4,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "cli_run.h"
+#include "tiny_corpus.h"
 
 namespace posenc::testing {
 namespace {
@@ -102,6 +104,18 @@ TEST(LabCli, ACorpusMustBeUtf8) {
   expect_error("lab extrapolate --schemes nope --steps 2 --corpus " + bad + " --out " + temp_path("_lab"),
                "is not UTF-8 text: byte 27 (0xc3)");
   std::filesystem::remove(bad);
+}
+
+// --out '' is refused by the leaderboard as by every lab command (it took '' for its default directory).
+TEST(LabCli, AnEmptyOutputDirectoryIsRefused) {
+  // A corpus the quick board can use (it scores 4096 characters): the tiny one, 16 times.
+  std::ifstream in(lab::test::tiny_corpus());
+  const std::string text((std::istreambuf_iterator<char>(in)), {}), corpus = temp_path("_board.txt");
+  std::ofstream out(corpus);
+  for (int i = 0; i < 16; ++i) out << text;
+  out.close();
+  const CliRun r = run_bounded("lab leaderboard --schemes nope --seeds 1 --steps 1 --corpora " + corpus + " --out ''", 60);
+  EXPECT_CLEAN_ERROR(r, "--out: cannot use '' as the output directory");
 }
 
 }  // namespace

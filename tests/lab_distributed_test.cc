@@ -191,14 +191,19 @@ TEST(LabProgress, ShowsTheRanksAndTheThroughputOfAllOfThem) {
 }
 
 // Ranks started with different settings stop, every one of them, naming the setting and both
-// values (before this check one rank exited 0 and the other blamed a lost rank).
+// values (before this check one rank exited 0 and the other blamed a lost rank; test settings
+// that differed were ignored, training settings that differed were detected but not named).
 TEST(LabDistributed, RanksWithDifferentSettingsNameTheSetting) {
-  const std::string base = "lab sort --train-len 4 --test-lens 4 --steps 4 --dist-timeout 10 --out ";
+  const std::string base = "lab sort --train-len 4 --dist-timeout 10 --out ";
+  const std::string same = " --test-lens 4 --steps 4";
   struct Case {
     std::string rank0, rank1, says;
-  } cases[] = {{"--schemes rope", "--schemes rope,alibi", "models differs between the ranks"},
-               {"--schemes rope --distribute data", "--schemes rope --distribute models", "distribute differs between the ranks"},
-               {"--schemes rope", "--schemes rope --world-size 3", "world_size differs between the ranks"}};
+  } cases[] = {{"--schemes rope" + same, "--schemes rope,alibi" + same, "models differs between the ranks"},
+               {"--schemes rope --distribute data" + same, "--schemes rope --distribute models" + same, "distribute differs between the ranks"},
+               {"--schemes rope" + same, "--schemes rope --world-size 3" + same, "world_size differs between the ranks"},
+               {"--schemes rope --steps 4 --test-lens 4", "--schemes rope --steps 4 --test-lens 6",
+                "test_lens differs between the ranks: rank "},
+               {"--schemes rope --test-lens 4 --steps 4", "--schemes rope --test-lens 4 --steps 5", "steps differs between the ranks: rank "}};
   int n = 0;
   for (const Case& c : cases) {
     const std::string dir = out_dir("mismatch" + std::to_string(n++)), err0 = dir + ".err0", err1 = dir + ".err1";
@@ -210,6 +215,9 @@ TEST(LabDistributed, RanksWithDifferentSettingsNameTheSetting) {
     EXPECT_HAS(slurp(err0), c.says);
     EXPECT_HAS(slurp(err1), c.says);
   }
+  // Both values, each rank's own first.
+  EXPECT_HAS(slurp(out_dir("mismatch3") + ".err0"), "rank 0 has [4], rank 1 has [6]");
+  EXPECT_HAS(slurp(out_dir("mismatch4") + ".err1"), "rank 1 has 5, rank 0 has 4");
 }
 
 TEST(LabDistributed, BadLauncherValuesAreUsageErrorsNamingThem) {
@@ -235,6 +243,23 @@ TEST(LabDistributed, BadLauncherValuesAreUsageErrorsNamingThem) {
   const CliRun nested = run_limited("export RANK=0 WORLD_SIZE=2; ", base + "--nproc 2 --dist-timeout 2");
   EXPECT_EQ(nested.code, 2) << nested.err;
   EXPECT_HAS(nested.err, "unset RANK and WORLD_SIZE, or leave out --nproc");
+  for (const std::string world : {"0", "-3"}) {  // set, WORLD_SIZE is a size (0 meant "not given")
+    const CliRun r = run_limited("export RANK=0 WORLD_SIZE=" + world + "; ", base);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_HAS(r.err, "WORLD_SIZE must be in [1, 1024], got " + world);
+  }
+}
+
+// More local ranks than rows of a batch: the launcher refuses once, before starting any rank
+// (each of 33 ranks was started, and each printed the refusal).
+TEST(LabDistributed, ABatchTooSmallForTheRanksIsRefusedBeforeTheyStart) {
+  const std::string dir = out_dir("split");
+  const CliRun r = run_bounded("lab extrapolate --corpus " + test::tiny_corpus() +
+                                   " --schemes nope --train-len 16 --eval-lens 16,32 --steps 1 --nproc 33 --out " + dir, 60);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_HAS(r.err, "a batch of 32 rows cannot be split across 33 ranks");
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one refusal, from the launcher:\n" << r.err;
+  EXPECT_FALSE(fs::exists(dir));
 }
 
 }  // namespace

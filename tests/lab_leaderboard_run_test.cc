@@ -4,13 +4,17 @@
 // that is not blank, no console message, and its script run to the end.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include "lab_support.h"
+#include "posenc_lab/file_io.h"
 #include "posenc_lab/leaderboard.h"
 #include "posenc_plot/heatmap.h"
 
@@ -160,6 +164,65 @@ TEST(LeaderboardRun, BadSettingsNameTheValueAndWhatWasExpected) {
   c.schemes.clear();
   EXPECT_HAS(test::error_of([&] { run_leaderboard(c); }), "--schemes is empty");
   EXPECT_FALSE(std::filesystem::exists(c.out_dir + "/results.json"));  // nothing written
+}
+
+// Every corpus is read and checked, and a corpus given twice refused, before the output
+// directory is made or a model trains (a missing second corpus was found after the first was done).
+TEST(LeaderboardRun, EveryCorpusIsCheckedBeforeAnythingIsMade) {
+  LeaderboardConfig c = tiny_board("leaderboard-corpora");
+  c.seeds = {0};
+  const std::string tiny = test::tiny_corpus(), other_dir = ::testing::TempDir() + "leaderboard-corpora-other";
+  std::filesystem::create_directories(other_dir);
+  std::ofstream(other_dir + "/" + std::filesystem::path(tiny).filename().string()) << "another text of the same file name";
+  const std::string too_short = ::testing::TempDir() + "leaderboard-short.txt";
+  std::ofstream(too_short) << std::string(300, 'a');
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{tiny, tiny}, "--corpora: " + tiny + " is given twice"},
+      {{tiny, other_dir + "/" + std::filesystem::path(tiny).filename().string()}, "would share the name"},
+      {{tiny, ::testing::TempDir() + "leaderboard-missing.txt"}, "leaderboard-missing.txt' not found"},
+      {{tiny, too_short}, "leaderboard-short.txt"},
+      {{::testing::TempDir() + "digits.txt"}, "would be named 'digits', the sorting task's rows"},
+  };
+  for (const auto& [corpora, says] : cases) {
+    c.corpora = corpora;
+    EXPECT_HAS(test::error_of([&] { run_leaderboard(c); }), says);
+    EXPECT_FALSE(std::filesystem::exists(c.out_dir)) << says << ": made before every corpus was checked";
+  }
+}
+
+// A bad --out is the lab's usage error naming it (it was an internal filesystem error).
+TEST(LeaderboardRun, AnOutputDirectoryItCannotUseIsNamed) {
+  const std::string base = ::testing::TempDir() + "leaderboard-bad-out";
+  std::filesystem::remove_all(base);
+  std::filesystem::create_directories(base);
+  std::ofstream(base + "/file") << "a file";
+  std::filesystem::create_symlink(base + "/nothing/here", base + "/dangling");
+  std::filesystem::create_symlink(base + "/loop2", base + "/loop1");
+  std::filesystem::create_symlink(base + "/loop1", base + "/loop2");
+  LeaderboardConfig c = tiny_board("leaderboard-bad-out-unused");
+  for (const std::string& out : {base + "/file", base + "/file/sub", base + "/dangling", base + "/loop1", std::string("/dev/null"),
+                                 base + "/" + std::string(300, 'n'), std::string()}) {
+    c.out_dir = out;
+    EXPECT_HAS(test::error_of([&] { run_leaderboard(c); }), "--out: cannot use '" + out + "' as the output directory (");
+  }
+}
+
+// Two runs into one directory: the second waits for the first, then reuses its models (both
+// wrote <out>/results.json.tmp at once, and one failed after all its work).
+TEST(LeaderboardRun, ASecondRunIntoTheSameDirectoryWaitsThenFinishes) {
+  LeaderboardConfig c = tiny_board("leaderboard-concurrent");
+  c.seeds = {0};
+  std::filesystem::create_directories(c.out_dir);
+  std::optional<DirLock> first(std::in_place, c.out_dir);  // a run in progress
+  std::string error = "(not finished)";
+  std::thread second([&] { error = test::error_of([&] { run_leaderboard(c); }); });
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const auto entries = std::distance(std::filesystem::directory_iterator(c.out_dir), std::filesystem::directory_iterator());
+  EXPECT_EQ(entries, 1) << "wrote beside the .lock while another run held the directory";
+  first.reset();
+  second.join();
+  EXPECT_EQ(error, "(no error)");
+  EXPECT_TRUE(std::filesystem::exists(c.out_dir + "/results.json"));
 }
 
 }  // namespace

@@ -21,10 +21,16 @@
 namespace posenc::lab {
 namespace {
 
+// Whether the environment variable `name` is set to something (an empty value is unset).
+bool env_given(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v;
+}
+
 // An integer from the environment variable `name`, or `fallback` when it is unset.
 long env_int(const char* name, long fallback) {
+  if (!env_given(name)) return fallback;
   const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
   char* end = nullptr;
   errno = 0;
   const long x = std::strtol(v, &end, 10);
@@ -63,6 +69,8 @@ LaunchConfig resolve_launch(LaunchConfig l) {
     throw Error("--distribute must be data or models, got '" + l.distribute + "'");
   const bool rank_flags = l.rank >= 0 || l.world_size > 0;
   const long env_rank = env_int("RANK", -1), env_world = env_int("WORLD_SIZE", 0);
+  // Set, WORLD_SIZE is a size like --world-size's (0 is not "absent").
+  if (l.world_size <= 0 && env_given("WORLD_SIZE")) check_range("WORLD_SIZE", env_world, 1, kMaxWorldSize);
   if (l.nproc > 1 && rank_flags)
     throw Error("--nproc starts local ranks itself; --rank and --world-size are for one process per rank: give one or the other");
   // Clamped to int only: a RANK of 5000 is reported as 5000 by the range checks below.
@@ -100,6 +108,13 @@ LaunchConfig resolve_launch(LaunchConfig l) {
 }
 
 bool starts_local_ranks(const LaunchConfig& l) { return l.nproc > 1 && l.rank < 0; }
+
+void check_batch_split(const LaunchConfig& l, int batch) {
+  const int ranks = starts_local_ranks(l) ? l.nproc : world_size_of(l);
+  if (ranks > 1 && l.distribute != "models" && batch < ranks)
+    throw Error("a batch of " + std::to_string(batch) + " rows cannot be split across " + std::to_string(ranks) +
+                " ranks: give at least one row per rank, or --distribute models");
+}
 
 void run_local_ranks(const LaunchConfig& l) {
   // The store lives in this process for the whole run: a free port without a race, and it

@@ -1,39 +1,20 @@
 #include "distributed_run.h"
 
-#include <filesystem>
-
 #include "posenc/error.h"
 #include "run_keys.h"
 
 namespace posenc::lab {
 
-namespace {
-
-// out_dir made (with its parents) and checked to be a directory: else an Error naming it.
-void make_out_dir(const std::string& out_dir) {
-  std::error_code made;
-  std::filesystem::create_directories(out_dir, made);
-  if (made || !std::filesystem::is_directory(out_dir))
-    throw Error("--out: cannot use '" + out_dir + "' as the output directory (" + (made ? made.message() : "not a directory") +
-                "); expected a writable directory");
-}
-
-}  // namespace
-
 RunRanks join_run(const LaunchConfig& flags, const std::string& out_dir, int batch, nlohmann::json plan) {
   RunRanks run;
   run.launch = resolve_launch(flags);
   const int ranks = world_size_of(run.launch);
-  if (!distributes_models(run.launch) && batch < ranks)
-    throw Error("a batch of " + std::to_string(batch) + " rows cannot be split across " + std::to_string(ranks) +
-                " ranks: give at least one row per rank, or --distribute models");
+  check_batch_split(run.launch, batch);
   plan["distribute"] = distributes_models(run.launch) ? "models" : "data";
   plan["world_size"] = ranks;
   if (ranks > 1) run.world = std::make_unique<World>(run.launch, plan.dump());
   if (is_primary(run.launch)) {
-    make_out_dir(out_dir);
-    run.lock = std::make_unique<DirLock>(out_dir);
-    remove_temp_files(out_dir);  // left by a run that was killed mid-write
+    run.lock = open_out_dir(out_dir);
     if (run.world) run.world->set(run_keys::ready(), "1");
   } else {
     run.world->wait_for(run_keys::ready(), 0, "waiting for rank 0 to open " + out_dir);

@@ -27,9 +27,10 @@ class World {
   // Joins the run of `launch` (resolved, world size > 1): connects to the store at
   // master_addr:master_port (rank 0 hosts it unless store_hosted) and meets every rank. An
   // unreachable master or a missing rank is an Error naming the address within the timeout.
-  // plan (a JSON object: the command, its models, --distribute, the world size) must be the
-  // same on every rank: before the ranks meet, each compares its own with rank 0's and rank 0
-  // compares every rank's, so every rank stops with an Error naming the setting that differs.
+  // plan (a JSON object: the command, its models and their settings, --distribute, the world
+  // size) must be the same on every rank: before the ranks meet, each compares its own with rank
+  // 0's and rank 0 compares every rank's, so every rank stops with an Error naming the setting
+  // that differs (its path in the plan) and both values.
   World(const LaunchConfig& launch, const std::string& plan);
   ~World();
   World(const World&) = delete;

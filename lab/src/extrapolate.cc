@@ -95,34 +95,13 @@ std::vector<std::string> run_notes(const ExtrapolateConfig& c, const Corpus& cor
   return notes;
 }
 
-// The corpus, checked long enough for every eval length and the training length.
-Corpus load_checked_corpus(const ExtrapolateConfig& c) {
-  Corpus corpus = load_corpus(c.corpus);
-  const int longest = *std::max_element(c.eval_lens.begin(), c.eval_lens.end());
-  if (static_cast<long>(corpus.valid.size()) < longest + 1)
-    throw Error("the validation text of " + c.corpus + " (" + std::to_string(corpus.valid.size()) +
-                " tokens) is shorter than the longest eval length " + std::to_string(longest) + " + 1");
-  const int train_len = c.training.train_len;
-  const long need = static_cast<long>(c.pi_finetune_steps > 0 ? kPiScale * train_len : train_len) + 2;
-  if (static_cast<long>(corpus.train.size()) < need)
-    throw Error("the training text of " + c.corpus + " (" + std::to_string(corpus.train.size()) + " tokens) is shorter than " +
-                std::to_string(need) + ", the training length " + std::to_string(need - 2) + " + 2");
-  return corpus;
-}
-
 }  // namespace
 
 ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
   validate(c);  // names and schemes checked before the corpus is read
-  const Corpus corpus = load_checked_corpus(c);
+  const Corpus corpus = load_corpus(c.corpus);
+  check_corpus(c, corpus);
   const std::vector<ModelPlan> plans = plan_models(c, corpus.vocab_size());
-  std::vector<std::string> names;
-  for (const ModelPlan& plan : plans) names.push_back(plan.name);
-  const RunRanks run = open_run(c.training, c.launch, "lab extrapolate", names);  // ranks meet once the settings and the corpus are known good
-  ExtrapolateResult result;
-  result.unit = corpus.unit();
-  result.notes = run_notes(c, corpus, run);
-  long budget = c.stop_after_steps;
   const std::string& out = c.training.out_dir;
   RunHooks hooks;
   hooks.job = [&](std::size_t i) {
@@ -134,6 +113,12 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
     job.model_path = out + "/" + plan.name + ".pt";  // for `posenc plot attention`
     return job;
   };
+  // The ranks meet once the settings and the corpus are known good.
+  const RunRanks run = open_run(c.training, c.launch, "lab extrapolate", plans.size(), hooks.job);
+  ExtrapolateResult result;
+  result.unit = corpus.unit();
+  result.notes = run_notes(c, corpus, run);
+  long budget = c.stop_after_steps;
   hooks.train = [&](std::size_t i, World* world, nlohmann::json*) {
     const ModelPlan& plan = plans[i];
     torch::manual_seed(static_cast<std::uint64_t>(plan.seed));

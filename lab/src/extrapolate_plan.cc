@@ -103,6 +103,18 @@ nlohmann::json evaluation_key(const ModelPlan& p, const ExtrapolateConfig& c) {
   return k;
 }
 
+void check_corpus(const ExtrapolateConfig& c, const Corpus& corpus) {
+  const int longest = *std::max_element(c.eval_lens.begin(), c.eval_lens.end());
+  if (static_cast<long>(corpus.valid.size()) < longest + 1)
+    throw Error("the validation text of " + c.corpus + " (" + std::to_string(corpus.valid.size()) +
+                " tokens) is shorter than the longest eval length " + std::to_string(longest) + " + 1");
+  const int train_len = c.training.train_len;
+  const long need = static_cast<long>(c.pi_finetune_steps > 0 ? kPiScale * train_len : train_len) + 2;
+  if (static_cast<long>(corpus.train.size()) < need)
+    throw Error("the training text of " + c.corpus + " (" + std::to_string(corpus.train.size()) + " tokens) is shorter than " +
+                std::to_string(need) + ", the training length " + std::to_string(need - 2) + " + 2");
+}
+
 void validate(const ExtrapolateConfig& c) {
   check_range("--train-len", c.training.train_len, 2, kMaxTrainLen);
   check_training(c.training);

@@ -28,5 +28,8 @@ bool scores_incremental(const ExtrapolateConfig& c);
 bool fine_tunes(const ModelPlan& p, const ExtrapolateConfig& c);
 // Every setting checked before anything is trained (and before the corpus is read).
 void validate(const ExtrapolateConfig& c);
+// Throws Error naming c.corpus unless corpus (c.corpus, loaded; c validated) is long enough for
+// every eval length and the training length.
+void check_corpus(const ExtrapolateConfig& c, const Corpus& corpus);
 
 }  // namespace posenc::lab

@@ -41,6 +41,21 @@ void remove_temp_files(const std::string& dir) {
     if (e.path().extension() == ".tmp") std::filesystem::remove(e.path(), ec);
 }
 
+void make_out_dir(const std::string& out_dir) {
+  std::error_code made;
+  std::filesystem::create_directories(out_dir, made);
+  if (made || !std::filesystem::is_directory(out_dir))
+    throw Error("--out: cannot use '" + out_dir + "' as the output directory (" + (made ? made.message() : "not a directory") +
+                "); expected a writable directory");
+}
+
+std::unique_ptr<DirLock> open_out_dir(const std::string& out_dir) {
+  make_out_dir(out_dir);
+  auto lock = std::make_unique<DirLock>(out_dir);
+  remove_temp_files(out_dir);  // left by a run that was killed mid-write
+  return lock;
+}
+
 std::uint64_t fnv1a64(const void* data, std::size_t size) {
   std::uint64_t h = 1469598103934665603ull;
   const auto* p = static_cast<const unsigned char*>(data);

@@ -10,8 +10,11 @@
 #include <tuple>
 
 #include "build_info.h"
+#include "extrapolate_plan.h"
 #include "leaderboard_files.h"
+#include "passkey_plan.h"
 #include "posenc/error.h"
+#include "posenc_lab/file_io.h"
 #include "posenc_lab/passkey_task.h"
 #include "posenc_lab/train_timing.h"
 #include "posenc_torch/model_config.h"
@@ -134,6 +137,48 @@ LeaderboardConfig LeaderboardConfig::full() {
   return c;
 }
 
+namespace {
+
+// The board's passkey schemes: xl has none (lab passkey trains no segment-memory model).
+std::vector<std::string> passkey_schemes_of(const LeaderboardConfig& c) {
+  std::vector<std::string> schemes = experiment_schemes(c.schemes, c.passkey.schemes);
+  schemes.erase(std::remove(schemes.begin(), schemes.end(), "xl"), schemes.end());
+  return schemes;
+}
+
+// One seed and corpus of the board: each experiment's config as it runs, in <out>/<corpus>/seed-<seed>.
+std::string unit_dir(const LeaderboardConfig& c, const std::string& corpus, int seed) {
+  return c.out_dir + "/" + corpus + "/seed-" + std::to_string(seed);
+}
+
+ExtrapolateConfig extrapolate_config(const LeaderboardConfig& c, int seed, const std::string& corpus_path) {
+  ExtrapolateConfig ex = c.extrapolate;
+  ex.schemes = c.schemes;
+  ex.seeds = {seed};
+  ex.corpus = corpus_path;
+  ex.training.out_dir = unit_dir(c, corpus_name(corpus_path), seed) + "/extrapolate";
+  return ex;
+}
+
+PasskeyConfig passkey_config(const LeaderboardConfig& c, int seed, const std::string& corpus_path) {
+  PasskeyConfig pk = c.passkey;
+  pk.schemes = passkey_schemes_of(c);
+  pk.seed = seed;
+  pk.corpus = corpus_path;
+  pk.training.out_dir = unit_dir(c, corpus_name(corpus_path), seed) + "/passkey";
+  return pk;
+}
+
+SortConfig sort_config(const LeaderboardConfig& c, int seed) {  // digits, not text: once per seed, whatever the corpora
+  SortConfig so = c.sort;
+  so.schemes = experiment_schemes(c.schemes, c.sort.schemes);
+  so.seed = seed;
+  so.training.out_dir = unit_dir(c, kSortCorpus, seed) + "/sort";
+  return so;
+}
+
+}  // namespace
+
 void validate_leaderboard(const LeaderboardConfig& c) {
   if (c.schemes.empty()) throw Error("--schemes is empty: give at least one scheme");
   if (c.seeds.empty()) throw Error("--seeds: give at least one seed");
@@ -144,30 +189,45 @@ void validate_leaderboard(const LeaderboardConfig& c) {
       if (std::count(c.seeds.begin(), c.seeds.end(), c.seeds[i]) > 1)
         throw Error("--seeds: seed " + std::to_string(c.seeds[i]) + " is given twice");
   }
+  // A corpus is its file name in the board's rows and directories: two of one name would share them.
+  for (std::size_t i = 0; i < c.corpora.size(); ++i) {
+    const std::string& path = c.corpora[i];
+    if (corpus_name(path) == kSortCorpus)
+      throw Error("--corpora: '" + path + "' would be named '" + kSortCorpus + "', the sorting task's rows: rename the file");
+    for (std::size_t j = 0; j < i; ++j) {
+      if (c.corpora[j] == path) throw Error("--corpora: " + path + " is given twice");
+      if (corpus_name(c.corpora[j]) == corpus_name(path))
+        throw Error("--corpora: " + c.corpora[j] + " and " + path + " would share the name '" + corpus_name(path) +
+                    "' (the board's rows and directories): give corpora of different file names");
+    }
+  }
   for (const auto& s : c.schemes) torch_layer::language_model_scheme(s, "--schemes");  // throws naming a bad one
+  // Every experiment's settings, then every corpus read and checked as each experiment will:
+  // nothing is made and nothing trains before all of them are good.
+  const int seed = c.seeds.front();
+  const bool passkey = !passkey_schemes_of(c).empty(), sort = !sort_config(c, seed).schemes.empty();
+  validate(extrapolate_config(c, seed, c.corpora.front()));
+  if (passkey) validate_passkey(passkey_config(c, seed, c.corpora.front()));
+  if (sort) validate_sort(sort_config(c, seed));
+  for (const std::string& path : c.corpora) {
+    const Corpus corpus = load_corpus(path);
+    check_corpus(extrapolate_config(c, seed, path), corpus);
+    if (passkey) check_passkey_corpus(passkey_config(c, seed, path), corpus);
+  }
 }
 
 LeaderboardResult run_leaderboard(const LeaderboardConfig& c) {
   validate_leaderboard(c);
+  const auto lock = open_out_dir(c.out_dir);  // a second run into out_dir waits for this one, then reuses its models
   const auto began = std::chrono::steady_clock::now();
   LeaderboardResult result;
   result.commit = build_commit();
-  std::filesystem::create_directories(c.out_dir);
-  std::vector<std::string> passkey_schemes = experiment_schemes(c.schemes, c.passkey.schemes);
-  if (std::find(passkey_schemes.begin(), passkey_schemes.end(), "xl") != passkey_schemes.end()) {
-    passkey_schemes.erase(std::find(passkey_schemes.begin(), passkey_schemes.end(), "xl"));
+  if (experiment_schemes(c.schemes, c.passkey.schemes) != passkey_schemes_of(c))
     result.notes.push_back("xl: no passkey rows (lab passkey trains no segment-memory model)");
-  }
-  const std::vector<std::string> sort_schemes = experiment_schemes(c.schemes, c.sort.schemes);
   for (int seed : c.seeds) {
     for (const std::string& corpus_path : c.corpora) {
       const std::string corpus = corpus_name(corpus_path);
-      const std::string dir = c.out_dir + "/" + corpus + "/seed-" + std::to_string(seed);
-      ExtrapolateConfig ex = c.extrapolate;
-      ex.schemes = c.schemes;
-      ex.seeds = {seed};
-      ex.corpus = corpus_path;
-      ex.training.out_dir = dir + "/extrapolate";
+      const ExtrapolateConfig ex = extrapolate_config(c, seed, corpus_path);
       const ExtrapolateResult er = run_extrapolate(ex);
       result.units[corpus] = er.unit;
       observe_extrapolate(er, ex, corpus, &result.observations);
@@ -177,22 +237,11 @@ LeaderboardResult run_leaderboard(const LeaderboardConfig& c) {
         result.observations.push_back({corpus, s, "train_tokens_per_s", 0, -1, seed, t->tokens_per_second()});
         if (t->first_step == 0) result.observations.push_back({corpus, s, "train_s", 0, -1, seed, t->seconds});  // a resumed run timed part
       }
-      if (!passkey_schemes.empty()) {
-        PasskeyConfig pk = c.passkey;
-        pk.schemes = passkey_schemes;
-        pk.seed = seed;
-        pk.corpus = corpus_path;
-        pk.training.out_dir = dir + "/passkey";
-        observe_passkey(run_passkey(pk), pk, corpus, &result.observations);
-      }
+      const PasskeyConfig pk = passkey_config(c, seed, corpus_path);
+      if (!pk.schemes.empty()) observe_passkey(run_passkey(pk), pk, corpus, &result.observations);
     }
-    if (!sort_schemes.empty()) {  // digits, not text: once per seed, whatever the corpora
-      SortConfig so = c.sort;
-      so.schemes = sort_schemes;
-      so.seed = seed;
-      so.training.out_dir = c.out_dir + "/" + kSortCorpus + "/seed-" + std::to_string(seed) + "/sort";
-      observe_sort(run_sort(so), so, kSortCorpus, &result.observations);
-    }
+    const SortConfig so = sort_config(c, seed);
+    if (!so.schemes.empty()) observe_sort(run_sort(so), so, kSortCorpus, &result.observations);
   }
   result.aggregates = aggregate(result.observations);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();

@@ -83,6 +83,13 @@ void validate_passkey(const PasskeyConfig& c) {
   check_remaps(c.remaps, t.train_len);
 }
 
+void check_passkey_corpus(const PasskeyConfig& c, const Corpus& corpus) {
+  const int longest = c.training.train_len * *std::max_element(c.multiples.begin(), c.multiples.end());
+  if (static_cast<long>(corpus.valid.size()) < longest + 2 ||
+      static_cast<long>(corpus.train.size()) < kFinetuneScale * c.training.train_len + 2)
+    throw Error("the corpus " + c.corpus + " is too short for sequences of " + std::to_string(longest) + " characters");
+}
+
 PasskeyConfig PasskeyConfig::full(bool schemes_given, bool multiples_given, bool samples_given) const {
   PasskeyConfig c = *this;
   if (!schemes_given) c.schemes = {"rope", "alibi", "nope", "sinusoidal", "t5"};

@@ -22,5 +22,8 @@ std::string task_format();
 nlohmann::json training_key(const ModelPlan& p, const PasskeyConfig& c, const Corpus& corpus);
 // Everything that determines the rows from the weights (fine-tunes included).
 nlohmann::json evaluation_key(const ModelPlan& p, const PasskeyConfig& c);
+// Throws Error naming c.corpus unless corpus (c.corpus, loaded; c validated) has text enough for
+// the longest sequence and for the fine-tune.
+void check_passkey_corpus(const PasskeyConfig& c, const Corpus& corpus);
 
 }  // namespace posenc::lab

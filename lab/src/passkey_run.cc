@@ -188,25 +188,13 @@ PasskeyResult run_passkey(const PasskeyConfig& c) {
   validate_passkey(c);
   const TrainSettings& t = c.training;
   const Corpus corpus = load_corpus(c.corpus);
+  check_passkey_corpus(c, corpus);
   const PasskeyVocab vocab(corpus, c.distractors > 0);
-  const int longest = t.train_len * *std::max_element(c.multiples.begin(), c.multiples.end());
-  if (static_cast<long>(corpus.valid.size()) < longest + 2 || static_cast<long>(corpus.train.size()) < kFinetuneScale * t.train_len + 2)
-    throw Error("the corpus " + c.corpus + " is too short for sequences of " + std::to_string(longest) + " characters");
   std::vector<ModelPlan> plans;
   for (const std::string& name : c.schemes) plans.push_back(plan_for(name, c, vocab.size()));
   // This process alone (the environment's RANK and WORLD_SIZE are for the commands that take --nproc).
   LaunchConfig alone;
   alone.resolved = true;
-  const RunRanks run = open_run(t, alone, "lab passkey", c.schemes);
-  PasskeyResult result;
-  result.notes.push_back("dynamic: the prompt is read in one pass, so its scale is length / train_len (NTK at that scale), "
-                         "which is also the scale HF's dynamic NTK uses at prefill");
-  if (std::any_of(c.extensions.begin(), c.extensions.end(), is_remap))
-    result.notes.push_back("remaps, zero-shot on the model's own schedule: self-extend-gG-wW (Jin et al. 2024), rerope-wW and "
-                           "leaky-rerope-wW (Su 2023); leaky's slope k = (len - 1 - w) / (train_len - 1 - w), which maps the "
-                           "longest distance to train_len - 1; dual-chunk-cC-lW (An et al. 2024) with chunk_size C = train_len and "
-                           "local_size W");
-  long budget = c.stop_after_steps;
   RunHooks hooks;
   hooks.job = [&](std::size_t i) {
     const ModelPlan& plan = plans[i];
@@ -216,6 +204,16 @@ PasskeyResult run_passkey(const PasskeyConfig& c) {
     job.key = {training_key(plan, c, corpus), evaluation_key(plan, c)};
     return job;
   };
+  const RunRanks run = open_run(t, alone, "lab passkey", plans.size(), hooks.job);
+  PasskeyResult result;
+  result.notes.push_back("dynamic: the prompt is read in one pass, so its scale is length / train_len (NTK at that scale), "
+                         "which is also the scale HF's dynamic NTK uses at prefill");
+  if (std::any_of(c.extensions.begin(), c.extensions.end(), is_remap))
+    result.notes.push_back("remaps, zero-shot on the model's own schedule: self-extend-gG-wW (Jin et al. 2024), rerope-wW and "
+                           "leaky-rerope-wW (Su 2023); leaky's slope k = (len - 1 - w) / (train_len - 1 - w), which maps the "
+                           "longest distance to train_len - 1; dual-chunk-cC-lW (An et al. 2024) with chunk_size C = train_len and "
+                           "local_size W");
+  long budget = c.stop_after_steps;
   hooks.train = [&](std::size_t i, World*, nlohmann::json* rows) {
     const ModelPlan& plan = plans[i];
     torch::manual_seed(static_cast<std::uint64_t>(c.seed));

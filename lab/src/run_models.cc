@@ -68,12 +68,18 @@ std::optional<ModelRows> run_model(std::size_t i, World* world, const RunHooks& 
 
 }  // namespace
 
-RunRanks open_run(const TrainSettings& training, const LaunchConfig& launch, const std::string& command,
-                  const std::vector<std::string>& models) {
+RunRanks open_run(const TrainSettings& training, const LaunchConfig& launch, const std::string& command, std::size_t count,
+                  const std::function<ModelJob(std::size_t i)>& job) {
   // Default one thread: measured on the 2-vCPU machines this project runs on, libtorch trained
   // these small models 3x slower with 2 threads than with 1.
   torch_layer::set_torch_and_blas_threads(training.threads > 0 ? training.threads : 1);  // OpenBLAS too: blas_threads.h
-  return join_run(launch, training.out_dir, training.batch, {{"command", command}, {"models", models}});
+  nlohmann::json models = nlohmann::json::array(), settings = nlohmann::json::object();
+  for (std::size_t i = 0; i < count; ++i) {
+    const ModelJob j = job(i);
+    models.push_back(j.label);
+    settings[j.label] = {{"training", j.key.train}, {"evaluation", j.key.eval}};
+  }
+  return join_run(launch, training.out_dir, training.batch, {{"command", command}, {"models", models}, {"settings", settings}});
 }
 
 bool run_models(const RunRanks& run, std::size_t count, const RunHooks& hooks) {

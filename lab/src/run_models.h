@@ -48,10 +48,12 @@ struct RunHooks {
 };
 
 // The ranks of the run (distributed_run.h's join_run, after torch takes training.threads
-// threads: 0 is one). Call once the settings and the inputs are known good. command and models:
-// the run's plan, which every rank must share (join_run).
-RunRanks open_run(const TrainSettings& training, const LaunchConfig& launch, const std::string& command,
-                  const std::vector<std::string>& models);
+// threads: 0 is one). Call once the settings and the inputs are known good. The run's plan,
+// which every rank must share (join_run): command, and models 0 .. count-1 of job (RunHooks's
+// job), each with its training and evaluation keys, so ranks started with other settings stop
+// before training, naming the setting and both values.
+RunRanks open_run(const TrainSettings& training, const LaunchConfig& launch, const std::string& command, std::size_t count,
+                  const std::function<ModelJob(std::size_t i)>& job);
 
 // Runs models 0 .. count-1 of the plan; false when the step budget ran out before the last
 // one. Without --distribute models the run stops at the first model the budget cut short.

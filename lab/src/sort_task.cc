@@ -51,20 +51,6 @@ std::vector<long> sort_example(int n, unsigned long long seed) {
 
 namespace {
 
-void validate(const SortConfig& c) {
-  check_range("--train-len", c.training.train_len, 1, kMaxSortTrainLen);
-  check_training(c.training);
-  check_shape(c.shape, c.training);
-  check_range("test_sequences", c.test_sequences, 1, 1024);
-  if (c.test_lens.empty()) throw Error("--test-lens is empty: give at least one test length");
-  for (int len : c.test_lens) check_range("--test-lens", len, 1, kMaxSortTestLen);
-  check_distinct("--test-lens", c.test_lens, [](int len) { return "length " + std::to_string(len); });
-  if (c.schemes.empty()) throw Error("--schemes is empty: give at least one scheme");
-  for (const std::string& name : c.schemes) {
-    torch_layer::language_model_scheme(name, "--schemes");
-  }
-}
-
 CacheKey sort_key(const std::string& name, const SortConfig& c) {
   const TrainSettings& t = c.training;
   return {{{"format", 2}, {"task", "sort"}, {"scheme", name}, {"train_len", t.train_len}, {"steps", t.steps}, {"batch", t.batch},
@@ -138,11 +124,23 @@ nlohmann::json rows_json(const std::vector<SortRow>& rows) {
 
 }  // namespace
 
+void validate_sort(const SortConfig& c) {
+  check_range("--train-len", c.training.train_len, 1, kMaxSortTrainLen);
+  check_training(c.training);
+  check_shape(c.shape, c.training);
+  check_range("test_sequences", c.test_sequences, 1, 1024);
+  if (c.test_lens.empty()) throw Error("--test-lens is empty: give at least one test length");
+  for (int len : c.test_lens) check_range("--test-lens", len, 1, kMaxSortTestLen);
+  check_distinct("--test-lens", c.test_lens, [](int len) { return "length " + std::to_string(len); });
+  if (c.schemes.empty()) throw Error("--schemes is empty: give at least one scheme");
+  for (const std::string& name : c.schemes) {
+    torch_layer::language_model_scheme(name, "--schemes");
+  }
+}
+
 std::vector<SortRow> run_sort(const SortConfig& c) {
-  validate(c);
-  const RunRanks run = open_run(c.training, c.launch, "lab sort", c.schemes);
+  validate_sort(c);
   const std::string& out = c.training.out_dir;
-  std::vector<SortRow> rows;
   RunHooks hooks;
   hooks.job = [&](std::size_t i) {
     const std::string& name = c.schemes[i];
@@ -154,6 +152,8 @@ std::vector<SortRow> run_sort(const SortConfig& c) {
     job.evaluates_saved_model = true;  // same training key, other test settings: the saved model is tested again
     return job;
   };
+  const RunRanks run = open_run(c.training, c.launch, "lab sort", c.schemes.size(), hooks.job);
+  std::vector<SortRow> rows;
   hooks.train = [&](std::size_t i, World* world, nlohmann::json*) {
     return train_sort(c.schemes[i], from_name<Scheme>(c.schemes[i]), c, sort_key(c.schemes[i], c).train, world);
   };

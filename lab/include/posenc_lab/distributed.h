@@ -47,6 +47,11 @@ bool starts_local_ranks(const LaunchConfig& launch);
 // failure by more than the timeout is killed and named.
 void run_local_ranks(const LaunchConfig& launch);
 
+// Throws an Error naming both when data parallelism (launch resolved: a rank's, or the launcher's
+// of --nproc N) would split a batch of `batch` rows over more ranks than rows. The launcher calls
+// it before starting any rank, each rank again when it joins the run.
+void check_batch_split(const LaunchConfig& launch, int batch);
+
 inline int world_size_of(const LaunchConfig& l) { return l.world_size > 0 ? l.world_size : 1; }
 // Rank 0 (or a single process): the one that writes results and prints them.
 inline bool is_primary(const LaunchConfig& l) { return l.rank <= 0; }

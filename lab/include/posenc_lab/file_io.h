@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "posenc/file_io.h"
@@ -31,6 +32,13 @@ class DirLock {
 
 // Removes <dir>/*.tmp (call it holding the DirLock: they are left by a killed run).
 void remove_temp_files(const std::string& dir);
+
+// out_dir made (with its parents) and checked to be a directory: else an Error naming --out,
+// the path and the reason ('' included).
+void make_out_dir(const std::string& out_dir);
+// A run's own output directory: made (make_out_dir), locked (a second run into it waits) and
+// cleaned of the .tmp files a killed run left.
+std::unique_ptr<DirLock> open_out_dir(const std::string& out_dir);
 
 // FNV-1a, 64 bits: the identity of a corpus, the checksum of a checkpoint.
 std::uint64_t fnv1a64(const void* data, std::size_t size);

@@ -81,10 +81,12 @@ struct LeaderboardResult {
   std::string commit;  // the source commit of this binary (build_info.h)
 };
 
-// Throws Error naming the first bad setting (before anything trains).
+// Throws Error naming the first bad setting (a seed or a corpus given twice, two corpora of one
+// file name, each experiment's own checks) or the first corpus an experiment cannot use (missing,
+// unreadable, too short): all before anything is made or trains.
 void validate_leaderboard(const LeaderboardConfig& config);
 // Runs (or resumes) every experiment of every corpus and seed, then writes the files above into
-// out_dir.
+// out_dir, which it holds locked throughout (a second run into it waits, then reuses the models).
 LeaderboardResult run_leaderboard(const LeaderboardConfig& config);
 
 // leaderboard.md's text (also what the command prints): per corpus, the board and the claims.

@@ -38,6 +38,8 @@ struct SortRow {
 // result_cache.h: other test settings test the saved model again; other training settings are an
 // Error naming them. Rank 0 writes <out>/results.json (sort_json).
 std::vector<SortRow> run_sort(const SortConfig& config);
+// Throws Error naming the first bad setting (run_sort's own check, before anything is made).
+void validate_sort(const SortConfig& config);
 std::string format_sort_table(const std::vector<SortRow>& rows, const SortConfig& config);
 std::string sort_json(const std::vector<SortRow>& rows, const SortConfig& config);
 
