@@ -10,13 +10,12 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
-from torch.autograd.function import once_differentiable
 
-from . import Schedule, _posenc
+from . import Schedule, torch_ops
 from .attention_native import distance_side, native_attention
 from .contextual import CoPE
 from .encodings import _check_scale
-from .rope import _DTYPES, _capsule, _threads
+from .rope import _DTYPES
 
 
 @dataclass(frozen=True)
@@ -82,43 +81,6 @@ def _remap_fields(remap: Remap) -> Dict[str, Any]:
     raise ValueError(f"remap must be posenc.SelfExtend, posenc.ReRoPE, posenc.DualChunk or None, got {type(remap).__name__}")
 
 
-class _Attention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, bias_input, params, heads_dim, threads):  # type: ignore[override]
-        batch, tokens, heads = q.shape[0], q.shape[1 if heads_dim == 2 else 2], q.shape[2 if heads_dim == 2 else 1]
-        out = torch.empty_like(q, memory_format=torch.contiguous_format)
-        lse = torch.empty(batch, heads, tokens, dtype=torch.float32)
-        # With a gradient to take, the f32 kernel even on bf16 inputs: the backward recomputes the
-        # scores in f32 and needs the forward's lse to match them (the bf16 dot products differ by
-        # their bound, attention_bf16.h). Inference takes the CPU's bf16 dot products.
-        training = any(ctx.needs_input_grad[:4])
-        _posenc.attention(*(_capsule(t) for t in (q, k, v, out)), heads_dim, _kernel_params(params), _capsule(lse), threads,
-                          not training)
-        ctx.mark_non_differentiable(lse)
-        ctx.save_for_backward(q, k, v, out, lse, bias_input if bias_input is not None else torch.empty(0))
-        ctx.has_bias, ctx.params, ctx.heads_dim, ctx.threads = bias_input is not None, params, heads_dim, threads
-        return out, lse
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, dout, _dlse):  # type: ignore[override]
-        q, k, v, out, lse, bias_input = ctx.saved_tensors
-        f32 = [t.float().contiguous() for t in (q, k, v, out, dout)]  # the backward's math is float32
-        dq, dk, dv = (torch.empty_like(t) for t in f32[:3])
-        # The positions' bias input (T5's table, a distance table, FoX's c) and its gradient.
-        table = bias_input.detach().float().contiguous() if ctx.has_bias else None
-        bias_grad = torch.zeros_like(table) if table is not None else None
-        params = dict(ctx.params)
-        key = {"t5": "t5_table", "distance-table": "distance_table", "forget-gate": "gate_cumulative"}.get(params["positions"])
-        if key is not None:
-            params[key] = table
-        views = {name: _capsule(t) for name, t in zip(("q", "k", "v", "out", "dout"), f32)}
-        _posenc.attention_backward(views, ctx.heads_dim, _capsule(lse), dict(dq=_capsule(dq), dk=_capsule(dk), dv=_capsule(dv)),
-                                   _capsule(bias_grad) if bias_grad is not None else None, _kernel_params(params), ctx.threads)
-        return (dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype),
-                bias_grad.to(bias_input.dtype) if bias_grad is not None else None, None, None, None)
-
-
 def _check_shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads_dim: int) -> None:
     """The shapes the kernel's validate_attention requires, checked here for every backend and
     for empty inputs too: one B and D, k and v alike, Hq a multiple of Hk >= 1."""
@@ -132,11 +94,6 @@ def _check_shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads_dim: 
         raise ValueError(f"head_dim D must be >= 1, got q [B, S, Hq, D] = {list(bshd(q))}")
     if hk < 1 or hq % hk != 0:
         raise ValueError(f"query heads Hq = {hq} must be a multiple of kv heads Hk = {hk} >= 1")
-
-
-def _kernel_params(params: Dict[str, Any]) -> Dict[str, Any]:
-    """params with each tensor (the key padding, a bias input) as the capsule _posenc reads."""
-    return {key: _capsule(value) if isinstance(value, torch.Tensor) else value for key, value in params.items()}
 
 
 def _bias_params(bias: Any, params: Dict[str, Any], batch: int, heads: int, s_len: int, t_len: int,
@@ -156,7 +113,7 @@ def _bias_params(bias: Any, params: Dict[str, Any], batch: int, heads: int, s_le
         data = table.detach().float().contiguous()
         if not torch.isfinite(data).all():
             raise ValueError(f"bias's table ({type(bias).__name__}) holds a value that is not finite")
-        params.update(positions="distance-table", distance_table=data, distance_length=length, distance_side=side)
+        params.update(positions="distance-table", distance_length=length, distance_side=side)
         return table
     if isinstance(bias, torch.Tensor):  # FoX's cumulative gate
         if not causal:
@@ -165,7 +122,7 @@ def _bias_params(bias: Any, params: Dict[str, Any], batch: int, heads: int, s_le
             raise ValueError(f"a gate bias must be FoX's c [B, Hq, T] = [{batch}, {heads}, {t_len}], got {list(bias.shape)}")
         if bias.device != device or not bias.dtype.is_floating_point:
             raise ValueError(f"FoX's c must be a floating tensor on q's device {device}, got {bias.dtype} on {bias.device}")
-        params.update(positions="forget-gate", gate_cumulative=bias.detach().float().contiguous())
+        params.update(positions="forget-gate")
         return bias
     if isinstance(bias, CoPE):
         raise ValueError("bias (CoPE) counts each query's open gates over its whole score row: it has no table for the "
@@ -242,7 +199,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         return (out, lse) if return_lse else out
     params: Dict[str, Any] = dict(scale=0.0 if scale is None else float(scale), causal=bool(causal), past=-1,
                                   window=window, chunk=chunk, positions="none", q_offset=kv_offset + t_len - s_len,
-                                  k_offset=kv_offset, key_padding=None, **_remap_fields(remap))
+                                  k_offset=kv_offset, **_remap_fields(remap))
     if key_padding_mask is not None:
         if not isinstance(key_padding_mask, torch.Tensor) or tuple(key_padding_mask.shape) != (batch, t_len):
             raise ValueError(f"key_padding_mask must be [B, T] = [{batch}, {t_len}], got "
@@ -254,12 +211,12 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
                              f"nn.MultiheadAttention's), got {key_padding_mask.dtype}")
         if key_padding_mask.dtype != torch.bool and ((key_padding_mask != 0) & (key_padding_mask != 1)).any():
             raise ValueError("key_padding_mask holds values other than 0 and 1 (1: a real key)")
-        params["key_padding"] = key_padding_mask.to(torch.uint8).contiguous()
+        params["key_padding"] = key_padding_mask
     if rope is not None:
         if rope.axis_of_freq:
             raise ValueError("posenc.attention takes 1-D positions: an M-RoPE schedule (mrope_section) is not supported")
-        params.update(positions="rope", inv_freq=rope.inv_freq.tolist(), axis_of_freq=rope.axis_of_freq,
-                      attention_factor=rope.attention_factor, layout=rope_layout)
+        params.update(positions="rope", inv_freq=rope.inv_freq.detach().to(torch.float32),
+                      attention_factor=float(rope.attention_factor), rope_layout=rope_layout)
     if alibi is not None:
         slopes = torch.as_tensor(alibi)
         if slopes.dim() != 1 or slopes.numel() != heads:
@@ -270,7 +227,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
             raise ValueError(f"t5 must be the bucket table [num_buckets, Hq={heads}], got {getattr(t5, 'shape', type(t5))}")
         if t5.device != q.device:
             raise ValueError(f"the t5 table must be on q's device {q.device}, got {t5.device}")
-        params.update(positions="t5", t5_table=t5.detach().float().contiguous(), t5_num_buckets=int(t5.shape[0]),
+        params.update(positions="t5", t5_num_buckets=int(t5.shape[0]),
                       t5_max_distance=_count("t5_max_distance", t5_max_distance, 1, 2**31 - 1),
                       t5_bidirectional=not causal)
     bias_input = t5
@@ -282,5 +239,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
                                     key_padding_mask=key_padding_mask, kv_offset=kv_offset, heads_dim=heads_dim,
                                     remap=remap, bias=bias)
     else:
-        out, lse = _Attention.apply(q, k, v, bias_input, params, heads_dim, _threads())
+        views = (q, k, v) if heads_dim == 1 else (q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        out, lse = torch_ops.attention(*views, bias=bias_input, **params)
+        out = out if heads_dim == 1 else out.transpose(1, 2)
     return (out, lse) if return_lse else out

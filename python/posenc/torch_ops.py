@@ -1,8 +1,8 @@
-"""posenc's torch operators, torch.ops.posenc.rope and rope_qk (torch/include/posenc_torch/rope_op.h):
-the C++ torch layer's library, loaded once from beside this package. Their CPU kernel is posenc's
-SIMD rotation and their autograd the C++ layer's own (the backward is the same operator with the
-opposite direction), so Python and C++ share one backward pass, and torch.jit.trace records them
-as posenc::rope nodes."""
+"""posenc's torch operators, torch.ops.posenc.rope, rope_qk (torch/include/posenc_torch/rope_op.h) and
+attention (attention_op.h): the C++ torch layer's library, loaded once from beside this package.
+Their CPU kernels are posenc's SIMD kernels and their autograd the C++ layer's own (RoPE's backward
+is the same operator with the opposite direction; attention's the tiled float32 backward), so
+Python and C++ share one backward pass, and torch.jit.trace records them as posenc:: nodes."""
 from __future__ import annotations
 
 import pathlib
@@ -84,3 +84,10 @@ def rope_qk(q: torch.Tensor, k: torch.Tensor, ids: Optional[torch.Tensor], s, la
     qo, ko = ops().rope_qk(*views, ids, s.inv_freq.detach().to(torch.float32), list(s.axis_of_freq or []),
                            float(s.attention_factor), layout, offset, 1)
     return (qo, ko) if heads_dim == 1 else (qo.transpose(1, 2), ko.transpose(1, 2))
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **keywords: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+    """posenc::attention over q [B, Hq, S, D], k and v [B, Hk, T, D] views (any strides, channels
+    contiguous; checked by posenc.attention): (out [B, Hq, S, D] in q's memory order, lse [B, Hq, S]).
+    keywords: the operator's arguments by name (attention_op.h's AttentionOpArgs)."""
+    return ops().attention(q, k, v, **keywords)

@@ -214,7 +214,6 @@ void rope_shift_view(const RotateCall& c, std::int64_t delta, int begin, int end
 }  // namespace
 
 namespace posenc {
-void add_attention(py::module_& m);  // attention_module.cc
 void add_rotary_variants(py::module_& m);  // rotary_module.cc
 void add_vision_module(py::module_& m);    // vision_module.cc
 void add_engine_kit(py::module_& m);  // engine_module.cc
@@ -245,7 +244,6 @@ PYBIND11_MODULE(_posenc, m) {
       })
       .def_property_readonly("max_seq_len_cached", [](const PyRopeRuntime& r) { return r.runtime.max_seq_len_cached(); });
   m.def("rope_rotate", [](const py::kwargs& kwargs) { rope_rotate_view(rotate_call(kwargs)); });
-  add_attention(m);
   add_rotary_variants(m);
   add_vision_module(m);
   add_engine_kit(m);

@@ -3,37 +3,22 @@
 #include <string>
 #include <utility>
 
-#include "posenc/attention_backward.h"
+#include "posenc/names.h"
+#include "posenc_torch/attention_op.h"
 #include "posenc/error.h"
 
 namespace posenc::torch_layer {
 namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
-// The spec rides in the autograd graph to backward (a capsule in saved_data): backward reads the
-// same AttentionParams, positions and cos/sin table the forward read.
-struct SpecHolder : torch::CustomClassHolder {
-  explicit SpecHolder(std::shared_ptr<const AttentionSpec> s) : spec(std::move(s)) {}
-  std::shared_ptr<const AttentionSpec> spec;
-};
-
-// q, k, v and gradients: float32 [B, H, tokens, D] with contiguous channels (copied if not).
-torch::Tensor float_rows(const torch::Tensor& x, const char* name) {
+// q, k, v: float32 [B, H, tokens, D] (the C++ layer's contract; the operator also takes bf16/f16).
+void float_rows(const torch::Tensor& x, const char* name) {
   if (!x.defined() || x.dim() != 4)
     throw Error(std::string("fused_attention: ") + name + " must be a 4-D tensor [B, heads, tokens, head_dim]");
   if (x.scalar_type() != torch::kFloat)
     throw Error(std::string("fused_attention: ") + name + " must be float32, got " + c10::toString(x.scalar_type()));
-  return x.stride(3) == 1 ? x : x.contiguous();
 }
 
 std::string shape(const torch::Tensor& x) { return c10::str(x.sizes()); }
-
-// libtorch 1.13's Function::apply cannot take an undefined tensor (it records each input's
-// device): an absent T5 table travels as an empty one.
-torch::Tensor absent() { return torch::empty({0}); }
-bool present(const torch::Tensor& x) { return x.numel() > 0; }
 
 // Positions (or padding) must be [B, tokens], positions also [1, tokens] (one row for every
 // batch row): the kernels index them through raw pointers.
@@ -52,65 +37,57 @@ PositionIds ids_of(const torch::Tensor& pos) {
   return ids;
 }
 
-// Points the bias input of p's positions (T5's table, the distance table, FoX's c) at bias.
-void set_bias(AttentionParams& p, const torch::Tensor& bias) {
-  const float* values = present(bias) ? bias.data_ptr<float>() : nullptr;
-  if (p.positions == AttentionPositions::kT5) p.t5_table = values;
-  if (p.positions == AttentionPositions::kDistanceTable) p.distance_table.values = values;
-  if (p.positions == AttentionPositions::kForgetGate) p.gate_cumulative = values;
-}
+c10::optional<torch::Tensor> given(const torch::Tensor& x) { return x.defined() ? c10::optional<torch::Tensor>(x) : c10::nullopt; }
 
-KernelOptions kernel_options(const AttentionSpec& spec) {
-  KernelOptions options;
-  options.threads = torch::get_num_threads();
-  if (spec.params().positions == AttentionPositions::kRope) options.table = spec.data().rope.table();
-  return options;
-}
-
-class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFunction> {
- public:
-  // q, k, v, table: differentiable.
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               const torch::Tensor& table, const c10::intrusive_ptr<SpecHolder>& holder) {
-    const torch::Tensor qc = float_rows(q, "q"), kc = float_rows(k, "k"), vc = float_rows(v, "v");
-    const torch::Tensor tc = table.contiguous();
-    const AttentionSpec& spec = *holder->spec;
-    AttentionParams p = spec.params();
-    set_bias(p, tc);
-    const std::int64_t B = q.size(0), H = q.size(1), S = q.size(2), D = q.size(3);
-    torch::Tensor out = torch::empty({B, S, H, D}, q.options());
-    torch::Tensor lse = torch::empty({B, H, S}, q.options());
-    const AttentionOptions options{kernel_options(spec), lse.data_ptr<float>()};
-    attention(kernel_view(qc, "fused_attention: q"), kernel_view(kc, "fused_attention: k"), kernel_view(vc, "fused_attention: v"),
-              kernel_view(out.transpose(1, 2)), p, options);
-    ctx->save_for_backward({qc, kc, vc, out, lse, tc});
-    ctx->saved_data["spec"] = c10::IValue::make_capsule(holder);
-    return out;
+// The spec and the bias input as posenc::attention's arguments.
+AttentionOpArgs op_args(const AttentionSpec& spec, const FusedAttentionTensors& t) {
+  const AttentionParams& p = spec.params();
+  const AttentionSpec::Data& d = spec.data();
+  AttentionOpArgs a;
+  if (d.q_positions.defined() && d.k_positions.defined()) {
+    a.q_positions = d.q_positions;
+    a.k_positions = d.k_positions;
   }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4], &table = saved[5];
-    const AttentionSpec& spec = *c10::static_intrusive_pointer_cast<SpecHolder>(ctx->saved_data["spec"].toCapsule())->spec;
-    AttentionParams p = spec.params();
-    set_bias(p, table);
-    // dout arrives [B, S, Hq, D] like out; the kernels read it as [B, Hq, S, D].
-    const torch::Tensor dout = float_rows(grads[0].transpose(1, 2), "the gradient of out");
-    // dq in out's memory order ([B, S, Hq, D] storage): the kernels write rows, any strides.
-    torch::Tensor dq = torch::empty({q.size(0), q.size(2), q.size(1), q.size(3)}, q.options()).transpose(1, 2);
-    torch::Tensor dk = torch::empty_like(k, torch::MemoryFormat::Contiguous), dv = torch::empty_like(v, torch::MemoryFormat::Contiguous);
-    torch::Tensor dtable = present(table) ? torch::zeros_like(table) : torch::Tensor();
-    AttentionBackwardInputs in{kernel_view(q), kernel_view(k), kernel_view(v), kernel_view(out.transpose(1, 2)),
-                               kernel_view(dout, "fused_attention: the gradient of out"), lse.data_ptr<float>()};
-    AttentionGradients g{kernel_view(dq), kernel_view(dk), kernel_view(dv)};
-    float* const dbias = dtable.defined() ? dtable.data_ptr<float>() : nullptr;
-    if (p.positions == AttentionPositions::kT5) g.t5_table_grad = dbias;
-    if (p.positions == AttentionPositions::kDistanceTable) g.distance_table_grad = dbias;
-    if (p.positions == AttentionPositions::kForgetGate) g.gate_cumulative_grad = dbias;
-    attention_backward(in, g, p, kernel_options(spec));
-    return {dq, dk, dv, dtable, torch::Tensor()};
+  a.q_offset = p.q_positions.offset;
+  a.k_offset = p.k_positions.offset;
+  a.scale = p.scale;
+  a.causal = p.mask.causal;
+  a.past = p.mask.past;
+  a.key_padding = given(d.key_padding);
+  a.window = p.mask.sliding_window;
+  a.chunk = p.mask.chunk;
+  a.positions = to_string(p.positions);
+  if (p.positions == AttentionPositions::kRope) {
+    const std::vector<float>& f = d.rope.inv_freq();
+    a.inv_freq = torch::tensor(at::ArrayRef<float>(f), torch::kFloat);
+    a.axis_of_freq.assign(d.rope.axis_of_freq().begin(), d.rope.axis_of_freq().end());
+    a.attention_factor = p.rope.attention_factor;
+    a.rope_layout = to_string(p.rope.layout);
   }
-};
+  if (p.positions == AttentionPositions::kAlibi) {
+    a.alibi_slopes = d.alibi_slopes;
+    a.alibi_symmetric = p.alibi_mode == AlibiMode::kSymmetric;
+  }
+  if (p.positions == AttentionPositions::kT5) {
+    a.bias = t.t5_table;
+    a.t5_num_buckets = p.t5.num_buckets;
+    a.t5_max_distance = p.t5.max_distance;
+    a.t5_bidirectional = p.t5.bidirectional;
+  }
+  if (p.positions == AttentionPositions::kDistanceTable) {
+    a.bias = t.distance_table;
+    a.distance_length = p.distance_table.length;
+    a.distance_side = to_string(p.distance_table.side);
+  }
+  if (p.positions == AttentionPositions::kForgetGate) a.bias = t.gate_cumulative;
+  a.remap = to_string(p.remap.kind);
+  a.remap_window = p.remap.window;
+  a.remap_group = p.remap.group;
+  a.remap_leak = p.remap.leak;
+  a.remap_chunk_size = p.remap.chunk_size;
+  a.remap_local_size = p.remap.local_size;
+  return a;
+}
 
 }  // namespace
 
@@ -158,6 +135,7 @@ torch::Tensor fused_attention(const FusedAttentionTensors& t, std::shared_ptr<co
                 std::to_string(t.q.size(1)) + " heads");
   float_rows(t.q, "q");
   float_rows(t.k, "k");
+  float_rows(t.v, "v");
   const std::int64_t B = t.q.size(0), S = t.q.size(2), T = t.k.size(2);
   const AttentionSpec::Data& d = spec->data();
   if (d.key_padding.defined()) check_rows(d.key_padding, B, T, false, "key_padding");
@@ -176,11 +154,8 @@ torch::Tensor fused_attention(const FusedAttentionTensors& t, std::shared_ptr<co
     throw Error("fused_attention: FoX's gate_cumulative must be float32 [B, Hq, T] = [" + std::to_string(B) + ", " +
                 std::to_string(t.q.size(1)) + ", " + std::to_string(T) + "], got " +
                 (t.gate_cumulative.defined() ? shape(t.gate_cumulative) : "none"));
-  const torch::Tensor table = p.positions == AttentionPositions::kT5              ? t.t5_table
-                              : p.positions == AttentionPositions::kDistanceTable ? t.distance_table
-                              : p.positions == AttentionPositions::kForgetGate    ? t.gate_cumulative
-                                                                                  : absent();
-  return FusedAttentionFunction::apply(t.q, t.k, t.v, table, c10::make_intrusive<SpecHolder>(std::move(spec)));
+  // out [B, Hq, S, D] in q's memory order: [B, S, Hq, D] storage for a transposed q (a free view back).
+  return attention_op(t.q, t.k, t.v, op_args(*spec, t)).first.transpose(1, 2).contiguous();
 }
 
 }  // namespace posenc::torch_layer

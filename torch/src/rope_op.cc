@@ -4,10 +4,8 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
-#include <torch/library.h>
 
 #include <algorithm>
-#include <memory>
 #include <string>
 
 #include "posenc/error.h"
@@ -15,6 +13,7 @@
 #include "posenc/rope_kernels.h"
 #include "posenc/threads.h"
 #include "posenc_torch/kernel_view.h"
+#include "op_registration.h"
 
 namespace posenc::torch_layer {
 namespace {
@@ -272,37 +271,16 @@ std::pair<at::Tensor, at::Tensor> rope_qk_op(const at::Tensor& q, const at::Tens
   return {qo, ko};
 }
 
-}  // namespace posenc::torch_layer
+void register_rope_ops(const OpLibraries& libraries) {
+  libraries.def.def("rope(Tensor x, Tensor? positions, Tensor inv_freq, int[] axis_of_freq, float attention_factor, str layout, "
+                    "int offset, int direction, float xpos_scale_base=0., float xpos_gamma=0.4, float xpos_center=0., "
+                    "str xpos_role=\"query\") -> Tensor");
+  libraries.def.def("rope_qk(Tensor q, Tensor k, Tensor? positions, Tensor inv_freq, int[] axis_of_freq, float attention_factor, "
+                    "str layout, int offset, int direction) -> (Tensor, Tensor)");
+  libraries.cpu.impl("rope", rope_cpu);
+  libraries.cpu.impl("rope_qk", rope_qk_cpu);
+  libraries.autograd.impl("rope", rope_autograd);
+  libraries.autograd.impl("rope_qk", rope_qk_autograd);
+}
 
-namespace posenc::torch_layer {
-namespace {
-
-// The operators' registration, once per process. Two copies of this library can be loaded (the
-// C++ layer's in lib/ and the Python package's own): the second finds the namespace taken and
-// leaves the operators to the first, built from the same code, where TORCH_LIBRARY's static
-// registration would throw during initialisation and terminate the process.
-struct Registration {
-  std::unique_ptr<torch::Library> def, cpu, autograd;
-  Registration() {
-    try {
-      def = std::make_unique<torch::Library>(torch::Library::DEF, "posenc", c10::nullopt, __FILE__, __LINE__);
-    } catch (const c10::Error&) {
-      return;  // registered by another copy of this library
-    }
-    def->def("rope(Tensor x, Tensor? positions, Tensor inv_freq, int[] axis_of_freq, float attention_factor, str layout, "
-             "int offset, int direction, float xpos_scale_base=0., float xpos_gamma=0.4, float xpos_center=0., "
-             "str xpos_role=\"query\") -> Tensor");
-    def->def("rope_qk(Tensor q, Tensor k, Tensor? positions, Tensor inv_freq, int[] axis_of_freq, float attention_factor, "
-             "str layout, int offset, int direction) -> (Tensor, Tensor)");
-    cpu = std::make_unique<torch::Library>(torch::Library::IMPL, "posenc", c10::DispatchKey::CPU, __FILE__, __LINE__);
-    cpu->impl("rope", rope_cpu);
-    cpu->impl("rope_qk", rope_qk_cpu);
-    autograd = std::make_unique<torch::Library>(torch::Library::IMPL, "posenc", c10::DispatchKey::Autograd, __FILE__, __LINE__);
-    autograd->impl("rope", rope_autograd);
-    autograd->impl("rope_qk", rope_qk_autograd);
-  }
-};
-const Registration registration;
-
-}  // namespace
 }  // namespace posenc::torch_layer

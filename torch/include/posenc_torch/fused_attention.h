@@ -1,13 +1,15 @@
-// Fused attention for libtorch, differentiable: a torch::autograd::Function over the core's
-// attention() (forward, which also writes each query row's log-sum-exp) and attention_backward()
-// (FlashAttention-2's backward from that lse), so training never forms the [B, H, S, T] scores.
+// Fused attention for libtorch, differentiable: the posenc::attention operator (attention_op.h),
+// whose CPU kernel is the core's attention() (forward, which also writes each query row's
+// log-sum-exp) and whose Autograd kernel's backward is attention_backward() (FlashAttention-2's
+// backward from that lse), so training never forms the [B, H, S, T] scores. Python's
+// posenc.attention runs the same operator.
 //
 //   q     [B, Hq, S, D]   float32, any strides with a contiguous last dimension
 //   k, v  [B, Hk, T, D]   Hq a multiple of Hk (GQA)
 //   out   [B, S, Hq, D]   contiguous (reshape to [B, S, Hq * D] is free)
 //
 // Gradients reach q, k, v and the bias input: T5's table, a distance table or FoX's c. Saved for backward: q, k, v, out
-// and lse ([B, Hq, S] floats) and the spec (positions and padding): O(B x S x D), never O(S x T).
+// and lse ([B, Hq, S] floats) and the positions and padding tensors: O(B x S x D), never O(S x T).
 // Every tensor must be on the CPU (kernel_view.h: an Error naming the device otherwise).
 #pragma once
 
@@ -23,7 +25,7 @@ namespace posenc::torch_layer {
 
 // Everything but q, k, v and T5's table: the core's AttentionParams and the storage its pointers
 // refer to. Built once and shared (a TransformerLM builds one per forward, which every layer
-// reads and the autograd graph keeps for the backward); not copyable, as params() points into it.
+// reads; the operator saves its tensors for the backward); not copyable, as params() points into it.
 class AttentionSpec {
  public:
   // What AttentionParams' pointers refer to.
