@@ -45,6 +45,14 @@ void AttentionBackwardAll(const attention_detail::Plan& plan, const AttentionBac
   const int query_tiles = (S + kQueryTile - 1) / kQueryTile, key_tiles = (T + kKeyTile - 1) / kKeyTile;
   std::vector<float> Di(static_cast<std::size_t>(B) * plan.Hq * S);
   RowDots(in, threads, Di.data());
+  // Keys (rotated; transposed, as rows) and values (transposed) per key tile, and the queries
+  // (rotated, times scale) and dO, each once (attention_packed.h): pass K reads every query tile
+  // once per key tile, pass Q every key tile once per query tile.
+  using attention_detail::PackedKeys;
+  using attention_detail::PackedQueries;
+  const bool pack = attention_detail::packing_pays(in.q, in.k);
+  const PackedKeys packed_keys = pack ? PackedKeys(plan, {true, true, false, true}, threads) : PackedKeys();
+  const PackedQueries packed_queries = pack && T > kKeyTile ? PackedQueries(plan, in.dout, threads) : PackedQueries();
   const bool t5_grad = grads.t5_table_grad != nullptr;
   const int buckets = plan.p->t5.num_buckets;
   const std::int64_t q_tasks = std::int64_t{B} * plan.Hq * query_tiles, k_tasks = std::int64_t{B} * Hk * key_tiles;
@@ -77,7 +85,7 @@ void AttentionBackwardAll(const attention_detail::Plan& plan, const AttentionBac
       const int b = static_cast<int>(task / key_tiles / Hk);
       const std::int64_t j0 = std::int64_t{tile} * kKeyTile;
       const int cols = static_cast<int>(std::min<std::int64_t>(kKeyTile, T - j0)), cols4 = (cols + kRowBlock - 1) / kRowBlock * kRowBlock;
-      LoadKeyTile(plan, b, hk, j0, cols, false, t);
+      LoadKeyTile(plan, b, hk, j0, cols, false, packed_keys, t);
       std::fill(t.dK, t.dK + kKeyTile * D, 0.0f);
       std::fill(t.dV, t.dV + kKeyTile * D, 0.0f);
       if (remapped) std::fill(t.dKf, t.dKf + kKeyTile * D, 0.0f);
@@ -88,7 +96,7 @@ void AttentionBackwardAll(const attention_detail::Plan& plan, const AttentionBac
           std::int64_t lo, hi;
           plan.key_range(i0, i0 + rows, &lo, &hi);
           if (hi <= j0 || lo >= j0 + cols) continue;  // the masks hide this key tile from these queries
-          LoadQueryTile(plan, in, Di.data(), b, h, i0, rows, t);
+          LoadQueryTile(plan, in, Di.data(), b, h, i0, rows, packed_queries, t);
           TileGradients(plan, b, h, i0, rows, j0, cols, t);
           TransposeTile(t.P, rows4, cols4, t.Tr);
           AccumulateTile(t.Tr, BackwardTiles::kRows, t.dO, cols4, rows4, D, t.dV);
@@ -130,7 +138,7 @@ void AttentionBackwardAll(const attention_detail::Plan& plan, const AttentionBac
       const int tile = static_cast<int>(task % query_tiles), h = static_cast<int>(task / query_tiles % plan.Hq);
       const int b = static_cast<int>(task / query_tiles / plan.Hq), hk = h / plan.group;
       const int i0 = tile * kQueryTile, rows = std::min(kQueryTile, S - i0), rows4 = (rows + kRowBlock - 1) / kRowBlock * kRowBlock;
-      LoadQueryTile(plan, in, Di.data(), b, h, i0, rows, t);
+      LoadQueryTile(plan, in, Di.data(), b, h, i0, rows, packed_queries, t);
       std::fill(t.dQ, t.dQ + BackwardTiles::kRows * D, 0.0f);
       for (int f = 0; f < plan.remap.far_queries(); ++f) std::fill(t.dQf[f], t.dQf[f] + BackwardTiles::kRows * D, 0.0f);
       std::fill(sums.begin(), sums.end(), 0.0);
@@ -140,7 +148,7 @@ void AttentionBackwardAll(const attention_detail::Plan& plan, const AttentionBac
       // Whole key tiles from 0, as pass K cuts them: the same P for the same (query, key).
       for (std::int64_t j0 = lo / kKeyTile * kKeyTile; j0 < hi; j0 += kKeyTile) {
         const int cols = static_cast<int>(std::min<std::int64_t>(kKeyTile, T - j0));
-        LoadKeyTile(plan, b, hk, j0, cols, true, t);
+        LoadKeyTile(plan, b, hk, j0, cols, true, packed_keys, t);
         TileGradients(plan, b, h, i0, rows, j0, cols, t);
         if (!remapped) AccumulateTile(t.dS, kKeyTile, t.K, rows4, cols, D, t.dQ);
         for (const int which : {Remap::kNear, Remap::kFar, Remap::kFar2})  // a remap: per branch, its keys

@@ -17,6 +17,7 @@
 #include <limits>
 #include <vector>
 
+#include "attention_packed.h"
 #include "attention_plan.h"
 #include "attention_tiles-inl.h"
 #include "posenc/attention_backward.h"
@@ -39,12 +40,12 @@ struct BackwardTiles {
   BackwardTiles(int D, int far_queries) : buffer(hwy::AllocateAligned<float>(floats(D, far_queries))) {
     float* x = buffer.get();
     const auto take = [&x](std::size_t n) { float* at = x; x += n; return at; };
-    Q = take(std::size_t{kRows} * D);    // rotated queries times scale
-    dO = take(std::size_t{kRows} * D);
+    Q = Q_own = take(std::size_t{kRows} * D);    // rotated queries times scale
+    dO = dO_own = take(std::size_t{kRows} * D);
     dQ = take(std::size_t{kRows} * D);   // pass Q's accumulator
-    Kt = take(std::size_t{kKeys} * D);   // rotated keys, [D][kKeyTile]
-    Vt = take(std::size_t{kKeys} * D);   // values, [D][kKeyTile]
-    K = take(std::size_t{kKeys} * D);    // rotated keys, [kKeyTile][D] (pass Q)
+    Kt = Kt_own = take(std::size_t{kKeys} * D);   // rotated keys, [D][kKeyTile]
+    Vt = Vt_own = take(std::size_t{kKeys} * D);   // values, [D][kKeyTile]
+    K = K_own = take(std::size_t{kKeys} * D);     // rotated keys, [kKeyTile][D] (pass Q)
     dK = take(std::size_t{kKeys} * D);   // pass K's accumulators, rotated frame
     dV = take(std::size_t{kKeys} * D);
     P = take(std::size_t{kRows} * kKeys);
@@ -65,7 +66,10 @@ struct BackwardTiles {
     dSb = take(std::size_t{kRows} * kKeys);  // one branch's share of dS
   }
   hwy::AlignedFreeUniquePtr<float[]> buffer;
-  float *Q, *dO, *dQ, *Kt, *Vt, *K, *dK, *dV, *P, *dS, *Tr, *lse, *Di, *tmp;
+  // Q, dO, Kt, Vt and K point at this thread's own tiles (*_own) or at packed ones (attention_packed.h).
+  const float *Q, *dO, *Kt, *Vt, *K;
+  float *Q_own, *dO_own, *Kt_own, *Vt_own, *K_own;
+  float *dQ, *dK, *dV, *P, *dS, *Tr, *lse, *Di, *tmp;
   float *Qf[2] = {nullptr, nullptr}, *dQf[2] = {nullptr, nullptr}, *Ktf = nullptr, *Kf = nullptr, *dKf = nullptr, *Sf = nullptr,
         *dSb = nullptr;
   int branches = attention_detail::Remap::kNear;  // the loaded tile pair's (TileGradients)
@@ -84,20 +88,28 @@ struct BackwardTiles {
 // Queries i0 .. i0+rows-1 of head h: Q (rotated, times scale), dO, lse and D_i; the padding
 // rows zero with lse +inf, so that their P is 0. A row that saw no key (lse -inf) also gets
 // +inf: its scores are all -inf and exp(-inf - lse) must be 0, not NaN.
+// With packed queries, Q and dO point into them (the same values: rotated, then times scale).
 void LoadQueryTile(const attention_detail::Plan& plan, const AttentionBackwardInputs& in, const float* Di, int b, int h, int i0,
-                   int rows, BackwardTiles& t) {
+                   int rows, const attention_detail::PackedQueries& packed, BackwardTiles& t) {
   const int D = plan.D;
   const float inf = std::numeric_limits<float>::infinity();
-  std::fill(t.Q, t.Q + BackwardTiles::kRows * D, 0.0f);
-  std::fill(t.dO, t.dO + BackwardTiles::kRows * D, 0.0f);
+  const bool own = packed.empty();
+  t.Q = own ? t.Q_own : packed.q(b, h, i0);
+  t.dO = own ? t.dO_own : packed.dout(b, h, i0);
+  if (own) {
+    std::fill(t.Q_own, t.Q_own + BackwardTiles::kRows * D, 0.0f);
+    std::fill(t.dO_own, t.dO_own + BackwardTiles::kRows * D, 0.0f);
+  }
   std::fill(t.lse, t.lse + BackwardTiles::kRows, inf);
   std::fill(t.Di, t.Di + BackwardTiles::kRows, 0.0f);
   t.query = {b, h, i0, rows};
   t.far_loaded = 0;
   for (int r = 0; r < rows; ++r) {
-    plan.load_query(b, i0 + r, h, t.Q + r * D, t.tmp);
-    for (int x = 0; x < D; ++x) t.Q[r * D + x] *= plan.scale;
-    attention_detail::load_row(in.dout, b, i0 + r, h, t.dO + r * D);
+    if (own) {
+      plan.load_query(b, i0 + r, h, t.Q_own + r * D, t.tmp);
+      for (int x = 0; x < D; ++x) t.Q_own[r * D + x] *= plan.scale;
+      attention_detail::load_row(in.dout, b, i0 + r, h, t.dO_own + r * D);
+    }
     const std::int64_t row = (std::int64_t{b} * plan.Hq + h) * plan.S + i0 + r;
     t.lse[r] = in.lse[row] == -inf ? inf : in.lse[row];
     t.Di[r] = Di[row];
@@ -120,25 +132,33 @@ void LoadFarQueries(const attention_detail::Plan& plan, int which, BackwardTiles
 }
 
 // Keys j0 .. j0+cols-1 of kv head hk: Kt and Vt transposed, and with_rows: K as rows; with a
-// remap the far keys alike (Ktf, Kf); zero beyond cols.
-void LoadKeyTile(const attention_detail::Plan& plan, int b, int hk, std::int64_t j0, int cols, bool with_rows, BackwardTiles& t) {
+// remap the far keys alike (Ktf, Kf); zero beyond cols. With packed keys (j0 a multiple of
+// kKeyTile) Kt, Vt and K point into them; only a remap's far keys are loaded here.
+void LoadKeyTile(const attention_detail::Plan& plan, int b, int hk, std::int64_t j0, int cols, bool with_rows,
+                 const attention_detail::PackedKeys& packed, BackwardTiles& t) {
   const int D = plan.D, n = BackwardTiles::kKeys;
-  const bool remapped = plan.remap.on();
-  for (float* x : {t.Kt, t.Vt, with_rows ? t.K : nullptr, remapped ? t.Ktf : nullptr, remapped && with_rows ? t.Kf : nullptr})
+  const bool remapped = plan.remap.on(), own = packed.empty();
+  const std::int64_t tile = j0 / n;
+  t.Kt = own ? t.Kt_own : packed.kt(b, hk, tile);
+  t.Vt = own ? t.Vt_own : packed.vt(b, hk, tile);
+  t.K = own ? t.K_own : packed.k_rows(b, hk, tile);
+  for (float* x : {own ? t.Kt_own : nullptr, own ? t.Vt_own : nullptr, own && with_rows ? t.K_own : nullptr,
+                   remapped ? t.Ktf : nullptr, remapped && with_rows ? t.Kf : nullptr})
     if (x) std::fill(x, x + n * D, 0.0f);
   float* krow = t.tmp + D;
-  for (int c = 0; c < cols; ++c) {
+  for (int c = 0; c < cols && (own || remapped); ++c) {
     const int j = static_cast<int>(j0 + c);
     if (remapped) {
       plan.load_key_far(b, j, hk, krow, t.tmp);
       for (int x = 0; x < D; ++x) t.Ktf[x * n + c] = krow[x];
       if (with_rows) std::copy_n(krow, D, t.Kf + c * D);
     }
+    if (!own) continue;
     plan.load_key(b, j, hk, krow, t.tmp);
-    for (int x = 0; x < D; ++x) t.Kt[x * n + c] = krow[x];
-    if (with_rows) std::copy_n(krow, D, t.K + c * D);
+    for (int x = 0; x < D; ++x) t.Kt_own[x * n + c] = krow[x];
+    if (with_rows) std::copy_n(krow, D, t.K_own + c * D);
     attention_detail::load_row(*plan.v, b, j, hk, krow);
-    for (int x = 0; x < D; ++x) t.Vt[x * n + c] = krow[x];
+    for (int x = 0; x < D; ++x) t.Vt_own[x * n + c] = krow[x];
   }
 }
 

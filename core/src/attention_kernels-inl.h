@@ -29,6 +29,7 @@
 #include <limits>
 #include <vector>
 
+#include "attention_packed.h"
 #include "attention_plan.h"
 #include "attention_softmax-inl.h"
 #include "attention_tiles-inl.h"
@@ -56,6 +57,10 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
   const std::size_t partial_size = static_cast<std::size_t>(kQueryTile) * (D + 2);  // acc rows, max, sum
   std::vector<float> partials(splits > 1 ? static_cast<std::size_t>(tasks) * splits * partial_size : 0);
   const attention_detail::Remap& remap = plan.remap;
+  // Rotated keys [D][kKeyTile] and values [kKeyTile][D] per key tile, once (attention_packed.h).
+  const attention_detail::PackedKeys packed = attention_detail::packing_pays(*plan.q, *plan.k)
+                                                  ? attention_detail::PackedKeys(plan, {true, false, true, false}, threads)
+                                                  : attention_detail::PackedKeys();
   const bool remapped = remap.on();
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
@@ -107,6 +112,7 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
       std::fill(row_sum, row_sum + kPaddedRows, 0.0f);
       std::int64_t lo, hi;
       plan.key_range(i0, i0 + rows, &lo, &hi);
+      if (!packed.empty()) lo = lo / kKeyTile * kKeyTile;  // whole packed tiles (mask_tile hides keys before lo)
       if (splits > 1) {  // this item's run of whole key tiles
         const std::int64_t tiles = (hi - lo + kKeyTile - 1) / kKeyTile, per = (tiles + splits - 1) / splits;
         const std::int64_t first = lo + std::min(tiles, per * split) * kKeyTile;
@@ -123,10 +129,16 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
         // Far keys (one set for every far branch) go to Kt when the tile has no near branch.
         const bool near = branches & Remap::kNear, far = branches & ~Remap::kNear;
         float* far_keys = near ? Ktf : Kt;
-        std::fill(Kt, Kt + kKeyTile * D, 0.0f);
+        const float* keys = Kt;
+        const float* values = V;
+        if (!packed.empty()) {
+          keys = packed.kt(b, hk, j0 / kKeyTile);
+          values = packed.v_rows(b, hk, j0 / kKeyTile);
+        }
+        if (packed.empty() || far) std::fill(Kt, Kt + kKeyTile * D, 0.0f);
         if (near && far) std::fill(Ktf, Ktf + kKeyTile * D, 0.0f);
-        for (int c = 0; c < cols; ++c) {
-          if (near) {
+        for (int c = 0; c < cols && (packed.empty() || far); ++c) {
+          if (near && packed.empty()) {
             plan.load_key(b, static_cast<int>(j0 + c), hk, tmp, V + c * D);  // V's row as scratch
             for (int x = 0; x < D; ++x) Kt[x * kKeyTile + c] = tmp[x];
           }
@@ -134,13 +146,13 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
             plan.load_key_far(b, static_cast<int>(j0 + c), hk, tmp, V + c * D);
             for (int x = 0; x < D; ++x) far_keys[x * kKeyTile + c] = tmp[x];
           }
-          attention_detail::load_row(*plan.v, b, static_cast<int>(j0 + c), hk, V + c * D);
+          if (packed.empty()) attention_detail::load_row(*plan.v, b, static_cast<int>(j0 + c), hk, V + c * D);
         }
         // The tile's first branch scores into Sc; each further one into Sf, taken per element.
         bool first = true;
         for (const int which : {Remap::kNear, Remap::kFar, Remap::kFar2}) {
           if (!(branches & which)) continue;
-          ScoreTile(query_of[which], which == Remap::kNear ? Kt : far_keys, rows4, D, first ? Sc : Sf);
+          ScoreTile(query_of[which], which == Remap::kNear ? keys : far_keys, rows4, D, first ? Sc : Sf);
           if (!first) remap.merge(which, positions.data(), rows, positions.data() + rows, cols, Sf, Sc, kKeyTile);
           first = false;
         }
@@ -152,7 +164,7 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
           if (correction != 1.0f)
             for (int x = 0; x < D; ++x) acc[r * D + x] *= correction;
         }
-        AccumulateTile(Sc, attention_detail::kKeyTile, V, rows4, cols, D, acc);
+        AccumulateTile(Sc, attention_detail::kKeyTile, values, rows4, cols, D, acc);
       }
       if (splits > 1) {  // kept for the merge
         float* part = partials.data() + static_cast<std::size_t>(item) * partial_size;

@@ -14,6 +14,7 @@
 
 #include "attention_bf16.h"
 #include "attention_decode.h"
+#include "attention_packed.h"
 
 #include "posenc/error.h"
 #include "posenc/rope_kernels.h"
@@ -41,9 +42,12 @@ std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, con
   const int far_queries = p.positions == AttentionPositions::kRope ? attention_detail::Remap{p.remap, nullptr, nullptr}.far_queries() : 0;
   const auto floats = static_cast<std::int64_t>(attention_detail::tile_floats(q.head_dim, far_queries));
   const int threads = std::max(kernel_threads(options.threads, "attention"), 1);
+  // The f32 kernel's tiles and packed keys (attention_packed.h; the larger of it and the bf16
+  // path's, which runs instead on bf16 inputs where the CPU has the instructions).
+  const std::int64_t f32_bytes = floats * static_cast<std::int64_t>(sizeof(float)) * threads +
+                                 (attention_detail::packing_pays(q, k) ? attention_detail::PackedKeys::bytes(k, {true, false, true, false}) : 0);
   std::int64_t bytes = attention_detail::decode_applies(q, p) ? attention_detail::decode_extra_bytes(q, k, threads)
-                                                              : std::max(floats * static_cast<std::int64_t>(sizeof(float)) * threads,
-                                                                         attention_detail::bf16_extra_bytes(q, k, p, threads));
+                                                              : std::max(f32_bytes, attention_detail::bf16_extra_bytes(q, k, p, threads));
   if (p.remap.kind == PositionRemapKind::kLeakyReRope && p.positions == AttentionPositions::kRope)  // Remap::keys, queries
     for (const auto& [x, ids] : {std::pair{&k, &p.k_positions}, std::pair{&q, &p.q_positions}})
       bytes += std::int64_t{ids->same_for_every_batch_row() ? std::min(x->batch, 1) : x->batch} * x->tokens * 2 * p.rope.num_freqs *
