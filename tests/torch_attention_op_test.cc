@@ -1,7 +1,8 @@
 // The posenc::attention torch operator (attention_op.h): registered with CPU and Autograd kernels,
 // and RoPE's cos/sin read from the per-process tables it keeps: a decode step far out (a table
 // row) and beyond the tables' reach (computed on the fly) both equal the formula in double, and
-// calls that alternate between two schedules each read their own.
+// calls that alternate between two schedules each read their own; the tables are kept for plain
+// RoPE at positions the call vouches for, never grown by a remap's window or a far position.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <gtest/gtest.h>
 
@@ -62,6 +63,36 @@ TEST(TorchAttentionOp, DecodeFarOutEqualsTheFormulaWithTwoSchedulesInTurn) {
       }
     EXPECT_FALSE(torch::allclose(first[0], first[1])) << "the two schedules differ this far out";
   }
+}
+
+AttentionOpArgs rope_args(const RopeSpec& s) {
+  AttentionOpArgs a;
+  a.positions = "rope";
+  a.inv_freq = torch::tensor(at::ArrayRef<float>(s.inv_freq()), torch::kFloat);
+  return a;
+}
+
+TEST(TorchAttentionOp, KeepsAFewTablesForPlainRopeAtPositionsTheCallVouchesFor) {
+  const torch::Tensor q = torch::randn({1, 2, 4, 16}), k = torch::randn({1, 2, 4, 16});
+  const auto call = [&](const AttentionOpArgs& a) { return attention_op(q, k, k, a).first; };
+  attention_op_clear_rope_tables();
+  EXPECT_EQ(attention_op_cached_rope_tables(), 0u);
+  const torch::Tensor first = call(rope_args(spec_with_theta(10000.0)));
+  EXPECT_EQ(attention_op_cached_rope_tables(), 1u) << "plain RoPE at positions 0..3 keeps its table";
+  EXPECT_TRUE(torch::equal(call(rope_args(spec_with_theta(10000.0))), first));
+  EXPECT_EQ(attention_op_cached_rope_tables(), 1u) << "the same frequencies find it again";
+  AttentionOpArgs remapped = rope_args(spec_with_theta(20000.0));
+  remapped.remap = "rerope";
+  remapped.remap_window = 1 << 24;  // far positions up to the window: no shared table grows to it
+  EXPECT_TRUE(torch::isfinite(call(remapped)).all().item<bool>());
+  AttentionOpArgs far = rope_args(spec_with_theta(30000.0));
+  far.q_offset = far.k_offset = 1000000;  // beyond max(2^17, 2 (S + T) + 4096)
+  EXPECT_TRUE(torch::isfinite(call(far)).all().item<bool>());
+  EXPECT_EQ(attention_op_cached_rope_tables(), 1u) << "neither the remap nor the far call keeps a table";
+  for (int i = 0; i < 6; ++i) call(rope_args(spec_with_theta(40000.0 + i)));
+  EXPECT_EQ(attention_op_cached_rope_tables(), 4u) << "at most four kept";
+  attention_op_clear_rope_tables();
+  EXPECT_EQ(attention_op_cached_rope_tables(), 0u);
 }
 
 }  // namespace

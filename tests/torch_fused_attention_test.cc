@@ -144,16 +144,16 @@ TEST(TorchFusedAttentionBackward, BadInputIsAnErrorNamingIt) {
   t.k = t.v = t.k.to(torch::kFloat);
   p.positions = AttentionPositions::kT5;
   data.q_positions = data.k_positions = torch::arange(4).view({1, 4});
-  expect_message("T5 needs t5_table");
+  expect_message("positions 't5' need their bias input [32, 2]");
   p.t5.num_buckets = 32;
   t.t5_table = torch::zeros({32, 1});  // one column, two query heads: the kernel would read past it
-  expect_message("t5_table must be [num_buckets, Hq] = [32, 2], got [32, 1]");
+  expect_message("the bias input of positions 't5' must be a floating tensor [32, 2], got Float [32, 1]");
   t.t5_table = torch::zeros({16, 2});
-  expect_message("t5_table must be [num_buckets, Hq] = [32, 2], got [16, 2]");
+  expect_message("the bias input of positions 't5' must be a floating tensor [32, 2], got Float [16, 2]");
   t.t5_table = torch::Tensor();
   p.positions = AttentionPositions::kAlibi;
   data.alibi_slopes = {1.0};
-  expect_message("ALiBi needs one slope per query head: 1 slopes, 2 heads");
+  expect_message("alibi needs one slope per query head: 1 slopes, 2 heads");
   data.q_positions = data.k_positions = torch::Tensor();
   expect_message("need q_positions and k_positions");
   p.positions = AttentionPositions::kRope;
@@ -168,7 +168,7 @@ TEST(TorchFusedAttentionBackward, BadInputIsAnErrorNamingIt) {
   expect_message("k_positions must be [1, 4], got [1, 5]");
   p.positions = AttentionPositions::kNone;
   data.key_padding = torch::ones({1, 5});
-  expect_message("key_padding must be [1, 4], got [1, 5]");
+  expect_message("key_padding must be [B, T] = [1, 4], got [1, 5]");
 }
 
 }  // namespace

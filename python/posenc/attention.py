@@ -158,7 +158,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     backend: "kernels" (the fused CPU kernel), "torch" (the same attention in torch operations on
     the tensors' device, differentiable by autograd; it materialises the [B, Hq, S, T] scores; also
     float64), or "auto" (the kernel on the CPU, torch elsewhere).
-    Returns out [like q] and, with return_lse, each row's log-sum-exp [B, Hq, S]."""
+    Returns out [like q, in q's memory order] and, with return_lse, each row's log-sum-exp
+    [B, Hq, S] (no gradient flows through it). On the CPU this is the operator
+    torch.ops.posenc.attention (the C++ layer's too; traced as posenc::attention): its backward
+    runs the kernels once, and differentiating its gradients again (create_graph, e.g. a gradient
+    penalty) raises; backend="torch" is differentiable to any order."""
     if backend not in ("auto", "kernels", "torch"):
         raise ValueError(f"backend must be one of auto, kernels, torch, got {backend!r}")
     native = backend == "torch" or (backend == "auto" and isinstance(q, torch.Tensor) and q.device.type != "cpu")

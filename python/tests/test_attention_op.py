@@ -57,11 +57,22 @@ def test_the_operators_arguments_are_checked_by_the_operator():
         (dict(q_positions=torch.arange(6.0).view(1, 6), k_positions=torch.arange(6).view(1, 6)),
          "q_positions must be int32 or int64, got Float"),
         (dict(q_positions=torch.arange(5).view(1, 5), k_positions=torch.arange(6).view(1, 6)),
-         "q_positions must be \\[1 or 1, 6\\], got \\[1, 5\\]"),
+         "q_positions must be \\[1, 6\\], got \\[1, 5\\]"),
         (dict(remap="self-extend"), "inv_freq, axis_of_freq and remap are RoPE's: positions is 'none'"),
         (dict(positions="rope", inv_freq=S.inv_freq.float(), remap="yarn"), "remap must be one of"),
         (dict(positions="rope", inv_freq=S.inv_freq.float(), remap="self-extend", remap_group=0), "remap self-extend"),
-        (dict(window=-1), "window"),
+        (dict(window=-1), "window must be in \\[0, 2147483647\\], got -1"),
+        (dict(window=4, causal=False), "window is a causal sliding window"),
+        (dict(positions="forget-gate", causal=False, bias=torch.zeros(1, 4, 6)), "FoX's forget gate is causal"),
+        (dict(scale=1e39), "scale \\(0: 1/sqrt\\(D\\)\\) must be a finite number in \\[0, FLT_MAX\\], got 1e\\+39"),
+        (dict(scale=float("nan")), "scale .* got nan"),
+        (dict(positions="rope", inv_freq=S.inv_freq.float(), attention_factor=1e300), "attention_factor must be a finite number"),
+        (dict(positions="alibi", alibi_slopes=[float("nan"), 1.0, 1.0, 1.0]), "alibi_slopes must be finite numbers"),
+        (dict(positions="alibi", alibi_slopes=[1e39, 1.0, 1.0, 1.0]), "alibi_slopes must be finite numbers"),
+        (dict(positions="t5", t5_num_buckets=32, t5_max_distance=128, bias=torch.full((32, 4), float("inf"))),
+         "holds a value that is not finite"),
+        (dict(positions="rope", inv_freq=S.inv_freq.float(), axis_of_freq=[0] * 3), "axis_of_freq must be empty or one axis"),
+        (dict(positions="x" * 10000), "got 'x{80}\\.\\.\\.'$"),
     ]
     for keywords, message in cases:
         with pytest.raises(ValueError, match=message):
@@ -115,7 +126,12 @@ def test_bf16_takes_the_f32_kernel_when_training_and_the_bias_gradient_keeps_its
     assert torch.equal(lse, f32_lse), "the lse the backward recomputes against: the f32 kernel's"
     assert torch.equal(out, f32_out.to(torch.bfloat16))
     out.float().sum().backward()
-    assert table.grad.dtype == torch.bfloat16 and bool(table.grad.abs().sum() > 0)
+    assert table.grad.dtype == torch.bfloat16
+    f32_table = table.detach().float().requires_grad_()
+    f32_q, f32_k, f32_v = (t.float() for t in (q, k, v))
+    torch.ops.posenc.attention(f32_q, f32_k, f32_v, bias=f32_table, **t5)[0].sum().backward()
+    assert bool(f32_table.grad.abs().sum() > 0)
+    assert torch.allclose(table.grad.float(), f32_table.grad, rtol=1e-2, atol=1e-2), "the f32 gradient, rounded to bf16"
 
 
 def test_traced_attention_records_the_operator_and_replays_it(tmp_path: pathlib.Path):
@@ -133,3 +149,34 @@ def test_traced_attention_records_the_operator_and_replays_it(tmp_path: pathlib.
     q2, k2, v2 = (t.transpose(1, 2).contiguous() for t in qkv(seed=3))
     assert torch.equal(loaded(q2, k2, v2), f(q2, k2, v2))
     assert torch_ops.ops().attention is torch.ops.posenc.attention
+
+
+def test_a_double_backward_through_the_operator_is_an_error_not_a_constant():
+    q, k, v = (t.requires_grad_() for t in qkv())
+    out, _ = torch.ops.posenc.attention(q, k, v)
+    (g,) = torch.autograd.grad(out.square().sum(), q, create_graph=True)  # first order: fine
+    assert g.requires_grad
+    with pytest.raises(RuntimeError, match="posenc::attention's backward is not differentiable"):
+        g.square().sum().backward()
+    (g,) = torch.autograd.grad(torch.ops.posenc.attention(q, k, v)[0].sum(), q)  # no create_graph: a plain tensor
+    assert not g.requires_grad
+
+
+def test_the_backward_rotates_by_the_frequencies_the_forward_read():
+    q, k, v = (t.requires_grad_() for t in qkv())
+    inv_freq = S.inv_freq.float().clone()
+    out, _ = torch.ops.posenc.attention(q, k, v, positions="rope", inv_freq=inv_freq)
+    inv_freq.mul_(3)  # changed after the forward
+    (changed,) = torch.autograd.grad(out.sum(), q)
+    out, _ = torch.ops.posenc.attention(q, k, v, positions="rope", inv_freq=S.inv_freq.float())
+    (unchanged,) = torch.autograd.grad(out.sum(), q)
+    assert torch.equal(changed, unchanged)
+
+
+def test_a_size_over_2_31_is_refused_by_name_before_anything_is_allocated():
+    q, k, v = qkv()
+    huge = torch.ones(1, 1, 1, 16).expand(1, 4, 2**32 + 2, 16)  # no memory behind the expansion
+    with pytest.raises(ValueError, match=r"q's dimension 2 is 4294967298, over 2\^31-1"):
+        torch.ops.posenc.attention(huge, k, v)
+    with pytest.raises(ValueError, match=r"dimension 2 is 4294967298"):
+        posenc.attention(huge, k, v, heads_dim=1)

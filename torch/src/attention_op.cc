@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
 
 #include <limits>
 #include <memory>
@@ -89,7 +90,8 @@ variable_list backward_cpu(const at::Tensor& q, const at::Tensor& k, const at::T
 }
 
 // The call's arguments for the backward, without their tensors (those are saved variables, so
-// a change in place before the backward is autograd's usual error).
+// a change in place before the backward is autograd's usual error), but with a copy of inv_freq
+// (the backward rotates by the frequencies the forward read).
 struct ArgsHolder : torch::CustomClassHolder {
   explicit ArgsHolder(AttentionOpArgs a) : args(std::move(a)) {}
   AttentionOpArgs args;
@@ -97,6 +99,19 @@ struct ArgsHolder : torch::CustomClassHolder {
 
 at::Tensor or_undefined(const c10::optional<at::Tensor>& x) { return x ? *x : at::Tensor(); }
 c10::optional<at::Tensor> or_none(const at::Tensor& x) { return x.defined() ? c10::optional<at::Tensor>(x) : c10::nullopt; }
+
+// The gradients of a backward run with create_graph: each behind a node that raises when it is
+// differentiated (torch's once_differentiable does the same in Python), instead of constants
+// that would make a double backward silently wrong.
+variable_list not_differentiable_again(variable_list grads) {
+  for (at::Tensor& g : grads)
+    if (g.defined()) g = g.detach().requires_grad_(true);
+  torch::autograd::DelayedError error(
+      "posenc::attention's backward is not differentiable (a double backward, e.g. a gradient penalty through "
+      "attention): use posenc.attention(..., backend='torch'), differentiable to any order",
+      static_cast<int>(grads.size()));
+  return error.apply(std::move(grads));
+}
 
 class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
  public:
@@ -114,6 +129,7 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     ctx->save_for_backward({q, k, v, out, lse, or_undefined(a.bias), or_undefined(a.q_positions),
                             or_undefined(a.k_positions), or_undefined(a.key_padding)});
     a.bias = a.q_positions = a.k_positions = a.key_padding = c10::nullopt;
+    if (a.inv_freq) a.inv_freq = a.inv_freq->detach().clone();
     ctx->saved_data["args"] = c10::IValue::make_capsule(c10::make_intrusive<ArgsHolder>(std::move(a)));
     return {out, lse};
   }
@@ -127,6 +143,7 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     a.k_positions = or_none(saved[7]);
     a.key_padding = or_none(saved[8]);
     variable_list g = backward_cpu(saved[0], saved[1], saved[2], saved[3], saved[4], grads[0], a);
+    if (at::GradMode::is_enabled() && grads[0].requires_grad()) g = not_differentiable_again(std::move(g));
     g.push_back(at::Tensor());  // the arguments
     return g;
   }

@@ -31,7 +31,8 @@ struct SchemaText {
 struct ReadField {
   const c10::IValue* next;
   void operator()(const char*, c10::optional<at::Tensor>& v) {
-    v = next->isNone() ? c10::nullopt : c10::optional<at::Tensor>(next->toTensor());
+    // None, or an undefined tensor from a C++ caller: absent.
+    v = next->isNone() || !next->toTensor().defined() ? c10::nullopt : c10::optional<at::Tensor>(next->toTensor());
     ++next;
   }
   void operator()(const char*, std::int64_t& v) { v = (next++)->toInt(); }

@@ -15,11 +15,22 @@ namespace posenc::torch_layer {
 namespace {
 
 constexpr std::int64_t kMaxInt = 2147483647;
+constexpr double kMaxFloat = 3.4028234663852886e38;  // FLT_MAX: the kernels compute in float
 
 std::string sizes(const at::Tensor& x) { return c10::str(x.sizes()); }
 std::string sizes(const std::vector<std::int64_t>& v) { return c10::str(at::IntArrayRef(v)); }
 
 Error refused(const std::string& what) { return Error("posenc::attention: " + what); }
+
+// A name as given, cut to 80 characters (the whole of a hostile string is not echoed back).
+std::string quoted(const std::string& name) { return "'" + (name.size() > 80 ? name.substr(0, 80) + "..." : name) + "'"; }
+
+// A value the kernels take as a float: finite, within float's range and at least lo.
+double float_value(const char* name, double v, double lo) {
+  if (!(v >= lo && v <= kMaxFloat))
+    throw refused(std::string(name) + " must be a finite number in [" + c10::str(lo) + ", FLT_MAX], got " + c10::str(v));
+  return v;
+}
 
 void check_qkv(const at::Tensor& x, const char* name) {
   require_cpu(x, (std::string("posenc::attention: ") + name).c_str());
@@ -27,6 +38,10 @@ void check_qkv(const at::Tensor& x, const char* name) {
   const auto t = x.scalar_type();
   if (t != at::kFloat && t != at::kBFloat16 && t != at::kHalf)
     throw refused(std::string(name) + " must be float32, bfloat16 or float16, got " + c10::toString(t));
+  for (int d = 0; d < 4; ++d)  // the kernels index in int
+    if (x.size(d) > kMaxInt)
+      throw refused(std::string(name) + "'s dimension " + std::to_string(d) + " is " + std::to_string(x.size(d)) +
+                    ", over 2^31-1 (" + sizes(x) + ")");
 }
 
 std::int64_t in_range(const char* name, std::int64_t v, std::int64_t lo, std::int64_t hi) {
@@ -41,7 +56,8 @@ at::Tensor ids_of(const at::Tensor& x, std::int64_t batch, std::int64_t tokens, 
   if (x.scalar_type() != at::kLong && x.scalar_type() != at::kInt)
     throw refused(std::string(name) + " must be int32 or int64, got " + c10::toString(x.scalar_type()));
   if (x.dim() != 2 || x.size(1) != tokens || (x.size(0) != batch && x.size(0) != 1))
-    throw refused(std::string(name) + " must be [" + std::to_string(batch) + " or 1, " + std::to_string(tokens) + "], got " + sizes(x));
+    throw refused(std::string(name) + " must be [" + (batch == 1 ? "1" : std::to_string(batch) + " or 1") + ", " + std::to_string(tokens) +
+                  "], got " + sizes(x));
   return positions_view(x, name);
 }
 
@@ -59,10 +75,19 @@ PositionIds explicit_ids(const at::Tensor& ids, std::int64_t offset) {
 constexpr std::int64_t kTableLimit = std::int64_t{1} << 17;
 constexpr std::size_t kTablesKept = 4;
 
+struct TableCache {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<const RopeTable>> tables;
+};
+TableCache& table_cache() {
+  static TableCache cache;
+  return cache;
+}
+
 std::shared_ptr<const RopeTable> shared_table(const RopeApplyParams& params) {
-  static std::mutex mutex;
-  static std::vector<std::shared_ptr<const RopeTable>> tables;
-  const std::lock_guard<std::mutex> lock(mutex);
+  TableCache& cache = table_cache();
+  std::vector<std::shared_ptr<const RopeTable>>& tables = cache.tables;
+  const std::lock_guard<std::mutex> lock(cache.mutex);
   const auto found = std::find_if(tables.begin(), tables.end(), [&](const auto& t) { return t->matches(params); });
   std::shared_ptr<const RopeTable> table;
   if (found != tables.end()) {
@@ -77,11 +102,23 @@ std::shared_ptr<const RopeTable> shared_table(const RopeApplyParams& params) {
 }
 
 std::int64_t largest_position(const at::Tensor& ids, std::int64_t offset, std::int64_t tokens) {
-  if (ids.defined()) return ids.numel() ? ids.max().item<std::int64_t>() + offset : -1;
-  return tokens - 1 + offset;
+  const std::int64_t last = ids.defined() ? (ids.numel() ? ids.max().item<std::int64_t>() : -1) : tokens - 1;
+  return last < 0 || offset > kMaxInt || last > kMaxInt ? -1 : last + offset;  // -1: none, or beyond any table
 }
 
 }  // namespace
+
+std::size_t attention_op_cached_rope_tables() {
+  TableCache& cache = table_cache();
+  const std::lock_guard<std::mutex> lock(cache.mutex);
+  return cache.tables.size();
+}
+
+void attention_op_clear_rope_tables() {
+  TableCache& cache = table_cache();
+  const std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.tables.clear();
+}
 
 AttentionShape attention_shape(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   check_qkv(q, "q");
@@ -110,10 +147,15 @@ std::vector<std::int64_t> bias_shape(const AttentionOpArgs& a, const AttentionSh
 
 AttentionCall::AttentionCall(const AttentionOpArgs& a, const AttentionShape& s) {
   const auto positions = try_from_name<AttentionPositions>(a.positions);
-  if (!positions)
-    throw refused("positions must be one of " + enum_names_joined<AttentionPositions>() + ", got '" + a.positions + "'");
+  if (!positions) throw refused("positions must be one of " + enum_names_joined<AttentionPositions>() + ", got " + quoted(a.positions));
   p_.positions = *positions;
-  p_.scale = a.scale;
+  p_.scale = float_value("scale (0: 1/sqrt(D))", a.scale, 0);
+  in_range("window", a.window, 0, kMaxInt);
+  in_range("chunk", a.chunk, 0, kMaxInt);
+  in_range("past (-1: T - S)", a.past, -1, kMaxInt);
+  if (a.window > 0 && !a.causal)
+    throw refused("window is a causal sliding window (the W keys up to the query); with causal false it would be one-sided");
+  if (p_.positions == AttentionPositions::kForgetGate && !a.causal) throw refused("FoX's forget gate is causal: causal must be true");
   p_.mask.causal = a.causal;
   p_.mask.past = a.past;
   p_.mask.sliding_window = a.window;
@@ -141,32 +183,41 @@ AttentionCall::AttentionCall(const AttentionOpArgs& a, const AttentionShape& s) 
   }
   const bool rope = p_.positions == AttentionPositions::kRope;
   if (!rope && (a.inv_freq || !a.axis_of_freq.empty() || a.remap != "none"))
-    throw refused("inv_freq, axis_of_freq and remap are RoPE's: positions is '" + a.positions + "'");
+    throw refused("inv_freq, axis_of_freq and remap are RoPE's: positions is " + quoted(a.positions));
   if (rope) {
     if (!a.inv_freq || a.inv_freq->dim() != 1 || a.inv_freq->scalar_type() != at::kFloat)
       throw refused("positions 'rope' need inv_freq, a float32 [F] tensor");
     require_cpu(*a.inv_freq, "posenc::attention: inv_freq");
     const at::Tensor f = a.inv_freq->contiguous();
     inv_freq_.assign(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
+    if (!a.axis_of_freq.empty() && a.axis_of_freq.size() != inv_freq_.size())
+      throw refused("axis_of_freq must be empty or one axis per frequency (" + std::to_string(inv_freq_.size()) + "), got " +
+                    std::to_string(a.axis_of_freq.size()) + " entries");
     for (const std::int64_t axis : a.axis_of_freq)
       if (axis != 0) throw refused("attention takes one position axis: axis_of_freq entries must be 0 (M-RoPE is not supported), got " + std::to_string(axis));
     const auto layout = try_from_name<RopeLayout>(a.rope_layout);
-    if (!layout) throw refused("rope_layout must be one of " + enum_names_joined<RopeLayout>() + ", got '" + a.rope_layout + "'");
-    p_.rope = rope_apply_params(inv_freq_, a.attention_factor, *layout, axes_);
+    if (!layout) throw refused("rope_layout must be one of " + enum_names_joined<RopeLayout>() + ", got " + quoted(a.rope_layout));
+    p_.rope = rope_apply_params(inv_freq_, float_value("attention_factor", a.attention_factor, 0), *layout, axes_);
+    // The shared table only for plain RoPE (a remap's far positions would grow it to its window)
+    // and positions the call's own size vouches for: the rows the kernel would build itself
+    // (attention.h: up to 2 (S + T) + 4096), or kTableLimit.
     const std::int64_t largest = std::max(largest_position(q_ids_, a.q_offset, s.q_tokens), largest_position(k_ids_, a.k_offset, s.k_tokens));
-    if (largest >= 0 && largest < kTableLimit && !inv_freq_.empty() && !s.empty()) table_ = shared_table(p_.rope);
+    const std::int64_t vouched = std::max(kTableLimit, 2 * (s.q_tokens + s.k_tokens) + 4096);
+    if (a.remap == "none" && largest >= 0 && largest < vouched && !inv_freq_.empty() && !s.empty()) table_ = shared_table(p_.rope);
   }
   if (p_.positions != AttentionPositions::kAlibi && !a.alibi_slopes.empty())
-    throw refused("alibi_slopes are read only with positions 'alibi', not '" + a.positions + "'");
+    throw refused("alibi_slopes are read only with positions 'alibi', not " + quoted(a.positions));
   if (p_.positions == AttentionPositions::kAlibi) {
     if (static_cast<std::int64_t>(a.alibi_slopes.size()) != s.heads)
       throw refused("alibi needs one slope per query head: " + std::to_string(a.alibi_slopes.size()) + " slopes, " +
                     std::to_string(s.heads) + " heads");
+    for (const double slope : a.alibi_slopes)
+      if (!(std::abs(slope) <= kMaxFloat)) throw refused("alibi_slopes must be finite numbers within float's range, got " + c10::str(slope));
     p_.alibi_slopes = a.alibi_slopes.data();
     p_.alibi_mode = a.alibi_symmetric ? AlibiMode::kSymmetric : AlibiMode::kCausal;
   }
   const std::vector<std::int64_t> shape = bias_shape(a, s);
-  if (shape.empty() && a.bias) throw refused("a bias input is read only with positions t5, distance-table or forget-gate, not '" + a.positions + "'");
+  if (shape.empty() && a.bias) throw refused("a bias input is read only with positions t5, distance-table or forget-gate, not " + quoted(a.positions));
   if (!shape.empty()) {
     if (!a.bias) throw refused("positions '" + a.positions + "' need their bias input " + sizes(shape));
     require_cpu(*a.bias, "posenc::attention: bias");
@@ -174,6 +225,8 @@ AttentionCall::AttentionCall(const AttentionOpArgs& a, const AttentionShape& s) 
       throw refused("the bias input of positions '" + a.positions + "' must be a floating tensor " + sizes(shape) + ", got " +
                     c10::toString(a.bias->scalar_type()) + " " + sizes(*a.bias));
     bias_ = a.bias->detach().to(at::kFloat).contiguous();
+    if (!at::isfinite(bias_).all().item<bool>())  // a NaN or a float overflow would silently zero rows
+      throw refused("the bias input of positions '" + a.positions + "' holds a value that is not finite (as float32)");
   }
   const float* bias = bias_.defined() ? bias_.data_ptr<float>() : nullptr;
   if (p_.positions == AttentionPositions::kT5) {
@@ -185,7 +238,7 @@ AttentionCall::AttentionCall(const AttentionOpArgs& a, const AttentionShape& s) 
   }
   if (p_.positions == AttentionPositions::kForgetGate) p_.gate_cumulative = bias;
   const auto remap = try_from_name<PositionRemapKind>(a.remap);
-  if (!remap) throw refused("remap must be one of " + enum_names_joined<PositionRemapKind>() + ", got '" + a.remap + "'");
+  if (!remap) throw refused("remap must be one of " + enum_names_joined<PositionRemapKind>() + ", got " + quoted(a.remap));
   p_.remap = {*remap, a.remap_window, a.remap_group, a.remap_leak, a.remap_chunk_size, a.remap_local_size};
 }
 

@@ -11,21 +11,11 @@ namespace posenc::torch_layer {
 namespace {
 
 // q, k, v: float32 [B, H, tokens, D] (the C++ layer's contract; the operator also takes bf16/f16).
-void float_rows(const torch::Tensor& x, const char* name) {
+void check_float(const torch::Tensor& x, const char* name) {
   if (!x.defined() || x.dim() != 4)
     throw Error(std::string("fused_attention: ") + name + " must be a 4-D tensor [B, heads, tokens, head_dim]");
   if (x.scalar_type() != torch::kFloat)
     throw Error(std::string("fused_attention: ") + name + " must be float32, got " + c10::toString(x.scalar_type()));
-}
-
-std::string shape(const torch::Tensor& x) { return c10::str(x.sizes()); }
-
-// Positions (or padding) must be [B, tokens], positions also [1, tokens] (one row for every
-// batch row): the kernels index them through raw pointers.
-void check_rows(const torch::Tensor& x, std::int64_t B, std::int64_t tokens, bool one_row_ok, const char* name) {
-  if (x.dim() != 2 || x.size(1) != tokens || !(x.size(0) == B || (one_row_ok && x.size(0) == 1)))
-    throw Error(std::string("fused_attention: ") + name + " must be [" + std::to_string(B) + ", " + std::to_string(tokens) +
-                "], got " + shape(x));
 }
 
 // Ids over positions_view's tensor; [1, tokens] is read as every batch row's. Rows that happen to
@@ -69,17 +59,17 @@ AttentionOpArgs op_args(const AttentionSpec& spec, const FusedAttentionTensors& 
     a.alibi_symmetric = p.alibi_mode == AlibiMode::kSymmetric;
   }
   if (p.positions == AttentionPositions::kT5) {
-    a.bias = t.t5_table;
+    a.bias = given(t.t5_table);
     a.t5_num_buckets = p.t5.num_buckets;
     a.t5_max_distance = p.t5.max_distance;
     a.t5_bidirectional = p.t5.bidirectional;
   }
   if (p.positions == AttentionPositions::kDistanceTable) {
-    a.bias = t.distance_table;
+    a.bias = given(t.distance_table);
     a.distance_length = p.distance_table.length;
     a.distance_side = to_string(p.distance_table.side);
   }
-  if (p.positions == AttentionPositions::kForgetGate) a.bias = t.gate_cumulative;
+  if (p.positions == AttentionPositions::kForgetGate) a.bias = given(t.gate_cumulative);
   a.remap = to_string(p.remap.kind);
   a.remap_window = p.remap.window;
   a.remap_group = p.remap.group;
@@ -115,46 +105,17 @@ AttentionSpec::AttentionSpec(const AttentionParams& params, Data data) : data_(s
 
 torch::Tensor fused_attention(const FusedAttentionTensors& t, std::shared_ptr<const AttentionSpec> spec) {
   if (!spec) throw Error("fused_attention: needs an AttentionSpec");
-  const AttentionParams& p = spec->params();
   for (const auto& [x, name] : {std::pair{&t.q, "fused_attention: q"}, std::pair{&t.k, "fused_attention: k"},
                                 std::pair{&t.v, "fused_attention: v"}, std::pair{&t.t5_table, "fused_attention: t5_table"},
                                 std::pair{&t.distance_table, "fused_attention: distance_table"},
                                 std::pair{&t.gate_cumulative, "fused_attention: gate_cumulative"}})
     if (x->defined()) require_cpu(*x, name);
-  if (p.positions == AttentionPositions::kT5 &&
-      (!t.t5_table.defined() || t.t5_table.scalar_type() != torch::kFloat || t.t5_table.dim() != 2))
-    throw Error("fused_attention: T5 needs t5_table, float32 [num_buckets, Hq]");
-  // The kernel indexes the table as [bucket][head] through a raw pointer: its shape must be exact.
-  if (p.positions == AttentionPositions::kT5 && t.q.defined() &&
-      (t.t5_table.size(0) != p.t5.num_buckets || t.t5_table.size(1) != t.q.size(1)))
-    throw Error("fused_attention: t5_table must be [num_buckets, Hq] = [" + std::to_string(p.t5.num_buckets) + ", " +
-                std::to_string(t.q.size(1)) + "], got " + shape(t.t5_table));
-  const std::vector<double>& slopes = spec->data().alibi_slopes;
-  if (p.positions == AttentionPositions::kAlibi && t.q.defined() && static_cast<std::int64_t>(slopes.size()) != t.q.size(1))
-    throw Error("fused_attention: ALiBi needs one slope per query head: " + std::to_string(slopes.size()) + " slopes, " +
-                std::to_string(t.q.size(1)) + " heads");
-  float_rows(t.q, "q");
-  float_rows(t.k, "k");
-  float_rows(t.v, "v");
-  const std::int64_t B = t.q.size(0), S = t.q.size(2), T = t.k.size(2);
-  const AttentionSpec::Data& d = spec->data();
-  if (d.key_padding.defined()) check_rows(d.key_padding, B, T, false, "key_padding");
-  if (d.q_positions.defined()) check_rows(d.q_positions, B, S, true, "q_positions");
-  if (d.k_positions.defined()) check_rows(d.k_positions, B, T, true, "k_positions");
-  if (p.positions == AttentionPositions::kDistanceTable) {
-    const std::int64_t width = p.distance_table.width();
-    if (!t.distance_table.defined() || t.distance_table.scalar_type() != torch::kFloat || t.distance_table.dim() != 2 ||
-        t.distance_table.size(0) != t.q.size(1) || t.distance_table.size(1) != width)
-      throw Error("fused_attention: the distance table must be float32 [Hq, width] = [" + std::to_string(t.q.size(1)) + ", " +
-                  std::to_string(width) + "], got " + (t.distance_table.defined() ? shape(t.distance_table) : "none"));
-  }
-  if (p.positions == AttentionPositions::kForgetGate &&
-      (!t.gate_cumulative.defined() || t.gate_cumulative.scalar_type() != torch::kFloat || t.gate_cumulative.dim() != 3 ||
-       t.gate_cumulative.size(0) != B || t.gate_cumulative.size(1) != t.q.size(1) || t.gate_cumulative.size(2) != T))
-    throw Error("fused_attention: FoX's gate_cumulative must be float32 [B, Hq, T] = [" + std::to_string(B) + ", " +
-                std::to_string(t.q.size(1)) + ", " + std::to_string(T) + "], got " +
-                (t.gate_cumulative.defined() ? shape(t.gate_cumulative) : "none"));
-  // out [B, Hq, S, D] in q's memory order: [B, S, Hq, D] storage for a transposed q (a free view back).
+  check_float(t.q, "q");
+  check_float(t.k, "k");
+  check_float(t.v, "v");
+  // Shapes, the bias input and the positions are the operator's to check (attention_op_call.cc).
+  // out [B, Hq, S, D] in q's memory order: [B, S, Hq, D] storage for a transposed q (as the
+  // layer's model passes it: its transpose back is contiguous, no copy), else copied to it.
   return attention_op(t.q, t.k, t.v, op_args(*spec, t)).first.transpose(1, 2).contiguous();
 }
 

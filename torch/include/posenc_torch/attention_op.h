@@ -5,21 +5,25 @@
 //   posenc::attention(Tensor q, Tensor k, Tensor v, *, <every field of AttentionOpArgs, by name,
 //                     with the defaults below>) -> (Tensor out, Tensor lse)
 //
-//   q     [B, Hq, S, D]  float32, bfloat16 or float16 on the CPU, any strides with a contiguous
-//   k, v  [B, Hk, T, D]  last dimension (a [B, S, H, D] tensor passes as its transpose(1, 2));
-//                        Hq a multiple of Hk (GQA); one dtype for the three
+//   q     [B, Hq, S, D]  each float32, bfloat16 or float16 on the CPU, any strides (a copy when
+//   k, v  [B, Hk, T, D]  the last dimension is not contiguous; a [B, S, H, D] tensor passes as its
+//                        transpose(1, 2)); Hq a multiple of Hk (GQA); every size below 2^31
 //   out   [B, Hq, S, D]  q's dtype, in q's memory order ([B, S, H, D] storage when q's heads are
 //                        inner to its tokens, as a transposed view; [B, H, S, D] otherwise)
-//   lse   [B, Hq, S]     float32: each query row's log-sum-exp (-inf for a row that sees no key)
+//   lse   [B, Hq, S]     float32: each query row's log-sum-exp (-inf for a row that sees no key);
+//                        it carries no gradient (marked non-differentiable)
 //
 // The CPU kernel is the core's attention() (attention.h: the masks, positions and remaps); the
 // Autograd kernel's backward is attention_backward() in float32 (attention_backward.h), with
 // gradients to q, k, v and the bias input (T5's table, a distance table, FoX's c). Saved for the
-// backward: q, k, v, out, lse, the bias and the position and padding tensors, O(B x S x D), never
-// O(S x T). With a gradient to take, bf16 inputs run the f32 kernel (the backward recomputes the
+// backward: q, k, v, out, lse, the bias and the position and padding tensors (changed in place,
+// autograd's usual error) and a copy of inv_freq, O(B x S x D), never O(S x T). The backward is
+// not differentiable again: differentiating its gradients (create_graph) is an error when it is
+// attempted, as torch's once_differentiable. With a gradient to take, bf16 inputs run the f32 kernel (the backward recomputes the
 // scores in f32 and needs an lse that matches them); inference takes the CPU's bf16 dot products
 // when bf16_dot_products is true. RoPE's cos/sin come from a table shared by every call with the
-// same frequencies (a few kept per process), so a decode step reads its rows.
+// same frequencies (a few kept per process, for plain RoPE and positions below max(2^17,
+// 2 (S + T) + 4096)), so a decode step reads its rows.
 // Bad arguments are posenc::Error (Python: posenc.Error, a ValueError) naming the value.
 #pragma once
 
@@ -68,6 +72,12 @@ struct AttentionOpArgs {
   std::int64_t remap_chunk_size = 0, remap_local_size = 0;
   bool bf16_dot_products = true;  // see above: used only when no gradient is taken
 };
+
+// How many RoPE tables the operator keeps (at most 4), and dropping them (their memory is freed
+// once no call in flight reads them): for tests, diagnostics and a long-lived process that is done
+// with a model.
+std::size_t attention_op_cached_rope_tables();
+void attention_op_clear_rope_tables();
 
 // Through the dispatcher (autograd included): what torch.ops.posenc.attention runs. Returns
 // (out, lse) as above.

@@ -1,4 +1,4 @@
-// posenc's RoPE kernels as torch operators (TORCH_LIBRARY, namespace "posenc"): one autograd for
+// posenc's RoPE kernels as torch operators (namespace "posenc", registered once per process: op_registration.cc): one autograd for
 // the C++ torch layer and for Python, whose posenc.apply_rope calls torch.ops.posenc.rope.
 //
 //   posenc::rope(Tensor x, Tensor? positions, Tensor inv_freq, int[] axis_of_freq,
