@@ -9,12 +9,14 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "posenc/attention.h"
 #include "posenc/error.h"
 #include "posenc/half.h"
 #include "posenc/rope_schedule.h"
 
+#include "attention_plan.h"
 #include "attention_test_support.h"
 #include "rope_params_fixtures.h"
 
@@ -305,6 +307,27 @@ TEST(Attention, ExplicitScatteredPositionIds) {
     Tensor4 q = make(DType::kF32, B, S, H, D, false, &rng), k = make(DType::kF32, B, T, H, D, false, &rng),
             v = make(DType::kF32, B, T, H, D, false, &rng);
     EXPECT_LE(tiled_vs_reference(q, k, v, p, 1), 2e-5) << static_cast<int>(positions);
+  }
+}
+
+}  // namespace
+}  // namespace posenc
+
+namespace posenc {
+namespace {
+
+// The keys and values packed once per call when a key tile is read twice (attention_packed.h):
+// more than one query tile (S > 128) or GQA. attention_extra_bytes counts them; one query tile
+// of one head per kv head packs nothing.
+TEST(Attention, ExtraBytesCountThePackedKeysWhenATileIsReadTwice) {
+  std::mt19937 rng(9);
+  const int D = 40, T = 150;  // 3 key tiles of 64
+  const std::int64_t tiles = std::int64_t{sizeof(float)} * attention_detail::tile_floats(D, 0);
+  const std::int64_t packed = 2 * std::int64_t{2} * 3 * 64 * D * static_cast<std::int64_t>(sizeof(float));  // B 2, Hk 1
+  for (const auto& [S, Hq, packs] : {std::tuple{100, 1, false}, std::tuple{200, 1, true}, std::tuple{100, 2, true}}) {
+    SCOPED_TRACE("S " + std::to_string(S) + " Hq " + std::to_string(Hq));
+    Tensor4 q = make(DType::kF32, 2, S, Hq, D, false, &rng), k = make(DType::kF32, 2, T, 1, D, false, &rng);
+    EXPECT_EQ(attention_extra_bytes(q.view, k.view, AttentionParams{}, {1, nullptr}), tiles + (packs ? packed : 0));
   }
 }
 

@@ -42,18 +42,22 @@ static float SoftmaxRow(float* HWY_RESTRICT s, float* row_max, float* row_sum) {
   // Online softmax (Milakov & Gimelshein 2018; FlashAttention-2): rescale what was accumulated
   // under the old maximum.
   const float correction = *row_max == neg_inf ? 0.0f : std::exp(*row_max - new_max);
-  // exp(-inf) through a finite floor: Highway's Exp is valid on [-FLT_MAX, 104].
-  const auto m = hn::Set(d, new_max), floor = hn::Set(d, -1e30f);
+  // exp(-inf) through a finite floor: Highway's Exp is valid on [-FLT_MAX, 104]. A weight below
+  // FLT_MIN is 0, not a subnormal (as the backward's, attention_backward_tiles-inl.h): its share
+  // of the row is below 1e-38 of the largest weight, and subnormal operands in the P V product
+  // take the CPU's slow path (ALiBi's steep slopes put most far keys there).
+  const auto m = hn::Set(d, new_max), floor = hn::Set(d, -1e30f), least = hn::Set(d, -87.3365f);  // ln(FLT_MIN)
   auto vsum = hn::Zero(d);
   c = 0;
   for (; c + N <= attention_detail::kKeyTile; c += N) {
-    const auto w = hn::Exp(d, hn::Max(hn::Sub(hn::LoadU(d, s + c), m), floor));
+    const auto x = hn::Max(hn::Sub(hn::LoadU(d, s + c), m), floor);
+    const auto w = hn::IfThenZeroElse(hn::Lt(x, least), hn::Exp(d, x));
     vsum = hn::Add(vsum, w);
     hn::StoreU(w, d, s + c);
   }
   float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
   for (; c < attention_detail::kKeyTile; ++c) {
-    s[c] = s[c] == neg_inf ? 0.0f : std::exp(s[c] - new_max);
+    s[c] = s[c] - new_max < -87.3365f ? 0.0f : std::exp(s[c] - new_max);
     sum += s[c];
   }
   *row_sum = *row_sum * correction + sum;

@@ -28,6 +28,35 @@ static HWY_NOINLINE void ScoreTile(const float* HWY_RESTRICT Q, const float* HWY
   const int N = static_cast<int>(hn::Lanes(d));
   for (int r = 0; r < rows4; r += kRowBlock) {
     int c = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    // 32 vector registers: 4 rows x 4 vectors of keys, 16 accumulators; per channel 4 loads and 4
+    // broadcasts for 16 FMAs (the 2-vector block's 2 + 4 for 8 left the FMA units waiting on loads).
+    for (; c + 4 * N <= attention_detail::kKeyTile; c += 4 * N) {
+      auto s00 = hn::Zero(d), s01 = hn::Zero(d), s02 = hn::Zero(d), s03 = hn::Zero(d);
+      auto s10 = hn::Zero(d), s11 = hn::Zero(d), s12 = hn::Zero(d), s13 = hn::Zero(d);
+      auto s20 = hn::Zero(d), s21 = hn::Zero(d), s22 = hn::Zero(d), s23 = hn::Zero(d);
+      auto s30 = hn::Zero(d), s31 = hn::Zero(d), s32 = hn::Zero(d), s33 = hn::Zero(d);
+      for (int x = 0; x < D; ++x) {
+        const float* kx = Kt + x * attention_detail::kKeyTile + c;
+        const auto k0 = hn::LoadU(d, kx), k1 = hn::LoadU(d, kx + N), k2 = hn::LoadU(d, kx + 2 * N), k3 = hn::LoadU(d, kx + 3 * N);
+        auto q = hn::Set(d, Q[(r + 0) * D + x]);
+        s00 = hn::MulAdd(q, k0, s00), s01 = hn::MulAdd(q, k1, s01), s02 = hn::MulAdd(q, k2, s02), s03 = hn::MulAdd(q, k3, s03);
+        q = hn::Set(d, Q[(r + 1) * D + x]);
+        s10 = hn::MulAdd(q, k0, s10), s11 = hn::MulAdd(q, k1, s11), s12 = hn::MulAdd(q, k2, s12), s13 = hn::MulAdd(q, k3, s13);
+        q = hn::Set(d, Q[(r + 2) * D + x]);
+        s20 = hn::MulAdd(q, k0, s20), s21 = hn::MulAdd(q, k1, s21), s22 = hn::MulAdd(q, k2, s22), s23 = hn::MulAdd(q, k3, s23);
+        q = hn::Set(d, Q[(r + 3) * D + x]);
+        s30 = hn::MulAdd(q, k0, s30), s31 = hn::MulAdd(q, k1, s31), s32 = hn::MulAdd(q, k2, s32), s33 = hn::MulAdd(q, k3, s33);
+      }
+      float* row = S + r * attention_detail::kKeyTile + c;
+      constexpr int L = attention_detail::kKeyTile;
+      hn::StoreU(s00, d, row), hn::StoreU(s01, d, row + N), hn::StoreU(s02, d, row + 2 * N), hn::StoreU(s03, d, row + 3 * N);
+      hn::StoreU(s10, d, row + L), hn::StoreU(s11, d, row + L + N), hn::StoreU(s12, d, row + L + 2 * N), hn::StoreU(s13, d, row + L + 3 * N);
+      row += 2 * L;
+      hn::StoreU(s20, d, row), hn::StoreU(s21, d, row + N), hn::StoreU(s22, d, row + 2 * N), hn::StoreU(s23, d, row + 3 * N);
+      hn::StoreU(s30, d, row + L), hn::StoreU(s31, d, row + L + N), hn::StoreU(s32, d, row + L + 2 * N), hn::StoreU(s33, d, row + L + 3 * N);
+    }
+#endif
     for (; c + 2 * N <= attention_detail::kKeyTile; c += 2 * N) {
       auto s00 = hn::Zero(d), s01 = hn::Zero(d), s10 = hn::Zero(d), s11 = hn::Zero(d);
       auto s20 = hn::Zero(d), s21 = hn::Zero(d), s30 = hn::Zero(d), s31 = hn::Zero(d);
@@ -73,6 +102,35 @@ static HWY_NOINLINE void AccumulateTile(const float* HWY_RESTRICT P, int ldp, co
   const int N = static_cast<int>(hn::Lanes(d));
   for (int r = 0; r < rows4; r += kRowBlock) {
     int x = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    // 4 rows x 4 vectors of channels, as ScoreTile's wide block: 4 loads and 4 broadcasts for 16 FMAs.
+    for (; x + 4 * N <= D; x += 4 * N) {
+      float* a = acc + r * D + x;
+      auto a00 = hn::LoadU(d, a), a01 = hn::LoadU(d, a + N), a02 = hn::LoadU(d, a + 2 * N), a03 = hn::LoadU(d, a + 3 * N);
+      auto a10 = hn::LoadU(d, a + D), a11 = hn::LoadU(d, a + D + N), a12 = hn::LoadU(d, a + D + 2 * N), a13 = hn::LoadU(d, a + D + 3 * N);
+      float* a2 = a + 2 * D;
+      float* a3 = a + 3 * D;
+      auto a20 = hn::LoadU(d, a2), a21 = hn::LoadU(d, a2 + N), a22 = hn::LoadU(d, a2 + 2 * N), a23 = hn::LoadU(d, a2 + 3 * N);
+      auto a30 = hn::LoadU(d, a3), a31 = hn::LoadU(d, a3 + N), a32 = hn::LoadU(d, a3 + 2 * N), a33 = hn::LoadU(d, a3 + 3 * N);
+      for (int c = 0; c < cols; ++c) {
+        const float* vc = V + c * D + x;
+        const auto v0 = hn::LoadU(d, vc), v1 = hn::LoadU(d, vc + N), v2 = hn::LoadU(d, vc + 2 * N), v3 = hn::LoadU(d, vc + 3 * N);
+        const float* pc = P + r * ldp + c;
+        auto p = hn::Set(d, pc[0]);
+        a00 = hn::MulAdd(p, v0, a00), a01 = hn::MulAdd(p, v1, a01), a02 = hn::MulAdd(p, v2, a02), a03 = hn::MulAdd(p, v3, a03);
+        p = hn::Set(d, pc[ldp]);
+        a10 = hn::MulAdd(p, v0, a10), a11 = hn::MulAdd(p, v1, a11), a12 = hn::MulAdd(p, v2, a12), a13 = hn::MulAdd(p, v3, a13);
+        p = hn::Set(d, pc[2 * ldp]);
+        a20 = hn::MulAdd(p, v0, a20), a21 = hn::MulAdd(p, v1, a21), a22 = hn::MulAdd(p, v2, a22), a23 = hn::MulAdd(p, v3, a23);
+        p = hn::Set(d, pc[3 * ldp]);
+        a30 = hn::MulAdd(p, v0, a30), a31 = hn::MulAdd(p, v1, a31), a32 = hn::MulAdd(p, v2, a32), a33 = hn::MulAdd(p, v3, a33);
+      }
+      hn::StoreU(a00, d, a), hn::StoreU(a01, d, a + N), hn::StoreU(a02, d, a + 2 * N), hn::StoreU(a03, d, a + 3 * N);
+      hn::StoreU(a10, d, a + D), hn::StoreU(a11, d, a + D + N), hn::StoreU(a12, d, a + D + 2 * N), hn::StoreU(a13, d, a + D + 3 * N);
+      hn::StoreU(a20, d, a2), hn::StoreU(a21, d, a2 + N), hn::StoreU(a22, d, a2 + 2 * N), hn::StoreU(a23, d, a2 + 3 * N);
+      hn::StoreU(a30, d, a3), hn::StoreU(a31, d, a3 + N), hn::StoreU(a32, d, a3 + 2 * N), hn::StoreU(a33, d, a3 + 3 * N);
+    }
+#endif
     for (; x + 2 * N <= D; x += 2 * N) {
       float* a = acc + r * D + x;
       auto a00 = hn::LoadU(d, a), a01 = hn::LoadU(d, a + N), a10 = hn::LoadU(d, a + D), a11 = hn::LoadU(d, a + D + N);
