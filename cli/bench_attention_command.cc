@@ -112,7 +112,8 @@ void add_bench_attention_command(CLI::App* bench) {
       if (c.backward) {
         const bench::AttentionBackwardResult& b = r.backward;
         nlohmann::json back = {{"posenc_seconds", b.posenc_seconds}, {"torch_seconds", b.torch_seconds}, {"speedup", b.speedup},
-                               {"max_rel_error", b.max_rel_error}};
+                               {"max_rel_error", b.max_rel_error}, {"backward_gflops", b.backward_gflops},
+                               {"fraction_of_square_gemm", b.fraction_of_square_gemm}};
         if (!b.torch_skipped.empty()) {
           back["torch_seconds"] = back["speedup"] = back["max_rel_error"] = nullptr;
           back["torch_skipped"] = b.torch_skipped;
@@ -144,7 +145,8 @@ void add_bench_attention_command(CLI::App* bench) {
     if (!c.backward) return;
     const bench::AttentionBackwardResult& b = r.backward;
     std::printf("forward + backward (dq, dk, dv%s):\n", c.scheme == "t5" ? ", T5 table" : "");
-    std::printf("  posenc  %9.3f ms\n", b.posenc_seconds * 1e3);
+    std::printf("  posenc  %9.3f ms  backward alone %.1f GFLOP/s  fraction_of_square_gemm %.2f  (2.5x the forward's FLOPs)\n",
+                b.posenc_seconds * 1e3, b.backward_gflops, b.fraction_of_square_gemm);
     if (b.torch_skipped.empty())
       std::printf("  libtorch%9.3f ms  (autograd through scores, bias, softmax)  speed-up %.2fx  max_rel_error %.2e vs libtorch\n",
                   b.torch_seconds * 1e3, b.speedup, b.max_rel_error);

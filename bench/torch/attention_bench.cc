@@ -257,7 +257,14 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
   attention(view_of(qs), view_of(ks), view_of(vs), view_of(outs), p, options);
   const torch::Tensor got = outs.narrow(1, S - tail, tail).to(torch::kFloat32);
   r.max_rel_error = ((got - ref).abs().max() / ref.abs().max()).item<double>();
-  if (c.backward) r.backward = time_backward(c, torch_path, q, k, v, t5_table, slopes);
+  if (c.backward) {
+    r.backward = time_backward(c, torch_path, q, k, v, t5_table, slopes);
+    const double forward = c.dtype == DType::kF32 ? r.posenc_seconds : r.f32_seconds;  // the backward's forward is f32
+    if (r.backward.posenc_seconds > forward) {
+      r.backward.backward_gflops = 2.5 * full_flops * (c.causal ? 0.5 : 1.0) / (r.backward.posenc_seconds - forward) / 1e9;
+      r.backward.fraction_of_square_gemm = r.backward.backward_gflops / r.square_gemm_gflops;
+    }
+  }
   return r;
 }
 

@@ -30,6 +30,10 @@ struct AttentionBackwardResult {
   double posenc_seconds = 0, torch_seconds = 0, speedup = 0;  // torch 0: not run (torch_skipped says why)
   std::string torch_skipped;
   double max_rel_error = 0;  // posenc's dq, dk, dv against libtorch's (max |diff| / max |torch|), 0 if not run
+  // The backward alone: forward + backward less the f32 forward's time, over FlashAttention-2's
+  // count of its FLOPs (five products of the forward's size: 2.5x the forward's FLOPs); and that
+  // rate over the square gemm's (issue 29's goal: 0.4).
+  double backward_gflops = 0, fraction_of_square_gemm = 0;
 };
 
 struct AttentionBenchResult {
