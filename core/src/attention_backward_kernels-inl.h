@@ -9,8 +9,8 @@
 // A distance table's gradient (its columns are shared by every query tile): per head, a fixed
 // number of lanes, each a run of query tiles with its own partial row.
 // Products as the forward's (attention_tiles-inl.h): scores and dP = dO V^T by ScoreTile over a
-// transposed key or value tile; the three accumulations by AccumulateTile, P and dS transposed
-// ([keys][queries]) for the key side. A position remap (attention_remap.h): the scores as the
+// transposed key or value tile; the three accumulations by AccumulateTile, P and dS read
+// transposed in place for the key side. A position remap (attention_remap.h): the scores as the
 // forward merges its branches; each branch's share of dS accumulates into its own dQ (near, far,
 // DCA's far2) and dK (near, far), each rotated back by its own transpose and summed.
 #if defined(POSENC_ATTENTION_BACKWARD_KERNELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -98,23 +98,21 @@ void AttentionBackwardAll(const attention_detail::Plan& plan, const AttentionBac
           if (hi <= j0 || lo >= j0 + cols) continue;  // the masks hide this key tile from these queries
           LoadQueryTile(plan, in, Di.data(), b, h, i0, rows, packed_queries, t);
           TileGradients(plan, b, h, i0, rows, j0, cols, t);
-          TransposeTile(t.P, rows4, cols4, t.Tr);
-          AccumulateTile(t.Tr, BackwardTiles::kRows, t.dO, cols4, rows4, D, t.dV);
-          TransposeTile(t.dS, rows4, cols4, t.Tr);
+          // dV += P^T dO, dK += dS^T (scale q): the tiles read transposed in place.
+          AccumulateTile(t.P, 1, t.dO, cols4, rows4, D, t.dV, kKeyTile);
           for (int c = 0; gate_grad && c < cols; ++c) {
             double column = 0;
-            for (int r = 0; r < rows; ++r) column += t.Tr[c * BackwardTiles::kRows + r];
+            for (int r = 0; r < rows; ++r) column += t.dS[r * kKeyTile + c];
             sums[static_cast<std::size_t>(c)] += column;
           }
           if (!remapped) {
-            AccumulateTile(t.Tr, BackwardTiles::kRows, t.Q, cols4, rows4, D, t.dK);  // Q holds scale * q
+            AccumulateTile(t.dS, 1, t.Q, cols4, rows4, D, t.dK, kKeyTile);  // Q holds scale * q
             continue;
           }
           // A remap: each branch's dS against its own query tile, into the near or far dK.
           for (const int which : {Remap::kNear, Remap::kFar, Remap::kFar2}) {
             if (!(t.branches & which)) continue;
-            TransposeTile(BranchScores(plan, which, rows, cols, t), rows4, cols4, t.Tr);
-            AccumulateTile(t.Tr, BackwardTiles::kRows, t.query_of(which), cols4, rows4, D, t.dk_of(which));
+            AccumulateTile(BranchScores(plan, which, rows, cols, t), 1, t.query_of(which), cols4, rows4, D, t.dk_of(which), kKeyTile);
           }
         }
         for (int c = 0; gate_grad && c < cols; ++c)

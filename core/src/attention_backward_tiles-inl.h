@@ -35,7 +35,7 @@ struct BackwardTiles {
   static constexpr int kRows = attention_detail::kPaddedRows, kKeys = attention_detail::kKeyTile;
   static std::size_t floats(int D, int far_queries) {
     const std::size_t far = far_queries ? std::size_t{2} * far_queries * kRows * D + std::size_t{3} * kKeys * D + std::size_t{2} * kRows * kKeys : 0;
-    return std::size_t{3} * kRows * D + std::size_t{5} * kKeys * D + std::size_t{3} * kRows * kKeys + 2 * kRows + 2 * D + far;
+    return std::size_t{3} * kRows * D + std::size_t{5} * kKeys * D + std::size_t{2} * kRows * kKeys + 2 * kRows + 2 * D + far;
   }
   BackwardTiles(int D, int far_queries) : buffer(hwy::AllocateAligned<float>(floats(D, far_queries))) {
     float* x = buffer.get();
@@ -50,7 +50,6 @@ struct BackwardTiles {
     dV = take(std::size_t{kKeys} * D);
     P = take(std::size_t{kRows} * kKeys);
     dS = take(std::size_t{kRows} * kKeys);  // dP, then dS in place
-    Tr = take(std::size_t{kRows} * kKeys);  // P or dS transposed, [kKeyTile][kPaddedRows]
     lse = take(kRows);
     Di = take(kRows);
     tmp = take(2 * std::size_t(D));
@@ -69,7 +68,7 @@ struct BackwardTiles {
   // Q, dO, Kt, Vt and K point at this thread's own tiles (*_own) or at packed ones (attention_packed.h).
   const float *Q, *dO, *Kt, *Vt, *K;
   float *Q_own, *dO_own, *Kt_own, *Vt_own, *K_own;
-  float *dQ, *dK, *dV, *P, *dS, *Tr, *lse, *Di, *tmp;
+  float *dQ, *dK, *dV, *P, *dS, *lse, *Di, *tmp;
   float *Qf[2] = {nullptr, nullptr}, *dQf[2] = {nullptr, nullptr}, *Ktf = nullptr, *Kf = nullptr, *dKf = nullptr, *Sf = nullptr,
         *dSb = nullptr;
   int branches = attention_detail::Remap::kNear;  // the loaded tile pair's (TileGradients)
@@ -261,12 +260,6 @@ void AddDistanceGradients(const attention_detail::Plan& plan, int b, int i0, int
   }
   const std::int64_t first = qp[0] - kp[0] - (cols - 1);  // the distance of diagonal 0
   for (int x = 0; x < rows + cols - 1; ++x) partial[table.column(first + x)] += diagonals[x];
-}
-
-// X [rows4][kKeyTile] -> T [cols4][kPaddedRows].
-void TransposeTile(const float* HWY_RESTRICT X, int rows4, int cols4, float* HWY_RESTRICT T) {
-  for (int c = 0; c < cols4; ++c)
-    for (int r = 0; r < rows4; ++r) T[c * BackwardTiles::kRows + r] = X[r * BackwardTiles::kKeys + c];
 }
 
 // D_i = dO_i . O_i for every (b, h, i), [B, Hq, S].

@@ -93,11 +93,12 @@ static HWY_NOINLINE void ScoreTile(const float* HWY_RESTRICT Q, const float* HWY
   }
 }
 
-// acc[r][:] += sum_c P[r][c] * V[c][:] for r < rows4, c < cols: P [rows4][ldp], V [cols][D],
-// acc [rows4][D]. The forward's P is [queries][kKeyTile]; the backward also passes transposed
-// tiles ([keys][kPaddedRows]) for dV += P^T dO and dK += dS^T Q.
+// acc[r][:] += sum_c P(r, c) * V[c][:] for r < rows4, c < cols, with P(r, c) = P[r * ldp + c *
+// step]: V [cols][D], acc [rows4][D]. The forward's P is [queries][kKeyTile] (ldp kKeyTile, step
+// 1); the backward's dV += P^T dO and dK += dS^T Q read its [queries][kKeyTile] tiles transposed
+// in place (ldp 1, step kKeyTile): the broadcasts of one step are 4 neighbouring floats.
 static HWY_NOINLINE void AccumulateTile(const float* HWY_RESTRICT P, int ldp, const float* HWY_RESTRICT V, int rows4, int cols, int D,
-                                        float* HWY_RESTRICT acc) {
+                                        float* HWY_RESTRICT acc, int step = 1) {
   const DA d;
   const int N = static_cast<int>(hn::Lanes(d));
   for (int r = 0; r < rows4; r += kRowBlock) {
@@ -115,7 +116,7 @@ static HWY_NOINLINE void AccumulateTile(const float* HWY_RESTRICT P, int ldp, co
       for (int c = 0; c < cols; ++c) {
         const float* vc = V + c * D + x;
         const auto v0 = hn::LoadU(d, vc), v1 = hn::LoadU(d, vc + N), v2 = hn::LoadU(d, vc + 2 * N), v3 = hn::LoadU(d, vc + 3 * N);
-        const float* pc = P + r * ldp + c;
+        const float* pc = P + r * ldp + c * step;
         auto p = hn::Set(d, pc[0]);
         a00 = hn::MulAdd(p, v0, a00), a01 = hn::MulAdd(p, v1, a01), a02 = hn::MulAdd(p, v2, a02), a03 = hn::MulAdd(p, v3, a03);
         p = hn::Set(d, pc[ldp]);
@@ -138,7 +139,7 @@ static HWY_NOINLINE void AccumulateTile(const float* HWY_RESTRICT P, int ldp, co
       auto a30 = hn::LoadU(d, a + 3 * D), a31 = hn::LoadU(d, a + 3 * D + N);
       for (int c = 0; c < cols; ++c) {
         const auto v0 = hn::LoadU(d, V + c * D + x), v1 = hn::LoadU(d, V + c * D + x + N);
-        const float* pc = P + r * ldp + c;
+        const float* pc = P + r * ldp + c * step;
         const auto p0 = hn::Set(d, pc[0]), p1 = hn::Set(d, pc[ldp]);
         const auto p2 = hn::Set(d, pc[2 * ldp]), p3 = hn::Set(d, pc[3 * ldp]);
         a00 = hn::MulAdd(p0, v0, a00);
@@ -162,7 +163,7 @@ static HWY_NOINLINE void AccumulateTile(const float* HWY_RESTRICT P, int ldp, co
     for (; x < D; ++x)  // channels past the last pair of vectors
       for (int rr = r; rr < r + kRowBlock; ++rr) {
         float sum = acc[rr * D + x];
-        for (int c = 0; c < cols; ++c) sum += P[rr * ldp + c] * V[c * D + x];
+        for (int c = 0; c < cols; ++c) sum += P[rr * ldp + c * step] * V[c * D + x];
         acc[rr * D + x] = sum;
       }
   }
