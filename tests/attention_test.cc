@@ -16,6 +16,7 @@
 #include "posenc/half.h"
 #include "posenc/rope_schedule.h"
 
+#include "attention_packed.h"
 #include "attention_plan.h"
 #include "attention_test_support.h"
 #include "rope_params_fixtures.h"
@@ -329,6 +330,33 @@ TEST(Attention, ExtraBytesCountThePackedKeysWhenATileIsReadTwice) {
     Tensor4 q = make(DType::kF32, 2, S, Hq, D, false, &rng), k = make(DType::kF32, 2, T, 1, D, false, &rng);
     EXPECT_EQ(attention_extra_bytes(q.view, k.view, AttentionParams{}, {1, nullptr}), tiles + (packs ? packed : 0));
   }
+}
+
+// The forward packs its (batch row, kv head) groups a batch at a time within its limit: several
+// batches give the reference's values, and a group over the limit is not packed (S = 32768, 8
+// heads, D = 64 keeps its few hundred KiB).
+TEST(Attention, PackedGroupsInBatchesWithinTheLimit) {
+  std::mt19937 rng(10);
+  const int B = 2, S = 200, T = 200, Hq = 4, Hk = 2, D = 40;
+  const RopeSchedule sched = testing::plain_schedule(D);
+  AttentionParams p;
+  p.positions = AttentionPositions::kRope;
+  p.rope = rope_apply_params(sched, RopeLayout::kHalfSplit);
+  Tensor4 q = make(DType::kF32, B, S, Hq, D, false, &rng), k = make(DType::kF32, B, T, Hk, D, false, &rng),
+          v = make(DType::kF32, B, T, Hk, D, false, &rng);
+  const std::int64_t group = 4 * 64 * D * 2 * static_cast<std::int64_t>(sizeof(float));  // 4 key tiles, kt and v rows
+  for (const std::int64_t limit : {group, 3 * group, std::int64_t{1} << 30}) {  // 4 batches, 2 (3 + 1), 1
+    SCOPED_TRACE(limit);
+    attention_detail::set_forward_pack_limit_for_test(limit);
+    EXPECT_EQ(attention_detail::forward_groups_per_batch(q.view, k.view), std::min<std::int64_t>(limit / group, 4));
+    EXPECT_LE(tiled_vs_reference(q, k, v, p, 2), 2e-5);
+  }
+  attention_detail::set_forward_pack_limit_for_test(group - 1);
+  EXPECT_EQ(attention_detail::forward_groups_per_batch(q.view, k.view), 0) << "a group over the limit: not packed";
+  EXPECT_LE(tiled_vs_reference(q, k, v, p, 2), 2e-5);
+  attention_detail::set_forward_pack_limit_for_test(attention_detail::kForwardPackBytes);
+  const RopeTensor long_q = strided(nullptr, DType::kF32, {1, 32768, 8, 64}, {0, 512, 64});
+  EXPECT_LT(attention_extra_bytes(long_q, long_q, AttentionParams{}, {1, nullptr}), std::int64_t{1} << 20);
 }
 
 }  // namespace

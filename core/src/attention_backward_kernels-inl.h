@@ -50,8 +50,8 @@ void AttentionBackwardAll(const attention_detail::Plan& plan, const AttentionBac
   // once per key tile, pass Q every key tile once per query tile.
   using attention_detail::PackedKeys;
   using attention_detail::PackedQueries;
-  const bool pack = attention_detail::packing_pays(in.q, in.k);
-  const PackedKeys packed_keys = pack ? PackedKeys(plan, {true, true, false, true}, threads) : PackedKeys();
+  const bool pack = attention_detail::backward_packs(in.q, in.k);
+  const PackedKeys packed_keys = pack ? PackedKeys(plan, attention_detail::kBackwardLayouts, threads) : PackedKeys();
   const PackedQueries packed_queries = pack && T > kKeyTile ? PackedQueries(plan, in.dout, threads) : PackedQueries();
   const bool t5_grad = grads.t5_table_grad != nullptr;
   const int buckets = plan.p->t5.num_buckets;

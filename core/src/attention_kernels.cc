@@ -45,7 +45,7 @@ std::int64_t attention_extra_bytes(const RopeTensor& q, const RopeTensor& k, con
   // The f32 kernel's tiles and packed keys (attention_packed.h; the larger of it and the bf16
   // path's, which runs instead on bf16 inputs where the CPU has the instructions).
   const std::int64_t f32_bytes = floats * static_cast<std::int64_t>(sizeof(float)) * threads +
-                                 (attention_detail::packing_pays(q, k) ? attention_detail::PackedKeys::bytes(k, {true, false, true, false}) : 0);
+                                 attention_detail::forward_pack_bytes(q, k);
   std::int64_t bytes = attention_detail::decode_applies(q, p) ? attention_detail::decode_extra_bytes(q, k, threads)
                                                               : std::max(f32_bytes, attention_detail::bf16_extra_bytes(q, k, p, threads));
   if (p.remap.kind == PositionRemapKind::kLeakyReRope && p.positions == AttentionPositions::kRope)  // Remap::keys, queries

@@ -12,6 +12,11 @@
 //   vt      [B][Hk][tiles][D][kKeyTile]  values transposed (the backward's dP = dO V^T)
 // Tiles start at multiples of kKeyTile; keys past T are zeros. Floats, whatever q's dtype.
 // A remap's far keys are not packed (they are rotated per tile pair, as before).
+//
+// Memory stays bounded: the forward packs its (batch row, kv head) groups a batch at a time within
+// kForwardPackBytes (a group larger than that is not packed: the tiles load as before, so S = 32768,
+// 8 heads, D = 64 keeps its 0.25 MiB); the backward packs when its five layouts fit
+// kBackwardPackBytes (training's tensors are larger anyway).
 #pragma once
 
 #include <cstdint>
@@ -26,11 +31,19 @@ struct PackedKeyLayouts {
   int count() const { return kt + k_rows + v_rows + vt; }
 };
 
+inline constexpr std::int64_t kForwardPackBytes = std::int64_t{12} << 20;
+inline constexpr std::int64_t kBackwardPackBytes = std::int64_t{128} << 20;
+// The forward's limit (kForwardPackBytes unless a test sets a smaller one, to run several batches
+// on small inputs; not thread-safe: set it between calls).
+std::int64_t forward_pack_limit();
+void set_forward_pack_limit_for_test(std::int64_t bytes);
+
 class PackedKeys {
  public:
   PackedKeys() = default;
-  // Packs the layouts asked for, over `threads` threads.
-  PackedKeys(const Plan& plan, PackedKeyLayouts layouts, int threads);
+  // Packs the layouts asked for of groups (b, hk) = b * Hk + hk in [first_group, end_group) (all
+  // of them by default), over `threads` threads.
+  PackedKeys(const Plan& plan, PackedKeyLayouts layouts, int threads, std::int64_t first_group = 0, std::int64_t end_group = -1);
 
   bool empty() const { return tiles_ == 0; }
   // Tile `tile` (keys tile * kKeyTile ..) of (b, hk) in one layout: kKeyTile * D floats.
@@ -39,14 +52,14 @@ class PackedKeys {
   const float* v_rows(int b, int hk, std::int64_t tile) const { return v_rows_.data() + offset(b, hk, tile); }
   const float* vt(int b, int hk, std::int64_t tile) const { return vt_.data() + offset(b, hk, tile); }
 
-  // Bytes the layouts take for k [B, T, Hk, D].
-  static std::int64_t bytes(const RopeTensor& k, PackedKeyLayouts layouts);
+  // Bytes the layouts take for one group of k [B, T, Hk, D] (one batch row, one kv head).
+  static std::int64_t group_bytes(const RopeTensor& k, PackedKeyLayouts layouts);
 
  private:
   std::size_t offset(int b, int hk, std::int64_t tile) const {
-    return ((static_cast<std::size_t>(b) * heads_ + hk) * tiles_ + static_cast<std::size_t>(tile)) * tile_floats_;
+    return ((static_cast<std::size_t>(b) * heads_ + hk - first_group_) * tiles_ + static_cast<std::size_t>(tile)) * tile_floats_;
   }
-  std::int64_t tiles_ = 0;
+  std::int64_t tiles_ = 0, first_group_ = 0;
   int heads_ = 0;
   std::size_t tile_floats_ = 0;
   AlignedVector<float> kt_, k_rows_, v_rows_, vt_;
@@ -80,5 +93,16 @@ class PackedQueries {
 // Whether packing pays: each key tile is read by more than one (query head, query tile) of
 // q [B, S, Hq, D] over k [B, T, Hk, D].
 bool packing_pays(const RopeTensor& q, const RopeTensor& k);
+
+// The forward's packing: how many groups one batch packs (0: none, the tiles load as before),
+// and the bytes that takes (attention_extra_bytes).
+std::int64_t forward_groups_per_batch(const RopeTensor& q, const RopeTensor& k);
+std::int64_t forward_pack_bytes(const RopeTensor& q, const RopeTensor& k);
+
+// Whether the backward packs (its keys' three layouts and the queries' two fit kBackwardPackBytes).
+bool backward_packs(const RopeTensor& q, const RopeTensor& k);
+
+inline constexpr PackedKeyLayouts kForwardLayouts{true, false, true, false};
+inline constexpr PackedKeyLayouts kBackwardLayouts{true, true, false, true};
 
 }  // namespace posenc::attention_detail

@@ -159,7 +159,8 @@ void attention_reference(const RopeTensor& q, const RopeTensor& k, const RopeTen
 // of queries), key tiles in order, skipping tiles the masks hide entirely. Workspace per thread:
 // a query tile, a key tile, a value tile and the accumulators, O(tile x D) floats; and when a key
 // tile is read more than once (S > 128 or GQA), k rotated and v packed once per call, per key
-// tile, as floats (2 x k's elements: src/attention_packed.h); both reported by
+// tile, as floats, a batch of (batch row, kv head) groups at a time within 12 MiB (none when one
+// group's T x D x 2 floats exceed it: src/attention_packed.h); both reported by
 // attention_extra_bytes(). Equal to the reference up to float rounding (FMA, vector exp).
 void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, const RopeTensor& out,
                const AttentionParams& params, const AttentionOptions& options = {});

@@ -64,8 +64,9 @@ void attention_backward_reference(const AttentionBackwardInputs& in, const Atten
 // writes dq and the T5 table's per-task partial sums, which are then added in task order. Each
 // pass recomputes P for its tiles and skips tiles the masks hide entirely. Workspace: O(threads x
 // tile x D) floats, plus D_i ([B, Hq, S] floats); when a tile is read more than once (S > 128
-// or GQA), k and v packed per key tile, rotated, in three float layouts (3 x k's elements), and
-// q (rotated, times scale) and dout as float rows (2 x q's elements; src/attention_packed.h) and for T5 the partials (query tiles x B x Hq x
+// or GQA) and all five fit 128 MiB, k and v packed per key tile, rotated, in three float layouts
+// (3 x k's elements), and q (rotated, times scale) and dout as float rows (2 x q's elements;
+// src/attention_packed.h) and for T5 the partials (query tiles x B x Hq x
 // num_buckets doubles). A distance table's gradient: pass Q runs per (query head, lane of every
 // kTableLanes-th query tile), each lane summing into its own row of Hq x kTableLanes x width
 // doubles, added in lane order. FoX's c: pass K's column sums and pass Q's row sums ([B, Hq, T]
