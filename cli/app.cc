@@ -27,6 +27,40 @@ bool stdout_written() {
 
 }  // namespace
 
+namespace {
+
+// The option named `name` of the deepest command being parsed (bench rope's --heads, not
+// another command's), or of app itself; null if none has it.
+const CLI::Option* find_option(const CLI::App& app, const std::string& name) {
+  for (const CLI::App* sub : app.get_subcommands())  // the ones given on the command line
+    if (const CLI::Option* opt = find_option(*sub, name)) return opt;
+  for (const CLI::Option* opt : app.get_options())
+    if (opt->check_name(name)) return opt;
+  return nullptr;
+}
+
+// For CLI11's "Could not convert: --tokens = 9223372036854775807" on a flag typed INT32, INT64,
+// UINT32 or UINT64 (options.h's integer_type_name): "--tokens must be an integer in [lo, hi]
+// (INT32), got 9223372036854775807"; empty for any other flag or message.
+std::string integer_range_refusal(const CLI::App& app, const std::string& message) {
+  const std::string head = "Could not convert: ";
+  const std::size_t at = message.find(head), eq = message.find(" = ");
+  if (at == std::string::npos || eq == std::string::npos || eq < at) return "";
+  const std::string flag = message.substr(at + head.size(), eq - at - head.size()), value = message.substr(eq + 3);
+  const CLI::Option* opt = find_option(app, flag);
+  if (!opt) return "";
+  const std::string type = opt->get_type_name();
+  const char* range = type == "INT32"    ? "[-2147483648, 2147483647]"
+                      : type == "INT64"  ? "[-9223372036854775808, 9223372036854775807]"
+                      : type == "UINT32" ? "[0, 4294967295]"
+                      : type == "UINT64" ? "[0, 18446744073709551615]"
+                                         : nullptr;
+  if (!range) return "";
+  return flag + " must be an integer in " + range + " (" + type + "; --help gives the flag's own limits), got " + value.substr(0, 80);
+}
+
+}  // namespace
+
 int posenc::cli::run_cli(int argc, char** argv) {
   CLI::App app{"posenc: positional encodings of transformers, exact and fast"};
   app.require_subcommand(1);
@@ -64,6 +98,13 @@ int posenc::cli::run_cli(int argc, char** argv) {
     // form of posenc's: one line that says what and where to look.
     const std::string command = argc > 1 && argv[1][0] != '-' ? std::string(" ") + argv[1] : "";
     // A conversion failure names the value but not why: say what a value must be.
+    if (dynamic_cast<const CLI::ConversionError*>(&e)) {
+      const std::string range = integer_range_refusal(app, e.what());
+      if (!range.empty()) {
+        std::cerr << "posenc: error: " << range << " (posenc" << command << " --help)\n";
+        return 2;
+      }
+    }
     const char* why = dynamic_cast<const CLI::ConversionError*>(&e)
                           ? "; expected a value of the flag's type (--help shows it) small enough for that type"
                           : "";

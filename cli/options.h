@@ -117,12 +117,20 @@ template <typename T>
 struct is_list : std::false_type {};
 template <typename T>
 struct is_list<std::vector<T>> : std::true_type {};
+// An integer flag's type by width ("INT32"), which help shows and a value beyond it is refused
+// by (cli/app.cc: "--tokens must be an integer in [-2147483648, 2147483647]").
+template <typename T>
+std::string integer_type_name() {
+  return std::string(std::is_signed_v<T> ? "INT" : "UINT") + std::to_string(8 * sizeof(T));
+}
 // A vector target makes the option a list flag (add_list_option).
-#define POSENC_CLI_OPTION(function, flag)                                          \
-  template <typename T>                                                            \
-  CLI::Option* function(CLI::App* cmd, T& target, const std::string& help) {       \
-    if constexpr (is_list<T>::value) return add_list_option(cmd, flag, target, help); \
-    else return cmd->add_option(flag, target, help);                               \
+#define POSENC_CLI_OPTION(function, flag)                                                   \
+  template <typename T>                                                                     \
+  CLI::Option* function(CLI::App* cmd, T& target, const std::string& help) {                \
+    if constexpr (is_list<T>::value) return add_list_option(cmd, flag, target, help);        \
+    else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)                   \
+      return cmd->add_option(flag, target, help)->type_name(integer_type_name<T>());        \
+    else return cmd->add_option(flag, target, help);                                        \
   }
 POSENC_CLI_OPTION(add_heads_option, "--heads")
 POSENC_CLI_OPTION(add_head_dim_option, "--head-dim")

@@ -189,7 +189,8 @@ TEST(BenchCli, TrainNamesTheFlagItRefuses) {
       {"bench train --schemes rope --steps -5", "--steps must be >= 1, got -5"},
       {"bench train --schemes rope --steps 1 --tokens -1", "--tokens must be >= 2, got -1"},
       {"bench train --schemes rope --steps 1 --batch 2 --nproc 3", "--nproc 3 ranks cannot share --batch 2 rows"},
-      {"bench rope --tokens 9223372036854775807", "small enough for that type"},
+      {"bench rope --tokens 9223372036854775807", "--tokens must be an integer in [-2147483648, 2147483647] (INT32"},
+      {"bench rope --tokens 1e3", "--tokens must be an integer in [-2147483648, 2147483647] (INT32"},
   };
   for (const auto& [args, part] : cases) {
     const CliRun r = run_bounded(args, 20);

@@ -57,17 +57,21 @@ void score_variant(TransformerLM& model, const ModelPlan& p, const ExtensionVari
   const std::string& ext_name = ext.label;
   // The one-key grid, and with distractors the multi-key grid too.
   const std::vector<int> grids = c.distractors > 0 ? std::vector<int>{0, c.distractors} : std::vector<int>{0};
-  Progress progress("score " + variant_name(p.name, ext_name, finetune), static_cast<long>(grids.size() * c.multiples.size() * c.depths.size()));
+  // Progress in tokens scored, updated inside each cell (a long cell's samples take minutes).
+  long total = 0;
+  for (const int m : c.multiples) total += static_cast<long>(grids.size() * c.depths.size()) * c.samples * (long{m} * train_len);
+  Progress progress("score " + variant_name(p.name, ext_name, finetune), total);
   long done = 0;
+  const auto scored = [&](std::int64_t tokens) { progress.update(done += static_cast<long>(tokens), std::nan("")); };
   for (int distractors : grids)
     for (int m : c.multiples) {
       const int len = m * train_len;
       torch_layer::RotaryEmbedding rope = variant_rope(p, ext, finetune, train_len, len);  // one schedule for every depth
       const ScopedRemap remap(model, extension_remap(ext, train_len, len));
       for (double depth : c.depths) {
-        const PasskeyScore s = score_cell(model, passkey_cell(vocab, corpus.valid, len, depth, c.samples, distractors), pointer_of(rope));
+        const PasskeyScore s =
+            score_cell(model, passkey_cell(vocab, corpus.valid, len, depth, c.samples, distractors), pointer_of(rope), scored);
         out->push_back(cell_json({p.name, "", ext_name, finetune, len, depth, s.accuracy, s.logprob, s.samples, distractors}));
-        progress.update(++done, std::nan(""));
       }
     }
   const int longest = train_len * *std::max_element(c.multiples.begin(), c.multiples.end());

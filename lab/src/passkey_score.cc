@@ -32,7 +32,8 @@ PasskeyScore score_answers(const torch::Tensor& logits, const std::vector<Passke
   return s;
 }
 
-PasskeyScore score_cell(torch_layer::TransformerLM& model, const std::vector<PasskeyExample>& cell, torch_layer::RotaryEmbeddingImpl* rope) {
+PasskeyScore score_cell(torch_layer::TransformerLM& model, const std::vector<PasskeyExample>& cell, torch_layer::RotaryEmbeddingImpl* rope,
+                        const std::function<void(std::int64_t tokens)>& scored) {
   torch::NoGradGuard no_grad;
   model->eval();
   PasskeyScore total;
@@ -49,6 +50,7 @@ PasskeyScore score_cell(torch_layer::TransformerLM& model, const std::vector<Pas
     total.accuracy += s.accuracy * s.samples;
     total.logprob += s.logprob * s.samples;
     total.samples += s.samples;
+    if (scored) scored(static_cast<std::int64_t>(part.size()) * length);
   }
   total.accuracy /= total.samples;
   total.logprob /= total.samples;

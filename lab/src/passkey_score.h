@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <vector>
 
 #include "posenc_lab/corpus.h"
@@ -27,9 +28,11 @@ PasskeyScore score_answers(const torch::Tensor& logits, const std::vector<Passke
 // One grid cell through the model (eval mode, no grad), in groups that keep ~16k tokens per
 // forward (the fused attention kernel never forms the length x length scores). rope: the
 // schedule to score with instead of the model's own (forward's rope_override), or null; so for
-// position_bits.
+// position_bits. scored: called after each group with the tokens it scored (progress inside a
+// cell: 4096 samples at 32x the training length take minutes), or empty.
 PasskeyScore score_cell(torch_layer::TransformerLM& model, const std::vector<PasskeyExample>& cell,
-                        torch_layer::RotaryEmbeddingImpl* rope = nullptr);
+                        torch_layer::RotaryEmbeddingImpl* rope = nullptr,
+                        const std::function<void(std::int64_t tokens)>& scored = {});
 
 // Bits per character at each position [0, len) of non-overlapping windows over the first
 // max_tokens tokens of text, averaged over windows (at least one window).
