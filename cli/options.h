@@ -7,6 +7,7 @@
 #include <charconv>
 #include <limits>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -85,12 +86,16 @@ CLI::Option* add_dim_option(CLI::App* cmd, T& dim, const std::string& help) {
 
 // --threads, checked to lie in [min_threads, max_threads] when parsed (a value outside is a usage
 // error, exit 2, naming the value and the range). 100 000 threads crashed libgomp and hung
-// libtorch. `help` says what the value means (e.g. "torch threads (0: default)").
+// libtorch. `help` says what the value means (e.g. "torch threads (0: default)"), and the help
+// names this machine's hardware threads (more are allowed: they share the cores).
 template <typename T>
 CLI::Option* add_threads_option(CLI::App* cmd, T& target, const std::string& help, int min_threads = 0,
                                 int max_threads = kMaxThreads) {
+  const unsigned hardware = std::thread::hardware_concurrency();
+  const std::string machine = hardware ? " (this machine has " + std::to_string(hardware) + "; more share its cores)" : "";
   return cmd
-      ->add_option("--threads", target, help + "; in [" + std::to_string(min_threads) + ", " + std::to_string(max_threads) + "]")
+      ->add_option("--threads", target,
+                   help + "; in [" + std::to_string(min_threads) + ", " + std::to_string(max_threads) + "]" + machine)
       ->capture_default_str()
       ->check(CLI::Range(min_threads, max_threads));
 }
