@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <thread>
 
 #include "cli_run.h"
 
@@ -197,6 +198,10 @@ TEST(BenchCli, TrainNamesTheFlagItRefuses) {
     EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
     EXPECT_NE(r.err.find(part), std::string::npos) << args << "\n" << r.err;
   }
+  // --threads' help: the range, and this machine's hardware threads beside it.
+  const CliRun help = run_bounded("bench rope --help", 20);
+  EXPECT_NE(help.out.find("in [0, 1024] (this machine has " + std::to_string(std::thread::hardware_concurrency())), std::string::npos)
+      << help.out;
 }
 
 TEST(BenchCli, AttentionBadArgumentsAreErrors) {

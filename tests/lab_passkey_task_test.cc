@@ -7,6 +7,7 @@
 #include <set>
 
 #include "passkey_score.h"
+#include "torch_support.h"
 #include "posenc/error.h"
 #include "posenc_lab/passkey_task.h"
 
@@ -184,6 +185,21 @@ bool named_at(const PasskeyVocab& v, const PasskeyExample& ex, std::string_view 
   for (std::size_t i = 0; i < name.size(); ++i)
     if (ex.tokens[static_cast<std::size_t>(at) - name.size() + i] != v.id(name[i])) return false;
   return true;
+}
+
+// A cell is scored in groups of about 16k tokens, each reported as it ends (the progress inside a
+// long cell): 200 examples of 100 tokens are two groups, every token counted once.
+TEST(PasskeyScore, ACellReportsEachGroupItScores) {
+  const Corpus c = filler_corpus();
+  const PasskeyVocab v(c);
+  torch_layer::TransformerLM model =
+      torch_layer::testing::eval_model(torch_layer::testing::small_model(Scheme::kRope, static_cast<int>(v.size())), 1);
+  const std::vector<PasskeyExample> cell = passkey_cell(v, c.valid, 100, 0.5, 200);
+  std::vector<std::int64_t> groups;
+  const PasskeyScore s = score_cell(model, cell, nullptr, [&](std::int64_t tokens) { groups.push_back(tokens); });
+  EXPECT_EQ(s.samples, 200);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0] + groups[1], 200 * 100);
 }
 
 TEST(PasskeyTask, DistractorsAreOtherNamedKeysAndTheKeyStaysWhereItsDepthPutsIt) {
