@@ -173,8 +173,10 @@ TEST(CliHostile, GoldenReplacesBothFilesOrNeither) {
   const std::string golden = "golden --config " + reference_dir() + "/real-configs/Qwen3-8B.json --out " + dir;
   ASSERT_EQ(run_bounded(golden + " --seed 1").code, 0);
   const std::string before = posenc::testing::read_file(dir + "/golden.safetensors");
-  ASSERT_EQ(::mkdir((dir + "/manifest.json.tmp").c_str(), 0755), 0);  // the manifest's temp file cannot be created
-  EXPECT_CLEAN_ERROR(run_bounded(golden + " --seed 2"), "cannot write " + dir + "/manifest.json");
+  // The manifest's temp file (<path>.<pid>.tmp) cannot be created: a directory holds its name. The
+  // shell's pid is posenc's, as the shell execs it.
+  EXPECT_CLEAN_ERROR(run_limited("mkdir " + dir + "/manifest.json.$$.tmp; ", golden + " --seed 2"),
+                     "cannot write " + dir + "/manifest.json");
   EXPECT_EQ(posenc::testing::read_file(dir + "/golden.safetensors"), before);
   EXPECT_EQ(files_ending(dir, "safetensors.tmp"), 0);
 }

@@ -62,6 +62,36 @@ TEST(LabWrites, AFailedWriteNamesTheFileKeepsThePreviousOneAndLeavesNoTmp) {
   EXPECT_HAS(error_of([&] { write_file_atomic(dir + "/no/such/dir/b.json", "x"); }), "No such file or directory");
 }
 
+// The ranks of one run may write the same file at once (a shared vocabulary, a result both
+// evaluate): each write succeeds and the file is one writer's whole bytes, never an error because
+// the other renamed a temp file away.
+TEST(LabWrites, TwoProcessesWritingOneFileBothSucceed) {
+  const std::string dir = ::testing::TempDir() + "lab_write_race";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = dir + "/shared.json";
+  const std::string mine(20000, 'p'), theirs(30000, 'c');
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  const std::string& bytes = child == 0 ? theirs : mine;
+  int failures = 0;
+  for (int i = 0; i < 300; ++i) {
+    try {
+      write_file_atomic(path, bytes);
+    } catch (const Error&) {
+      ++failures;
+    }
+  }
+  if (child == 0) _exit(failures == 0 ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_EQ(failures, 0) << "writes of this process failed";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "writes of the other process failed";
+  const std::string last = slurp(path);
+  EXPECT_TRUE(last == mine || last == theirs) << last.size() << " bytes";
+  expect_no_tmp(dir);
+}
+
 TEST(LabWrites, DiskFullWhileCheckpointingKeepsTheLastCheckpointAndResumesExactly) {
   const ExtrapolateResult straight = run_extrapolate(tiny("lab_full_straight", {"alibi"}));
   ExtrapolateConfig c = tiny("lab_full_ckpt", {"alibi"});

@@ -25,9 +25,11 @@ void rename_over(const std::string& tmp, const std::string& path) {
   }
 }
 
-// Writes <path>.tmp whole and fsync'ed; on failure removes it and throws naming path and errno.
+// Writes <path>.<pid>.tmp whole and fsync'ed; on failure removes it and throws naming path and
+// errno. The pid keeps two processes that write the same file (the ranks of one lab run) off each
+// other's temp file: each renames its own, the last one wins whole.
 std::string write_temp(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = path + "." + std::to_string(::getpid()) + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(path, "cannot create " + tmp, errno);
   std::size_t done = 0;

@@ -115,6 +115,11 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
   };
   // The ranks meet once the settings and the corpus are known good.
   const RunRanks run = open_run(c.training, c.launch, "lab extrapolate", plans.size(), hooks.job);
+  if (is_primary(run.launch)) {  // the vocabulary (byte values; -1: the unknown id), for `posenc plot attention --text`
+    nlohmann::json vocab(corpus.vocab);
+    vocab.push_back(-1);
+    write_file_atomic(out + "/vocab.json", vocab.dump());
+  }
   ExtrapolateResult result;
   result.unit = corpus.unit();
   result.notes = run_notes(c, corpus, run);
@@ -128,10 +133,6 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
   };
   hooks.evaluate = [&](std::size_t i, TransformerLM& model, nlohmann::json* rows) {
     const ModelPlan& plan = plans[i];
-    // the vocabulary (byte values; -1: the unknown id), for `posenc plot attention --text`
-    nlohmann::json vocab(corpus.vocab);
-    vocab.push_back(-1);
-    write_file_atomic(out + "/vocab.json", vocab.dump());
     for (const auto& r : evaluate(model, plan, c, corpus)) rows->push_back(row_json(r));
     if (!fine_tunes(plan, c)) return true;
     const auto tuned = pi_finetune(plan, training_key(plan, c.training, corpus), c, corpus, &budget);
