@@ -102,9 +102,7 @@ void add_lab_command(CLI::App& app) {
                      "; --full: on to " + full_lens.substr(1) + ")");
   ex->callback([a, ex] {
     lab::ExtrapolateConfig c = a->config;
-    c.launch = lab::resolve_launch(c.launch);
-    lab::check_batch_split(c.launch, c.training.batch);  // before --nproc starts a single rank
-    if (launched_local_ranks(&c.launch)) return;
+    if (launched_local_ranks(&c.launch, c.training.batch)) return;
     if (a->full) c = c.full(a->seed, ex->count("--schemes") > 0, ex->count("--steps") > 0);  // what the flags given did not set
     else c.seeds = {a->seed};
     if (ex->count("--eval-lens") > 0) {  // given but empty ('') is refused by the list's reader, not the defaults
@@ -133,9 +131,7 @@ void add_lab_command(CLI::App& app) {
   sort->add_option("--test-lens", sa->test_lens, "digits per test sequence (default 16,24,32)");
   sort->callback([sa] {
     lab::SortConfig c = sa->config;
-    c.launch = lab::resolve_launch(c.launch);
-    lab::check_batch_split(c.launch, c.training.batch);  // before --nproc starts a single rank
-    if (launched_local_ranks(&c.launch)) return;
+    if (launched_local_ranks(&c.launch, c.training.batch)) return;
     if (!sa->test_lens.empty()) {
       c.test_lens.clear();
       for (auto v : parse_int_list(sa->test_lens, "--test-lens", 1, lab::kMaxSortTestLen)) c.test_lens.push_back(static_cast<int>(v));

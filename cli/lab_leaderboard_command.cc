@@ -15,6 +15,7 @@ void add_lab_leaderboard_command(CLI::App& lab) {
     std::vector<std::string> schemes, corpora;
     int seeds = 0, steps = 0, threads = 0;
     std::string out;
+    lab::LaunchConfig launch;
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = lab.add_subcommand("leaderboard",
@@ -31,6 +32,7 @@ void add_lab_leaderboard_command(CLI::App& lab) {
   add_steps_option(cmd, a->steps, "training steps of every model (default: each experiment's)")->check(CLI::Range(1, 1000000));
   add_threads_option(cmd, a->threads, "torch threads (0: one)", 0, lab::max_lab_threads());
   add_out_option(cmd, a->out, "output directory (default: out/lab-leaderboard-quick or -full)");
+  add_launch_options(cmd, &a->launch);
   cmd->callback([a, cmd] {
     lab::LeaderboardConfig c = a->full ? lab::LeaderboardConfig::full() : lab::LeaderboardConfig::quick();
     if (!a->schemes.empty()) c.schemes = c.passkey.schemes = c.sort.schemes = a->schemes;
@@ -54,7 +56,13 @@ void add_lab_leaderboard_command(CLI::App& lab) {
     if (a->steps > 0) c.command += " --steps " + std::to_string(a->steps);
     if (cmd->count("--out")) c.command += " --out " + a->out;
     if (a->threads > 0) c.command += " --threads " + std::to_string(a->threads);
+    c.launch = a->launch;
+    lab::validate_leaderboard(c);  // once, before --nproc starts the ranks
+    if (launched_local_ranks(&c.launch, lab::leaderboard_min_batch(c))) return;
+    if (lab::world_size_of(c.launch) > 1)
+      c.command += " (" + std::to_string(lab::world_size_of(c.launch)) + " ranks" + (lab::distributes_models(c.launch) ? ", --distribute models" : "") + ")";
     const lab::LeaderboardResult r = lab::run_leaderboard(c);
+    if (!lab::is_primary(c.launch)) return;  // rank 0 prints the board
     std::cout << lab::leaderboard_markdown(r, c) << "\nreport: " << c.out_dir << "/report.html (also leaderboard.md, results.json, results.csv)\n";
   });
 }

@@ -84,8 +84,9 @@ void add_launch_options(CLI::App* cmd, lab::LaunchConfig* l) {
       ->check(CLI::IsMember({"data", "models"}))->group(group);
 }
 
-bool launched_local_ranks(lab::LaunchConfig* launch) {
+bool launched_local_ranks(lab::LaunchConfig* launch, int batch) {
   *launch = lab::resolve_launch(*launch);
+  lab::check_batch_split(*launch, batch);  // before --nproc starts a single rank
   if (!lab::starts_local_ranks(*launch)) return false;
   lab::run_local_ranks(*launch);
   return true;

@@ -46,8 +46,9 @@ void add_remap_options(CLI::App* cmd, lab::RemapSettings* remaps);
 void add_launch_options(CLI::App* cmd, lab::LaunchConfig* launch);
 
 // Call first in the command's callback: *launch completed from the environment and checked (an
-// Error naming a bad value). Returns true when this process started the local ranks of --nproc
-// and they finished: the command's work is then done.
-bool launched_local_ranks(lab::LaunchConfig* launch);
+// Error naming a bad value), and a batch of `batch` rows that data parallelism could not split
+// over the ranks refused before any starts. Returns true when this process started the local
+// ranks of --nproc and they finished: the command's work is then done.
+bool launched_local_ranks(lab::LaunchConfig* launch, int batch);
 
 }  // namespace posenc::cli

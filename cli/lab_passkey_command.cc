@@ -21,7 +21,7 @@ void add_lab_passkey_command(CLI::App& lab) {
   CLI::App* cmd = lab.add_subcommand("passkey", "passkey retrieval: a key hidden at a depth of filler text, asked for at the end, per length and depth");
   add_size_flags(cmd, &a->quick, &a->full, "RoPE (zero-shot and fine-tuned PI, NTK, dynamic NTK, YaRN), ALiBi, NoPE at 1x-8x",
                  "also sinusoidal and T5, lengths to 64x, 64 sequences per cell");
-  add_lab_run_options(cmd, {&c.schemes, &c.training, &c.shape, &c.seed, &c.corpus, &a->json, nullptr}, "characters");
+  add_lab_run_options(cmd, {&c.schemes, &c.training, &c.shape, &c.seed, &c.corpus, &a->json, &c.launch}, "characters");
   // Comma-separated lists, checked with every other setting by validate_passkey.
   add_extensions_option(cmd, &c.extensions);
   add_list_option(cmd, "--multiples", c.multiples, "grid lengths as multiples of the training length")->capture_default_str();
@@ -41,9 +41,11 @@ void add_lab_passkey_command(CLI::App& lab) {
       ->capture_default_str();
   cmd->callback([a, cmd] {
     // --full: what --schemes, --multiples, --samples did not set (given as the defaults, they stay)
-    const lab::PasskeyConfig c =
+    lab::PasskeyConfig c =
         a->full ? a->config.full(cmd->count("--schemes") > 0, cmd->count("--multiples") > 0, cmd->count("--samples") > 0) : a->config;
+    if (launched_local_ranks(&c.launch, c.training.batch)) return;
     const lab::PasskeyResult r = lab::run_passkey(c);  // it writes results.json and the figures
+    if (!lab::is_primary(c.launch)) return;  // rank 0 prints the results
     if (a->json) {
       std::cout << lab::passkey_json(r, c) << "\n";
       return;

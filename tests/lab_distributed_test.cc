@@ -4,9 +4,7 @@
 // uninterrupted run, and bad launcher values are usage errors.
 // Every run is bounded (timeout -s KILL), so a hang fails the test instead of stalling it.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,18 +55,6 @@ std::string world_of(const std::string& json) {
          (j.contains("distribute") ? j["distribute"].get<std::string>() : "?");
 }
 
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 TEST(LabDistributed, TwoRanksTrainAsOneProcess) {
   const std::string one = out_dir("dp_one"), two = out_dir("dp_two");
   const CliRun plain = run_bounded(extrapolate("rope,alibi", one), 120);
@@ -100,6 +86,36 @@ TEST(LabDistributed, WholeModelsOverTwoRanksGiveTheSameTable) {
   EXPECT_EQ(results_of(r), single);
   EXPECT_HAS(r.out, "whole models handed out");
   EXPECT_EQ(world_of(r.out), "2 models");
+}
+
+// lab passkey over two ranks: the grid and the probe points of one process, with whole models
+// handed out (the same bits) and with each model data parallel (within summation order).
+TEST(LabDistributed, PasskeyOverTwoRanksMatchesOneProcess) {
+  const std::string args = "lab passkey --corpus " + test::tiny_corpus() +
+                           " --schemes rope,alibi --train-len 40 --steps 6 --batch 4 --layers 1 --d-model 32 --heads 2 "
+                           "--multiples 1,2 --depths 0,1 --samples 2 --finetune-steps 0 --probe-every 3 --extensions none,pi "
+                           "--json --dist-timeout 10 --out ";
+  const CliRun one = run_bounded(args + out_dir("passkey_one"), 120);
+  ASSERT_EQ(one.code, 0) << one.err;
+  const auto single = nlohmann::json::parse(one.out);
+  ASSERT_FALSE(single["results"].empty());
+  ASSERT_FALSE(single["probes"].empty());
+  const CliRun models = run_bounded(args + out_dir("passkey_models") + " --nproc 2 --distribute models", 120);
+  ASSERT_EQ(models.code, 0) << models.err;
+  EXPECT_EQ(nlohmann::json::parse(models.out)["results"], single["results"]);
+  EXPECT_EQ(nlohmann::json::parse(models.out)["probes"], single["probes"]);
+  EXPECT_EQ(world_of(one.out), "1 data");
+  EXPECT_EQ(world_of(models.out), "2 models");
+  const CliRun data = run_bounded(args + out_dir("passkey_data") + " --nproc 2", 120);
+  ASSERT_EQ(data.code, 0) << data.err;
+  const auto split = nlohmann::json::parse(data.out);
+  ASSERT_EQ(split["results"].size(), single["results"].size());
+  for (std::size_t i = 0; i < split["results"].size(); ++i)
+    EXPECT_NEAR(split["results"][i]["logprob"].get<double>(), single["results"][i]["logprob"].get<double>(), 1e-4) << i;
+  ASSERT_EQ(split["probes"].size(), single["probes"].size());
+  EXPECT_EQ(world_of(data.out), "2 data");
+  EXPECT_HAS(data.err, "rope: step 6, exact match");  // rank 0 reports each probe once
+  EXPECT_EQ(data.err.find("rope: step 6, exact match"), data.err.rfind("rope: step 6, exact match"));
 }
 
 TEST(LabDistributed, SortOverTwoRanksMatchesOneProcess) {
@@ -150,7 +166,7 @@ int wait_bounded(pid_t pid, int seconds) {
 TEST(LabDistributed, AKilledRankIsNamedAndARerunFinishesAsAnUninterruptedRun) {
   const std::string dir = out_dir("killed"), err0 = dir + ".err0", err1 = dir + ".err1";
   const std::string args = extrapolate("rope,alibi", dir);
-  const int port = free_port();
+  const int port = test::free_port();
   const pid_t r0 = start_rank(0, port, args, err0), r1 = start_rank(1, port, args, err1);
   // rope finished (its result is on disk): alibi is training now; kill rank 1.
   const auto start = std::chrono::steady_clock::now();
@@ -207,7 +223,7 @@ TEST(LabDistributed, RanksWithDifferentSettingsNameTheSetting) {
   int n = 0;
   for (const Case& c : cases) {
     const std::string dir = out_dir("mismatch" + std::to_string(n++)), err0 = dir + ".err0", err1 = dir + ".err1";
-    const int port = free_port();
+    const int port = test::free_port();
     const pid_t r0 = start_rank(0, port, base + dir + " " + c.rank0, err0), r1 = start_rank(1, port, base + dir + " " + c.rank1, err1);
     const int s0 = wait_bounded(r0, 60), s1 = wait_bounded(r1, 60);
     EXPECT_TRUE(WIFEXITED(s0) && WEXITSTATUS(s0) == 2) << c.says << ": rank 0 status " << s0 << "\n" << slurp(err0);
@@ -229,7 +245,7 @@ TEST(LabDistributed, BadLauncherValuesAreUsageErrorsNamingThem) {
                {"--master-port 70000", "--master-port"},
                {"--nproc 2 --rank 0 --world-size 2", "give one or the other"},
                {"--distribute rows", "--distribute"},
-               {"--rank 1 --world-size 2 --master-addr 127.0.0.1 --master-port " + std::to_string(free_port()) + " --dist-timeout 2",
+               {"--rank 1 --world-size 2 --master-addr 127.0.0.1 --master-port " + std::to_string(test::free_port()) + " --dist-timeout 2",
                 "cannot reach the master at 127.0.0.1:"}};
   for (const Case& c : cases) {
     const CliRun r = run_bounded(base + c.args, 30);

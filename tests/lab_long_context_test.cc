@@ -43,7 +43,9 @@ TEST(LabLongContext, RemapsAndStreamsAreRowsOfTheRopeModel) {
   ASSERT_TRUE(std::isfinite(rerotated) && std::isfinite(kept) && std::isfinite(bpc_of(r, "stream-s0-w16", 32)));
   EXPECT_NE(rerotated, kept) << "after evictions the positions differ (a model of 24 steps barely reads them: 3e-5 bits)";
   for (const ResultRow& row : r.rows) {
-    if (row.extension.rfind("stream", 0) == 0) EXPECT_EQ(row.tokens, (512 / 32) * 32) << row.extension;
+    if (row.extension.rfind("stream", 0) == 0) {
+      EXPECT_EQ(row.tokens, (512 / 32) * 32) << row.extension;
+    }
   }
   // A cache as long as the stream evicts nothing: token by token, it is the one-pass score.
   c.stream.window = 30;

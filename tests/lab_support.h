@@ -3,6 +3,9 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <functional>
@@ -18,6 +21,19 @@
 namespace posenc::lab::test {
 
 // TempDir()/name, emptied: a run's output directory.
+// A TCP port on 127.0.0.1 that was free a moment ago (for a run's store).
+inline int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
 inline std::string fresh_dir(const std::string& name) {
   const std::string dir = ::testing::TempDir() + name;
   std::filesystem::remove_all(dir);

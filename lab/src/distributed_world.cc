@@ -1,5 +1,6 @@
 #include "distributed_world.h"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -11,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "distributed_plan.h"
 #include "posenc/error.h"
 
 namespace posenc::lab {
@@ -50,14 +52,48 @@ std::shared_ptr<void> host_store(const std::string& addr, int* port, int timeout
   return store;
 }
 
-struct World::State {
+namespace {
+
+const std::string kPlan = "posenc/plan/";
+
+// This process's link to the run's store: the store itself (rank 0 hosts it unless the launcher
+// of --nproc does), and the heartbeat thread on a connection of its own. The runs of one command
+// share it while a RunSeries lives (a leaderboard's many runs: rank 0's store stays up between
+// them, and every rank beats while it is between runs too).
+struct Connection {
   LaunchConfig launch;
   c10::intrusive_ptr<c10d::TCPStore> store, beat_store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   std::atomic<long> step{0};
-  double sum_seconds = 0;
   std::atomic<bool> stop{false};
   std::thread beat;
+
+  explicit Connection(const LaunchConfig& l) : launch(l) {
+    store = connect_store(l, l.rank == 0 && !l.store_hosted);
+    beat_store = connect_store(l, false);
+    beat = std::thread([this] {
+      const std::string key = kAlive + std::to_string(launch.rank);
+      for (long count = 0; !stop; ++count) {
+        const std::string v = std::to_string(count) + " " + std::to_string(step.load());
+        try {
+          beat_store->set(key, std::vector<std::uint8_t>(v.begin(), v.end()));
+        } catch (const std::exception&) {
+          return;  // the store is gone: the training thread's next exchange reports it
+        }
+        std::this_thread::sleep_for(kBeat);
+      }
+    });
+  }
+  ~Connection() {
+    stop = true;
+    beat.join();
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  bool serves(const LaunchConfig& l) const {
+    return l.rank == launch.rank && l.world_size == launch.world_size && l.master_addr == launch.master_addr &&
+           l.master_port == launch.master_port && l.store_hosted == launch.store_hosted;
+  }
 
   // (beat count, step) of every rank; count -1: no beat yet. Throws when the store is gone.
   std::vector<std::pair<long, long>> beats() {
@@ -77,83 +113,60 @@ struct World::State {
   }
 };
 
-namespace {
-
-const std::string kPlan = "posenc/plan/";
-
-// The first value that differs between two plans: its path ("settings.rope.training.steps": a
-// setting inside each model's keys) in *where, each side's value (or "nothing"); false when equal.
-bool first_difference(const nlohmann::json& mine, const nlohmann::json& theirs, const std::string& path, std::string* where,
-                      std::string* a, std::string* b) {
-  if (mine == theirs) return false;
-  if (mine.is_object() && theirs.is_object()) {
-    nlohmann::json keys = mine;
-    keys.update(theirs);
-    for (const auto& [key, unused] : keys.items()) {
-      const std::string at = path.empty() ? key : path + "." + key;
-      if (mine.contains(key) && theirs.contains(key)) {
-        if (first_difference(mine[key], theirs[key], at, where, a, b)) return true;
-        continue;
-      }
-      *where = at;
-      *a = mine.contains(key) ? mine[key].dump() : "nothing";
-      *b = theirs.contains(key) ? theirs[key].dump() : "nothing";
-      return true;
-    }
-  }
-  *where = path;
-  *a = mine.dump();
-  *b = theirs.dump();
-  return true;
-}
-
-// "" when the plans agree, else the first setting that differs, with both ranks' values.
-std::string plan_difference(const std::string& mine_text, int me, const std::string& theirs_text, int them) {
-  const nlohmann::json mine = nlohmann::json::parse(mine_text, nullptr, false),
-                       theirs = nlohmann::json::parse(theirs_text, nullptr, false);
-  if (mine.is_discarded() || theirs.is_discarded() || !mine.is_object() || !theirs.is_object())
-    return "the run's plan is not readable (different posenc builds?)";
-  std::string where, a, b;
-  if (!first_difference(mine, theirs, "", &where, &a, &b)) return "";
-  std::string text = where + " differs between the ranks: rank " + std::to_string(me) + " has " + a + ", rank " +
-                     std::to_string(them) + " has " + b;
-  if (text.size() > 800) text = text.substr(0, 800) + "...";
-  return text + "; start every rank with the same command and settings";
-}
+// The runs this process has joined (every rank of a command joins the same runs in the same
+// order, so the count names one run alike on all of them), and the connection a RunSeries keeps.
+std::mutex g_mutex;
+long g_runs = 0;
+int g_series = 0;
+std::shared_ptr<Connection> g_kept;
 
 }  // namespace
 
+RunSeries::RunSeries() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  ++g_series;
+}
+
+RunSeries::~RunSeries() {
+  std::shared_ptr<Connection> last;  // closed outside the lock
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (--g_series == 0) last.swap(g_kept);
+}
+
+struct World::State {
+  LaunchConfig launch;
+  std::shared_ptr<Connection> link;
+  c10::intrusive_ptr<c10d::Store> store;  // this run's keys: "posenc/run/<n>/..." of link's store
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  double sum_seconds = 0;
+
+  std::vector<std::pair<long, long>> beats() { return link->beats(); }
+};
+
 World::World(const LaunchConfig& l, const std::string& plan) : s_(std::make_unique<State>()) {
   s_->launch = l;
-  const bool server = l.rank == 0 && !l.store_hosted;
-  s_->store = connect_store(l, server);
-  s_->beat_store = connect_store(l, false);
-  s_->beat = std::thread([s = s_.get()] {
-    const std::string key = kAlive + std::to_string(s->launch.rank);
-    for (long count = 0; !s->stop; ++count) {
-      const std::string v = std::to_string(count) + " " + std::to_string(s->step.load());
-      try {
-        s->beat_store->set(key, std::vector<std::uint8_t>(v.begin(), v.end()));
-      } catch (const std::exception&) {
-        return;  // the store is gone: the training thread's next exchange reports it
-      }
-      std::this_thread::sleep_for(kBeat);
-    }
-  });
-  try {
-    // Posted before any comparison, so rank 0 always finds every rank's plan, even one that
-    // stops on a difference; compared before Gloo meets, where a world size that differs
-    // would end in Gloo's own assertion.
-    set(kPlan + std::to_string(l.rank), plan);
-    for (int r = l.rank == 0 ? 1 : 0; r < (l.rank == 0 ? l.world_size : 1); ++r) {
-      const std::string theirs = wait_for(kPlan + std::to_string(r), r, "waiting for rank " + std::to_string(r) + "'s plan");
-      const std::string difference = plan_difference(plan, l.rank, theirs, r);
-      if (!difference.empty()) throw Error("rank " + std::to_string(l.rank) + " of " + std::to_string(l.world_size) + ": " + difference);
-    }
-  } catch (const std::exception&) {
-    s_->stop = true;
-    s_->beat.join();
-    throw;
+  long run = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    run = g_runs++;
+    if (g_kept && g_kept->serves(l)) s_->link = g_kept;
+  }
+  if (!s_->link) {
+    s_->link = std::make_shared<Connection>(l);
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_series > 0) g_kept = s_->link;
+  }
+  // Every key of this run, Gloo's rendezvous included, under its own prefix: a run that follows
+  // another on the same store never reads the last one's plan, readiness or queue.
+  s_->store = c10::make_intrusive<c10d::PrefixStore>("posenc/run/" + std::to_string(run), s_->link->store);
+  // Posted before any comparison, so rank 0 always finds every rank's plan, even one that stops
+  // on a difference; compared before Gloo meets, where a world size that differs would end in
+  // Gloo's own assertion.
+  set(kPlan + std::to_string(l.rank), plan);
+  for (int r = l.rank == 0 ? 1 : 0; r < (l.rank == 0 ? l.world_size : 1); ++r) {
+    const std::string theirs = wait_for(kPlan + std::to_string(r), r, "waiting for rank " + std::to_string(r) + "'s plan");
+    const std::string difference = plan_difference(plan, l.rank, theirs, r);
+    if (!difference.empty()) throw Error("rank " + std::to_string(l.rank) + " of " + std::to_string(l.world_size) + ": " + difference);
   }
   auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(l.timeout_seconds));
   try {
@@ -165,8 +178,6 @@ World::World(const LaunchConfig& l, const std::string& plan) : s_(std::make_uniq
     options->threads = 1;
     s_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(s_->store, l.rank, l.world_size, options);
   } catch (const std::exception& e) {
-    s_->stop = true;
-    s_->beat.join();
     throw Error("rank " + std::to_string(l.rank) + " of " + std::to_string(l.world_size) + " could not meet the other ranks at " +
                 l.master_addr + ":" + std::to_string(l.master_port) + " within " + std::to_string(l.timeout_seconds) +
                 " s (are all " + std::to_string(l.world_size) + " started, with the same --master-addr and --master-port?): " +
@@ -174,14 +185,11 @@ World::World(const LaunchConfig& l, const std::string& plan) : s_(std::make_uniq
   }
 }
 
-World::~World() {
-  s_->stop = true;
-  if (s_->beat.joinable()) s_->beat.join();
-}
+World::~World() = default;
 
 int World::rank() const { return s_->launch.rank; }
 int World::size() const { return s_->launch.world_size; }
-void World::note_step(long step) { s_->step = step; }
+void World::note_step(long step) { s_->link->step = step; }
 
 void World::sum(torch::Tensor& flat, const std::string& what) {
   std::vector<at::Tensor> tensors{flat};

@@ -157,6 +157,7 @@ ExtrapolateConfig extrapolate_config(const LeaderboardConfig& c, int seed, const
   ex.seeds = {seed};
   ex.corpus = corpus_path;
   ex.training.out_dir = unit_dir(c, corpus_name(corpus_path), seed) + "/extrapolate";
+  ex.launch = c.launch;
   return ex;
 }
 
@@ -166,6 +167,7 @@ PasskeyConfig passkey_config(const LeaderboardConfig& c, int seed, const std::st
   pk.seed = seed;
   pk.corpus = corpus_path;
   pk.training.out_dir = unit_dir(c, corpus_name(corpus_path), seed) + "/passkey";
+  pk.launch = c.launch;
   return pk;
 }
 
@@ -174,6 +176,7 @@ SortConfig sort_config(const LeaderboardConfig& c, int seed) {  // digits, not t
   so.schemes = experiment_schemes(c.schemes, c.sort.schemes);
   so.seed = seed;
   so.training.out_dir = unit_dir(c, kSortCorpus, seed) + "/sort";
+  so.launch = c.launch;
   return so;
 }
 
@@ -216,12 +219,29 @@ void validate_leaderboard(const LeaderboardConfig& c) {
   }
 }
 
+int leaderboard_min_batch(const LeaderboardConfig& c) {
+  int batch = c.extrapolate.training.batch;
+  if (!passkey_schemes_of(c).empty()) batch = std::min(batch, c.passkey.training.batch);
+  if (!experiment_schemes(c.schemes, c.sort.schemes).empty()) batch = std::min(batch, c.sort.training.batch);
+  return batch;
+}
+
 LeaderboardResult run_leaderboard(const LeaderboardConfig& c) {
   validate_leaderboard(c);
-  const auto lock = open_out_dir(c.out_dir);  // a second run into out_dir waits for this one, then reuses its models
+  const LaunchConfig launch = resolve_launch(c.launch);
+  const bool primary = is_primary(launch);
+  // Rank 0 holds out_dir (a second run into it waits for this one, then reuses its models); the
+  // others write only the files of models handed to them, inside it.
+  std::unique_ptr<DirLock> lock;
+  if (primary) lock = open_out_dir(c.out_dir);
+  else make_out_dir(c.out_dir);
+  const RunSeries series;  // the experiments' runs, one after another, on one connection to the ranks' store
   const auto began = std::chrono::steady_clock::now();
   LeaderboardResult result;
   result.commit = build_commit();
+  if (world_size_of(launch) > 1)
+    result.notes.push_back(std::to_string(world_size_of(launch)) + " ranks (" + (distributes_models(launch) ? "whole models handed out" : "data parallel") +
+                           "): training speed is each model's while the ranks ran at once, sharing a host's cores where they share a host");
   if (experiment_schemes(c.schemes, c.passkey.schemes) != passkey_schemes_of(c))
     result.notes.push_back("xl: no passkey rows (lab passkey trains no segment-memory model)");
   for (int seed : c.seeds) {
@@ -229,20 +249,27 @@ LeaderboardResult run_leaderboard(const LeaderboardConfig& c) {
       const std::string corpus = corpus_name(corpus_path);
       const ExtrapolateConfig ex = extrapolate_config(c, seed, corpus_path);
       const ExtrapolateResult er = run_extrapolate(ex);
+      const PasskeyConfig pk = passkey_config(c, seed, corpus_path);
+      const PasskeyResult pr = pk.schemes.empty() ? PasskeyResult{} : run_passkey(pk);
+      if (!primary) continue;  // rank 0 gathers the numbers
       result.units[corpus] = er.unit;
       observe_extrapolate(er, ex, corpus, &result.observations);
       for (const std::string& s : ex.schemes) {
+        // Written beside the checkpoint by whoever trained it: absent when the model was trained
+        // before timings were kept, or on another host (--distribute models).
         const auto t = read_train_timing(ex.training.out_dir + "/" + s + ".ckpt");
-        if (!t) continue;  // trained before timings were kept
+        if (!t) continue;
         result.observations.push_back({corpus, s, "train_tokens_per_s", 0, -1, seed, t->tokens_per_second()});
         if (t->first_step == 0) result.observations.push_back({corpus, s, "train_s", 0, -1, seed, t->seconds});  // a resumed run timed part
       }
-      const PasskeyConfig pk = passkey_config(c, seed, corpus_path);
-      if (!pk.schemes.empty()) observe_passkey(run_passkey(pk), pk, corpus, &result.observations);
+      if (!pk.schemes.empty()) observe_passkey(pr, pk, corpus, &result.observations);
     }
     const SortConfig so = sort_config(c, seed);
-    if (!so.schemes.empty()) observe_sort(run_sort(so), so, kSortCorpus, &result.observations);
+    if (so.schemes.empty()) continue;
+    const std::vector<SortRow> sorted = run_sort(so);
+    if (primary) observe_sort(sorted, so, kSortCorpus, &result.observations);
   }
+  if (!primary) return result;
   result.aggregates = aggregate(result.observations);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   write_leaderboard_files(result, c);

@@ -7,6 +7,7 @@
 
 #include "posenc_lab/file_io.h"
 #include "posenc_lab/passkey.h"
+#include "posenc_lab/results_io.h"
 #include "posenc_plot/heatmap.h"
 #include "posenc_plot/svg_chart.h"
 
@@ -126,6 +127,7 @@ std::string passkey_json(const PasskeyResult& r, const PasskeyConfig& c) {
     j["curves"].push_back({{"model", cv.model}, {"extension", cv.extension}, {"finetune", cv.finetune}, {"length", cv.bits.size()},
                            {"bits_within_train_len", mean_bits(cv.bits, 0, train)},
                            {"bits_beyond_train_len", mean_bits(cv.bits, train, cv.bits.size())}});
+  add_world_fields(&j, c.launch);
   return j.dump(1);
 }
 

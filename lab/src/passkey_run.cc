@@ -115,46 +115,60 @@ nlohmann::json resumed_probes(const std::string& ckpt, const std::string& path, 
   return kept;
 }
 
+// Rank 0's number on every rank (with world; else the number itself): the decisions that set
+// which train() calls follow, and so which collectives, are rank 0's, whose files they read.
+long rank0s(World* world, long value, const std::string& what) {
+  return world ? std::stol(world->broadcast(std::to_string(value), what)) : value;
+}
+
 // Trains the base model; with probe_every, in runs of probe_every steps (each resumes from the
 // checkpoint the last one left, so the weights are those of one uninterrupted run), scoring
-// exact match on the 1x cells after each into *out.
+// exact match on the 1x cells after each into *out. world (non-null): every rank calls this
+// alike, training data parallel; each probes the same weights, rank 0 alone writes and reports.
 bool train_probed(TransformerLM& model, const ModelPlan& p, const nlohmann::json& key, const PasskeyConfig& c, const PasskeyVocab& vocab,
-                  const Corpus& corpus, long* budget, nlohmann::json* out) {
+                  const Corpus& corpus, long* budget, nlohmann::json* out, World* world) {
   const TrainSettings& t = c.training;
   const BatchSource batches = mixed_batches(vocab, corpus, t.train_len, t.batch, c.passkey_fraction, c.seed, c.distractors);
-  if (c.probe_every <= 0) return train(model, p, t, corpus, key, budget, false, batches);
+  if (c.probe_every <= 0) return train(model, p, t, corpus, key, budget, false, batches, world);
+  const bool primary = !world || world->rank() == 0;
   std::vector<PasskeyExample> probe;
   for (double depth : c.depths) {
     const std::vector<PasskeyExample> cell = passkey_cell(vocab, corpus.valid, t.train_len, depth, c.samples);
     probe.insert(probe.end(), cell.begin(), cell.end());
   }
   const std::string ckpt = t.out_dir + "/" + p.name + ".ckpt", probes_path = t.out_dir + "/" + p.name + ".probes.json";
-  nlohmann::json points = resumed_probes(ckpt, probes_path, key);
+  nlohmann::json points = primary ? resumed_probes(ckpt, probes_path, key) : nlohmann::json::array();
+  if (world) points = nlohmann::json::parse(world->broadcast(points.dump(), p.name + ": handing out the probe points"));
   const auto measured = [&points](long step) { return !points.empty() && points.back().value("step", -1L) == step; };
   const auto probe_at = [&](long step) {
     const PasskeyScore s = score_cell(model, probe);
     points.push_back({{"kind", "probe"}, {"step", step}, {"accuracy", s.accuracy}, {"logprob", s.logprob}});
+    if (!primary) return;
     write_file_atomic(probes_path, nlohmann::json{{"key", key}, {"probes", points}}.dump(1));
     std::fprintf(stderr, "%s: step %ld, exact match at %d: %.0f%%, log p %.2f\n", p.name.c_str(), step, t.train_len, 100 * s.accuracy,
                  s.logprob);
+  };
+  // The step the checkpoint holds (rank 0's file).
+  const auto reached = [&] {
+    return rank0s(world, primary && std::filesystem::exists(ckpt) ? read_checkpoint_header(ckpt).step : 0, p.name + ": the step reached");
   };
   // Runs end on multiples of probe_every, where an uninterrupted run measures, whatever step a
   // resume starts from (a periodic checkpoint, a stop); a stop between two is not a point. A run
   // killed after the checkpoint at a probe step but before that point was written: the
   // checkpoint's weights (train() resumes them and, with no steps to take, stops) give the point.
-  long at = std::filesystem::exists(ckpt) ? read_checkpoint_header(ckpt).step : 0;
+  long at = reached();
   if (at > 0 && at % c.probe_every == 0 && !measured(at)) {
     long none = 0;
-    train(model, p, t, corpus, key, &none, false, batches);
+    train(model, p, t, corpus, key, &none, false, batches, world);
     probe_at(at);
   }
   for (;;) {
     const long to_next = c.probe_every - at % c.probe_every;
     long run = *budget >= 0 ? std::min<long>(to_next, *budget) : to_next;
     const long asked = run;
-    const bool done = train(model, p, t, corpus, key, &run, false, batches);
+    const bool done = train(model, p, t, corpus, key, &run, false, batches, world);
     if (*budget >= 0) *budget -= asked - run;
-    at = read_checkpoint_header(ckpt).step;
+    at = reached();
     if (at > 0 && (at % c.probe_every == 0 || done) && !measured(at)) probe_at(at);
     if (done) {
       for (const auto& point : points) out->push_back(point);
@@ -196,9 +210,6 @@ PasskeyResult run_passkey(const PasskeyConfig& c) {
   const PasskeyVocab vocab(corpus, c.distractors > 0);
   std::vector<ModelPlan> plans;
   for (const std::string& name : c.schemes) plans.push_back(plan_for(name, c, vocab.size()));
-  // This process alone (the environment's RANK and WORLD_SIZE are for the commands that take --nproc).
-  LaunchConfig alone;
-  alone.resolved = true;
   RunHooks hooks;
   hooks.job = [&](std::size_t i) {
     const ModelPlan& plan = plans[i];
@@ -208,7 +219,7 @@ PasskeyResult run_passkey(const PasskeyConfig& c) {
     job.key = {training_key(plan, c, corpus), evaluation_key(plan, c)};
     return job;
   };
-  const RunRanks run = open_run(t, alone, "lab passkey", plans.size(), hooks.job);
+  const RunRanks run = open_run(t, c.launch, "lab passkey", plans.size(), hooks.job);
   PasskeyResult result;
   result.notes.push_back("dynamic: the prompt is read in one pass, so its scale is length / train_len (NTK at that scale), "
                          "which is also the scale HF's dynamic NTK uses at prefill");
@@ -218,11 +229,11 @@ PasskeyResult run_passkey(const PasskeyConfig& c) {
                            "longest distance to train_len - 1; dual-chunk-cC-lW (An et al. 2024) with chunk_size C = train_len and "
                            "local_size W");
   long budget = c.stop_after_steps;
-  hooks.train = [&](std::size_t i, World*, nlohmann::json* rows) {
+  hooks.train = [&](std::size_t i, World* world, nlohmann::json* rows) {
     const ModelPlan& plan = plans[i];
     torch::manual_seed(static_cast<std::uint64_t>(c.seed));
     TransformerLM model(plan.config);
-    if (!train_probed(model, plan, training_key(plan, c, corpus), c, vocab, corpus, &budget, rows)) return TransformerLM(nullptr);
+    if (!train_probed(model, plan, training_key(plan, c, corpus), c, vocab, corpus, &budget, rows, world)) return TransformerLM(nullptr);
     return model;
   };
   hooks.evaluate = [&](std::size_t i, TransformerLM& model, nlohmann::json* rows) {
@@ -240,6 +251,7 @@ PasskeyResult run_passkey(const PasskeyConfig& c) {
   };
   hooks.collect = [&](std::size_t i, const nlohmann::json& rows, const std::string& source) { collect(rows, plans[i], source, &result); };
   result.complete = run_models(run, plans.size(), hooks);
+  if (!is_primary(run.launch)) return result;  // rank 0 writes the results
   write_file_atomic(t.out_dir + "/results.json", passkey_json(result, c));
   result.figures = write_passkey_figures(result, c);
   return result;

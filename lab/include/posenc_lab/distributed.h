@@ -52,6 +52,19 @@ void run_local_ranks(const LaunchConfig& launch);
 // it before starting any rank, each rank again when it joins the run.
 void check_batch_split(const LaunchConfig& launch, int batch);
 
+// While one lives, the lab runs this process joins one after another (lab leaderboard runs an
+// extrapolate, a passkey and a sort run per seed) share one connection to the store and one
+// heartbeat: rank 0's store stays up between runs, and a rank between two runs still beats, so
+// a rank that reaches the next run early waits for the others rather than calling them lost.
+// Each run keeps its own keys in the store whether or not one lives.
+class RunSeries {
+ public:
+  RunSeries();
+  ~RunSeries();
+  RunSeries(const RunSeries&) = delete;
+  RunSeries& operator=(const RunSeries&) = delete;
+};
+
 inline int world_size_of(const LaunchConfig& l) { return l.world_size > 0 ? l.world_size : 1; }
 // Rank 0 (or a single process): the one that writes results and prints them.
 inline bool is_primary(const LaunchConfig& l) { return l.rank <= 0; }

@@ -66,11 +66,18 @@ struct LeaderboardConfig {
   SortConfig sort;
   std::string out_dir = "out/lab-leaderboard";
   std::string command;                     // the command line, for the report
+  // The ranks every experiment runs on (distributed.h): whole models handed out
+  // (--distribute models), or each model data parallel. Rank 0 writes the board.
+  LaunchConfig launch;
 
   // The subset that fits about 15 minutes on a 2-core machine, and the whole board.
   static LeaderboardConfig quick();
   static LeaderboardConfig full();
 };
+
+// The fewest rows of one training step among the experiments it runs: data parallelism splits
+// each over the ranks (distributed.h's check_batch_split).
+int leaderboard_min_batch(const LeaderboardConfig& c);
 
 struct LeaderboardResult {
   std::vector<Observation> observations;
