@@ -173,9 +173,9 @@ TEST(CliHostile, GoldenReplacesBothFilesOrNeither) {
   const std::string golden = "golden --config " + reference_dir() + "/real-configs/Qwen3-8B.json --out " + dir;
   ASSERT_EQ(run_bounded(golden + " --seed 1").code, 0);
   const std::string before = posenc::testing::read_file(dir + "/golden.safetensors");
-  // The manifest's temp file (<path>.<pid>.tmp) cannot be created: a directory holds its name. The
-  // shell's pid is posenc's, as the shell execs it.
-  EXPECT_CLEAN_ERROR(run_limited("mkdir " + dir + "/manifest.json.$$.tmp; ", golden + " --seed 2"),
+  // The manifest's temp file (<path>.<host>.<pid>.tmp) cannot be created: a directory holds its
+  // name. The shell's pid is posenc's, as the shell execs it.
+  EXPECT_CLEAN_ERROR(run_limited("mkdir " + dir + "/manifest.json.$(cat /proc/sys/kernel/hostname).$$.tmp; ", golden + " --seed 2"),
                      "cannot write " + dir + "/manifest.json");
   EXPECT_EQ(posenc::testing::read_file(dir + "/golden.safetensors"), before);
   EXPECT_EQ(files_ending(dir, "safetensors.tmp"), 0);

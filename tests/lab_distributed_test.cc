@@ -95,18 +95,19 @@ TEST(LabDistributed, PasskeyOverTwoRanksMatchesOneProcess) {
                            " --schemes rope,alibi --train-len 40 --steps 6 --batch 4 --layers 1 --d-model 32 --heads 2 "
                            "--multiples 1,2 --depths 0,1 --samples 2 --finetune-steps 0 --probe-every 3 --extensions none,pi "
                            "--json --dist-timeout 10 --out ";
-  const CliRun one = run_bounded(args + out_dir("passkey_one"), 120);
+  const std::string one_dir = out_dir("passkey_one");
+  const CliRun one = run_bounded(args + one_dir, 60);
   ASSERT_EQ(one.code, 0) << one.err;
   const auto single = nlohmann::json::parse(one.out);
   ASSERT_FALSE(single["results"].empty());
   ASSERT_FALSE(single["probes"].empty());
-  const CliRun models = run_bounded(args + out_dir("passkey_models") + " --nproc 2 --distribute models", 120);
+  const CliRun models = run_bounded(args + out_dir("passkey_models") + " --nproc 2 --distribute models", 60);
   ASSERT_EQ(models.code, 0) << models.err;
   EXPECT_EQ(nlohmann::json::parse(models.out)["results"], single["results"]);
   EXPECT_EQ(nlohmann::json::parse(models.out)["probes"], single["probes"]);
   EXPECT_EQ(world_of(one.out), "1 data");
   EXPECT_EQ(world_of(models.out), "2 models");
-  const CliRun data = run_bounded(args + out_dir("passkey_data") + " --nproc 2", 120);
+  const CliRun data = run_bounded(args + out_dir("passkey_data") + " --nproc 2", 60);
   ASSERT_EQ(data.code, 0) << data.err;
   const auto split = nlohmann::json::parse(data.out);
   ASSERT_EQ(split["results"].size(), single["results"].size());
@@ -116,6 +117,29 @@ TEST(LabDistributed, PasskeyOverTwoRanksMatchesOneProcess) {
   EXPECT_EQ(world_of(data.out), "2 data");
   EXPECT_HAS(data.err, "rope: step 6, exact match");  // rank 0 reports each probe once
   EXPECT_EQ(data.err.find("rope: step 6, exact match"), data.err.rfind("rope: step 6, exact match"));
+  for (std::size_t i = 0; i < split["probes"].size(); ++i)
+    EXPECT_NEAR(split["probes"][i]["logprob"].get<double>(), single["probes"][i]["logprob"].get<double>(), 1e-4) << i;
+
+  // Resumed on two ranks: the single run's checkpoints with their rows gone and each model's last
+  // probe point unwritten (killed between the checkpoint and the point). The ranks take rank 0's
+  // points and step, measure the point again on the same weights, and score the grid.
+  const std::string resumed_dir = out_dir("passkey_resumed");
+  fs::copy(one_dir, resumed_dir, fs::copy_options::recursive);
+  for (const std::string model : {"rope", "alibi"}) {
+    fs::remove(resumed_dir + "/" + model + ".passkey.json");
+    nlohmann::json probes = nlohmann::json::parse(slurp(resumed_dir + "/" + model + ".probes.json"));
+    ASSERT_EQ(probes["probes"].back()["step"], 6);
+    probes["probes"].erase(probes["probes"].size() - 1);
+    std::ofstream(resumed_dir + "/" + model + ".probes.json") << probes.dump();
+  }
+  const CliRun resumed = run_bounded(args + resumed_dir + " --nproc 2", 60);
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_HAS(resumed.err, "rope: step 6, exact match");  // measured again
+  const auto again = nlohmann::json::parse(resumed.out);
+  EXPECT_EQ(again["results"], single["results"]);  // rank 0 scored the checkpoint's weights
+  ASSERT_EQ(again["probes"].size(), single["probes"].size());
+  for (std::size_t i = 0; i < again["probes"].size(); ++i)
+    EXPECT_NEAR(again["probes"][i]["logprob"].get<double>(), single["probes"][i]["logprob"].get<double>(), 1e-6) << i;
 }
 
 TEST(LabDistributed, SortOverTwoRanksMatchesOneProcess) {

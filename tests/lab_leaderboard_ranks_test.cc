@@ -98,7 +98,7 @@ void expect_the_board_of_one_process(const std::string& distribute, double toler
   }
   const LeaderboardConfig one = test::tiny_board("leaderboard-ranks-one-" + distribute);
   run_leaderboard(one);
-  for (const int status : run_ranks(2, 240)) ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a rank failed: " << status;
+  for (const int status : run_ranks(2, 120)) ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a rank failed: " << status;
   const auto a = numbers_of(one.out_dir), b = numbers_of(two.out_dir);
   ASSERT_EQ(a.size(), b.size());
   ASSERT_GT(a.size(), 100u);
@@ -123,7 +123,7 @@ TEST(LeaderboardRanks, ARankAheadInTheNextRunKeepsTheStoreOfRankZero) {
     LaunchConfig launch;
     launch.timeout_seconds = 10;
     launch = resolve_launch(launch);
-    const RunSeries series;
+    const RunSeries series(launch);
     {
       World first(launch, R"({"run": 1})");
       first.check_same(1, "the first run");

@@ -20,7 +20,6 @@
 
 namespace posenc::lab::test {
 
-// TempDir()/name, emptied: a run's output directory.
 // A TCP port on 127.0.0.1 that was free a moment ago (for a run's store).
 inline int free_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -34,6 +33,7 @@ inline int free_port() {
   return ntohs(a.sin_port);
 }
 
+// TempDir()/name, emptied: a run's output directory.
 inline std::string fresh_dir(const std::string& name) {
   const std::string dir = ::testing::TempDir() + name;
   std::filesystem::remove_all(dir);

@@ -25,11 +25,23 @@ void rename_over(const std::string& tmp, const std::string& path) {
   }
 }
 
-// Writes <path>.<pid>.tmp whole and fsync'ed; on failure removes it and throws naming path and
-// errno. The pid keeps two processes that write the same file (the ranks of one lab run) off each
-// other's temp file: each renames its own, the last one wins whole.
+// This process's part of a temp file's name, "<host>.<pid>": two processes that write the same
+// file (the ranks of one lab run, on one host or several sharing a directory) never share one.
+const std::string& writer_name() {
+  static const std::string name = [] {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::strcpy(host, "host");
+    for (char* c = host; *c; ++c)
+      if (*c == '/') *c = '_';
+    return std::string(host) + "." + std::to_string(::getpid());
+  }();
+  return name;
+}
+
+// Writes <path>.<host>.<pid>.tmp whole and fsync'ed; on failure removes it and throws naming path
+// and errno. Each writer renames its own temp file: the last one wins whole.
 std::string write_temp(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + "." + std::to_string(::getpid()) + ".tmp";
+  const std::string tmp = path + "." + writer_name() + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(path, "cannot create " + tmp, errno);
   std::size_t done = 0;

@@ -77,7 +77,8 @@ struct Connection {
         try {
           beat_store->set(key, std::vector<std::uint8_t>(v.begin(), v.end()));
         } catch (const std::exception&) {
-          return;  // the store is gone: the training thread's next exchange reports it
+          // Beat on: one failed write (a loaded host) must not silence this rank for a whole
+          // board; a store that is gone is reported by the training thread's next exchange.
         }
         std::this_thread::sleep_for(kBeat);
       }
@@ -122,9 +123,23 @@ std::shared_ptr<Connection> g_kept;
 
 }  // namespace
 
-RunSeries::RunSeries() {
+RunSeries::RunSeries(const LaunchConfig& launch) {
+  const LaunchConfig l = resolve_launch(launch);
+  std::shared_ptr<Connection> link;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    ++g_series;
+    if (world_size_of(l) <= 1 || (g_kept && g_kept->serves(l))) return;
+  }
+  try {
+    link = std::make_shared<Connection>(l);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    --g_series;
+    throw;
+  }
   std::lock_guard<std::mutex> lock(g_mutex);
-  ++g_series;
+  g_kept = link;
 }
 
 RunSeries::~RunSeries() {
@@ -156,6 +171,7 @@ World::World(const LaunchConfig& l, const std::string& plan) : s_(std::make_uniq
     std::lock_guard<std::mutex> lock(g_mutex);
     if (g_series > 0) g_kept = s_->link;
   }
+  s_->link->step = 0;  // this run's steps (fail() compares them)
   // Every key of this run, Gloo's rendezvous included, under its own prefix: a run that follows
   // another on the same store never reads the last one's plan, readiness or queue.
   s_->store = c10::make_intrusive<c10d::PrefixStore>("posenc/run/" + std::to_string(run), s_->link->store);
@@ -186,6 +202,10 @@ World::World(const LaunchConfig& l, const std::string& plan) : s_(std::make_uniq
 }
 
 World::~World() = default;
+
+long rank0s_number(World* world, long value, const std::string& what) {
+  return world ? std::stol(world->broadcast(std::to_string(value), what)) : value;
+}
 
 int World::rank() const { return s_->launch.rank; }
 int World::size() const { return s_->launch.world_size; }

@@ -64,4 +64,8 @@ class World {
   std::unique_ptr<State> s_;
 };
 
+// Rank 0's number on every rank (with world; else the number itself): for the decisions that set
+// which collectives follow, which must be rank 0's (whose files they read) on every rank.
+long rank0s_number(World* world, long value, const std::string& what);
+
 }  // namespace posenc::lab

@@ -115,17 +115,18 @@ ExtrapolateResult run_extrapolate(const ExtrapolateConfig& c) {
   };
   // The ranks meet once the settings and the corpus are known good.
   const RunRanks run = open_run(c.training, c.launch, "lab extrapolate", plans.size(), hooks.job);
-  if (is_primary(run.launch)) {  // the vocabulary (byte values; -1: the unknown id), for `posenc plot attention --text`
-    nlohmann::json vocab(corpus.vocab);
-    vocab.push_back(-1);
-    write_file_atomic(out + "/vocab.json", vocab.dump());
-  }
+  // The vocabulary (byte values; -1: the unknown id) beside the models, for `posenc plot attention
+  // --text`: rank 0's, and with --distribute models every rank's (its own --out on another host).
+  nlohmann::json vocab(corpus.vocab);
+  vocab.push_back(-1);
+  if (is_primary(run.launch) || distributes_models(run.launch)) write_file_atomic(out + "/vocab.json", vocab.dump());
   ExtrapolateResult result;
   result.unit = corpus.unit();
   result.notes = run_notes(c, corpus, run);
   long budget = c.stop_after_steps;
   hooks.train = [&](std::size_t i, World* world, nlohmann::json*) {
     const ModelPlan& plan = plans[i];
+    budget = rank0s_number(world, budget, plan.name + ": the steps left");  // rank 0's PI fine-tunes spent steps the others did not
     torch::manual_seed(static_cast<std::uint64_t>(plan.seed));
     TransformerLM model(plan.config);
     if (!train(model, plan, c.training, corpus, training_key(plan, c.training, corpus), &budget, false, {}, world)) return TransformerLM(nullptr);

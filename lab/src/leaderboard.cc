@@ -232,10 +232,12 @@ LeaderboardResult run_leaderboard(const LeaderboardConfig& c) {
   const bool primary = is_primary(launch);
   // Rank 0 holds out_dir (a second run into it waits for this one, then reuses its models); the
   // others write only the files of models handed to them, inside it.
+  // The experiments' runs, one after another, on one connection to the ranks' store, made before
+  // rank 0 may wait for the lock below: its heartbeat tells the others it is alive.
+  const RunSeries series(launch);
   std::unique_ptr<DirLock> lock;
   if (primary) lock = open_out_dir(c.out_dir);
   else make_out_dir(c.out_dir);
-  const RunSeries series;  // the experiments' runs, one after another, on one connection to the ranks' store
   const auto began = std::chrono::steady_clock::now();
   LeaderboardResult result;
   result.commit = build_commit();

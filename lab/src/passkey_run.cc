@@ -115,12 +115,6 @@ nlohmann::json resumed_probes(const std::string& ckpt, const std::string& path, 
   return kept;
 }
 
-// Rank 0's number on every rank (with world; else the number itself): the decisions that set
-// which train() calls follow, and so which collectives, are rank 0's, whose files they read.
-long rank0s(World* world, long value, const std::string& what) {
-  return world ? std::stol(world->broadcast(std::to_string(value), what)) : value;
-}
-
 // Trains the base model; with probe_every, in runs of probe_every steps (each resumes from the
 // checkpoint the last one left, so the weights are those of one uninterrupted run), scoring
 // exact match on the 1x cells after each into *out. world (non-null): every rank calls this
@@ -129,6 +123,7 @@ bool train_probed(TransformerLM& model, const ModelPlan& p, const nlohmann::json
                   const Corpus& corpus, long* budget, nlohmann::json* out, World* world) {
   const TrainSettings& t = c.training;
   const BatchSource batches = mixed_batches(vocab, corpus, t.train_len, t.batch, c.passkey_fraction, c.seed, c.distractors);
+  *budget = rank0s_number(world, *budget, p.name + ": the steps left");  // rank 0's fine-tunes spent steps the others did not
   if (c.probe_every <= 0) return train(model, p, t, corpus, key, budget, false, batches, world);
   const bool primary = !world || world->rank() == 0;
   std::vector<PasskeyExample> probe;
@@ -150,7 +145,7 @@ bool train_probed(TransformerLM& model, const ModelPlan& p, const nlohmann::json
   };
   // The step the checkpoint holds (rank 0's file).
   const auto reached = [&] {
-    return rank0s(world, primary && std::filesystem::exists(ckpt) ? read_checkpoint_header(ckpt).step : 0, p.name + ": the step reached");
+    return rank0s_number(world, primary && std::filesystem::exists(ckpt) ? read_checkpoint_header(ckpt).step : 0, p.name + ": the step reached");
   };
   // Runs end on multiples of probe_every, where an uninterrupted run measures, whatever step a
   // resume starts from (a periodic checkpoint, a stop); a stop between two is not a point. A run

@@ -1,5 +1,5 @@
 // Files written whole and read bounded, for every layer that saves something (saved models, the
-// lab's checkpoints and results): a write goes to <path>.<pid>.tmp, is fsync'ed and renamed over <path>
+// lab's checkpoints and results): a write goes to <path>.<host>.<pid>.tmp, is fsync'ed and renamed over <path>
 // only when complete, so a failure (disk full, a read-only directory, a kill) leaves the previous
 // file intact and no .tmp behind; every failure is a posenc::Error naming the file and the reason
 // (errno).

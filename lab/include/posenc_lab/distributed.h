@@ -56,10 +56,13 @@ void check_batch_split(const LaunchConfig& launch, int batch);
 // extrapolate, a passkey and a sort run per seed) share one connection to the store and one
 // heartbeat: rank 0's store stays up between runs, and a rank between two runs still beats, so
 // a rank that reaches the next run early waits for the others rather than calling them lost.
-// Each run keeps its own keys in the store whether or not one lives.
+// Each run keeps its own keys in the store whether or not one lives. With several ranks it
+// connects at once (rank 0 hosts the store unless --nproc's launcher does) and beats from then on,
+// so a rank that waits before its first run (rank 0 for the output directory's lock) is not taken
+// for lost.
 class RunSeries {
  public:
-  RunSeries();
+  explicit RunSeries(const LaunchConfig& launch);
   ~RunSeries();
   RunSeries(const RunSeries&) = delete;
   RunSeries& operator=(const RunSeries&) = delete;

@@ -56,7 +56,7 @@ struct PasskeyConfig {
   // a plateau: the probe shows when it switched on. It leaves the weights as they would be.
   int probe_every = 100;
   long stop_after_steps = -1;  // stop (as if killed) after this many training steps in this run
-  LaunchConfig launch;  // ranks of a distributed run (distributed.h); default: this process alone
+  LaunchConfig launch;  // ranks of a distributed run (distributed.h); default: RANK and WORLD_SIZE, else this process alone
 
   // `--full`: also sinusoidal and T5, lengths to 64x, 64 sequences per cell, for each of
   // schemes, multiples and samples the user did not give (a list typed as the default's stays).
