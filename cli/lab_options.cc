@@ -53,6 +53,10 @@ void add_lab_run_options(CLI::App* cmd, const LabRunTargets& t, const std::strin
   cmd->add_option("--train-len", t.training->train_len, unit + " per training sequence")->capture_default_str();
   add_steps_option(cmd, t.training->steps, "training steps per model")->capture_default_str();
   add_seed_option(cmd, *t.seed, "seed of the weights and the batches");
+  cmd->add_option("--randomize-positions", t.training->randomize_positions,
+                  "train each row at a sorted random subset of positions 0..L-1 (Ruoss et al. 2023; a learned table gets L rows), "
+                  "evaluate at 0..len-1; 0: off")
+      ->capture_default_str();
   add_threads_option(cmd, t.training->threads,
                      "torch threads (0: one, measured faster than two for models this small; at most this machine's "
                      "hardware threads)",

@@ -86,6 +86,7 @@ std::vector<std::string> run_notes(const ExtrapolateConfig& c, const Corpus& cor
                                                   "token by token under HF's runtime rule"
                                             : std::string()));
   if (!corpus.ascii) notes.push_back(c.corpus + " is not ASCII: tokens are bytes, scores are bits per byte");
+  if (c.training.randomize_positions > 0) notes.push_back(randomized_positions_note(c.training));
   const int ranks = run.world ? run.world->size() : 1;
   if (ranks > 1)
     notes.push_back(distributes_models(run.launch)

@@ -34,7 +34,11 @@ std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab) {
   std::vector<ModelPlan> plans;
   // DeBERTa with 32 buckets, Transformer-XL with its memory (model_plan.h): this command's numbers.
   const RelativeSettings relative{/*deberta_buckets=*/32, /*xl_memory=*/true};
-  auto base = [&](Scheme s) { return model_config(s, c.shape, c.training.train_len, vocab, relative); };
+  auto base = [&](Scheme s) {
+    torch_layer::ModelConfig m = model_config(s, c.shape, c.training.train_len, vocab, relative);
+    m.learned_positions = position_range(c.training, c.training.train_len);
+    return m;
+  };
   for (int seed : c.seeds) {
     const std::string suffix = c.seeds.size() > 1 ? "-s" + std::to_string(seed) : "";
     for (const std::string& name : c.schemes) {
@@ -71,15 +75,17 @@ std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab) {
 }
 
 nlohmann::json training_key(const ModelPlan& p, const TrainSettings& t, const Corpus& corpus) {
-  return {{"format", 2},
-          {"model", nlohmann::json::parse(torch_layer::config_to_json(p.config))},
-          {"seed", p.seed},
-          {"steps", t.steps},
-          {"batch", t.batch},
-          {"lr", t.lr},
-          {"warmup", t.warmup},
-          {"train_len", t.train_len},
-          {"corpus_fnv1a64", hex64(corpus.hash)}};
+  nlohmann::json key = {{"format", 2},
+                        {"model", nlohmann::json::parse(torch_layer::config_to_json(p.config))},
+                        {"seed", p.seed},
+                        {"steps", t.steps},
+                        {"batch", t.batch},
+                        {"lr", t.lr},
+                        {"warmup", t.warmup},
+                        {"train_len", t.train_len},
+                        {"corpus_fnv1a64", hex64(corpus.hash)}};
+  if (t.randomize_positions > 0) key["randomize_positions"] = t.randomize_positions;  // keys without keep their value
+  return key;
 }
 
 bool scores_incremental(const ExtrapolateConfig& c) {
@@ -151,6 +157,8 @@ void validate(const ExtrapolateConfig& c) {
     check_range("--stream-multiple", static_cast<long>(c.stream.multiple) * c.training.train_len, c.training.train_len, kMaxEvalLen);
   }
   if (c.seeds.empty()) throw Error("give at least one seed");
+  if (c.training.randomize_positions > 0 && std::find(c.schemes.begin(), c.schemes.end(), "xl") != c.schemes.end())
+    throw Error("--randomize-positions: xl's segments carry their own positions (Transformer-XL's memory); leave xl out of --schemes");
 }
 
 ExtrapolateConfig ExtrapolateConfig::full(int seed, bool schemes_given, bool steps_given) const {

@@ -1,9 +1,11 @@
 #include "lm_train.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
 #include "lm_eval.h"
+#include "posenc_lab/file_io.h"
 #include "posenc/error.h"
 #include "posenc/numerics.h"
 #include "train_loop.h"
@@ -36,6 +38,32 @@ torch::Tensor batch_at(const Corpus& corpus, int seed, long step, int batch, int
 
 }  // namespace
 
+torch::Tensor random_positions(const torch::Tensor& tokens, int range, std::uint64_t seed) {
+  const torch::Tensor rows = tokens.to(torch::kInt64).contiguous();
+  const std::int64_t B = rows.size(0), S = rows.size(1);
+  if (S > range) throw Error("randomized positions: " + std::to_string(S) + " tokens need a range of at least as many, got " + std::to_string(range));
+  torch::Tensor out = torch::empty({B, S}, torch::kInt64);
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t* row = rows.data_ptr<std::int64_t>() + b * S;
+    std::mt19937_64 rng(fnv1a64(row, static_cast<std::size_t>(S) * sizeof(std::int64_t)) ^ (seed * 0x9e3779b97f4a7c15ull));
+    // Floyd's algorithm: S distinct values of 0 .. range-1, each subset equally likely.
+    std::vector<std::int64_t> picked;
+    picked.reserve(static_cast<std::size_t>(S));
+    for (std::int64_t j = range - S; j < range; ++j) {
+      const std::int64_t t = std::uniform_int_distribution<std::int64_t>(0, j)(rng);
+      picked.push_back(std::find(picked.begin(), picked.end(), t) == picked.end() ? t : j);
+    }
+    std::sort(picked.begin(), picked.end());
+    std::copy(picked.begin(), picked.end(), out.data_ptr<std::int64_t>() + b * S);
+  }
+  return out;
+}
+
+torch::Tensor training_forward(TransformerLM& model, const torch::Tensor& tokens, const TrainSettings& t, std::uint64_t seed) {
+  if (t.randomize_positions <= 0) return model->forward(tokens);
+  return model->forward_at(tokens, random_positions(tokens, t.randomize_positions, seed));
+}
+
 TrainLoop settings_loop(const TrainSettings& t, const std::string& label, const std::string& checkpoint, const nlohmann::json& key) {
   TrainLoop loop;
   loop.label = label;
@@ -55,6 +83,7 @@ TrainSettings finetune_settings(const TrainSettings& base, int scale, int steps)
   ft.batch = std::max(1, base.batch / scale);  // the same tokens per step
   ft.lr = base.lr / 4;
   ft.warmup = std::min(base.warmup, steps / 4 + 1);
+  ft.randomize_positions = 0;  // the fine-tune is at the longer length's own positions
   return ft;
 }
 
@@ -77,7 +106,9 @@ bool train(TransformerLM& model, const ModelPlan& plan, const TrainSettings& c, 
   const int len = c.train_len;
   if (batches) loop.batch = batches;
   else loop.batch = [&, xl](long step) { return batch_at(corpus, plan.seed, step, c.batch, xl ? 2 * len : len); };
-  loop.loss = [xl, len](TransformerLM& m, const torch::Tensor& rows) {
+  if (xl && c.randomize_positions > 0)
+    throw Error(plan.name + ": Transformer-XL's segments carry their own positions; randomized positions are for the other schemes");
+  loop.loss = [xl, len, &c, seed = static_cast<std::uint64_t>(plan.seed)](TransformerLM& m, const torch::Tensor& rows) {
     torch::Tensor logits, targets;
     if (xl) {  // the previous segment builds the memory (no gradient), the next one learns with it
       torch_layer::XLMemory memory;
@@ -88,7 +119,7 @@ bool train(TransformerLM& model, const ModelPlan& plan, const TrainSettings& c, 
       logits = m->forward_segment(rows.narrow(1, len, len), memory);
       targets = rows.narrow(1, len + 1, len);
     } else {
-      logits = m->forward(rows.narrow(1, 0, len));
+      logits = training_forward(m, rows.narrow(1, 0, len), c, seed);
       targets = rows.narrow(1, 1, len);
     }
     return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));

@@ -28,6 +28,16 @@ using BatchSource = std::function<torch::Tensor(long step)>;
 // checkpoint_every steps into `checkpoint` under `key`, progress lines naming `label`.
 TrainLoop settings_loop(const TrainSettings& t, const std::string& label, const std::string& checkpoint, const nlohmann::json& key);
 
+// Randomized positions (Ruoss et al. 2023, "Randomized Positional Encodings Boost Length
+// Generalization of Transformers"): for each row of tokens [B, S], a sorted random subset of S of
+// 0 .. range-1 ([B, S] int64). Each row's draw is a function of its tokens and seed only, so it is
+// the same on whichever rank holds the row and on a resumed run.
+torch::Tensor random_positions(const torch::Tensor& tokens, int range, std::uint64_t seed);
+
+// The training forward of tokens [B, S]: at 0 .. S-1, or (t.randomize_positions > 0) at
+// random_positions over that range. Evaluation always reads 0 .. S-1.
+torch::Tensor training_forward(torch_layer::TransformerLM& model, const torch::Tensor& tokens, const TrainSettings& t, std::uint64_t seed);
+
 // A short fine-tune of a trained model at `scale` times its training length, for `steps` steps:
 // the same tokens per step (batch / scale rows), a quarter of the learning rate, a warm-up of at
 // most a quarter of the steps.

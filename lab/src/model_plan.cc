@@ -30,6 +30,8 @@ void check_training(const TrainSettings& t) {
   check_range("--steps", t.steps, 1, kMaxSteps);
   check_range("--threads", t.threads, 0, max_lab_threads());
   check_range("batch", t.batch, 1, 1024);
+  // A training forward reads train_len positions (the sorting task's 2 train_len: validate_sort).
+  if (t.randomize_positions != 0) check_range("--randomize-positions", t.randomize_positions, t.train_len, kMaxEvalLen);
   check_range("checkpoint_every", t.checkpoint_every, 1, kMaxSteps);
   if (!(t.lr > 0 && t.lr < 1)) throw Error("lr must be in (0, 1), got " + format_number(t.lr));
 }

@@ -3,6 +3,7 @@
 // lab command's). No libtorch here: planning and checking settings need none.
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 #include "posenc/schemes.h"
@@ -34,5 +35,16 @@ struct RelativeSettings {
 // distances up to 256, and `vocab` ids (the corpus's, the task's).
 torch_layer::ModelConfig model_config(Scheme scheme, const ModelShape& shape, int train_len, int vocab,
                                       const RelativeSettings& relative = {});
+
+// The learned table's length for a model that reads `tokens` positions in one training forward:
+// the randomized positions' range when it is longer (TrainSettings::randomize_positions).
+inline int position_range(const TrainSettings& t, int tokens) { return std::max(tokens, t.randomize_positions); }
+
+// What a run with randomized positions did, for its results' notes.
+inline std::string randomized_positions_note(const TrainSettings& t) {
+  return "randomized positions (Ruoss et al. 2023): each training row read at a sorted random subset of 0.." +
+         std::to_string(t.randomize_positions - 1) + " (learned tables of " + std::to_string(t.randomize_positions) +
+         " rows); evaluated at 0..len-1";
+}
 
 }  // namespace posenc::lab

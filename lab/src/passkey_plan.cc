@@ -14,7 +14,9 @@ namespace posenc::lab {
 
 ModelPlan plan_for(const std::string& name, const PasskeyConfig& c, int vocab) {
   // validate_passkey checked the name
-  return {name, model_config(from_name<Scheme>(name), c.shape, c.training.train_len, vocab), c.seed};
+  torch_layer::ModelConfig m = model_config(from_name<Scheme>(name), c.shape, c.training.train_len, vocab);
+  m.learned_positions = position_range(c.training, c.training.train_len);
+  return {name, m, c.seed};
 }
 
 // The key sentence and the question as the examples spell them (training and grid alike).

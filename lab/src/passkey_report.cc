@@ -127,6 +127,7 @@ std::string passkey_json(const PasskeyResult& r, const PasskeyConfig& c) {
     j["curves"].push_back({{"model", cv.model}, {"extension", cv.extension}, {"finetune", cv.finetune}, {"length", cv.bits.size()},
                            {"bits_within_train_len", mean_bits(cv.bits, 0, train)},
                            {"bits_beyond_train_len", mean_bits(cv.bits, train, cv.bits.size())}});
+  if (c.training.randomize_positions > 0) j["randomize_positions"] = c.training.randomize_positions;
   add_world_fields(&j, c.launch);
   return j.dump(1);
 }

@@ -103,6 +103,7 @@ std::string results_json(const ExtrapolateResult& r, const ExtrapolateConfig& c)
                                   {"heads", c.shape.heads}, {"seeds", c.seeds}, {"corpus", c.corpus}, {"eval_chars", c.eval_chars},
                                   {"extensions", extension_names(c.extensions)},
                                   {"incremental_tokens", c.incremental_tokens}, {"pi_finetune_steps", c.pi_finetune_steps}}}};
+  if (c.training.randomize_positions > 0) j["config"]["randomize_positions"] = c.training.randomize_positions;
   add_world_fields(&j, c.launch);
   for (const auto& row : r.rows) j["results"].push_back(row_json(row));
   return j.dump(1);

@@ -53,9 +53,11 @@ namespace {
 
 CacheKey sort_key(const std::string& name, const SortConfig& c) {
   const TrainSettings& t = c.training;
-  return {{{"format", 2}, {"task", "sort"}, {"scheme", name}, {"train_len", t.train_len}, {"steps", t.steps}, {"batch", t.batch},
-           {"lr", t.lr}, {"layers", c.shape.layers}, {"d_model", c.shape.d_model}, {"heads", c.shape.heads}, {"seed", c.seed}},
-          {{"test_lens", c.test_lens}, {"test_sequences", c.test_sequences}}};
+  CacheKey key{{{"format", 2}, {"task", "sort"}, {"scheme", name}, {"train_len", t.train_len}, {"steps", t.steps}, {"batch", t.batch},
+                {"lr", t.lr}, {"layers", c.shape.layers}, {"d_model", c.shape.d_model}, {"heads", c.shape.heads}, {"seed", c.seed}},
+               {{"test_lens", c.test_lens}, {"test_sequences", c.test_sequences}}};
+  if (t.randomize_positions > 0) key.train["randomize_positions"] = t.randomize_positions;  // keys without keep their value
+  return key;
 }
 
 SortRow sort_row_from_json(const nlohmann::json& r, const std::string& path) {
@@ -74,15 +76,17 @@ torch_layer::TransformerLM train_sort(const std::string& name, Scheme scheme, co
   const int n = c.training.train_len;
   // A learned table as long as a whole sequence: n digits, the separator, n sorted digits.
   torch::manual_seed(static_cast<std::uint64_t>(c.seed));
-  torch_layer::TransformerLM model(model_config(scheme, c.shape, 2 * n + 1, kVocab));
+  torch_layer::ModelConfig config = model_config(scheme, c.shape, 2 * n + 1, kVocab);
+  config.learned_positions = position_range(c.training, 2 * n + 1);
+  torch_layer::TransformerLM model(config);
   TrainLoop loop = settings_loop(c.training, "sort " + name, c.training.out_dir + "/sort-" + name + ".ckpt", key);
   loop.tokens_per_row = 2 * n;
   loop.world = world;
   loop.batch = [&c, n](long step) {
     return batch_of(n, c.training.batch, static_cast<unsigned long long>(c.seed) * 1000003ull + static_cast<unsigned long long>(step));
   };
-  loop.loss = [n](torch_layer::TransformerLM& m, const torch::Tensor& x) {
-    const torch::Tensor logits = m->forward(x.narrow(1, 0, 2 * n));
+  loop.loss = [n, &c](torch_layer::TransformerLM& m, const torch::Tensor& x) {
+    const torch::Tensor logits = training_forward(m, x.narrow(1, 0, 2 * n), c.training, static_cast<std::uint64_t>(c.seed));
     // Loss on the sorted half only: targets x[n+1 .. 2n], predicted from positions n .. 2n-1.
     return torch::nn::functional::cross_entropy(logits.narrow(1, n, n).reshape({-1, kVocab}), x.narrow(1, n + 1, n).reshape({-1}));
   };
@@ -127,6 +131,8 @@ nlohmann::json rows_json(const std::vector<SortRow>& rows) {
 void validate_sort(const SortConfig& c) {
   check_range("--train-len", c.training.train_len, 1, kMaxSortTrainLen);
   check_training(c.training);
+  if (c.training.randomize_positions != 0)  // a forward reads 2n tokens: n digits, the separator, n - 1 sorted
+    check_range("--randomize-positions", c.training.randomize_positions, 2 * c.training.train_len, kMaxEvalLen);
   check_shape(c.shape, c.training);
   check_range("test_sequences", c.test_sequences, 1, 1024);
   if (c.test_lens.empty()) throw Error("--test-lens is empty: give at least one test length");
@@ -194,11 +200,13 @@ std::string format_sort_table(const std::vector<SortRow>& rows, const SortConfig
     }
     out << "\n";
   }
+  if (c.training.randomize_positions > 0) out << randomized_positions_note(c.training) << "\n";
   return out.str();
 }
 
 std::string sort_json(const std::vector<SortRow>& rows, const SortConfig& c) {
   nlohmann::json j = {{"results", nlohmann::json::array()}, {"train_len", c.training.train_len}, {"test_lens", c.test_lens}};
+  if (c.training.randomize_positions > 0) j["randomize_positions"] = c.training.randomize_positions;
   add_world_fields(&j, c.launch);
   for (const auto& r : rows)
     j["results"].push_back({{"scheme", r.scheme}, {"length", r.length}, {"available", r.available},

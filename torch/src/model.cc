@@ -171,6 +171,32 @@ torch::Tensor TransformerLMImpl::positions_for(const torch::Tensor& full_mask, s
   return pos.narrow(1, pos.size(1) - new_tokens, new_tokens).contiguous();
 }
 
+torch::Tensor TransformerLMImpl::forward_at(const torch::Tensor& tokens, const torch::Tensor& positions) {
+  TORCH_CHECK(tokens.dim() == 2, "tokens must be [B, S]");
+  if (positions.sizes() != tokens.sizes() || positions.scalar_type() != torch::kInt64)
+    throw Error("forward_at: positions must be int64 of the tokens' shape " + std::string(c10::str(tokens.sizes())) + ", got " +
+                std::string(c10::str(positions.scalar_type())) + " " + std::string(c10::str(positions.sizes())));
+  if (remap.kind != PositionRemapKind::kNone) throw Error("forward_at: positions of one's own and a remap do not go together");
+  if (positions.numel() > 0) {
+    const torch::Tensor p = positions.cpu();
+    if (p.min().item<std::int64_t>() < 0) throw Error("forward_at: positions must be >= 0, got " + std::to_string(p.min().item<std::int64_t>()));
+    if (p.size(1) > 1 && !(p.narrow(1, 1, p.size(1) - 1) > p.narrow(1, 0, p.size(1) - 1)).all().item<bool>())
+      throw Error("forward_at: each row's positions must increase strictly (a causal model reads them in order)");
+    if (learned && p.max().item<std::int64_t>() >= config_.learned_positions)
+      throw Error("forward_at: position " + std::to_string(p.max().item<std::int64_t>()) + " is past the learned table's " +
+                  std::to_string(config_.learned_positions) + " rows");
+  }
+  given_positions_ = positions.contiguous();
+  try {
+    torch::Tensor out = forward(tokens);
+    given_positions_ = torch::Tensor();
+    return out;
+  } catch (...) {
+    given_positions_ = torch::Tensor();
+    throw;
+  }
+}
+
 torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torch::Tensor& attention_mask, KVCache* cache,
                                          RotaryEmbeddingImpl* rope_override) {
   TORCH_CHECK(tokens.dim() == 2, "tokens must be [B, S]");
@@ -181,7 +207,9 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   ctx.query_rows = attention_query_rows;
   ctx.past = cache ? cache->length() : 0;
   ctx.key_mask = cache && cache->mask.defined() ? torch::cat({cache->mask, new_mask}, 1) : new_mask;
-  const torch::Tensor all_positions = positions_for(ctx.key_mask, ctx.key_mask.size(1)) + (cache ? cache->position_offset : 0);
+  const torch::Tensor all_positions = given_positions_.defined()
+                                          ? given_positions_
+                                          : positions_for(ctx.key_mask, ctx.key_mask.size(1)) + (cache ? cache->position_offset : 0);
   RopeSpec spec;
   if (RotaryEmbeddingImpl* const rope = rope_override ? rope_override : rotary ? rotary.get() : nullptr) {
     spec = rope->spec_for(all_positions.max().item<std::int64_t>());

@@ -37,6 +37,9 @@ struct TrainSettings {
   std::string out_dir = "out/lab";
   int threads = 0;     // torch threads; 0: one (faster than two for models this small on a 2-vCPU machine); at most max_lab_threads()
   LrSchedule schedule = LrSchedule::kWarmupCosine;
+  // Ruoss et al. 2023: > 0 trains each row at a sorted random subset of 0 .. this-1 instead of
+  // 0 .. len-1 (a learned table gets this many rows); evaluation reads 0 .. len-1. 0: off.
+  int randomize_positions = 0;
 };
 
 // The transformer's size (the rest of its ModelConfig follows from the scheme: model_plan.h).

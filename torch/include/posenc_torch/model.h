@@ -146,6 +146,14 @@ class TransformerLMImpl : public torch::nn::Module {
   // Positions of the new tokens: past + arange(S), or from the mask.
   torch::Tensor positions_for(const torch::Tensor& full_mask, std::int64_t new_tokens) const;
 
+  // tokens [B, S] at the given positions [B, S] (int64, each row strictly increasing, >= 0; a
+  // learned table's must be below its length) instead of 0 .. S-1: no cache, no padding. Every
+  // scheme reads them as forward reads its own (absolute tables, RoPE's angles, the distance
+  // biases' i - j); Ruoss et al. 2023's randomized positions train with a sorted random subset of
+  // a range longer than S. Not for Transformer-XL's segments (forward_segment), and not with a
+  // remap.
+  torch::Tensor forward_at(const torch::Tensor& tokens, const torch::Tensor& positions);
+
   const ModelConfig& config() const { return config_; }
   // Inference (eval mode, no grad, float32 on the CPU) through the fused kernel for NoPE,
   // absolute, RoPE, ALiBi and T5 models; false: always the materialising libtorch path (for
@@ -194,6 +202,8 @@ class TransformerLMImpl : public torch::nn::Module {
   std::shared_ptr<const AttentionSpec> fused_spec(const ForwardContext& ctx) const;
   // How the distance table is indexed: by Delta (DPB) or by |Delta| (Kerple, Sandwich).
   DistanceSide side() const { return dpb ? DistanceSide::kSigned : DistanceSide::kAbsolute; }
+  // forward_at's positions for the forward it runs (undefined: forward's own).
+  torch::Tensor given_positions_;
 };
 TORCH_MODULE(TransformerLM);
 
