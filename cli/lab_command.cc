@@ -82,6 +82,9 @@ void add_lab_command(CLI::App& app) {
   ex->add_option("--stream-window", ec.stream.window, "the recent tokens of --stream (0: train-len - sinks)")->capture_default_str();
   ex->add_option("--stream-multiple", ec.stream.multiple, "each stream's length over the training length")->capture_default_str();
   add_list_option(ex, "--rope-bases", ec.rope_bases, "extra RoPE models with these bases (rope-base<B>; the rope scheme keeps 10000)");
+  add_list_option(ex, "--rope-clips", ec.rope_clips,
+                  "extra RoPE models with the n lowest frequencies softly clipped (rope-clip<n>; Li et al. 2026), each n in "
+                  "[2, head_dim / 2]");
   add_list_option(ex, "--sinusoidal-bases", ec.sinusoidal_bases,
                   "extra sinusoidal models with these table bases (sinusoidal-base<B>; the sinusoidal scheme keeps 10000)");
   add_fusions_option(ex, "--fusion", &ec.fusions,

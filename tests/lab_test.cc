@@ -294,5 +294,29 @@ TEST(LabSort, ExamplesAndATinyRun) {
   EXPECT_NE(format_sort_table(rows, c).find("n/a"), std::string::npos);
 }
 
+// Clipped RoPE (Li et al. 2026): rope-clip<n> models train with their n lowest frequencies softly
+// clipped (the lowest to 0) and are scored beside rope; n outside [2, head_dim / 2] is refused.
+TEST(Lab, ClippedRopeModelsTrainWithTheirScheduleAndAreRowsOfTheirOwn) {
+  ExtrapolateConfig c = tiny("lab_rope_clip", {"rope"});
+  c.extensions = {RopeExtension::kNone};
+  c.rope_clips = {4};
+  const ExtrapolateResult r = run_extrapolate(c);
+  double rope = -1, clipped = -1;
+  for (const ResultRow& row : r.rows) {
+    if (row.eval_len != 32) continue;
+    if (row.model == "rope") rope = row.bpc;
+    if (row.model == "rope-clip4") clipped = row.bpc;
+  }
+  ASSERT_GT(rope, 0);
+  ASSERT_GT(clipped, 0);
+  EXPECT_NE(rope, clipped);
+  const std::string key = test::slurp(c.training.out_dir + "/rope-clip4.result.json");
+  EXPECT_NE(key.find("\"clip_low\": 4"), std::string::npos) << key.substr(0, 400);
+  c.rope_clips = {9};  // head_dim 16: 8 frequencies
+  EXPECT_HAS(test::error_of([&] { run_extrapolate(c); }), "--rope-clips must be in [2, 8], got 9");
+  c.rope_clips = {1};
+  EXPECT_HAS(test::error_of([&] { run_extrapolate(c); }), "--rope-clips must be in [2, 8], got 1");
+}
+
 }  // namespace
 }  // namespace posenc::lab

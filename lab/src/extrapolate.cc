@@ -63,7 +63,7 @@ std::vector<std::string> run_notes(const ExtrapolateConfig& c, const Corpus& cor
   std::vector<std::string> notes;
   const int train_len = c.training.train_len;
   const auto scores = [&](RopeExtension e) { return std::find(c.extensions.begin(), c.extensions.end(), e) != c.extensions.end(); };
-  const bool rope = std::find(c.schemes.begin(), c.schemes.end(), "rope") != c.schemes.end() || !c.rope_bases.empty();
+  const bool rope = std::find(c.schemes.begin(), c.schemes.end(), "rope") != c.schemes.end() || !c.rope_bases.empty() || !c.rope_clips.empty();
   if (rope && scores(RopeExtension::kYarn)) {
     // YaRN's beta_fast zone at this training length (HF's floor/ceil of the correction range).
     RopeParams probe;

@@ -49,6 +49,11 @@ std::vector<ModelPlan> plan_models(const ExtrapolateConfig& c, int vocab) {
       p.config.rope.theta = b;
       plans.push_back(p);
     }
+    for (int n : c.rope_clips) {
+      ModelPlan p{"rope-clip" + std::to_string(n) + suffix, base(Scheme::kRope), seed, true};
+      p.config.rope.clip_low = n;
+      plans.push_back(p);
+    }
     for (double b : c.sinusoidal_bases) {
       ModelPlan p{"sinusoidal-base" + base_label(b) + suffix, base(Scheme::kSinusoidal), seed, true};
       p.config.sinusoidal_base = b;
@@ -133,7 +138,7 @@ void validate(const ExtrapolateConfig& c) {
   if (c.eval_lens.empty()) throw Error("--eval-lens is empty: give at least one evaluation length");
   for (int len : c.eval_lens) check_range("--eval-lens", len, 2, kMaxEvalLen);
   check_distinct("--eval-lens", c.eval_lens, [](int len) { return "length " + std::to_string(len); });
-  if (c.schemes.empty() && c.rope_bases.empty() && c.sinusoidal_bases.empty() && c.fusions.empty() && c.raw_index.empty() &&
+  if (c.schemes.empty() && c.rope_bases.empty() && c.rope_clips.empty() && c.sinusoidal_bases.empty() && c.fusions.empty() && c.raw_index.empty() &&
       !c.embed_scale)
     throw Error("--schemes is empty: give at least one scheme");
   for (double b : c.rope_bases)
@@ -142,6 +147,9 @@ void validate(const ExtrapolateConfig& c) {
     if (!(b > 1 && std::isfinite(b))) throw Error("--sinusoidal-bases: a base must be a finite number > 1, got " + format_number(b));
   const auto base_text = [](double b) { return "base " + base_label(b); };
   check_distinct("--rope-bases", c.rope_bases, base_text);
+  // Soft clipping spans n >= 2 frequencies (its ramp divides by n - 1), at most the head's.
+  for (int n : c.rope_clips) check_range("--rope-clips", n, 2, c.shape.d_model / c.shape.heads / 2);
+  check_distinct("--rope-clips", c.rope_clips, [](int n) { return "n " + std::to_string(n); });
   check_distinct("--sinusoidal-bases", c.sinusoidal_bases, base_text);
   for (const std::string& name : c.schemes) torch_layer::language_model_scheme(name, "--schemes");  // throws naming a bad one
   for (const auto* fusions : {&c.fusions, &c.raw_index}) {

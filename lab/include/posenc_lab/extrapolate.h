@@ -62,6 +62,9 @@ struct ExtrapolateConfig {
   int eval_chars = 8192;         // validation tokens scored per eval length
   int incremental_tokens = 1024;  // validation tokens decoded one by one for incremental dynamic NTK, and the text of the 'dynamic' row then (0: skip)
   std::vector<double> rope_bases;    // base sweep: extra RoPE models ("rope-base100", ...)
+  // Clipped RoPE (Li et al. 2026, arXiv 2602.05258): extra RoPE models whose n lowest frequencies
+  // are softly clipped (RopeParams::clip_low), "rope-clip<n>" for each n, trained and scored so.
+  std::vector<int> rope_clips;
   std::vector<double> sinusoidal_bases;  // base sweep: extra sinusoidal models ("sinusoidal-base100", ...)
   std::vector<std::string> fusions;  // extra sinusoidal models with these fusions ("sinusoidal-concat", ...)
   // Raw-index models (ModelConfig::raw_index: PE(p) = p in every channel), one per fusion named:
