@@ -56,7 +56,9 @@ void add_lab_run_options(CLI::App* cmd, const LabRunTargets& t, const std::strin
   cmd->add_option("--randomize-positions", t.training->randomize_positions,
                   "train each row at a sorted random subset of positions 0..L-1 (Ruoss et al. 2023; a learned table gets L rows), "
                   "evaluate at 0..len-1; 0: off")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("an empty value: give L, or 0 for off") : std::string(); },
+                             "INT", "not empty"));
   add_threads_option(cmd, t.training->threads,
                      "torch threads (0: one, measured faster than two for models this small; at most this machine's "
                      "hardware threads)",

@@ -30,6 +30,10 @@ TEST(LabCli, ThreadsAndLengthsAreBoundedWithTheLimitNamed) {
       {"lab extrapolate --eval-lens 64,16385", "--eval-lens: 16385 is outside [2, 16384]"},
       {"lab sort --train-len 100000", "[1, 64], got 100000"},
       {"lab sort --test-lens 16,100000", "--test-lens"},
+      // a sort forward reads 2n tokens: the bound the user must meet, named first
+      {"lab sort --train-len 4 --randomize-positions 3", "--randomize-positions must be in [8, 16384], got 3"},
+      {"lab extrapolate --randomize-positions ''", "--randomize-positions: an empty value: give L, or 0 for off"},
+      {"lab passkey --randomize-positions 16385", "--randomize-positions must be in [64, 16384], got 16385"},
   };
   for (const auto& [args, part] : cases) expect_error(args + (" --out " + temp_path("_lab")), part);
 }

@@ -268,6 +268,9 @@ TEST(LabDistributed, BadLauncherValuesAreUsageErrorsNamingThem) {
                {"--rank 2 --world-size 2", "--rank (RANK) must be in [0, 1]"},
                {"--master-port 70000", "--master-port"},
                {"--nproc 2 --rank 0 --world-size 2", "give one or the other"},
+               // the launcher's store is at a free port on 127.0.0.1: these would point its ranks elsewhere
+               {"--nproc 2 --master-port 29788", "--master-port 29788 is for one process per host"},
+               {"--nproc 2 --master-addr 10.0.0.1", "--master-addr '10.0.0.1' is for one process per host"},
                {"--distribute rows", "--distribute"},
                {"--rank 1 --world-size 2 --master-addr 127.0.0.1 --master-port " + std::to_string(test::free_port()) + " --dist-timeout 2",
                 "cannot reach the master at 127.0.0.1:"}};

@@ -73,6 +73,12 @@ LaunchConfig resolve_launch(LaunchConfig l) {
   if (l.world_size <= 0 && env_given("WORLD_SIZE")) check_range("WORLD_SIZE", env_world, 1, kMaxWorldSize);
   if (l.nproc > 1 && rank_flags)
     throw Error("--nproc starts local ranks itself; --rank and --world-size are for one process per rank: give one or the other");
+  // Its ranks meet at the store it hosts on 127.0.0.1 at a free port (MASTER_ADDR, MASTER_PORT in
+  // their environment), which these flags, repeated to every rank, would override.
+  if (l.nproc > 1 && (l.master_port >= 0 || !l.master_addr.empty()))
+    throw Error(std::string("--nproc hosts its ranks' store on 127.0.0.1 at a free port; ") +
+                (l.master_port >= 0 ? "--master-port " + std::to_string(l.master_port) : "--master-addr '" + l.master_addr + "'") +
+                " is for one process per host (--rank, --world-size): leave it out");
   // Clamped to int only: a RANK of 5000 is reported as 5000 by the range checks below.
   constexpr long kIntMax = std::numeric_limits<int>::max();
   if (l.rank < 0) l.rank = static_cast<int>(std::max(-1L, std::min<long>(env_rank, kIntMax)));

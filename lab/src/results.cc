@@ -92,7 +92,10 @@ std::string format_table(const ExtrapolateResult& r, const ExtrapolateConfig& c)
     out << "\n";
   }
   for (const auto& n : r.notes) out << "note: " << n << "\n";
-  if (!c.eval_lens.empty()) out << "n/a: the learned table ends at the training length (cannot extrapolate)\n";
+  const auto unavailable = std::find_if(r.rows.begin(), r.rows.end(), [](const ResultRow& row) { return !row.available; });
+  if (unavailable != r.rows.end())
+    out << "n/a: past the learned table's " << std::max(c.training.train_len, c.training.randomize_positions)
+        << " positions (an absolute table cannot extrapolate)\n";
   return out.str();
 }
 

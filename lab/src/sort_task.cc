@@ -101,7 +101,7 @@ std::vector<SortRow> test_sort(torch_layer::TransformerLM& model, const std::str
   std::vector<SortRow> mine;
   for (int len : c.test_lens) {
     SortRow r{name, len, true, 0, 0};
-    if (scheme == Scheme::kLearned && 2 * len + 1 > model->config().learned_positions) {
+    if (scheme == Scheme::kLearned && 2 * len > model->config().learned_positions) {  // a test forward reads 2 len positions
       r.available = false;
       r.token_accuracy = r.sequence_accuracy = std::nan("");
       mine.push_back(r);
@@ -130,9 +130,9 @@ nlohmann::json rows_json(const std::vector<SortRow>& rows) {
 
 void validate_sort(const SortConfig& c) {
   check_range("--train-len", c.training.train_len, 1, kMaxSortTrainLen);
-  check_training(c.training);
   if (c.training.randomize_positions != 0)  // a forward reads 2n tokens: n digits, the separator, n - 1 sorted
     check_range("--randomize-positions", c.training.randomize_positions, 2 * c.training.train_len, kMaxEvalLen);
+  check_training(c.training);
   check_shape(c.shape, c.training);
   check_range("test_sequences", c.test_sequences, 1, 1024);
   if (c.test_lens.empty()) throw Error("--test-lens is empty: give at least one test length");
