@@ -230,11 +230,11 @@ LeaderboardResult run_leaderboard(const LeaderboardConfig& c) {
   validate_leaderboard(c);
   const LaunchConfig launch = resolve_launch(c.launch);
   const bool primary = is_primary(launch);
-  // Rank 0 holds out_dir (a second run into it waits for this one, then reuses its models); the
-  // others write only the files of models handed to them, inside it.
   // The experiments' runs, one after another, on one connection to the ranks' store, made before
   // rank 0 may wait for the lock below: its heartbeat tells the others it is alive.
   const RunSeries series(launch);
+  // Rank 0 holds out_dir (a second run into it waits for this one, then reuses its models); the
+  // others write only the files of models handed to them, inside it.
   std::unique_ptr<DirLock> lock;
   if (primary) lock = open_out_dir(c.out_dir);
   else make_out_dir(c.out_dir);
