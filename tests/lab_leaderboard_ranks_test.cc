@@ -14,10 +14,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -26,6 +28,7 @@
 
 #include "distributed_world.h"
 #include "lab_leaderboard_tiny.h"
+#include "posenc_lab/file_io.h"
 
 extern char** environ;
 
@@ -115,6 +118,30 @@ void expect_the_board_of_one_process(const std::string& distribute, double toler
 TEST(LeaderboardRanks, WholeModelsHandedOutGiveTheSameBoard) { expect_the_board_of_one_process("models", 0); }
 
 TEST(LeaderboardRanks, DataParallelGivesTheSameBoardWithinSummationOrder) { expect_the_board_of_one_process("data", 1e-4); }
+
+// A board on two ranks into an --out another run holds: rank 0 waits for the lock, beating, so
+// rank 1 (waiting in the first experiment for rank 0's plan) does not call it lost within the
+// 2 s timeout; when the lock is released, the board finishes.
+TEST(LeaderboardRanks, ABoardOnRanksWaitsForTheRunHoldingItsOutput) {
+  LeaderboardConfig c = test::tiny_board("leaderboard-ranks-wait", !is_rank());
+  c.schemes = c.passkey.schemes = c.sort.schemes = {"alibi"};
+  c.seeds = {0};
+  c.launch.distribute = "models";
+  c.launch.timeout_seconds = 2;
+  if (is_rank()) {
+    run_leaderboard(c);
+    return;
+  }
+  std::unique_ptr<DirLock> held = open_out_dir(c.out_dir);  // the other run
+  std::thread release([&held] {
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    held.reset();
+  });
+  const std::vector<int> statuses = run_ranks(2, 120);
+  release.join();
+  for (const int status : statuses) EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a rank failed: " << status;
+  EXPECT_TRUE(std::filesystem::exists(c.out_dir + "/results.json"));
+}
 
 // Rank 0 hosts the store and leaves the first run two seconds after rank 1, which by then waits in
 // the second: without the series, rank 0's store closed with its first run, and rank 1 lost it.
