@@ -54,6 +54,11 @@ TEST(RandomPositions, ALearnedTableCoversTheRangeAndTheKeyRecordsIt) {
   const std::string saved = test::slurp(randomized.training.out_dir + "/alibi.result.json");
   EXPECT_NE(saved.find("\"randomize_positions\": 64"), std::string::npos) << saved.substr(0, 300);
   EXPECT_NE(test::slurp(randomized.training.out_dir + "/results.json").find("randomized positions (Ruoss et al. 2023)"), std::string::npos);
+  // Another range into the same directory: refused, naming each setting that changed by its path.
+  randomized.training.randomize_positions = 32;
+  const std::string e = test::error_of([&] { run_extrapolate(randomized); });
+  EXPECT_HAS(e, "model.learned_positions 64 then, 32 now");
+  EXPECT_HAS(e, "randomize_positions 64 then, 32 now");
 }
 
 TEST(RandomPositions, ARangeShorterThanAForwardIsRefused) {

@@ -223,6 +223,7 @@ PasskeyResult run_passkey(const PasskeyConfig& c) {
                            "leaky-rerope-wW (Su 2023); leaky's slope k = (len - 1 - w) / (train_len - 1 - w), which maps the "
                            "longest distance to train_len - 1; dual-chunk-cC-lW (An et al. 2024) with chunk_size C = train_len and "
                            "local_size W");
+  if (t.randomize_positions > 0) result.notes.push_back(randomized_positions_note(t));
   long budget = c.stop_after_steps;
   hooks.train = [&](std::size_t i, World* world, nlohmann::json* rows) {
     const ModelPlan& plan = plans[i];

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "json_difference.h"
 #include "posenc/error.h"
 #include "posenc_lab/file_io.h"
 #include "posenc_torch/model_config.h"
@@ -39,13 +40,11 @@ void check_training_key(const std::string& path, const nlohmann::json& saved, co
   if (saved == wanted) return;
   const nlohmann::json then_key = in_current_form(saved);
   if (then_key == wanted) return;
+  // Each setting that changed, by its path ("model.learned_positions 64 then, 128 now").
   std::string diff;
   if (then_key.is_object() && wanted.is_object()) {
-    for (const auto& [k, v] : wanted.items()) {
-      const auto it = then_key.find(k);
-      const std::string then = it == then_key.end() ? "absent" : it->dump();
-      if (it == then_key.end() || *it != v) diff += (diff.empty() ? "" : ", ") + k + " " + then + " then, " + v.dump() + " now";
-    }
+    for (const JsonDifference& d : json_differences(then_key, wanted, 8))
+      diff += (diff.empty() ? "" : ", ") + d.path + " " + (d.a.empty() ? "absent" : d.a) + " then, " + (d.b.empty() ? "absent" : d.b) + " now";
   }
   if (diff.size() > 600) diff = diff.substr(0, 600) + "...";
   throw Error(path + " was trained with other settings (" + (diff.empty() ? std::string("older file format") : diff) +
