@@ -110,7 +110,9 @@ TEST(LabKeys, AnOlderRecordOfTheSameModelIsTheSameKey) {
   rope.erase("rope_type");
   EXPECT_NO_THROW(check_training_key("old.result.json", older, wanted));
   rope["theta"] = 500000.0;
-  EXPECT_HAS(test::error_of([&] { check_training_key("old.result.json", older, wanted); }), "model ");
+  // The setting that changed, by its path in today's form, with both values.
+  EXPECT_HAS(test::error_of([&] { check_training_key("old.result.json", older, wanted); }),
+             "(model.rope.rope_theta 500000.0 then, 10000.0 now)");
 }
 
 TEST(LabSortCache, OtherTestLengthsAreTestedAgainAndTheTableStaysAligned) {
