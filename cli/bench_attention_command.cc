@@ -8,6 +8,7 @@
 
 #include "posenc_bench/attention_bench.h"
 #include "posenc_bench/attention_decode_bench.h"
+#include "posenc_bench/attention_positions.h"
 #include "options.h"
 
 namespace posenc::cli {
@@ -70,8 +71,8 @@ void add_bench_attention_command(CLI::App* bench) {
   add_heads_option(cmd, c.heads, "query heads")->capture_default_str();
   add_kv_heads_option(cmd, c.kv_heads, "key/value heads (0: --heads)")->capture_default_str();
   add_head_dim_option(cmd, c.head_dim, "head dimension")->capture_default_str();
-  add_scheme_option(cmd, c.scheme, "none, rope, alibi, t5, or a learned bias: kerple, sandwich, dpb, fox (forward, "
-                    "prefill; with ALiBi's time in the same run: rate_vs_alibi)")->capture_default_str();
+  add_scheme_option(cmd, c.scheme, "none, rope, alibi, t5, or a learned bias: kerple, sandwich, dpb, fire, fox (forward and "
+                    "--backward; with ALiBi's time in the same run: rate_vs_alibi)")->capture_default_str();
   add_causal_flag(cmd, c.causal, "causal mask (default: bidirectional)");
   add_enum_option(cmd, "--dtype", c.dtype, "posenc's q, k, v storage; bf16/f16 also time f32 on the same shape (rate_vs_f32)");
   cmd->add_flag("--decode", a->decode,
@@ -114,6 +115,10 @@ void add_bench_attention_command(CLI::App* bench) {
         nlohmann::json back = {{"posenc_seconds", b.posenc_seconds}, {"torch_seconds", b.torch_seconds}, {"speedup", b.speedup},
                                {"max_rel_error", b.max_rel_error}, {"backward_gflops", b.backward_gflops},
                                {"fraction_of_square_gemm", b.fraction_of_square_gemm}};
+        if (b.alibi_seconds > 0) {
+          back["alibi_seconds"] = b.alibi_seconds;
+          back["rate_vs_alibi"] = b.rate_vs_alibi;
+        }
         if (!b.torch_skipped.empty()) {
           back["torch_seconds"] = back["speedup"] = back["max_rel_error"] = nullptr;
           back["torch_skipped"] = b.torch_skipped;
@@ -144,9 +149,13 @@ void add_bench_attention_command(CLI::App* bench) {
     std::printf("  max_rel_error %.2e (last 8 queries against the reference)\n", r.max_rel_error);
     if (!c.backward) return;
     const bench::AttentionBackwardResult& b = r.backward;
-    std::printf("forward + backward (dq, dk, dv%s):\n", c.scheme == "t5" ? ", T5 table" : "");
+    const char* bias_gradient = c.scheme == "t5" ? ", T5 table" : c.scheme == "fox" ? ", FoX's c" : bench::is_learned_bias_scheme(c.scheme) ? ", the distance table" : "";
+    std::printf("forward + backward (dq, dk, dv%s):\n", bias_gradient);
     std::printf("  posenc  %9.3f ms  backward alone %.1f GFLOP/s  fraction_of_square_gemm %.2f  (2.5x the forward's FLOPs)\n",
                 b.posenc_seconds * 1e3, b.backward_gflops, b.fraction_of_square_gemm);
+    if (b.alibi_seconds > 0)
+      std::printf("  alibi   %9.3f ms  rate_vs_alibi %.2f  (ALiBi's forward + backward, same tensors, same run)\n",
+                  b.alibi_seconds * 1e3, b.rate_vs_alibi);
     if (b.torch_skipped.empty())
       std::printf("  libtorch%9.3f ms  (autograd through scores, bias, softmax)  speed-up %.2fx  max_rel_error %.2e vs libtorch\n",
                   b.torch_seconds * 1e3, b.speedup, b.max_rel_error);

@@ -28,10 +28,12 @@ TEST(BenchCli, AttentionPrintsOneJsonObject) {
   }
 }
 
-// The learned biases of issue 24 (forward, prefill): the kernel agrees with the reference and is
-// timed beside ALiBi's kernel on the same tensors in the same run; what is not timed says so.
+// The learned biases of issue 24 (prefill): the kernel agrees with the reference and is timed
+// beside ALiBi's kernel on the same tensors in the same run, forward and --backward (where the
+// bias's own gradient, the table's or FoX's c, is compared with libtorch autograd's too); what is
+// not timed says so.
 TEST(BenchCli, AttentionLearnedBiasesReportTheRateVsAlibi) {
-  for (const char* scheme : {"kerple", "sandwich", "dpb", "fox"}) {
+  for (const char* scheme : {"kerple", "sandwich", "dpb", "fire", "fox"}) {
     const CliRun r = run(std::string("bench attention --seq 96 --heads 4 --kv-heads 2 --head-dim 32 --repeats 1 --json --causal --scheme ") + scheme);
     ASSERT_EQ(r.code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
@@ -48,12 +50,21 @@ TEST(BenchCli, AttentionLearnedBiasesReportTheRateVsAlibi) {
   const CliRun decode = run("bench attention --decode --keys 64 --heads 2 --head-dim 16 --repeats 1 --scheme kerple");
   EXPECT_EQ(decode.code, 2);
   EXPECT_NE(decode.err.find("prefill benchmark"), std::string::npos) << decode.err;
-  const CliRun backward = run("bench attention --seq 64 --heads 2 --head-dim 16 --repeats 1 --causal --backward --scheme dpb");
-  EXPECT_EQ(backward.code, 2);
-  EXPECT_NE(backward.err.find("forward only"), std::string::npos) << backward.err;
-  const CliRun unknown = run("bench attention --seq 64 --heads 2 --head-dim 16 --repeats 1 --scheme fire");
+  for (const char* scheme : {"dpb", "fire", "fox"}) {
+    const CliRun r = run(std::string("bench attention --seq 64 --heads 2 --head-dim 16 --repeats 1 --json --causal --backward --scheme ") + scheme);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto b = nlohmann::json::parse(r.out).at("backward");
+    for (const char* key : {"posenc_seconds", "torch_seconds", "alibi_seconds"}) EXPECT_GT(b.at(key).get<double>(), 0) << key;
+    EXPECT_NEAR(b.at("rate_vs_alibi").get<double>(), b.at("alibi_seconds").get<double>() / b.at("posenc_seconds").get<double>(), 1e-9);
+    EXPECT_LT(b.at("max_rel_error").get<double>(), 1e-4) << scheme;  // dq, dk, dv and the bias's gradient
+  }
+  const CliRun text = run("bench attention --seq 64 --heads 2 --head-dim 16 --repeats 1 --causal --backward --scheme kerple");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("(dq, dk, dv, the distance table)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("ALiBi's forward + backward, same tensors, same run"), std::string::npos) << text.out;
+  const CliRun unknown = run("bench attention --seq 64 --heads 2 --head-dim 16 --repeats 1 --scheme fir");
   EXPECT_EQ(unknown.code, 2);
-  EXPECT_NE(unknown.err.find("'fire'"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("'fir'"), std::string::npos) << unknown.err;
 }
 
 // The BLAS ceilings run on the benchmark's threads: OpenBLAS keeps its own pool, which libtorch's

@@ -1,5 +1,5 @@
 // The distance and gate biases as functions of their parameters (kerple.h, sandwich.h,
-// forget_gate.h, distance_bias.h): each float32 table within 1e-6 (relative) of its double
+// forget_gate.h, fire.h, distance_bias.h): each float32 table within 1e-6 (relative) of its double
 // reference, the papers' claims (b(0) = 0, monotone decay, power Kerple with r2 = 1 and FoX with
 // a constant gate are ALiBi), and a clear error for every parameter outside its range.
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include "posenc/alibi.h"
 #include "posenc/distance_bias.h"
 #include "posenc/error.h"
+#include "posenc/fire.h"
 #include "posenc/forget_gate.h"
 #include "posenc/kerple.h"
 #include "posenc/sandwich.h"
@@ -195,6 +196,31 @@ TEST(DistanceTable, LayoutAndRefusals) {
   expect_error([&] { validate(absolute, 2, "table"); }, "table value [1][2] is nan");
   expect_error([&] { validate(DistanceTable{nullptr, 7, DistanceSide::kAbsolute}, 2, "table"); }, "table has no values");
   expect_error([&] { validate(DistanceTable{values.data(), 0, DistanceSide::kAbsolute}, 2, "table"); }, "length 0 must be in [1, 2^31]");
+}
+
+// FIRE below its threshold L is a table over |i - j| (the normaliser is psi(L) for every such
+// query): fire_table's entries are fire_bias at any query below L, keys before and after it;
+// past L the bias moves (the normaliser grows), and fire_table_covers is strict at L.
+TEST(Fire, BelowItsThresholdItIsATableOverTheDistance) {
+  FireParams p;
+  p.heads = 2, p.width = 3, p.c = 0.3, p.threshold = -10.0;  // L = |threshold|
+  p.w1 = {0.5, -1.25, 2.0}, p.b1 = {0.1, 0.7, -0.4};
+  p.w2 = {1.0, -0.5, 0.25, -2.0, 0.75, 1.5}, p.b2 = {0.2, -0.3};
+  const std::vector<float> table = fire_table(p, 16);
+  ASSERT_EQ(table.size(), 32u);
+  for (std::int64_t i : {0, 3, 9})
+    for (std::int64_t j = i - 15; j <= i + 15; ++j) {
+      const std::vector<double> want = fire_bias(p, i, j);
+      for (int h = 0; h < 2; ++h)
+        expect_relative(table[static_cast<std::size_t>(h * 16 + std::llabs(i - j))], want[h],
+                        "i " + std::to_string(i) + " j " + std::to_string(j) + " head " + std::to_string(h));
+    }
+  EXPECT_GT(std::abs(fire_bias(p, 15, 12)[0] - table[3]), 1e-3) << "past L the normaliser grows";
+  EXPECT_TRUE(fire_table_covers(p, 9));
+  EXPECT_FALSE(fire_table_covers(p, 10));
+  expect_error([&] { fire_table(p, 0); }, "table length 0 must be >= 1");
+  p.b2.pop_back();
+  expect_error([&] { fire_table(p, 4); }, "b2 [2]");
 }
 
 }  // namespace

@@ -11,7 +11,9 @@
 #include "posenc/kerple.h"
 #include "posenc/sandwich.h"
 #include "posenc_torch/distance_bias.h"
+#include "posenc_torch/model.h"
 #include "posenc_torch/positional.h"
+#include "torch_support.h"
 
 namespace posenc::torch_layer {
 namespace {
@@ -159,6 +161,42 @@ TEST(TorchDistanceBias, FireIsTheCoresReferenceWithTheModulesWeights) {
   EXPECT_THROW(FireBias(0), Error);
   p.w2.pop_back();
   EXPECT_THROW(fire_bias(p, 1, 0), Error);
+}
+
+// FIRE takes the fused kernel as a distance table only while every query is below L: the table
+// is scores() at such queries, table_covers is strict at L, and a model whose L falls mid-sequence
+// gives the materialising path's output (a table would give the queries past L a wrong bias).
+TEST(TorchDistanceBias, FireIsATableForQueriesBelowItsThresholdOnly) {
+  torch::manual_seed(5);
+  FireBias m(3, 8);
+  {
+    torch::NoGradGuard no_grad;
+    m->L_multiplier.fill_(20.0 / 512);  // L = 20
+    m->c.fill_(0.2);
+  }
+  const torch::Tensor below = torch::arange(20, torch::kInt64).view({1, 20}), keys = torch::arange(30, torch::kInt64).view({1, 30});
+  EXPECT_LE(max_rel(distance_bias_scores(m->table(30), below, keys), m->scores(below, keys)), 1e-6);
+  EXPECT_TRUE(m->table_covers(below));
+  EXPECT_FALSE(m->table_covers(torch::tensor({3, 20}, torch::kInt64).view({1, 2})));
+  EXPECT_THROW(m->table(0), Error);
+
+  ModelConfig c = testing::small_model(Scheme::kFire, 30);
+  TransformerLM model = testing::eval_model(c, 6);
+  torch::NoGradGuard no_grad;
+  model->named_parameters()["fire.L_multiplier"].fill_(20.0 / 512);
+  model->named_parameters()["fire.c"].fill_(0.5);
+  const torch::Tensor tokens = torch::randint(0, 30, {2, 40}, torch::kInt64);
+  model->use_fused_attention = false;
+  const torch::Tensor plain = model->forward(tokens);
+  model->use_fused_attention = true;
+  EXPECT_LE((model->forward(tokens) - plain).abs().max().item<double>(), 1e-5);
+  // Below L the kernel (equal within rounding), and not the same bits: it did run.
+  const torch::Tensor short_tokens = tokens.narrow(1, 0, 20);
+  const torch::Tensor fused = model->forward(short_tokens);
+  model->use_fused_attention = false;
+  const torch::Tensor short_plain = model->forward(short_tokens);
+  EXPECT_LE((fused - short_plain).abs().max().item<double>(), 1e-5);
+  EXPECT_FALSE(torch::equal(fused, short_plain));
 }
 
 }  // namespace

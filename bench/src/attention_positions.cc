@@ -1,9 +1,11 @@
 #include "posenc_bench/attention_positions.h"
 
+#include <cmath>
 #include <random>
 
 #include "posenc/alibi.h"
 #include "posenc/error.h"
+#include "posenc/fire.h"
 #include "posenc/forget_gate.h"
 #include "posenc/kerple.h"
 #include "posenc/sandwich.h"
@@ -19,7 +21,7 @@ RopeSchedule default_schedule(int head_dim) {
 }  // namespace
 
 bool is_learned_bias_scheme(const std::string& scheme) {
-  return scheme == "kerple" || scheme == "sandwich" || scheme == "dpb" || scheme == "fox";
+  return scheme == "kerple" || scheme == "sandwich" || scheme == "dpb" || scheme == "fire" || scheme == "fox";
 }
 
 BenchPositions::BenchPositions(const std::string& scheme, bool causal, int heads, int head_dim, std::int64_t tokens)
@@ -53,6 +55,16 @@ BenchPositions::BenchPositions(const std::string& scheme, bool causal, int heads
     std::vector<float> values(static_cast<std::size_t>(heads) * (2 * tokens - 1));
     for (float& x : values) x = normal(rng);
     use_table(std::move(values), DistanceSide::kSigned);
+  } else if (scheme == "fire") {
+    // A FIRE whose threshold L has reached the sequence (every query below it: a distance table,
+    // fire.h), its MLP (width 32) at PyTorch's Linear initialisation, U(-1/sqrt(fan_in), ..).
+    FireParams fire;
+    fire.heads = heads, fire.width = 32, fire.threshold = static_cast<double>(tokens);
+    std::uniform_real_distribution<double> first(-1.0, 1.0), second(-1.0 / std::sqrt(32.0), 1.0 / std::sqrt(32.0));
+    for (int x = 0; x < fire.width; ++x) fire.w1.push_back(first(rng)), fire.b1.push_back(first(rng));
+    for (int x = 0; x < heads * fire.width; ++x) fire.w2.push_back(second(rng));
+    for (int x = 0; x < heads; ++x) fire.b2.push_back(second(rng));
+    use_table(fire_table(fire, tokens), DistanceSide::kAbsolute);
   } else if (scheme == "fox") {
     if (!causal) throw Error("bench attention: --scheme fox is causal (a forget gate over the tokens before): add --causal");
     std::normal_distribution<float> logit(3.0f, 1.0f);  // gates near 0.95: a little forgetting per token
@@ -63,7 +75,7 @@ BenchPositions::BenchPositions(const std::string& scheme, bool causal, int heads
     params.positions = AttentionPositions::kForgetGate;
     params.gate_cumulative = gate.data();
   } else if (scheme != "none") {
-    throw Error("bench attention: --scheme must be none, rope, alibi, t5, kerple, sandwich, dpb or fox, got '" + scheme + "'");
+    throw Error("bench attention: --scheme must be none, rope, alibi, t5, kerple, sandwich, dpb, fire or fox, got '" + scheme + "'");
   }
 }
 

@@ -68,10 +68,14 @@ struct Materialised {
     if (!positions.gate.empty()) gate = torch::tensor(positions.gate).view({1, H, S});
   }
 
-  // q [1, H, S, D], k, v [1, Hk, S, D] -> [1, H, S, D].
-  torch::Tensor operator()(const torch::Tensor& qh, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& t5_table) const {
+  // q [1, H, S, D], k, v [1, Hk, S, D] -> [1, H, S, D]. table_leaf, gate_leaf: the learned
+  // bias's table or FoX's c to differentiate (undefined: the fixed ones).
+  torch::Tensor operator()(const torch::Tensor& qh, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& t5_table,
+                           const torch::Tensor& table_leaf = {}, const torch::Tensor& gate_leaf = {}) const {
     const std::int64_t H = qh.size(1), D = qh.size(3);
     const torch::Tensor kh = k.repeat_interleave(H / k.size(1), 1), vh = v.repeat_interleave(H / v.size(1), 1);
+    const torch::Tensor& table_in = table_leaf.defined() ? table_leaf : table;
+    const torch::Tensor& gate_in = gate_leaf.defined() ? gate_leaf : gate;
     torch::Tensor qq = qh, kk = kh;
     if (c.scheme == "rope") {  // the libtorch formula: x cos + rotate_half(x) sin
       const torch::Tensor inv = torch::tensor(schedule.inv_freq);
@@ -91,8 +95,8 @@ struct Materialised {
       const torch::Tensor rel = pos.view({1, S}) - pos.view({S, 1}) + (S - 1);
       scores = scores + t5_table.index({torch::tensor(buckets).index({rel})}).permute({2, 0, 1}).unsqueeze(0);
     }
-    if (table.defined()) scores = scores + table.index({torch::indexing::Slice(), column}).unsqueeze(0);
-    if (gate.defined()) scores = scores + (gate.unsqueeze(-1) - gate.unsqueeze(-2));
+    if (table_in.defined()) scores = scores + table_in.index({torch::indexing::Slice(), column}).unsqueeze(0);
+    if (gate_in.defined()) scores = scores + (gate_in.unsqueeze(-1) - gate_in.unsqueeze(-2));
     if (c.causal) scores = scores.masked_fill(causal_block, -1e30f);
     return torch::matmul(torch::softmax(scores, -1), vh);
   }
@@ -107,32 +111,42 @@ struct Materialised {
 
 // Forward + backward, posenc's autograd op against libtorch autograd through the same
 // materialising path, on the same inputs and output gradient, both taking every gradient
-// (q, k, v; T5's table too).
-AttentionBackwardResult time_backward(const AttentionBenchConfig& c, const Materialised& torch_path, const torch::Tensor& q,
-                                      const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& t5_table,
-                                      const std::vector<double>& slopes) {
+// (q, k, v; T5's table, a learned bias's table, FoX's c). For a learned bias, ALiBi's forward +
+// backward on the same tensors too (rate_vs_alibi).
+AttentionBackwardResult time_backward(const AttentionBenchConfig& c, const BenchPositions& positions, const Materialised& torch_path,
+                                      const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
   torch::AutoGradMode grad_mode(true);
   const std::int64_t S = q.size(1), H = q.size(2), D = q.size(3);
   // Leaves as model.cc's q, k, v: [1, heads, S, D] views of [1, S, heads, D] memory.
   const auto leaf = [](const torch::Tensor& x) { return x.permute({0, 2, 1, 3}).detach().requires_grad_(true); };
-  const bool t5 = c.scheme == "t5";
-  FusedAttentionTensors t{leaf(q), leaf(k), leaf(v), t5_table.detach().requires_grad_(t5), {}, {}};
+  const auto leaf_of = [](const std::vector<float>& values, torch::IntArrayRef shape) {
+    return values.empty() ? torch::Tensor() : torch::tensor(values).view(shape).requires_grad_(true);
+  };
+  FusedAttentionTensors t{leaf(q), leaf(k), leaf(v),
+                          leaf_of(positions.t5_table, {positions.t5.num_buckets, H}).requires_grad_(c.scheme == "t5"),
+                          leaf_of(positions.table, {H, -1}), leaf_of(positions.gate, {1, H, S})};
   std::vector<torch::Tensor> inputs = {t.q, t.k, t.v};
-  if (t5) inputs.push_back(t.t5_table);
-  AttentionParams p;
-  p.mask.causal = c.causal;
-  p.positions = from_name<AttentionPositions>(c.scheme);  // none, rope, alibi, t5: checked by run_attention_bench
-  p.alibi_mode = c.causal ? AlibiMode::kCausal : AlibiMode::kSymmetric;
-  p.t5 = torch_path.t5;
-  AttentionSpec::Data data;
-  data.q_positions = data.k_positions = torch::arange(S, torch::kInt64).view({1, S});
-  data.rope = RopeSpec(torch_path.schedule);
-  data.alibi_slopes = slopes;
-  const auto spec = std::make_shared<const AttentionSpec>(p, std::move(data));
+  for (const torch::Tensor& x : {t.t5_table, t.distance_table, t.gate_cumulative})
+    if (x.defined() && x.requires_grad()) inputs.push_back(x);
+  const auto spec_of = [&](const AttentionParams& p) {
+    AttentionSpec::Data data;
+    data.q_positions = data.k_positions = torch::arange(S, torch::kInt64).view({1, S});
+    data.rope = RopeSpec(positions.schedule);
+    data.alibi_slopes = positions.slopes;
+    return std::make_shared<const AttentionSpec>(p, std::move(data));
+  };
+  const auto spec = spec_of(positions.params);
   const torch::Tensor dout = torch::randn({1, S, H, D});  // posenc's out is [1, S, H, D]
   AttentionBackwardResult r;
   std::vector<torch::Tensor> posenc_grads, torch_grads;
   r.posenc_seconds = median_seconds(c.repeats, [&] { posenc_grads = torch::autograd::grad({fused_attention(t, spec)}, inputs, {dout}); });
+  if (is_learned_bias_scheme(c.scheme)) {  // ALiBi's forward + backward on the same q, k, v, same run
+    const BenchPositions alibi("alibi", c.causal, static_cast<int>(H), static_cast<int>(D), S);
+    const auto alibi_spec = spec_of(alibi.params);
+    const FusedAttentionTensors ta{t.q, t.k, t.v, {}, {}, {}};
+    r.alibi_seconds = median_seconds(c.repeats, [&] { torch::autograd::grad({fused_attention(ta, alibi_spec)}, {t.q, t.k, t.v}, {dout}); });
+    r.rate_vs_alibi = r.alibi_seconds / r.posenc_seconds;
+  }
   // libtorch autograd keeps about six [H, S, S] float tensors (scores, biased and masked
   // scores, weights and their gradients).
   const double torch_bytes = 6.0 * H * double(S) * S * 4;
@@ -142,9 +156,11 @@ AttentionBackwardResult time_backward(const AttentionBenchConfig& c, const Mater
     return r;
   }
   const torch::Tensor dout_h = dout.transpose(1, 2);  // the materialising path gives [1, H, S, D]
-  r.torch_seconds = median_seconds(c.repeats, [&] { torch_grads = torch::autograd::grad({torch_path(t.q, t.k, t.v, t.t5_table)}, inputs, {dout_h}); });
+  r.torch_seconds = median_seconds(c.repeats, [&] {
+    torch_grads = torch::autograd::grad({torch_path(t.q, t.k, t.v, t.t5_table, t.distance_table, t.gate_cumulative)}, inputs, {dout_h});
+  });
   r.speedup = r.torch_seconds / r.posenc_seconds;
-  for (std::size_t x = 0; x < 3; ++x)
+  for (std::size_t x = 0; x < inputs.size(); ++x)
     r.max_rel_error = std::max(r.max_rel_error, ((posenc_grads[x] - torch_grads[x]).abs().max() / torch_grads[x].abs().max()).item<double>());
   return r;
 }
@@ -189,11 +205,8 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
   const torch::Tensor q = torch::randn({1, S, H, D}), k = torch::randn({1, S, Hk, D}), v = torch::randn({1, S, Hk, D});
   torch::Tensor out = torch::empty({1, S, H, D});
 
-  if (c.backward && is_learned_bias_scheme(c.scheme))
-    throw Error("bench attention --backward times none, rope, alibi and t5; --scheme " + c.scheme + " times the forward only");
   const BenchPositions positions(c.scheme, c.causal, H, D, S);
   const AttentionParams& p = positions.params;
-  const std::vector<double>& slopes = positions.slopes;
   const T5BucketParams& t5 = positions.t5;
   const torch::Tensor t5_table = torch::from_blob(const_cast<float*>(positions.t5_table.data()), {t5.num_buckets, H});
   AttentionOptions options;
@@ -258,7 +271,7 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
   const torch::Tensor got = outs.narrow(1, S - tail, tail).to(torch::kFloat32);
   r.max_rel_error = ((got - ref).abs().max() / ref.abs().max()).item<double>();
   if (c.backward) {
-    r.backward = time_backward(c, torch_path, q, k, v, t5_table, slopes);
+    r.backward = time_backward(c, positions, torch_path, q, k, v);
     const double forward = c.dtype == DType::kF32 ? r.posenc_seconds : r.f32_seconds;  // the backward's forward is f32
     if (r.backward.posenc_seconds > forward) {
       r.backward.backward_gflops = 2.5 * full_flops * (c.causal ? 0.5 : 1.0) / (r.backward.posenc_seconds - forward) / 1e9;

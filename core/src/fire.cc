@@ -40,4 +40,22 @@ std::vector<double> fire_bias(const FireParams& p, std::int64_t i, std::int64_t 
   return out;
 }
 
+bool fire_table_covers(const FireParams& p, std::int64_t largest_query_position) {
+  validate(p);
+  return static_cast<double>(largest_query_position) < std::fabs(p.threshold);
+}
+
+std::vector<float> fire_table(const FireParams& p, std::int64_t length) {
+  validate(p);
+  if (length < 1) throw Error("FIRE: table length " + std::to_string(length) + " must be >= 1");
+  const std::size_t n = static_cast<std::size_t>(length);
+  std::vector<float> table(static_cast<std::size_t>(p.heads) * n);
+  for (std::int64_t d = 0; d < length; ++d) {
+    // Query 0 and key -d: the distance d with the normaliser psi(max(L, 0)) = psi(L) every query below L has.
+    const std::vector<double> b = fire_bias(p, 0, -d);
+    for (std::size_t h = 0; h < b.size(); ++h) table[h * n + static_cast<std::size_t>(d)] = static_cast<float>(b[h]);
+  }
+  return table;
+}
+
 }  // namespace posenc

@@ -100,7 +100,8 @@ def _bias_params(bias: Any, params: Dict[str, Any], batch: int, heads: int, s_le
                  causal: bool, device: torch.device) -> torch.Tensor:
     """The kernel's parameters for a posenc.nn distance bias or FoX's c; returns the differentiable
     input (the table [Hq, L], or c [B, Hq, T])."""
-    if isinstance(bias, torch.nn.Module) and hasattr(bias, "table"):  # Kerple, Sandwich over |Delta|, DPB over Delta
+    # Kerple, Sandwich and FIRE (its queries below L: posenc.attention checks) over |Delta|, DPB over Delta
+    if isinstance(bias, torch.nn.Module) and hasattr(bias, "table"):
         length = s_len + t_len  # |Delta| < S + T whatever the offsets (queries sit at T - S + i)
         side = distance_side(bias)
         table = bias.table(length)
@@ -127,11 +128,8 @@ def _bias_params(bias: Any, params: Dict[str, Any], batch: int, heads: int, s_le
     if isinstance(bias, CoPE):
         raise ValueError("bias (CoPE) counts each query's open gates over its whole score row: it has no table for the "
                          "kernel; use CoPE.attention(q, k, v)")
-    if isinstance(bias, torch.nn.Module) and hasattr(bias, "scores"):
-        raise ValueError(f"bias ({type(bias).__name__}) depends on the query position as well as the distance: it has no "
-                         "table for the kernel; add bias(q_len, k_len) to the scores of your own attention instead")
-    raise ValueError("bias must be a posenc.nn.Kerple, Sandwich or DynamicPositionBias module (an instance), or FoX's c "
-                     f"[B, Hq, T], got {bias!r:.80}")
+    raise ValueError("bias must be a posenc.nn.Kerple, Sandwich, DynamicPositionBias or FIRE module (an instance), or "
+                     f"FoX's c [B, Hq, T], got {bias!r:.80}")
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = True, scale: Optional[float] = None,
@@ -153,8 +151,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     = a real key). scale: 1/sqrt(D) when None. remap (RoPE; differentiable): posenc.SelfExtend,
     posenc.ReRoPE or posenc.DualChunk. bias: a posenc.nn distance bias (Kerple, Sandwich: its table
     over |distance|; DynamicPositionBias: over the signed distance; differentiable in its
-    parameters) or FoX's cumulative gate c [B, Hq, T] (ForgettingGate.cumulative,
-    differentiable; causal only), inside the kernel with their gradients, never an S x T matrix.
+    parameters; FIRE too, as its table, while every query is below its threshold L, and past L
+    through backend "torch" under "auto") or FoX's cumulative gate c [B, Hq, T]
+    (ForgettingGate.cumulative, differentiable; causal only), inside the kernel with their
+    gradients, never an S x T matrix.
     backend: "kernels" (the fused CPU kernel), "torch" (the same attention in torch operations on
     the tensors' device, differentiable by autograd; it materialises the [B, Hq, S, T] scores; also
     float64), or "auto" (the kernel on the CPU, torch elsewhere).
@@ -234,6 +234,15 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         params.update(positions="t5", t5_num_buckets=int(t5.shape[0]),
                       t5_max_distance=_count("t5_max_distance", t5_max_distance, 1, 2**31 - 1),
                       t5_bidirectional=not causal)
+    if not native and isinstance(bias, torch.nn.Module) and hasattr(bias, "table_covers") \
+            and not bias.table_covers(kv_offset + t_len - 1):
+        # FIRE with a query at or past its threshold L: no table; the torch backend computes it per pair.
+        if backend == "kernels":
+            raise ValueError(f"bias (FIRE) is a distance table only for queries below its threshold L = "
+                             f"{float(bias.threshold()):g}; the last query here is at position {kv_offset + t_len - 1} "
+                             "(past L the bias depends on the query position): use backend='auto' or 'torch', which "
+                             "materialise the [B, Hq, S, T] scores")
+        native = True
     bias_input = t5
     if bias is not None:
         bias_input = _bias_params(bias, params, batch, heads, s_len, t_len, causal, q.device)

@@ -101,7 +101,9 @@ def native_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causa
         lo = int(relative.min())
         table = t5_buckets(torch.arange(lo, int(relative.max()) + 1), t5.shape[0], t5_max_distance, not causal).to(dev)
         scores = scores + t5.to(work)[table[relative - lo]].permute(2, 0, 1)  # table [buckets, Hq] -> [Hq, S, T]
-    if bias is not None and hasattr(bias, "table"):  # Kerple, Sandwich: [Hq, L] over |Delta|; DPB: [Hq, 2L - 1] over Delta
+    if bias is not None and hasattr(bias, "table_covers"):  # FIRE: per (query, key) pair, any query position
+        scores = scores + bias.scores(q_pos, k_pos).to(device=dev, dtype=work)
+    elif bias is not None and hasattr(bias, "table"):  # Kerple, Sandwich: [Hq, L] over |Delta|; DPB: [Hq, 2L - 1] over Delta
         length = s_len + t_len
         values = bias.table(length).to(device=dev, dtype=work)
         scores = scores + values[:, delta + (length - 1) if distance_side(bias) == "signed" else delta.abs()]

@@ -12,6 +12,7 @@ from .encodings import _check_ints, _check_scale, alibi_bias, alibi_slopes, sinu
 from .rope import apply_rope
 from .rotary_variants import AxialRotaryEmbedding, MixedRotaryEmbedding, XPos  # noqa: F401  (posenc.nn's)
 from .contextual import CoPE  # noqa: F401  (posenc.nn's)
+from .shaw import ShawRelative  # noqa: F401  (posenc.nn's)
 from .polar import PolarEmbedding  # noqa: F401  (posenc.nn's)
 from .sink_cache import SinkCache  # noqa: F401  (posenc.nn's)
 from .token_embedding import TokenPositionEmbedding, positions_from_mask  # noqa: F401  (posenc.nn's)
@@ -227,11 +228,12 @@ class FIRE(torch.nn.Module):
     mcleish7/arithmetic, the core's fire.h): b_h(i, j) = mlp(psi(i - j) / (psi(max(L, i)) + eps))_h
     with psi(x) = log(|c x| + 1), mlp = Linear(1, width), ReLU, Linear(width, heads); c (init 0.1)
     and L_multiplier (init 1) learned, L = |L_multiplier * init_L| (init_L 512, a buffer). It
-    depends on the query position as well as the distance, so it has no table and
-    posenc.attention(bias=...) does not take it: m(q_len, k_len, past=0) -> [heads, q_len, k_len]
-    (query r at position past + r, key c at c) to add to the scaled scores, and
+    depends on the query position as well as the distance: m(q_len, k_len, past=0) -> [heads,
+    q_len, k_len] (query r at position past + r, key c at c) to add to the scaled scores, and
     m.scores(q_positions, k_positions) for explicit positions ([..., Sq], [..., Sk] -> [..., heads,
-    Sq, Sk]); computed in the parameters' dtype."""
+    Sq, Sk]); computed in the parameters' dtype. While every query is below L it is a table over
+    |i - j| (the normaliser is psi(L)): m.table(length) -> [heads, length], which
+    posenc.attention(bias=m) runs inside the kernel; past L, posenc.attention materialises it."""
 
     def __init__(self, heads: int, width: int = 32, init_c: float = 0.1, init_L: float = 512.0, eps: float = 1e-6) -> None:
         super().__init__()
@@ -250,6 +252,26 @@ class FIRE(torch.nn.Module):
     def extra_repr(self) -> str:
         return f"heads={self.heads}, width={self.width}"
 
+    def threshold(self) -> torch.Tensor:
+        """L = |L_multiplier * init_L| in the dtype FIRE's input is computed in (differentiable)."""
+        return (self.L_multiplier * self.init_L).abs().to(torch.promote_types(self.c.dtype, torch.float32))
+
+    def table_covers(self, largest_query_position: int) -> bool:
+        """Whether queries up to this position are all below L (strictly: at i = L autograd halves
+        max(L, i)'s gradient, which a table would not), compared as scores() compares them."""
+        dtype = torch.promote_types(self.c.dtype, torch.float32)
+        return bool(torch.tensor(float(largest_query_position), dtype=dtype) < self.threshold().detach().cpu())
+
+    def table(self, length: int) -> torch.Tensor:
+        """b_h(|i - j|) for |i - j| = 0 .. length - 1 at queries below L: [heads, length], the bits
+        scores() gives such a query, differentiable in every parameter."""
+        _check_ints("FIRE.table", ("length", length, 1))
+        dtype = torch.promote_types(self.c.dtype, torch.float32)
+        c = self.c.to(dtype)
+        distance = torch.arange(length, device=self.c.device).to(dtype)
+        x = torch.log((c * distance).abs() + 1) / (torch.log((c * self.threshold()).abs() + 1) + self.eps)
+        return self.mlp(x.to(self.c.dtype).unsqueeze(-1)).t()
+
     def scores(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
         for name, p in (("q_positions", q_positions), ("k_positions", k_positions)):
             if not isinstance(p, torch.Tensor) or p.dim() < 1 or p.dtype.is_floating_point or p.dtype.is_complex \
@@ -267,7 +289,7 @@ class FIRE(torch.nn.Module):
         # The distance in int64 before any rounding, the input in at least float32: in bfloat16 a
         # position near 1000 would make distances 0 and 1 equal. The MLP then runs in its own dtype.
         dtype = torch.promote_types(self.c.dtype, torch.float32)
-        c, threshold = self.c.to(dtype), (self.L_multiplier * self.init_L).abs().to(dtype)
+        c, threshold = self.c.to(dtype), self.threshold()
         distance = (q_positions.unsqueeze(-1) - k_positions.unsqueeze(-2)).to(dtype)
         i = q_positions.to(dtype).unsqueeze(-1)
         x = torch.log((c * distance).abs() + 1) / (torch.log((c * torch.maximum(i, threshold)).abs() + 1) + self.eps)
@@ -279,74 +301,6 @@ class FIRE(torch.nn.Module):
             raise ValueError(f"FIRE: positions past + q_len = {past + q_len} and k_len = {k_len} must be at most 2^31")
         device = self.c.device
         return self.scores(torch.arange(past, past + q_len, device=device), torch.arange(k_len, device=device))
-
-
-class ShawRelative(torch.nn.Module):
-    """Relative keys and values (Shaw et al. 2018) and the key-query variant (Huang et al. 2020),
-    as HF's BERT family computes position_embedding_type "relative_key" / "relative_key_query"
-    (modeling_bert.py, eager_attention_forward): with d = query position - key position,
-    e_ij = (q_i.k_j + q_i.a_K[d] (+ k_j.a_K[d] with key_query)) * scale, and with values=True
-    z_i = sum_j softmax(e)_ij (v_j + a_V[d]) (Shaw's value term; HF has none). a[d] is row
-    clip(d, +-max_relative) + max_relative of rel_k / rel_v [2 max_relative + 1, head_dim]: HF's
-    distance_embedding [2 M - 1, head_dim] with M = max_relative + 1 (HF does not clip: it fails
-    past M - 1). m.attention(q, k, v, causal=True, scale=None) -> [B, S, Hq, D] with q [B, S, Hq, D],
-    k, v [B, T, Hk, D], query i at position T - S + i; it materialises the [B, Hq, S, T] scores
-    (not in the fused kernel)."""
-
-    def __init__(self, head_dim: int, max_relative: int, values: bool = True, key_query: bool = False) -> None:
-        super().__init__()
-        _check_ints("ShawRelative", ("head_dim", head_dim, 1), ("max_relative", max_relative, 0))
-        for name, flag in (("values", values), ("key_query", key_query)):
-            if not isinstance(flag, bool):
-                raise ValueError(f"ShawRelative: {name} must be a bool, got {flag!r}")
-        self.head_dim, self.max_relative, self.key_query = head_dim, max_relative, key_query
-        rows = 2 * max_relative + 1
-        self.rel_k = torch.nn.Parameter(torch.randn(rows, head_dim) * 0.02)  # HF's initializer_range
-        self.rel_v = torch.nn.Parameter(torch.randn(rows, head_dim) * 0.02) if values else None
-
-    def extra_repr(self) -> str:
-        return f"head_dim={self.head_dim}, max_relative={self.max_relative}, values={self.rel_v is not None}, " \
-               f"key_query={self.key_query}"
-
-    def distances(self, s_len: int, t_len: int) -> torch.Tensor:
-        """[S, T] query position - key position, query i at T - S + i."""
-        _check_ints("ShawRelative", ("q_len", s_len, 0), ("k_len", t_len, 0))
-        return ((torch.arange(s_len) + (t_len - s_len)).unsqueeze(1) - torch.arange(t_len)).to(self.rel_k.device)
-
-    def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
-                  scale: Optional[float] = None) -> torch.Tensor:
-        if q.dim() != 4 or k.dim() != 4 or v.shape != k.shape or q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1] \
-                or q.shape[-1] != self.head_dim or k.shape[2] < 1 or q.shape[2] % k.shape[2] != 0 \
-                or q.shape[1] > k.shape[1]:
-            raise ValueError(f"ShawRelative.attention: q [B, S, Hq, D={self.head_dim}] and k, v [B, T, Hk, D] with Hq a "
-                             f"multiple of Hk and S <= T, got {list(q.shape)}, {list(k.shape)}, {list(v.shape)}")
-        if not isinstance(causal, bool):
-            raise ValueError(f"ShawRelative.attention: causal must be True or False, got {causal!r}")
-        _check_scale("ShawRelative.attention", scale)
-        s_len, t_len, group = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
-        qh = q.transpose(1, 2)  # [B, Hq, S, D]
-        kh, vh = (x.repeat_interleave(group, dim=2).transpose(1, 2) for x in (k, v))
-        d = self.distances(s_len, t_len)
-        rows = d.clamp(-self.max_relative, self.max_relative) + self.max_relative
-        # Through the 2M + 1 rows, never an [S, T, D] tensor: q . rel_k^T gathered at each (i, j)'s
-        # row; the key-query term k_j . rel_k[row] likewise over the keys.
-        rel_k, index = self.rel_k.to(q.dtype), rows.expand(*qh.shape[:2], -1, -1)
-        scores = qh @ kh.transpose(-1, -2) + (qh @ rel_k.T).gather(-1, index)
-        if self.key_query:
-            scores = scores + (kh @ rel_k.T).transpose(-1, -2).gather(-2, index)
-        scores = scores * (self.head_dim ** -0.5 if scale is None else scale)
-        if causal:
-            scores = scores.masked_fill(d < 0, float("-inf"))  # keys after the query
-        probs = torch.softmax(scores, dim=-1)
-        out = probs @ vh
-        if self.rel_v is not None:  # the weights summed per row, times rel_v
-            per_row = probs.new_zeros(*probs.shape[:3], self.rel_v.shape[0]).scatter_add(-1, index, probs)
-            out = out + per_row @ self.rel_v.to(q.dtype)
-        return out.transpose(1, 2)
-
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
-                scale: Optional[float] = None) -> torch.Tensor:
-        return self.attention(q, k, v, causal, scale)
 
 
 class ForgettingGate(torch.nn.Module):

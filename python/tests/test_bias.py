@@ -90,7 +90,8 @@ def test_forgetting_gate_bias_is_the_sum_of_log_gates_between():
 
 
 @pytest.mark.parametrize("make", [lambda: posenc.nn.Kerple(4, "log"), lambda: posenc.nn.Kerple(4, "power"),
-                                  lambda: posenc.nn.Sandwich(4, 16), lambda: _seeded_dpb(8, 4)])
+                                  lambda: posenc.nn.Sandwich(4, 16), lambda: _seeded_dpb(8, 4),
+                                  lambda: posenc.nn.FIRE(4, width=8, init_c=0.3, init_L=32.0)])
 @pytest.mark.parametrize("causal", [True, False])
 def test_attention_with_a_distance_bias_equals_eager_forward_and_backward(make, causal):
     m = make()
@@ -262,9 +263,34 @@ def test_fire_refuses_what_it_cannot_build_and_the_kernel_refuses_it():
         m.scores(torch.zeros(3), torch.arange(3))
     with pytest.raises(ValueError, match="0, 2\\^31-1"):
         m.scores(torch.tensor([-1]), torch.arange(3))
-    q, k, v = (torch.randn(1, 4, 2, 8) for _ in range(3))
-    with pytest.raises(ValueError, match="no table"):
-        posenc.attention(q, k, v, causal=True, bias=m)
+
+
+def test_attention_with_fire_past_its_threshold_is_materialised():
+    """FIRE is a table only for queries below L: with a query at or past L, backend "auto" computes
+    it per pair (the torch backend), equal to eager with m's scores, gradients included; "kernels"
+    refuses naming L and the position; below L the kernel runs (not the torch backend's bits)."""
+    torch.manual_seed(1)
+    m = posenc.nn.FIRE(2, width=6, init_c=0.5, init_L=8.0)
+    q, k, v = (torch.randn(1, 12, 2, 8) for _ in range(3))
+    assert m.table_covers(7) and not m.table_covers(8)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = posenc.attention(*leaves, causal=True, bias=m)
+    out.sum().backward()
+    mine = [t.grad for t in leaves] + [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    ref_leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    ref = eager(*ref_leaves, causal=True, bias=m(12, 12).double().unsqueeze(0))
+    assert (out.double() - ref).abs().max() <= 2e-5
+    ref.sum().backward()
+    theirs = [t.grad for t in ref_leaves] + [p.grad for p in m.parameters()]
+    for a, b in zip(mine, theirs):
+        assert (a.double() - b.double()).abs().max() <= 1e-4 * max(1.0, b.abs().max().item())
+    with pytest.raises(ValueError, match="threshold L = 8; the last query here is at position 11"):
+        posenc.attention(q, k, v, causal=True, bias=m, backend="kernels")
+    short = [t[:, :8] for t in (q, k, v)]
+    kernel = posenc.attention(*short, causal=True, bias=m, backend="kernels")
+    torch_backend = posenc.attention(*short, causal=True, bias=m, backend="torch")
+    assert (kernel - torch_backend).abs().max() <= 2e-6 and not torch.equal(kernel, torch_backend)
 
 
 def _reference_cope_attention(m, q, k, v):

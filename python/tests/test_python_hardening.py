@@ -228,7 +228,7 @@ def test_dynamic_position_bias_edges_match_on_both_backends():
     for backend in ("kernels", "torch"):
         with pytest.raises(ValueError, match=r"bias's table \(DynamicPositionBias\) holds a value that is not finite"):
             posenc.attention(q, q, q, bias=m, backend=backend)
-    with pytest.raises(ValueError, match="DynamicPositionBias module \\(an instance\\)"):
+    with pytest.raises(ValueError, match="DynamicPositionBias or FIRE module \\(an instance\\)"):
         posenc.attention(q, q, q, bias=posenc.nn.DynamicPositionBias)
     with pytest.raises(ValueError, match=r"DynamicPositionBias\) is on meta, q on cpu"):
         posenc.attention(q, q, q, bias=posenc.nn.DynamicPositionBias(8, 2).to("meta"))

@@ -77,16 +77,37 @@ FireBiasImpl::FireBiasImpl(int heads, int width, double initial_c, double initia
   init_L = register_buffer("init_L", torch::tensor(initial_L, torch::kFloat32));
 }
 
+namespace {
+// The dtype FIRE's input is computed in: at least float32 (in bfloat16 distances 0 and 1 at
+// position 1000 would be equal); the MLP then runs in its own dtype.
+torch::ScalarType fire_input_dtype(const torch::Tensor& c) { return torch::promote_types(c.scalar_type(), torch::kFloat32); }
+}  // namespace
+
 torch::Tensor FireBiasImpl::scores(const torch::Tensor& q_positions, const torch::Tensor& k_positions) {
-  // The distance in int64 before any rounding and the MLP's input in at least float32 (in bfloat16
-  // distances 0 and 1 at position 1000 would be equal); the MLP runs in its own dtype.
-  const auto dtype = torch::promote_types(c.scalar_type(), torch::kFloat32);
+  const auto dtype = fire_input_dtype(c);  // the distance in int64 before any rounding
   const torch::Tensor cc = c.to(dtype), threshold = (L_multiplier * init_L).abs().to(dtype);
   const torch::Tensor distance = (q_positions.unsqueeze(-1) - k_positions.unsqueeze(-2)).to(dtype);  // [B, Sq, Sk]
   const torch::Tensor i = q_positions.to(dtype).unsqueeze(-1);                                        // [B, Sq, 1]
   const auto psi = [&](const torch::Tensor& x) { return torch::log((cc * x).abs() + 1); };
   const torch::Tensor x = psi(distance) / (psi(torch::maximum(i, threshold)) + eps_);
   return mlp->forward(x.to(c.scalar_type()).unsqueeze(-1)).permute({0, 3, 1, 2});  // [B, Sq, Sk, H] -> [B, H, Sq, Sk]
+}
+
+torch::Tensor FireBiasImpl::table(std::int64_t length) {
+  if (length < 1) throw Error("FIRE: table length " + std::to_string(length) + " must be >= 1");
+  // scores()'s operations with max(L, i) = L: the same bits for every query below L.
+  const auto dtype = fire_input_dtype(c);
+  const torch::Tensor cc = c.to(dtype), threshold = (L_multiplier * init_L).abs().to(dtype);
+  const torch::Tensor distance = torch::arange(length, torch::TensorOptions(torch::kInt64).device(c.device())).to(dtype);
+  const auto psi = [&](const torch::Tensor& x) { return torch::log((cc * x).abs() + 1); };
+  const torch::Tensor x = psi(distance) / (psi(threshold) + eps_);
+  return mlp->forward(x.to(c.scalar_type()).unsqueeze(-1)).t().contiguous();  // [length, H] -> [H, length]
+}
+
+bool FireBiasImpl::table_covers(const torch::Tensor& q_positions) const {
+  if (q_positions.numel() == 0) return true;
+  const auto dtype = fire_input_dtype(c);
+  return (q_positions.max().to(dtype) < (L_multiplier * init_L).abs().to(dtype)).item<bool>();
 }
 
 ForgetGateImpl::ForgetGateImpl(int d_model, int heads) {

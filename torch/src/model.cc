@@ -35,7 +35,8 @@ bool fused_attention_covers(const ModelConfig& c) {
     case Scheme::kKerple:
     case Scheme::kSandwich:
     case Scheme::kDpb:
-    case Scheme::kFox: return true;
+    case Scheme::kFox:
+    case Scheme::kFire: return true;  // FIRE while its queries are below L (FireBias::table_covers)
     default: return false;  // XL and DeBERTa: content-dependent position terms
   }
 }
@@ -262,14 +263,17 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   const bool float_cpu = embed->weight.is_cpu() && embed->weight.scalar_type() == torch::kFloat;
   const bool gradients = torch::GradMode::is_enabled();
   const bool weight_dropout = is_training() && config_.dropout > 0;  // the kernel drops no weights
+  // FIRE is a distance table while every query is below its threshold L (fire.h); beyond, per block.
   const bool fused = use_fused_attention && float_cpu && (!gradients || fused_training) && !weight_dropout &&
-                     !ctx.cache_rotated_keys && fused_attention_covers(config_) && !recording;
-  // Kerple's, Sandwich's and DPB's table over every distance this forward has (positions 0 .. max).
+                     !ctx.cache_rotated_keys && fused_attention_covers(config_) && !recording &&
+                     (!fire || fire->table_covers(ctx.q_positions));
+  // Kerple's, Sandwich's, DPB's (and FIRE's) table over every distance this forward has (positions 0 .. max).
   const std::int64_t distances = all_positions.numel() ? all_positions.max().item<std::int64_t>() + 1 : 1;
   if (kerple) ctx.distance_table = kerple->table(distances);
   if (sandwich) ctx.distance_table = sandwich->table(distances);
   if (dpb) ctx.distance_table = dpb->table(distances);
-  ctx.fire = fire ? fire.get() : nullptr;  // FIRE only; never fused (fused_attention_covers)
+  if (fire && fused) ctx.distance_table = fire->table(distances);
+  ctx.fire = fire && !fused ? fire.get() : nullptr;
   if (remap.kind != PositionRemapKind::kNone && !(fused && ctx.rope))
     throw Error(std::string("TransformerLM: remap ") + to_string(remap.kind) + " needs a RoPE model on the fused kernel at inference" +
                 (ctx.rope ? " (eval mode, no gradients, no recorded weights, keys cached unrotated)" : "; the scheme is " +

@@ -34,6 +34,8 @@ struct AttentionBackwardResult {
   // count of its FLOPs (five products of the forward's size: 2.5x the forward's FLOPs); and that
   // rate over the square gemm's (issue 29's goal: 0.4).
   double backward_gflops = 0, fraction_of_square_gemm = 0;
+  // A learned bias: ALiBi's forward + backward on the same tensors, same run; its time / this one's.
+  double alibi_seconds = 0, rate_vs_alibi = 0;
 };
 
 struct AttentionBenchResult {

@@ -20,7 +20,8 @@ struct BenchPositions {
   // slopes; causal or symmetric), t5 (32 buckets up to 128, a random N(0, 1) table, fixed seed;
   // bidirectional unless causal), and the learned biases of issue 24 over `tokens` positions:
   // kerple (the log variant at its initial r1, r2: kerple_init), sandwich (d' = head_dim), dpb (a
-  // random N(0, 1) signed table, as an MLP's output would be), fox (c from random N(3, 1) gate
+  // random N(0, 1) signed table, as an MLP's output would be), fire (the table of a FIRE whose
+  // threshold L is `tokens`, its MLP at a random Linear initialisation), fox (c from random N(3, 1) gate
   // logits, one sequence; causal only). Anything else is an Error naming it.
   BenchPositions(const std::string& scheme, bool causal, int heads, int head_dim, std::int64_t tokens);
   BenchPositions(const BenchPositions&) = delete;  // params points into this object
@@ -30,7 +31,7 @@ struct BenchPositions {
   RopeSchedule schedule;        // RoPE's
   T5BucketParams t5;
   std::vector<float> t5_table;  // [num_buckets][heads]
-  std::vector<float> table;     // kerple, sandwich: [heads][tokens]; dpb: [heads][2 tokens - 1]
+  std::vector<float> table;     // kerple, sandwich, fire: [heads][tokens]; dpb: [heads][2 tokens - 1]
   std::vector<float> gate;      // fox: c [1][heads][tokens]
   AttentionParams params;       // mask.causal and the scheme's positions, pointing at the above
 };

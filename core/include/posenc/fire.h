@@ -9,8 +9,10 @@
 // (progressive interpolation): a causal pair's input stays in [0, 1] at any length. As the
 // reference implementation (mcleish7/arithmetic cramming/architectures/embeddings.py FIRE)
 // takes |c (i - j)|, keys after the query get the bias of their mirror distance (causal models
-// mask them). Not a function of i - j alone, so it is no distance table: the fused kernel does not
-// take it (the lab's `fire` scheme runs on the materialising path).
+// mask them). Not a function of i - j alone beyond L; but while every query position is below L
+// the normaliser is psi(L) for all of them, and FIRE is a distance table over |i - j|
+// (fire_table): that is how the fused kernel takes it (training below L, and inference until a
+// query passes L); beyond, the materialising path computes it per query block.
 //
 // This header is the framework-free reference in double; libtorch's FireBias and Python's
 // posenc.nn.FIRE compute the same in torch operations.
@@ -39,5 +41,13 @@ double fire_input(const FireParams& p, std::int64_t i, std::int64_t j);
 
 // b_h(i, j) for every head: [heads].
 std::vector<double> fire_bias(const FireParams& p, std::int64_t i, std::int64_t j);
+
+// Whether every query position up to `largest_query_position` is below L = |threshold| (strictly:
+// at i = L autograd splits max(L, i)'s gradient between its two sides, which a table would not).
+bool fire_table_covers(const FireParams& p, std::int64_t largest_query_position);
+
+// FIRE as a distance table for queries below L: [heads][length] floats, entry [h][d] =
+// b_h(i, i - d) for any query position i < L (attention.h's kDistanceTable, DistanceSide::kAbsolute).
+std::vector<float> fire_table(const FireParams& p, std::int64_t length);
 
 }  // namespace posenc

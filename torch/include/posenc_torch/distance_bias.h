@@ -75,13 +75,20 @@ TORCH_MODULE(ForgetGate);
 
 // FIRE (fire.h; the reference FIRE of mcleish7/arithmetic): mlp = Linear(1, width), ReLU,
 // Linear(width, H); c (init 0.1) and L_multiplier (init 1) learned, init_L 512 a buffer, eps 1e-6.
-// Depends on the query position as well as the distance, so it is no table: scores() gives the
-// [B, H, Sq, Sk] bias for positions [B, Sq] and [B, Sk], differentiable in every parameter, in
-// the parameters' dtype (the materialising path computes it per query block).
+// Depends on the query position as well as the distance: scores() gives the [B, H, Sq, Sk] bias
+// for positions [B, Sq] and [B, Sk], differentiable in every parameter, in the parameters' dtype
+// (the materialising path computes it per query block). While every query is below L it is a
+// distance table (fire_table, fire.h), which the fused kernel takes: table_covers says when.
 class FireBiasImpl : public torch::nn::Module {
  public:
   FireBiasImpl(int heads, int width = 32, double initial_c = 0.1, double initial_L = 512.0, double eps = 1e-6);
   torch::Tensor scores(const torch::Tensor& q_positions, const torch::Tensor& k_positions);
+  // b_h(|Delta|) for |Delta| = 0 .. length - 1 at queries below L: [H, length] (kAbsolute's
+  // columns), differentiable in every parameter; the bits scores() gives such a query.
+  torch::Tensor table(std::int64_t length);
+  // Whether every position of q_positions is below L (as scores() compares them, in its dtype;
+  // strictly: at i = L autograd halves max(L, i)'s gradient, which a table would not).
+  bool table_covers(const torch::Tensor& q_positions) const;
   torch::nn::Sequential mlp{nullptr};
   torch::Tensor c, L_multiplier, init_L;  // scalars: parameters c, L_multiplier; init_L a buffer
 

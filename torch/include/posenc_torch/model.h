@@ -208,7 +208,8 @@ class TransformerLMImpl : public torch::nn::Module {
 TORCH_MODULE(TransformerLM);
 
 // Whether the fused kernel covers this model's attention (NoPE, absolute, RoPE, ALiBi, T5, Kerple,
-// Sandwich, FoX; not XL or DeBERTa, whose position terms depend on the content).
+// Sandwich, DPB, FoX, and FIRE for the forwards whose queries are all below its threshold L; not
+// XL, DeBERTa, Shaw or CoPE, whose position terms depend on the content).
 bool fused_attention_covers(const ModelConfig& config);
 
 // The config and the weights in one file (torch serialization), written whole (posenc/file_io.h:
