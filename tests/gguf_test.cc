@@ -216,5 +216,62 @@ TEST(Gguf, MalformedFilesAreErrors) {
   EXPECT_THROW(gguf_rope(parse_gguf(gguf_bytes(odd))), Error);
 }
 
+// The rotary dimension against the head (llama-model.cpp load_hparams; ggml's rope), the
+// architecture's name, frequencies below float's normal range and the listed keys are checked
+// as llama.cpp reads them; each message names where a value came from and what was expected
+// (issue 33's second re-run).
+TEST(Gguf, RotaryDimensionHeadSizeAndListedKeysAreCheckedAsLlamaCppReadsThem) {
+  const auto message = [](const std::vector<std::pair<std::string, GgufValue>>& metadata) {
+    GgufFile f;
+    f.metadata = metadata;
+    try {
+      gguf_rope(parse_gguf(gguf_bytes(f)));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const auto model = [](const std::string& arch, double n_rot) {
+    std::vector<std::pair<std::string, GgufValue>> m = {{"general.architecture", str(arch)},
+                                                          {arch + ".embedding_length", num(4, 4096)},
+                                                          {arch + ".attention.head_count", num(4, 32)}};
+    if (n_rot > 0) m.push_back({arch + ".rope.dimension_count", num(4, n_rot)});
+    return m;
+  };
+  EXPECT_EQ(message(model("llama", 128)), "");
+  EXPECT_EQ(message(model("stablelm", 32)), "");  // partial rotary: fewer channels than the head's 128
+  EXPECT_NE(message(model("stablelm", 256)).find("stablelm.rope.dimension_count 256 is more than the head size 128 "
+                                                 "(stablelm.embedding_length / attention.head_count)"), std::string::npos)
+      << message(model("stablelm", 256));
+  EXPECT_NE(message(model("llama", 64)).find("must equal the head size 128"), std::string::npos) << message(model("llama", 64));
+  EXPECT_NE(message(model("llama", 4294967295.0)).find("got 4294967295"), std::string::npos) << message(model("llama", 4294967295.0));
+  auto no_heads = model("llama", 0);
+  no_heads[2].second.number = 0;
+  EXPECT_NE(message(no_heads).find("are each missing (head_count is 0)"), std::string::npos) << message(no_heads);
+  // Frequencies that are 0 or subnormal in float: rope.scaling.factor 3e38.
+  auto tiny = model("llama", 128);
+  tiny.push_back({"llama.rope.scaling.factor", num(6, 3e38)});
+  EXPECT_NE(message(tiny).find("float32's normal range"), std::string::npos) << message(tiny);
+  // The architecture's name: printable, at most 64 characters.
+  EXPECT_NE(message(model(std::string(65, 'a'), 128)).find("got 65 bytes starting \"aaaa"), std::string::npos);
+  EXPECT_NE(message(model("ll\x1b[2J\nama", 128)).find("with a control or non-ASCII byte"), std::string::npos);
+  EXPECT_NE(message(model("", 128)).find("general.architecture must be 1 to 64"), std::string::npos);
+  // Listed keys: n_swa a u32; M-RoPE's sections, at most four of n_rot / 2 pairs.
+  auto swa = model("llama", 128);
+  swa.push_back({"llama.attention.sliding_window", num(5, -4096)});
+  EXPECT_NE(message(swa).find("llama.attention.sliding_window must be u32"), std::string::npos) << message(swa);
+  const auto sections = [&](std::vector<double> values) {
+    auto m = model("qwen2vl", 128);
+    GgufValue v;
+    v.type = 9, v.elem_type = 5, v.numbers = std::move(values);
+    m.push_back({"qwen2vl.rope.dimension_sections", v});
+    return message(m);
+  };
+  EXPECT_EQ(sections({16, 24, 24, 0}), "");
+  EXPECT_NE(sections({-1, 1e9, 0, 0}).find("holds -1; expected sections >= 0"), std::string::npos) << sections({-1, 1e9, 0, 0});
+  EXPECT_NE(sections({16, 24, 24, 1}).find("sums to 65 pairs; n_rot / 2 = 64 at most"), std::string::npos) << sections({16, 24, 24, 1});
+  EXPECT_NE(sections({1, 1, 1, 1, 1}).find("at most 4 i32"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace posenc

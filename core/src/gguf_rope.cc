@@ -1,6 +1,8 @@
 // llama.cpp's RoPE schedule from GGUF metadata, and its comparison with HF's.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 
 #include "posenc/error.h"
 #include "posenc/gguf.h"
@@ -80,16 +82,44 @@ GgufRope gguf_rope(const GgufFile& f) {
   if (arch->type != kString)
     throw Error("GGUF: general.architecture must be string, got " + std::string(type_name(arch->type)) + " " + arch->to_string());
   r.arch = arch->text;
+  // Every key is named "<arch>.<suffix>" and printed: a name of at most 64 printable characters
+  // without spaces (llama.cpp's are like "llama", "gpt-oss", "qwen2vl"; a 250 MiB name grew every
+  // lookup and message, a control character reached the terminal).
+  const bool printable = std::all_of(r.arch.begin(), r.arch.end(), [](char c) { return c > ' ' && c < 127; });
+  if (r.arch.empty() || r.arch.size() > 64 || !printable)
+    throw Error("GGUF: general.architecture must be 1 to 64 printable characters without spaces (as \"llama\"), got " +
+                std::to_string(r.arch.size()) + " bytes" + (printable ? " starting \"" + r.arch.substr(0, 64) + "\"" : std::string(" with a control or non-ASCII byte")));
   Keys k{f, r.arch, r};
-  // llama-model.cpp load_hparams: n_rot defaults to the head size (key_length, else n_embd / n_head).
+  // llama-model.cpp load_hparams: the head size n_embd_head_k is attention.key_length, else
+  // n_embd / n_head (unsigned division); n_rot is rope.dimension_count, else that head size.
   const auto n_embd = k.u32("embedding_length");
   const auto n_head = k.u32_or_first("attention.head_count");
   const auto key_length = k.u32("attention.key_length");
-  if (auto d = k.u32("rope.dimension_count")) r.n_rot = static_cast<int>(std::min(*d, 1e6));
-  else if (key_length) r.n_rot = static_cast<int>(std::min(*key_length, 1e6));
-  else if (n_embd && n_head && *n_head > 0) r.n_rot = static_cast<int>(std::min(*n_embd / *n_head, 1e6));
-  if (r.n_rot < 2 || r.n_rot > 65536 || r.n_rot % 2)
-    throw Error("GGUF: " + r.arch + ".rope.dimension_count must be even, in [2, 65536], got " + std::to_string(r.n_rot));
+  std::optional<double> head_size;
+  std::string head_size_from;
+  if (key_length) head_size = *key_length, head_size_from = r.arch + ".attention.key_length";
+  else if (n_embd && n_head && *n_head > 0)
+    head_size = std::floor(*n_embd / *n_head), head_size_from = r.arch + ".embedding_length / attention.head_count";
+  std::optional<double> n_rot = k.u32("rope.dimension_count");
+  std::string n_rot_from = r.arch + ".rope.dimension_count";
+  if (!n_rot) n_rot = head_size, n_rot_from = "the head size, " + head_size_from;
+  if (!n_rot)
+    throw Error("GGUF: no rotary dimension: " + r.arch + ".rope.dimension_count, " + r.arch + ".attention.key_length and " +
+                r.arch + ".embedding_length / attention.head_count (head_count > 0) are each missing" +
+                (n_head && *n_head == 0 ? " (head_count is 0)" : ""));
+  if (*n_rot < 2 || *n_rot > 65536 || std::fmod(*n_rot, 2) != 0)
+    throw Error("GGUF: n_rot (" + n_rot_from + ") must be even, in [2, 65536], got " + format_number(*n_rot));
+  r.n_rot = static_cast<int>(*n_rot);
+  // ggml's rope asserts n_dims <= the head's channels; load_hparams refuses n_rot != the head
+  // size for llama, mllama, deci, falcon and llama-embed ("invalid n_rot: %u, expected %u").
+  if (head_size && *n_rot > *head_size)
+    throw Error("GGUF: " + r.arch + ".rope.dimension_count " + format_number(*n_rot) + " is more than the head size " +
+                format_number(*head_size) + " (" + head_size_from + "): a head cannot rotate more channels than it has");
+  const bool whole_head = r.arch == "llama" || r.arch == "mllama" || r.arch == "deci" || r.arch == "falcon" || r.arch == "llama-embed";
+  if (head_size && whole_head && *n_rot != *head_size)
+    throw Error("GGUF: " + r.arch + ".rope.dimension_count " + format_number(*n_rot) + " must equal the head size " +
+                format_number(*head_size) + " (" + head_size_from + ") for " + r.arch +
+                ": llama.cpp's load_hparams refuses it (\"invalid n_rot\")");
   r.freq_base = k.f32("rope.freq_base").value_or(10000.0);
   if (!(r.freq_base > 1)) throw Error("GGUF: " + r.arch + ".rope.freq_base must be > 1, got " + format_number(r.freq_base));
   // load_hparams: rope.scaling.type defaults to "linear"; llama_rope_scaling_type_from_string knows
@@ -125,8 +155,22 @@ GgufRope gguf_rope(const GgufFile& f) {
   const double log_mul = k.f32("rope.scaling.yarn_log_multiplier", [](double v) { return v >= 0; }, ">= 0").value_or(0.0);
   r.beta_fast = k.f32("rope.scaling.yarn_beta_fast", positive, "> 0").value_or(32.0);
   r.beta_slow = k.f32("rope.scaling.yarn_beta_slow", positive, "> 0").value_or(1.0);
-  k.find("rope.dimension_sections");
-  k.find("attention.sliding_window");
+  // Listed, so checked as llama.cpp reads them: n_swa a u32 (load_hparams' get_key); M-RoPE's
+  // rope_sections up to four ints (get_key_or_arr into std::array<int, 4>) of the n_rot / 2 pairs.
+  k.u32("attention.sliding_window");
+  if (const GgufValue* sections = k.find("rope.dimension_sections")) {
+    const std::string key = r.arch + ".rope.dimension_sections";
+    if (sections->type != kArray || (sections->elem_type != kI32 && sections->elem_type != kU32) || std::max<std::uint64_t>(sections->count, sections->numbers.size()) > 4)
+      throw Error("GGUF: " + key + " must be an array of at most 4 i32, got " + sections->to_string());
+    double pairs = 0;
+    for (const double x : sections->numbers) {
+      if (x < 0) throw Error("GGUF: " + key + " holds " + format_number(x) + "; expected sections >= 0");
+      pairs += x;
+    }
+    if (pairs > r.n_rot / 2)
+      throw Error("GGUF: " + key + " " + sections->to_string() + " sums to " + format_number(pairs) + " pairs; n_rot / 2 = " +
+                  std::to_string(r.n_rot / 2) + " at most");
+  }
 
   // Per-frequency divisors: llama3's rope_freqs, LongRoPE's short factors (the schedule at init)
   // and long factors (llama.cpp's build_rope_factors divides by them past n_ctx_orig). Every one
@@ -170,10 +214,13 @@ GgufRope gguf_rope(const GgufFile& f) {
     }
     // Beyond pi radians per position consecutive positions alias (the angle of p + 1 reads as a
     // turn backwards): no engine can use such a frequency (rope.scaling.factor 1e-30 made 1e30).
-    if (!(inv > 0 && inv <= M_PI))
+    // Below float's normal range (llama.cpp computes theta in float) a frequency is 0 or a
+    // subnormal: rope.scaling.factor 3e38 gave every frequency 0.
+    if (!(inv >= std::numeric_limits<float>::min() && inv <= M_PI))
       throw Error("GGUF: frequency " + std::to_string(i) + " is " + format_number(inv) + " radians per position (from " +
                   r.arch + ".rope.freq_base, rope.scaling.factor " + format_number(r.factor) +
-                  (ff ? " and " + r.freq_factors_tensor : std::string()) + "); expected a value in (0, pi]");
+                  (ff ? " and " + r.freq_factors_tensor : std::string()) +
+                  "); expected a value in [1.1754943508222875e-38, pi] (float32's normal range, llama.cpp's precision)");
     r.inv_freq.push_back(static_cast<float>(inv));
   }
   // The multiplier on cos and sin. ggml's rope_yarn multiplies attn_factor by 1 + 0.1 ln(1 / freq_scale)
