@@ -90,6 +90,27 @@ TEST(CliHostile, ExplainSaysWhenNoLayerRotates) {
   EXPECT_CLEAN_ERROR(run_bounded("freqs --config " + cfg), "no layer type of this model uses RoPE");
 }
 
+// Golden wrote q, k and logits for Qwen 3.5's linear-attention (Gated DeltaNet) layers, which
+// have no q.k logits and no positions: now they are listed with their kind and no vectors.
+TEST(CliHostile, GoldenWritesNoVectorsForLayersWithoutSoftmaxAttention) {
+  const std::string dir = temp_path("_g");
+  const CliRun r = run_bounded("golden --config " + reference_dir() + "/real-configs/Qwen3.5-9B.json --out " + dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto m = nlohmann::json::parse(posenc::testing::read_file(dir + "/manifest.json"));
+  int linear = 0;
+  for (const auto& entry : m.at("layer_types")) {
+    if (entry.at("layer_type") != "linear_attention") {
+      EXPECT_FALSE(entry.at("tensors").empty()) << entry.dump();
+      continue;
+    }
+    ++linear;
+    EXPECT_EQ(entry.at("attention"), "linear");
+    EXPECT_EQ(entry.at("rope"), false);
+    EXPECT_TRUE(entry.at("tensors").empty()) << entry.dump();
+  }
+  EXPECT_EQ(linear, 1);
+}
+
 // F11: position 2^31-1 is valid for the kernels; golden asked the schedule for seq_len 2^31.
 TEST(CliHostile, GoldenAcceptsTheLastValidPosition) {
   const std::string dir = temp_path("_g");

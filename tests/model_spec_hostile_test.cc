@@ -3,6 +3,7 @@
 // every command that reads a ModelSpec (spec, golden, Python) refuses it alike.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -141,6 +142,26 @@ TEST(ModelSpecHostile, AModelWhoseLayersAllSkipRopeHasNoRope) {
   }
   const ModelSpec spec = parse_model_spec(c.dump());
   for (const LayerSpec& l : spec.layers) EXPECT_FALSE(l.rope);
+}
+
+// The hybrids too (issue 33's second re-run): every layer linear attention (Qwen3-Next with
+// full_attention_interval past the layer count) or a convolution (LFM2 with full_attn_idxs []);
+// one attention layer is enough to keep the rope.
+TEST(ModelSpecHostile, AHybridWithoutAnAttentionLayerHasNoRope) {
+  const json qwen = {{"model_type", "qwen3_next"}, {"hidden_size", 2048}, {"num_attention_heads", 16},
+                     {"num_key_value_heads", 2}, {"head_dim", 256}, {"num_hidden_layers", 4},
+                     {"full_attention_interval", 100}, {"rope_theta", 1e7}, {"partial_rotary_factor", 0.25}};
+  json lfm2 = {{"model_type", "lfm2"}, {"hidden_size", 1024}, {"num_attention_heads", 16}, {"num_key_value_heads", 8},
+               {"num_hidden_layers", 4}, {"full_attn_idxs", json::array()}, {"rope_theta", 1e6}};
+  for (const json& c : {qwen, lfm2}) {
+    SCOPED_TRACE(c.at("model_type").get<std::string>());
+    const ModelRope rope = parse_hf_config(c.dump());
+    for (const LayerRope& l : rope.layers) EXPECT_FALSE(l.has_rope);
+    EXPECT_THROW(rope.select(), Error);
+  }
+  lfm2["full_attn_idxs"] = {2};
+  const ModelRope one = parse_hf_config(lfm2.dump());
+  EXPECT_TRUE(std::any_of(one.layers.begin(), one.layers.end(), [](const LayerRope& l) { return l.has_rope; }));
 }
 
 // Position 2^31-1 is valid for the kernels, so a sequence may be 2^31 long: golden at that

@@ -175,6 +175,14 @@ Golden make_golden(const ModelSpec& spec, const GoldenParams& params) {
     for (const LayerSpec& m : layers)
       if (m.layer_type == l.layer_type) members.push_back(m.index);
     if (spec.every_layer) members = "all";
+    // Linear attention (Gated DeltaNet, KDA) and blocks that do not attend (convolutions, Mamba)
+    // have no q.k logits and no positions: listed, with no vectors (after done.push_back, so the
+    // other layer types' seeded streams stay as they were).
+    if (l.attention == AttentionKind::kLinear || l.attention == AttentionKind::kNone) {
+      manifest["layer_types"].push_back({{"layer_type", l.layer_type}, {"layers", members}, {"rope", false},
+                                         {"attention", to_string(l.attention)}, {"tensors", json::array()}});
+      continue;
+    }
 
     const int D = l.head_dim, R = l.rotary_dim, F = R / 2;
     RopeSchedule s;

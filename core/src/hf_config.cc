@@ -255,7 +255,10 @@ struct Parser {
   }
 
   void run() {
-    const bool any_layer_rotates = note_llama4_layers();
+    const bool any_layer_rotates = note_llama4_layers() && model_layers::some_layer_rotates(doc);
+    if (!any_layer_rotates && quirks().query_scale != QueryScale::kLlama4Temperature)
+      out.notes.push_back("no layer of this model rotates (its layer types and NoPE rules): the RoPE keys are checked "
+                          "but no layer applies them");
     RopeParams base = base_params();
     const std::string w = where();
     const json* params_v5 = jf::object(model, "rope_parameters", w);

@@ -210,6 +210,21 @@ bool type_rotates(const ConfigDoc& doc, const std::string& type) {
   return true;
 }
 
+bool some_layer_rotates(const ConfigDoc& doc) {
+  std::optional<std::vector<std::string>> types = config_layer_types(doc);
+  std::optional<std::int64_t> layers = types ? std::optional<std::int64_t>(static_cast<std::int64_t>(types->size())) : layer_count(doc);
+  const auto listed = no_rope_layers(doc);  // Llama 4, SmolLM3: the list's length is the layer count
+  if (doc.quirks().rope_layers == RopeLayers::kNoRopeLayersList && !listed.empty()) layers = static_cast<std::int64_t>(listed.size());
+  if (!layers || *layers < 1 || *layers > kMaxLayers) return true;
+  if (!types) types = default_layer_types(doc, *layers);
+  const std::vector<bool> by_index = index_rotates(doc, *layers);
+  for (std::int64_t i = 0; i < *layers; ++i) {
+    const std::string type = types && i < static_cast<std::int64_t>(types->size()) ? (*types)[static_cast<std::size_t>(i)] : "";
+    if (by_index[static_cast<std::size_t>(i)] && type_rotates(doc, type)) return true;
+  }
+  return false;
+}
+
 std::vector<std::int64_t> no_rope_layers(const ConfigDoc& doc) {
   return jf::integer_list(doc.model(), "no_rope_layers", doc.where()).value_or(std::vector<std::int64_t>{});
 }

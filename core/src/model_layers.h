@@ -50,6 +50,12 @@ bool type_rotates(const ConfigDoc& doc, const std::string& type);
 // Llama 4 / SmolLM3 no_rope_layers (or its interval), Mllama's cross_attention_layers.
 std::vector<bool> index_rotates(const ConfigDoc& doc, std::int64_t layers);
 
+// Whether any layer of the model rotates: each layer's type (layer_types, else the family's
+// default pattern) and the index rules; true when the layer count is unknown (nothing says
+// otherwise). LFM2 with full_attn_idxs [] or Qwen3-Next with full_attention_interval past the
+// layer count have none.
+bool some_layer_rotates(const ConfigDoc& doc);
+
 // no_rope_layers as the config gives it (empty when absent): 1 means the layer rotates.
 std::vector<std::int64_t> no_rope_layers(const ConfigDoc& doc);
 
