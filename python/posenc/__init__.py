@@ -172,7 +172,7 @@ class RopeRuntime:
 
 from .rope import XPosScale, apply_rope, rope_shift  # noqa: E402  (needs Schedule)
 from .attention import DualChunk, ReRoPE, SelfExtend, attention  # noqa: E402
-from .encodings import (alibi_bias, alibi_slopes, deberta_relative_positions, sinusoidal, t5_buckets,  # noqa: E402
+from .encodings import (_check_result_size, alibi_bias, alibi_slopes, deberta_relative_positions, sinusoidal, t5_buckets,  # noqa: E402
                         xl_relative_sinusoid)
 
 
@@ -316,6 +316,7 @@ def bucket_position_ids(patches_per_side: int, rows: int, cols: int, dtype: torc
         if _integer(value) is None or not 1 <= _integer(value) <= 65536:
             raise ValueError(f"{name} must be an int in [1, 65536], got {type(value).__name__} {value!r}")
     n = _integer(patches_per_side)
+    _check_result_size("bucket_position_ids", (_integer(rows), _integer(cols)), 8)
     h = torch.tensor(_posenc.bucket_rows(n, _integer(rows), _BUCKET_DTYPES[dtype]), dtype=torch.int64)
     w = torch.tensor(_posenc.bucket_rows(n, _integer(cols), _BUCKET_DTYPES[dtype]), dtype=torch.int64)
     return (h[:, None] * n + w[None, :]).reshape(-1)

@@ -81,6 +81,7 @@ class LearnedPositionalEmbedding(torch.nn.Embedding):
     kLearnedInitStd); a position past it raises."""
 
     def __init__(self, num_positions: int, dim: int) -> None:
+        _check_ints("LearnedPositionalEmbedding", ("num_positions", num_positions, 1), ("dim", dim, 1))
         super().__init__(num_positions, dim)
         torch.nn.init.normal_(self.weight, std=_posenc.learned_init_std)
 

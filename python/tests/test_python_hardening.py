@@ -242,3 +242,17 @@ def test_t5_buckets_at_the_ends_of_int64_and_off_the_cpu():
     assert posenc.t5_buckets(ends, bidirectional=False).tolist() == [31, 0]
     with pytest.raises(ValueError, match="meta device"):
         posenc.t5_buckets(torch.zeros(3, dtype=torch.int64, device="meta"))
+
+
+def test_results_that_cannot_fit_are_refused_naming_their_sizes():
+    """Issue 33's second re-run: these failed in the allocator (MemoryError: std::bad_alloc, or
+    torch's own for 32 GiB) after every argument had passed its range check."""
+    for call, shape in ((lambda: posenc.sinusoidal(torch.arange(2**22), 65536), "4194304 x 65536"),
+                        (lambda: posenc.deberta_relative_positions(2**20, 2**20), "1048576 x 1048576"),
+                        (lambda: posenc.bucket_position_ids(65536, 65536, 65536), "65536 x 65536"),
+                        (lambda: posenc.xl_relative_sinusoid(2**20, 2**20), "1048576 x 1048576")):
+        with pytest.raises(ValueError, match=rf"a \[{shape}\] result is [0-9.]+ GiB; this process may use"):
+            call()
+    with pytest.raises(ValueError, match="num_positions must be an int >= 1, got 0"):
+        posenc.nn.LearnedPositionalEmbedding(0, 8)
+    assert posenc.sinusoidal(torch.arange(3), 4).shape == (3, 4)
