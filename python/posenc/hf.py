@@ -15,6 +15,7 @@ takes them.
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any, Optional, Tuple
 
@@ -29,10 +30,31 @@ def _config_text(config: Any) -> str:
         with open(config, encoding="utf-8") as f:
             return f.read()
     if isinstance(config, dict):
-        return json.dumps(config)
+        return _dumps(config)
     if hasattr(config, "to_dict"):
-        return json.dumps(config.to_dict())
+        return _dumps(config.to_dict())
     raise ConfigError(f"config must be a path, a dict or an object with to_dict(), got {type(config).__name__}")
+
+
+def _non_finite(value: Any, path: str) -> Optional[str]:
+    """The path of the first float in value that is NaN or infinite, else None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{path} is {value}"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in items:
+        found = _non_finite(item, f"{path}[{key!r}]")
+        if found:
+            return found
+    return None
+
+
+def _dumps(config: dict) -> str:
+    """config.json text of a dict; NaN and infinities (which JSON has no spelling for, and which
+    json.dumps would write as bare NaN) are refused naming the key."""
+    found = _non_finite(config, "config")
+    if found:
+        raise ConfigError(f"{found}: a config holds finite numbers only (JSON has no NaN or infinity)")
+    return json.dumps(config)
 
 
 class RotaryEmbedding(torch.nn.Module):

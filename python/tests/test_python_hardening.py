@@ -256,3 +256,13 @@ def test_results_that_cannot_fit_are_refused_naming_their_sizes():
     with pytest.raises(ValueError, match="num_positions must be an int >= 1, got 0"):
         posenc.nn.LearnedPositionalEmbedding(0, 8)
     assert posenc.sinusoidal(torch.arange(3), 4).shape == (3, 4)
+
+
+def test_a_config_dict_with_nan_or_infinity_is_refused_naming_the_key():
+    """json.dumps wrote NaN bare, and the core then said the config "is not valid JSON"."""
+    base = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 2}
+    with pytest.raises(posenc.ConfigError, match=r"config\['rope_theta'\] is nan: a config holds finite numbers only"):
+        posenc.spec(dict(base, rope_theta=float("nan")))
+    with pytest.raises(posenc.ConfigError, match=r"config\['rope_scaling'\]\['factor'\] is inf"):
+        posenc.hf.RotaryEmbedding(dict(base, rope_scaling={"rope_type": "linear", "factor": float("inf")}))
+    posenc.spec(base)
