@@ -111,6 +111,15 @@ TEST(CliHostile, GoldenWritesNoVectorsForLayersWithoutSoftmaxAttention) {
   EXPECT_EQ(linear, 1);
 }
 
+// --layer-type "" explained the default layer type (what no --layer-type means), while
+// --positions "" was refused: given, it must name a type.
+TEST(CliHostile, AnEmptyLayerTypeIsRefused) {
+  const std::string cfg = reference_dir() + "/real-configs/gemma-2-9b.json";
+  for (const char* cmd : {"explain", "freqs", "table"})
+    EXPECT_CLEAN_ERROR(run_bounded(std::string(cmd) + " --config " + cfg + " --layer-type ''"),
+                       "--layer-type: an empty layer type; give one of the config's layer_types");
+}
+
 // F11: position 2^31-1 is valid for the kernels; golden asked the schedule for seq_len 2^31.
 TEST(CliHostile, GoldenAcceptsTheLastValidPosition) {
   const std::string dir = temp_path("_g");
