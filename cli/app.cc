@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -59,6 +60,30 @@ std::string integer_range_refusal(const CLI::App& app, const std::string& messag
   return flag + " must be an integer in " + range + " (" + type + "; --help gives the flag's own limits), got " + value.substr(0, 80);
 }
 
+// CLI11 (2.1) converts 64-bit integers with strtoll / strtoull and does not look at ERANGE, so
+// 99999999999999999999 became 9223372036854775807, a number the user never typed, which the
+// flag's own range check then named. Each integer flag of every command refuses such a value
+// before it is converted, naming it.
+void refuse_integer_overflow(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string type = opt->get_type_name();
+    if (type.rfind("INT", 0) != 0 && type.rfind("UINT", 0) != 0) continue;
+    const bool is_unsigned = type.rfind("UINT", 0) == 0;
+    opt->check(CLI::Validator(
+        [is_unsigned](std::string& value) {
+          const bool digits = !value.empty() && std::all_of(value.begin() + (value[0] == '-' || value[0] == '+'), value.end(),
+                                                            [](char c) { return c >= '0' && c <= '9'; });
+          if (!digits) return std::string();  // not a plain integer: CLI11's conversion names it
+          errno = 0;
+          if (is_unsigned) std::strtoull(value.c_str(), nullptr, 10);
+          else std::strtoll(value.c_str(), nullptr, 10);
+          return errno == ERANGE ? value.substr(0, 80) + " is beyond a 64-bit integer's range" : std::string();
+        },
+        ""));
+  }
+  for (CLI::App* sub : app.get_subcommands({})) refuse_integer_overflow(*sub);
+}
+
 }  // namespace
 
 int posenc::cli::run_cli(int argc, char** argv) {
@@ -77,6 +102,7 @@ int posenc::cli::run_cli(int argc, char** argv) {
   posenc::cli::add_spec_command(app);
   posenc::cli::add_golden_command(app);
   posenc::cli::add_gguf_command(app);
+  refuse_integer_overflow(app);
   const auto commands = app.get_subcommands({});
   const bool known = argc > 1 && std::any_of(commands.begin(), commands.end(),
                                               [&](const CLI::App* c) { return c->check_name(argv[1]); });

@@ -120,6 +120,17 @@ TEST(CliHostile, AnEmptyLayerTypeIsRefused) {
                        "--layer-type: an empty layer type; give one of the config's layer_types");
 }
 
+// CLI11 saturated 64-bit flags: --context 99999999999999999999 was "got 9223372036854775807",
+// a number never typed. Each integer flag now refuses it naming the value typed.
+TEST(CliHostile, IntegersBeyondSixtyFourBitsAreNamedAsTyped) {
+  const std::string cfg = reference_dir() + "/real-configs/Llama-3.1-8B-Instruct.json";
+  EXPECT_CLEAN_ERROR(run_bounded("explain --config " + cfg + " --context 99999999999999999999"),
+                     "--context: 99999999999999999999 is beyond a 64-bit integer's range");
+  EXPECT_CLEAN_ERROR(run_bounded("golden --config " + cfg + " -o " + temp_path("_g") + " --shift -99999999999999999999"),
+                     "--shift: -99999999999999999999 is beyond a 64-bit integer's range");
+  EXPECT_EQ(run_bounded("explain --config " + cfg + " --context 4096").code, 0);
+}
+
 // F11: position 2^31-1 is valid for the kernels; golden asked the schedule for seq_len 2^31.
 TEST(CliHostile, GoldenAcceptsTheLastValidPosition) {
   const std::string dir = temp_path("_g");
