@@ -266,3 +266,9 @@ def test_a_config_dict_with_nan_or_infinity_is_refused_naming_the_key():
     with pytest.raises(posenc.ConfigError, match=r"config\['rope_scaling'\]\['factor'\] is inf"):
         posenc.hf.RotaryEmbedding(dict(base, rope_scaling={"rope_type": "linear", "factor": float("inf")}))
     posenc.spec(base)
+
+
+def test_head_dim_past_its_range_names_that_range():
+    """It said "[-2147483647, 2147483647]", the reader's generic int range, for 2^31."""
+    with pytest.raises(posenc.ConfigError, match=r"head_dim must be in \[0, 65536\], got 2147483648"):
+        posenc.schedule(rope_type="default", rope_theta=1e4, head_dim=2**31)

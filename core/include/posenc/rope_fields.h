@@ -70,7 +70,9 @@ template <class P, class V, std::enable_if_t<std::is_same_v<std::remove_const_t<
 void for_each_field(P& p, V&& visit) {
   using T = RopeType;
   visit(RopeField{"rope_type", "rope type", RopeTypeSet::every(), FieldHome::kRopeDict, "type", "type"}, p.type);
-  visit(RopeField{"head_dim", "channels per attention head", RopeTypeSet::every(), FieldHome::kModelConfig}, p.head_dim);
+  visit(RopeField{"head_dim", "channels per attention head", RopeTypeSet::every(), FieldHome::kModelConfig, nullptr, nullptr,
+                  nullptr, 0, kMaxHeadDim},  // 0: not set (a record of default params); validate() wants >= 1
+        p.head_dim);
   visit(RopeField{"rope_theta", "the base of the frequencies", RopeTypeSet::every(), FieldHome::kRopeDict, nullptr,
                   "theta", "--theta"},
         p.theta);
