@@ -195,7 +195,8 @@ TrainBenchResult run_train_bench(const TrainBenchConfig& c) {
     torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-3));
     const torch::Tensor tokens = torch::randint(0, 64, {c.batch, c.seq + 1}, torch::kInt64);
     const torch::Tensor input = tokens.narrow(1, 0, c.seq), target = tokens.narrow(1, 1, c.seq);
-    const bool fused = fused_attention_covers(model->config());
+    // FIRE takes the kernel only while its queries are below L (512 at initialisation).
+    const bool fused = fused_attention_covers(model->config()) && (model->config().scheme != Scheme::kFire || c.seq <= 512);
     const auto step = [&](bool fused_training) {
       model->fused_training = fused_training;
       return seconds_of([&] {

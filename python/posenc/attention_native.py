@@ -101,8 +101,13 @@ def native_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causa
         lo = int(relative.min())
         table = t5_buckets(torch.arange(lo, int(relative.max()) + 1), t5.shape[0], t5_max_distance, not causal).to(dev)
         scores = scores + t5.to(work)[table[relative - lo]].permute(2, 0, 1)  # table [buckets, Hq] -> [Hq, S, T]
-    if bias is not None and hasattr(bias, "table_covers"):  # FIRE: per (query, key) pair, any query position
-        scores = scores + bias.scores(q_pos, k_pos).to(device=dev, dtype=work)
+    if bias is not None and hasattr(bias, "table_covers"):  # FIRE
+        if bias.table_covers(kv_offset + t_len - 1):  # every query below L: its table over |Delta|
+            scores = scores + bias.table(s_len + t_len).to(device=dev, dtype=work)[:, delta.abs()]
+        else:  # per (query, key) pair, in blocks of queries within FIRE.scores' bound
+            rows = max(1, 2**28 // max(1, t_len * max(bias.width, bias.heads)))
+            scores = scores + torch.cat([bias.scores(q_pos[a:a + rows], k_pos) for a in range(0, s_len, rows)],
+                                        dim=-2).to(device=dev, dtype=work)
     elif bias is not None and hasattr(bias, "table"):  # Kerple, Sandwich: [Hq, L] over |Delta|; DPB: [Hq, 2L - 1] over Delta
         length = s_len + t_len
         values = bias.table(length).to(device=dev, dtype=work)

@@ -3,6 +3,7 @@ buffers (never trained), learned tables are parameters."""
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Optional, Tuple, Union
 
 import torch
@@ -81,7 +82,9 @@ class LearnedPositionalEmbedding(torch.nn.Embedding):
     kLearnedInitStd); a position past it raises."""
 
     def __init__(self, num_positions: int, dim: int) -> None:
-        _check_ints("LearnedPositionalEmbedding", ("num_positions", num_positions, 1), ("dim", dim, 1))
+        for name, value in (("num_positions", num_positions), ("dim", dim)):
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"LearnedPositionalEmbedding: {name} must be an int >= 1, got {value!r}")
         super().__init__(num_positions, dim)
         torch.nn.init.normal_(self.weight, std=_posenc.learned_init_std)
 

@@ -3,6 +3,7 @@ that alias, empty batches, torch's thread count, checks shared by every dtype an
 learned frequencies, double backward, and a schedule saved with its module."""
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -244,9 +245,11 @@ def test_t5_buckets_at_the_ends_of_int64_and_off_the_cpu():
         posenc.t5_buckets(torch.zeros(3, dtype=torch.int64, device="meta"))
 
 
-def test_results_that_cannot_fit_are_refused_naming_their_sizes():
+def test_results_that_cannot_fit_are_refused_naming_their_sizes(monkeypatch):
     """Issue 33's second re-run: these failed in the allocator (MemoryError: std::bad_alloc, or
-    torch's own for 32 GiB) after every argument had passed its range check."""
+    torch's own for 32 GiB) after every argument had passed its range check. The process's memory
+    is set to 16 GiB here, so the test does not depend on the machine's."""
+    monkeypatch.setattr(posenc.encodings, "_memory_bytes", lambda: 16 * 2**30)
     for call, shape in ((lambda: posenc.sinusoidal(torch.arange(2**22), 65536), "4194304 x 65536"),
                         (lambda: posenc.deberta_relative_positions(2**20, 2**20), "1048576 x 1048576"),
                         (lambda: posenc.bucket_position_ids(65536, 65536, 65536), "65536 x 65536"),
@@ -256,6 +259,8 @@ def test_results_that_cannot_fit_are_refused_naming_their_sizes():
     with pytest.raises(ValueError, match="num_positions must be an int >= 1, got 0"):
         posenc.nn.LearnedPositionalEmbedding(0, 8)
     assert posenc.sinusoidal(torch.arange(3), 4).shape == (3, 4)
+    assert posenc.sinusoidal(torch.arange(3), np.int64(4)).shape == (3, 4)  # numpy integers as before
+    assert posenc.nn.LearnedPositionalEmbedding(np.int64(8), 4).num_embeddings == 8
 
 
 def test_a_config_dict_with_nan_or_infinity_is_refused_naming_the_key():

@@ -17,11 +17,11 @@ namespace posenc::bench {
 struct AttentionBenchConfig {
   int seq = 4096;         // S = T (prefill)
   int heads = 8, kv_heads = 0, head_dim = 64;  // kv_heads 0: heads
-  std::string scheme = "alibi";                // none, rope, alibi, t5
+  std::string scheme = "alibi";                // none, rope, alibi, t5; kerple, sandwich, dpb, fire, fox
   bool causal = false;  // --causal
   int threads = 0;  // 0: torch's default (posenc and libtorch alike)
   int repeats = 3;  // timed runs each (median), after one warm-up
-  bool backward = false;  // also time forward + backward (gradients of q, k, v and T5's table)
+  bool backward = false;  // also time forward + backward (gradients of q, k, v and the bias's table or c)
   DType dtype = DType::kF32;  // posenc's q, k, v and out (libtorch's paths stay float32)
 };
 
@@ -29,7 +29,7 @@ struct AttentionBenchConfig {
 struct AttentionBackwardResult {
   double posenc_seconds = 0, torch_seconds = 0, speedup = 0;  // torch 0: not run (torch_skipped says why)
   std::string torch_skipped;
-  double max_rel_error = 0;  // posenc's dq, dk, dv against libtorch's (max |diff| / max |torch|), 0 if not run
+  double max_rel_error = 0;  // posenc's dq, dk, dv (and the bias's gradient) against libtorch's (max |diff| / max |torch|), 0 if not run
   // The backward alone: forward + backward less the f32 forward's time, over FlashAttention-2's
   // count of its FLOPs (five products of the forward's size: 2.5x the forward's FLOPs); and that
   // rate over the square gemm's (issue 29's goal: 0.4).
