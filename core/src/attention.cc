@@ -1,6 +1,7 @@
 #include "posenc/attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -20,11 +21,16 @@ Plan make_plan(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
   validate_attention(q, k, v, out, p);
   Plan plan{&q, &k, &v, &out, &p, q.tokens, k.tokens, q.heads, q.heads / k.heads, q.head_dim,
             p.mask.past >= 0 ? p.mask.past : std::int64_t{k.tokens} - q.tokens,
-            static_cast<float>(p.scale > 0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(q.head_dim))), nullptr, {}};
+            static_cast<float>(p.scale > 0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(q.head_dim))), nullptr, {}, nullptr, 0};
   if (p.positions != AttentionPositions::kRope) return plan;
   if (table && !table->matches(p.rope))
     throw Error("attention: the RoPE table was built for other frequencies, attention factor or angle mode");
   plan.remap = {p.remap, remap_rows(k, p, false), remap_rows(q, p, true)};
+  if (p.rope.xpos.enabled()) {
+    static std::atomic<std::uint64_t> plans{0};
+    plan.xpos = std::make_shared<const XPosScales>(p.rope.xpos, p.rope.num_freqs);
+    plan.xpos_id = ++plans;
+  }
   const std::int64_t largest = table_position(q, k, p);
   if (table)
     plan.angles = table->ensure(largest);
@@ -46,6 +52,23 @@ std::int64_t table_position(const RopeTensor& q, const RopeTensor& k, const Atte
   const std::int64_t largest = largest_position(q, k, p);
   const Remap remap{p.remap, nullptr, nullptr};
   return remap.integral() ? std::max(largest, static_cast<std::int64_t>(remap.far_bound(largest))) : largest;
+}
+
+void Plan::scale_by_xpos(std::int64_t position, bool key, float* cos, float* sin) const {
+  struct Cache {  // one thread's last block of scales, kept while the thread works for this plan
+    std::uint64_t plan = 0;
+    XPosScales::Block block;
+    std::vector<float> query, key;
+  };
+  thread_local Cache cache;
+  const std::size_t half = static_cast<std::size_t>(p->rope.num_freqs);
+  if (cache.plan != xpos_id) cache = Cache{xpos_id, {}, std::vector<float>(half), std::vector<float>(half)};
+  xpos->at(position, cache.query.data(), cache.key.data(), cache.block);
+  const std::vector<float>& scale = key ? cache.key : cache.query;
+  for (std::size_t j = 0; j < half; ++j) {
+    cos[j] *= scale[j];
+    sin[j] *= scale[j];
+  }
 }
 
 bool builds_own_table(const RopeTensor& q, const RopeTensor& k, std::int64_t largest) {
@@ -133,12 +156,16 @@ void validate_attention(const RopeTensor& q, const RopeTensor& k, const RopeTens
     case AttentionPositions::kNone: break;
     case AttentionPositions::kRope:
       if (p.rope.direction != 1) throw Error("attention: RoPE direction must be +1");
-      // The tiles rotate every head's first pairs, unscaled: refused rather than silently ignored.
-      if (p.rope.xpos.enabled() || p.rope.channel_offset != 0 || p.rope.rotated_heads != 0)
-        throw Error("attention: xPos, a channel offset and RoPE on a subset of heads are not in the fused kernel yet "
-                    "(xpos scale_base " + format_number(p.rope.xpos.scale_base) + ", channel_offset " +
-                    std::to_string(p.rope.channel_offset) + ", rotated_heads " + std::to_string(p.rope.rotated_heads) +
-                    "); rotate q and k with rope_rotate, then attend without positions");
+      // A remap's far rows rotate every head's first pairs, unscaled: refused rather than ignored.
+      if (p.remap.kind != PositionRemapKind::kNone &&
+          (p.rope.xpos.enabled() || p.rope.channel_offset != 0 || p.rope.rotated_heads != 0))
+        throw Error("attention: a distance remap takes plain RoPE (xpos scale_base " + format_number(p.rope.xpos.scale_base) +
+                    ", channel_offset " + std::to_string(p.rope.channel_offset) + ", rotated_heads " +
+                    std::to_string(p.rope.rotated_heads) + " given)");
+      if (p.rope.rotated_heads % (q.heads / k.heads) != 0)
+        throw Error("attention: rotated_heads " + std::to_string(p.rope.rotated_heads) + " must be a multiple of the " +
+                    std::to_string(q.heads / k.heads) + " query heads that share a kv head, so that each kv head's "
+                    "query heads all rotate or none does");
       validate(q, p.q_positions, p.rope);
       validate(k, p.k_positions, p.rope);
       break;

@@ -132,7 +132,7 @@ void attention_backward_reference(const AttentionBackwardInputs& in, const Atten
           }
         }
         for (int c = 0; c < D; ++c) row[c] = static_cast<float>(dq[c]);
-        plan.unrotate_query(b, i, row.data(), tmp.data());
+        plan.unrotate_query(b, i, h, row.data(), tmp.data());
         for (int f = 0; f < remap.far_queries(); ++f) {
           const std::vector<double>& g = f ? dq_far2 : dq_far;
           for (int c = 0; c < D; ++c) far_row[c] = static_cast<float>(g[c]);
@@ -145,7 +145,7 @@ void attention_backward_reference(const AttentionBackwardInputs& in, const Atten
     for (int j = 0; j < T; ++j)
       for (int hk = 0; hk < Hk; ++hk) {
         for (int c = 0; c < D; ++c) row[c] = static_cast<float>(dk[kv_at(b, j, hk) + c]);
-        plan.unrotate_key(b, j, row.data(), tmp.data());
+        plan.unrotate_key(b, j, hk, row.data(), tmp.data());
         if (remap.on()) {
           for (int c = 0; c < D; ++c) far_row[c] = static_cast<float>(dk_far[kv_at(b, j, hk) + c]);
           plan.rotate_key_far(b, j, far_row.data(), tmp.data(), -1);

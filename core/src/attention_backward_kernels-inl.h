@@ -120,7 +120,7 @@ void AttentionBackwardAll(const attention_detail::Plan& plan, const AttentionBac
       }
       for (int c = 0; c < cols; ++c) {
         const int j = static_cast<int>(j0 + c);
-        plan.unrotate_key(b, j, t.dK + c * D, t.tmp);
+        plan.unrotate_key(b, j, hk, t.dK + c * D, t.tmp);
         if (remapped) {  // the far keys' share, rotated back from the far frame
           float* far = t.dKf + c * D;
           plan.rotate_key_far(b, j, far, t.tmp, -1);
@@ -167,7 +167,7 @@ void AttentionBackwardAll(const attention_detail::Plan& plan, const AttentionBac
       for (int r = 0; r < rows; ++r) {
         float* row = t.dQ + r * D;
         for (int x = 0; x < D; ++x) row[x] *= plan.scale;
-        plan.unrotate_query(b, i0 + r, row, t.tmp);
+        plan.unrotate_query(b, i0 + r, h, row, t.tmp);
         for (int f = 0; f < plan.remap.far_queries(); ++f) {  // the far rows' shares, rotated back
           float* far = t.dQf[f] + r * D;
           for (int x = 0; x < D; ++x) far[x] *= plan.scale;

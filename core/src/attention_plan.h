@@ -13,6 +13,7 @@
 #include "posenc/half.h"
 #include "posenc/rope_apply.h"
 #include "posenc/rope_kernels.h"
+#include "posenc/rope_xpos.h"
 #include "posenc/t5_bias.h"
 #include "attention_remap.h"
 
@@ -85,53 +86,70 @@ struct Plan {
   std::shared_ptr<const RopeTable::Rows> angles;
   Remap remap;  // RoPE's remapped distances (attention_remap.h); off unless params.remap
 
-  // Rotates row[D] of q or k (token t of batch row b) in place by RoPE when that is the scheme:
-  // direction +1 as the forward rotates, -1 its transpose, which turns a gradient w.r.t. the
-  // rotated row into one w.r.t. the row as stored. tmp: D floats.
-  void rotate(const RopeTensor& x, const PositionIds& ids, int b, int t, float* row, float* tmp, int direction) const {
-    if (p->positions != AttentionPositions::kRope) return;
+  // xPos's per-position scales (rope_xpos.h), when params.rope.xpos is on (make_plan), and the
+  // id that keeps one thread's cached block of scales (XPosScales::Block) to this plan's.
+  std::shared_ptr<const XPosScales> xpos;
+  std::uint64_t xpos_id = 0;
+
+  // Whether head h of q (kv head h of k) rotates. RoPE on a subset of heads (rotated_heads n):
+  // query heads h < n, and the kv heads they read, h < n / group (validate_attention: n a
+  // multiple of the group, so a kv head's query heads all rotate or none does).
+  bool rotates(bool key, int h) const {
+    const int n = p->rope.rotated_heads;
+    return n == 0 || h < (key ? n / group : n);
+  }
+
+  // Rotates row[D] of q or k (token t of batch row b, head h) in place by RoPE when that is the
+  // scheme: the rotary channels [channel_offset, channel_offset + 2 num_freqs), each pair's cos
+  // and sin times xPos's query or key scale when xPos is on (rope_apply_reference's products, so
+  // the same bits). direction +1 as the forward rotates, -1 its transpose, which turns a gradient
+  // w.r.t. the rotated row into one w.r.t. the row as stored (xPos's scale is its own transpose:
+  // both channels of a pair take it). tmp: D floats.
+  void rotate(const RopeTensor& x, const PositionIds& ids, int b, int t, int h, bool key, float* row, float* tmp,
+              int direction) const {
+    if (p->positions != AttentionPositions::kRope || !rotates(key, h)) return;
     const RopeApplyParams& rope = p->rope;
     const int half = rope.num_freqs;
+    row += rope.channel_offset;
     std::copy_n(row, 2 * half, tmp);
+    // The row's own cos/sin [2][num_freqs] where the table's rows cannot be read as they are:
+    // no table, frequencies on different axes (M-RoPE), the transpose (rope_cos_sin's -sin is
+    // exactly the negated +sin the table holds), or xPos's scales.
+    thread_local std::vector<float> own;
+    own.resize(2 * static_cast<std::size_t>(half));
+    float* own_cos = own.data();
+    float* own_sin = own.data() + half;
+    const float* cos = own_cos;
+    const float* sin = own_sin;
+    const auto axis = [&](int j) { return rope.axis_of_freq ? rope.axis_of_freq[j] : 0; };
     if (!angles) {
       RopeApplyParams turned = rope;
       turned.direction = direction;
-      rope_row_reference(tmp, row, ids, b, t, x.tokens, turned);
-      return;
-    }
-    const float* cos = nullptr;
-    const float* sin = nullptr;
-    // The row's own cos/sin when frequencies read different axes (M-RoPE) or the transpose
-    // needs -sin (rope_cos_sin gives exactly the negated +sin the table holds): [2][num_freqs].
-    thread_local std::vector<float> own;
-    own.resize(2 * static_cast<std::size_t>(half));
-    if (!rope.axis_of_freq) {
+      for (int j = 0; j < half; ++j) rope_cos_sin(rope.inv_freq[j], ids.at(axis(j), b, t, x.tokens), turned, own_cos + j, own_sin + j);
+    } else if (!rope.axis_of_freq && direction > 0 && !xpos) {
       const std::size_t at = static_cast<std::size_t>(ids.at(0, b, t, x.tokens)) * half;
       cos = angles->cos.data() + at;
       sin = angles->sin.data() + at;
     } else {
       for (int j = 0; j < half; ++j) {
-        const std::size_t at = static_cast<std::size_t>(ids.at(rope.axis_of_freq[j], b, t, x.tokens)) * half + j;
-        own[static_cast<std::size_t>(j)] = angles->cos[at];
-        own[static_cast<std::size_t>(half + j)] = angles->sin[at];
+        const std::size_t at = static_cast<std::size_t>(ids.at(axis(j), b, t, x.tokens)) * half + j;
+        own_cos[j] = angles->cos[at];
+        own_sin[j] = direction > 0 ? angles->sin[at] : -angles->sin[at];
       }
-      cos = own.data();
-      sin = own.data() + half;
     }
-    if (direction < 0) {
-      for (int j = 0; j < half; ++j) own[static_cast<std::size_t>(half + j)] = -sin[j];
-      sin = own.data() + half;
-    }
+    if (xpos) scale_by_xpos(ids.at(0, b, t, x.tokens), key, own_cos, own_sin);
     rope_rotate_row(tmp, row, cos, sin, half, rope.layout, direction);
   }
+  // cos[j] and sin[j] times xPos's scale of pair j at `position` for a query or a key.
+  void scale_by_xpos(std::int64_t position, bool key, float* cos, float* sin) const;  // attention.cc
   // Row of q or k, rotated when the scheme is RoPE, into out[D] (tmp: D floats).
   void load_query(int b, int t, int h, float* out, float* tmp) const {
     load_row(*q, b, t, h, out);
-    rotate(*q, p->q_positions, b, t, out, tmp, 1);
+    rotate(*q, p->q_positions, b, t, h, false, out, tmp, 1);
   }
   void load_key(int b, int t, int h, float* out, float* tmp) const {
     load_row(*k, b, t, h, out);
-    rotate(*k, p->k_positions, b, t, out, tmp, 1);
+    rotate(*k, p->k_positions, b, t, h, true, out, tmp, 1);
   }
   // A remap's far branch (Remap::kFar, or DCA's kFar2): the row rotated at its far position
   // (Remap::query / key). 1-D positions; table rows where the position is integral
@@ -179,8 +197,8 @@ struct Plan {
     }
     rope_rotate_row(tmp, row, cos, sin, half, rope.layout, direction);
   }
-  void unrotate_query(int b, int t, float* row, float* tmp) const { rotate(*q, p->q_positions, b, t, row, tmp, -1); }
-  void unrotate_key(int b, int t, float* row, float* tmp) const { rotate(*k, p->k_positions, b, t, row, tmp, -1); }
+  void unrotate_query(int b, int t, int h, float* row, float* tmp) const { rotate(*q, p->q_positions, b, t, h, false, row, tmp, -1); }
+  void unrotate_key(int b, int t, int h, float* row, float* tmp) const { rotate(*k, p->k_positions, b, t, h, true, row, tmp, -1); }
 
   bool visible(int b, std::int64_t query_index, std::int64_t j) const {
     const AttentionMask& m = p->mask;
