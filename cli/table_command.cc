@@ -263,6 +263,9 @@ void run_table(const TableArgs& a) {
     case Scheme::kDpb:
       throw Error("--scheme dpb has no fixed table: its bias is an MLP whose weights are learned "
                   "(posenc.nn.DynamicPositionBias in Python, the lab's dpb scheme)");
+    case Scheme::kXpos:
+      throw Error("--scheme xpos has no table here: it is RoPE's rotation times zeta_i^(+-(m - c)/B), a scale on q and "
+                  "k (posenc.nn.XPos in Python, posenc bench rope --xpos, the lab's xpos scheme)");
     case Scheme::kCope:
       throw Error("--scheme cope has no table: its positions count the keys whose gates sigmoid(q.k) open, so they "
                   "come from the content (posenc.nn.CoPE in Python, the lab's cope scheme)");

@@ -17,7 +17,7 @@ using testing::small_model;
 
 const std::vector<Scheme> kReadPositions = {Scheme::kSinusoidal, Scheme::kLearned, Scheme::kRope,  Scheme::kAlibi, Scheme::kT5,
                                             Scheme::kKerple,     Scheme::kSandwich, Scheme::kDpb,  Scheme::kFire,  Scheme::kShaw,
-                                            Scheme::kDeberta,    Scheme::kXl};
+                                            Scheme::kDeberta,    Scheme::kXl,       Scheme::kXpos};
 
 torch::Tensor tokens() { return torch::randint(0, 50, {2, 12}, torch::TensorOptions().dtype(torch::kInt64)); }
 

@@ -210,7 +210,7 @@ namespace {
 // causal and bidirectional, GQA, left padding, and decode steps with a KV cache.
 TEST(TorchFusedAttention, EqualsTheMaterialisingPath) {
   for (Scheme s : {Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kRope, Scheme::kAlibi, Scheme::kT5,
-                   Scheme::kKerple, Scheme::kSandwich, Scheme::kFox, Scheme::kDpb, Scheme::kFire})
+                   Scheme::kKerple, Scheme::kSandwich, Scheme::kFox, Scheme::kDpb, Scheme::kFire, Scheme::kXpos})
     for (bool causal : {true, false}) {
       if (s == Scheme::kFox && !causal) continue;  // FoX is causal (its config refuses otherwise)
       SCOPED_TRACE(std::string(to_string(s)) + (causal ? " causal" : " bidirectional"));
@@ -242,11 +242,11 @@ TEST(TorchFusedAttention, EqualsTheMaterialisingPath) {
 // Training through the fused kernel (fused_training: its backward pass) gives the loss and every
 // parameter's gradient that autograd through the materialising path gives: each scheme it
 // covers, causal and bidirectional, GQA, left padding; T5's table, RoPE's rotation, Kerple's r1, r2,
-// FoX's gates (through the kernel's gradient of c) and FIRE's MLP, c and L (through its table,
-// every query below L) included.
+// FoX's gates (through the kernel's gradient of c), FIRE's MLP, c and L (through its table,
+// every query below L) and xPos's scales included.
 TEST(TorchFusedAttention, TrainingGradientsEqualTheMaterialisingPath) {
   for (Scheme s : {Scheme::kNope, Scheme::kLearned, Scheme::kRope, Scheme::kAlibi, Scheme::kT5, Scheme::kKerple,
-                   Scheme::kSandwich, Scheme::kFox, Scheme::kDpb, Scheme::kFire})
+                   Scheme::kSandwich, Scheme::kFox, Scheme::kDpb, Scheme::kFire, Scheme::kXpos})
     for (bool causal : {true, false}) {
       if (s == Scheme::kFox && !causal) continue;
       SCOPED_TRACE(std::string(to_string(s)) + (causal ? " causal" : " bidirectional"));

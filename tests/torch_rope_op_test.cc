@@ -48,6 +48,28 @@ TEST(TorchRopeOp, BackwardIsDifferentiableAgain) {
   EXPECT_LT((gw.to(torch::kFloat64) - r_v).abs().max().item<double>(), 1e-5);
 }
 
+// xPos through the C++ layer (RopeSpec::with_xpos): the kernels equal the formula in double for
+// queries and for keys (for_keys), rope_qk gives q the query's scale and k the key's, and the
+// scores depend on the distance only.
+TEST(TorchRopeOp, XPosKernelsEqualTheFormulaInEachRole) {
+  const RopeSpec query = spec().with_xpos({64, 0.4, 10}), key = query.for_keys();
+  torch::manual_seed(6);
+  const torch::Tensor positions = torch::arange(5, 45, torch::kInt64).view({2, 20});
+  const torch::Tensor q = torch::randn({2, 3, 20, 16}), k = torch::randn({2, 3, 20, 16});
+  for (const RopeSpec* s : {&query, &key}) {
+    const torch::Tensor fast = rope(q, positions, *s), exact = rope(q.to(torch::kFloat64), positions, *s);
+    EXPECT_LT((fast.to(torch::kFloat64) - exact).abs().max().item<double>(), 2e-5);
+  }
+  EXPECT_GT((rope(q, positions, query) - rope(q, positions, key)).abs().max().item<double>(), 1e-2);
+  const auto [qr, kr] = rope_qk(q, k, positions, query);
+  EXPECT_TRUE(torch::equal(qr, rope(q, positions, query)));
+  EXPECT_TRUE(torch::equal(kr, rope(k, positions, key)));
+  const auto [qd, kd] = rope_qk(q.to(torch::kFloat64), k.to(torch::kFloat64), positions, query);
+  const auto [qs, ks] = rope_qk(q.to(torch::kFloat64), k.to(torch::kFloat64), positions + 300, query);
+  const torch::Tensor scores = torch::matmul(qd, kd.transpose(-1, -2)), shifted = torch::matmul(qs, ks.transpose(-1, -2));
+  EXPECT_LT((scores - shifted).abs().max().item<double>(), 1e-9);
+}
+
 // Rows of [B, S] positions that differ rotate each batch row by its own (the shortcut for
 // equal rows must not take row 0 for all).
 TEST(TorchRopeOp, EachBatchRowAtItsOwnPositions) {

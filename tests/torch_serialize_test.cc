@@ -94,7 +94,7 @@ std::vector<std::pair<std::string, ModelConfig>> model_cases() {
     out.push_back({"rope-" + name, c});
   }
   for (Scheme s : {Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kAlibi, Scheme::kT5, Scheme::kXl,
-                   Scheme::kDeberta, Scheme::kDpb, Scheme::kShaw, Scheme::kFire, Scheme::kCope})
+                   Scheme::kDeberta, Scheme::kDpb, Scheme::kShaw, Scheme::kFire, Scheme::kCope, Scheme::kXpos})
     out.push_back({to_string(s), small(s)});
   ModelConfig shaw = small(Scheme::kShaw);  // its tables' shape follows shaw_max_relative
   shaw.shaw_max_relative = 5;
@@ -161,18 +161,18 @@ void expect_error(const std::string& text, const std::string& fragment) {
 TEST(TorchSerialize, UnknownNamesAndKeysAreErrors) {
   const std::string good = config_to_json(small(Scheme::kSinusoidal));
   expect_error(replaced(good, "\"fusion\":\"add\"", "\"fusion\":\"addd\""), "fusion must be one of add|concat|multiply, got 'addd'");
-  expect_error(replaced(good, "\"scheme\":\"sinusoidal\"", "\"scheme\":\"sinusoidall\""), "scheme must be one of nope|sinusoidal|learned|rope|mrope|alibi|t5|xl|deberta|kerple|sandwich|fox|dpb|shaw|fire|cope, got 'sinusoidall'");
+  expect_error(replaced(good, "\"scheme\":\"sinusoidal\"", "\"scheme\":\"sinusoidall\""), "scheme must be one of nope|sinusoidal|learned|rope|mrope|alibi|t5|xl|deberta|kerple|sandwich|fox|dpb|shaw|fire|cope|xpos, got 'sinusoidall'");
   expect_error(replaced(good, "\"d_ff\"", "\"d_fff\""), "d_ff");
   expect_error(replaced(good, "\"beta_fast\"", "\"beta_fastt\""), "rope.beta_fastt");
   expect_error(replaced(good, "\"rope_type\":\"default\"", "\"rope_type\":\"yarnn\""), "unknown rope type 'yarnn'");
-  expect_error(replaced(good, "\"version\":6", "\"version\":7"), "version 7");
+  expect_error(replaced(good, "\"version\":7", "\"version\":8"), "version 8");
   expect_error(replaced(good, "\"bidirectional\":false", "\"bidirectional\":0"), "t5.bidirectional");
 }
 
 // The "use: ..." lists of errors come from Scheme's names: a new scheme appears by itself.
 TEST(TorchSerialize, SchemeListsNameEverySchemeATextModelTakes) {
-  EXPECT_EQ(language_model_scheme_names(), "nope, sinusoidal, learned, rope, alibi, t5, xl, deberta, kerple, sandwich, fox, dpb, shaw, fire, cope");
-  EXPECT_EQ(language_model_scheme_names({Scheme::kXl}), "nope, sinusoidal, learned, rope, alibi, t5, deberta, kerple, sandwich, fox, dpb, shaw, fire, cope");
+  EXPECT_EQ(language_model_scheme_names(), "nope, sinusoidal, learned, rope, alibi, t5, xl, deberta, kerple, sandwich, fox, dpb, shaw, fire, cope, xpos");
+  EXPECT_EQ(language_model_scheme_names({Scheme::kXl}), "nope, sinusoidal, learned, rope, alibi, t5, deberta, kerple, sandwich, fox, dpb, shaw, fire, cope, xpos");
   try {
     language_model_scheme("mrope", "--schemes");
     ADD_FAILURE() << "mrope taken as a text model's scheme";
@@ -198,14 +198,19 @@ TEST(TorchSerialize, VersionOneFilesStillLoad) {
 
 TEST(TorchSerialize, VersionTwoFilesLoadWithTheSinusoidalBaseTheyHad) {
   ModelConfig wanted = small(Scheme::kSinusoidal);
-  std::string v2 = replaced(config_to_json(wanted), "\"version\":6", "\"version\":2");
-  v2 = replaced(v2, "\"cope_max_pos\":64,", "");       // version 2 had none of these keys (cope_max_pos: 6)
+  std::string v2 = replaced(config_to_json(wanted), "\"version\":7", "\"version\":2");
+  v2 = replaced(v2, ",\"xpos_scale_base\":512.0", "");  // version 2 had none of these keys (xpos_scale_base: 7)
+  v2 = replaced(v2, "\"cope_max_pos\":64,", "");       // (cope_max_pos: 6)
   v2 = replaced(v2, "\"sinusoidal_base\":10000.0,", "");  // version 2 had no such key: its base was 10000
   v2 = replaced(v2, "\"raw_index\":false,", "");        // nor this one (version 4)
   v2 = replaced(v2, "\"shaw_max_relative\":16,", "");   // nor this one (version 5)
   EXPECT_EQ(config_to_json(config_from_json(v2)), config_to_json(wanted));
   // In version 2 the key is unknown; in 3 a base <= 1 is refused.
-  const std::string v6 = config_to_json(wanted);
+  const std::string v7 = config_to_json(wanted);
+  // In version 6 xpos_scale_base is unknown: a version-6 file is read with xPos's default, 512.
+  expect_error(replaced(v7, "\"version\":7", "\"version\":6"), "xpos_scale_base");
+  const std::string v6 = replaced(replaced(v7, "\"version\":7", "\"version\":6"), ",\"xpos_scale_base\":512.0", "");
+  EXPECT_EQ(config_from_json(v6).xpos_scale_base, 512);
   const std::string v5 = replaced(replaced(v6, "\"version\":6", "\"version\":5"), "\"cope_max_pos\":64,", "");
   // In version 5 cope_max_pos is unknown: a version-5 file is read with CoPE's default, 64.
   expect_error(replaced(v6, "\"version\":6", "\"version\":5"), "cope_max_pos");

@@ -5,7 +5,7 @@
 namespace posenc {
 namespace {
 
-constexpr std::array<SchemeInfo, 16> kSchemes = {{
+constexpr std::array<SchemeInfo, 17> kSchemes = {{
     {Scheme::kNope, SchemeKind::kNone, "no positional encoding (Kazemnejad et al. 2023)"},
     {Scheme::kSinusoidal, SchemeKind::kAbsolute, "fixed sin/cos table (Vaswani et al. 2017)"},
     {Scheme::kLearned, SchemeKind::kAbsolute, "trainable table (GPT-2, BERT)"},
@@ -22,6 +22,7 @@ constexpr std::array<SchemeInfo, 16> kSchemes = {{
     {Scheme::kShaw, SchemeKind::kBias, "learned relative keys and values (Shaw et al. 2018; HF BERT's relative_key)"},
     {Scheme::kCope, SchemeKind::kBias, "contextual positions: keys counted by sigmoid(q.k) gates (CoPE, Golovneva et al. 2024)"},
     {Scheme::kFire, SchemeKind::kBias, "learned MLP over the log-distance normalised by the query position (FIRE, Li et al. 2023)"},
+    {Scheme::kXpos, SchemeKind::kRotary, "rotary embedding with a per-pair decay over the distance (xPos, Sun et al. 2022)"},
 }};
 
 }  // namespace

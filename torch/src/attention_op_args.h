@@ -28,6 +28,11 @@ void for_each_field(Args& a, F&& f) {
   f("axis_of_freq", a.axis_of_freq);
   f("attention_factor", a.attention_factor);
   f("rope_layout", a.rope_layout);
+  f("xpos_scale_base", a.xpos_scale_base);
+  f("xpos_gamma", a.xpos_gamma);
+  f("xpos_center", a.xpos_center);
+  f("rope_channel_offset", a.rope_channel_offset);
+  f("rope_rotated_heads", a.rope_rotated_heads);
   f("alibi_slopes", a.alibi_slopes);
   f("alibi_symmetric", a.alibi_symmetric);
   f("bias", a.bias);

@@ -182,8 +182,10 @@ AttentionCall::AttentionCall(const AttentionOpArgs& a, const AttentionShape& s) 
     p_.k_positions = PositionIds::implicit(a.k_offset);
   }
   const bool rope = p_.positions == AttentionPositions::kRope;
-  if (!rope && (a.inv_freq || !a.axis_of_freq.empty() || a.remap != "none"))
-    throw refused("inv_freq, axis_of_freq and remap are RoPE's: positions is " + quoted(a.positions));
+  if (!rope && (a.inv_freq || !a.axis_of_freq.empty() || a.remap != "none" || a.xpos_scale_base != 0 ||
+                a.rope_channel_offset != 0 || a.rope_rotated_heads != 0))
+    throw refused("inv_freq, axis_of_freq, remap, xpos_scale_base, rope_channel_offset and rope_rotated_heads are RoPE's: "
+                  "positions is " + quoted(a.positions));
   if (rope) {
     if (!a.inv_freq || a.inv_freq->dim() != 1 || a.inv_freq->scalar_type() != at::kFloat)
       throw refused("positions 'rope' need inv_freq, a float32 [F] tensor");
@@ -198,6 +200,9 @@ AttentionCall::AttentionCall(const AttentionOpArgs& a, const AttentionShape& s) 
     const auto layout = try_from_name<RopeLayout>(a.rope_layout);
     if (!layout) throw refused("rope_layout must be one of " + enum_names_joined<RopeLayout>() + ", got " + quoted(a.rope_layout));
     p_.rope = rope_apply_params(inv_freq_, float_value("attention_factor", a.attention_factor, 0), *layout, axes_);
+    p_.rope.xpos = {a.xpos_scale_base, a.xpos_gamma, a.xpos_center};  // validate_xpos checks them with the positions
+    p_.rope.channel_offset = static_cast<int>(in_range("rope_channel_offset", a.rope_channel_offset, 0, kMaxInt));
+    p_.rope.rotated_heads = static_cast<int>(in_range("rope_rotated_heads", a.rope_rotated_heads, 0, kMaxInt));
     // The shared table only for plain RoPE (a remap's far positions would grow it to its window)
     // and positions the call's own size vouches for: the rows the kernel would build itself
     // (attention.h: up to 2 (S + T) + 4096), or kTableLimit.

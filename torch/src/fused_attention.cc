@@ -53,6 +53,11 @@ AttentionOpArgs op_args(const AttentionSpec& spec, const FusedAttentionTensors& 
     a.axis_of_freq.assign(d.rope.axis_of_freq().begin(), d.rope.axis_of_freq().end());
     a.attention_factor = p.rope.attention_factor;
     a.rope_layout = to_string(p.rope.layout);
+    a.xpos_scale_base = p.rope.xpos.scale_base;  // q takes the query's scale, k the key's
+    a.xpos_gamma = p.rope.xpos.gamma;
+    a.xpos_center = p.rope.xpos.center;
+    a.rope_channel_offset = p.rope.channel_offset;
+    a.rope_rotated_heads = p.rope.rotated_heads;
   }
   if (p.positions == AttentionPositions::kAlibi) {
     a.alibi_slopes = d.alibi_slopes;

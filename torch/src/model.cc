@@ -22,14 +22,13 @@ constexpr std::int64_t kQueryBlockScores = std::int64_t{1} << 23;
 
 }  // namespace
 
-// ---- attention -------------------------------------------------------------------------------
-
 bool fused_attention_covers(const ModelConfig& c) {
   switch (c.scheme) {
     case Scheme::kNope:
     case Scheme::kSinusoidal:
     case Scheme::kLearned:
     case Scheme::kRope:
+    case Scheme::kXpos:
     case Scheme::kAlibi:
     case Scheme::kT5:
     case Scheme::kKerple:
@@ -67,7 +66,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContex
   torch::Tensor q = wq->forward(x).view({B, S, H, dh}).transpose(1, 2);
   torch::Tensor k = wk->forward(kv_in).view({B, T_in, Hk, dh}).transpose(1, 2);
   torch::Tensor v = wv->forward(kv_in).view({B, T_in, Hk, dh}).transpose(1, 2);
-  if (ctx.rope && ctx.cache_rotated_keys) k = rope(k, ctx.q_positions, *ctx.rope);  // HF: rotate, then cache
+  if (ctx.rope && ctx.cache_rotated_keys) k = rope(k, ctx.q_positions, ctx.rope->for_keys());  // HF: rotate, then cache
   if (cache_k) {  // otherwise keys before RoPE, so a changing schedule re-rotates all of them
     k = cache_k->defined() ? torch::cat({*cache_k, k}, 2) : k;
     v = cache_v->defined() ? torch::cat({*cache_v, v}, 2) : v;
@@ -94,7 +93,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContex
       std::tie(q, k) = rope_qk(q, k, ctx.q_positions, *ctx.rope);  // one kernel call for both
     } else {
       q = rope(q, ctx.q_positions, *ctx.rope);
-      k = rope(k, ctx.k_positions, *ctx.rope);
+      k = rope(k, ctx.k_positions, ctx.rope->for_keys());
     }
   }
   if (Hk != H) {
@@ -146,6 +145,7 @@ TransformerLMImpl::TransformerLMImpl(const ModelConfig& config) : config_(config
     case Scheme::kSinusoidal: sinusoidal = register_module("sinusoidal", SinusoidalPositionalEncoding(pe_dim, SinusoidalLayout::kInterleaved, config_.sinusoidal_base)); break;
     case Scheme::kLearned: learned = register_module("learned", LearnedPositionalEmbedding(config_.learned_positions, pe_dim)); break;
     case Scheme::kRope:
+    case Scheme::kXpos:
     case Scheme::kMrope: rotary = register_module("rotary", RotaryEmbedding(config_.rope)); break;
     case Scheme::kAlibi: alibi = register_module("alibi", ALiBiBias(config_.n_heads, !config_.causal)); break;
     case Scheme::kT5: t5 = register_module("t5", T5RelativeBias(config_.n_heads, config_.t5)); break;
@@ -214,6 +214,7 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   RopeSpec spec;
   if (RotaryEmbeddingImpl* const rope = rope_override ? rope_override : rotary ? rotary.get() : nullptr) {
     spec = rope->spec_for(all_positions.max().item<std::int64_t>());
+    if (config_.scheme == Scheme::kXpos) spec = spec.with_xpos({config_.xpos_scale_base});  // q's role; keys: for_keys()
     ctx.rope = &spec;
     ctx.cache_rotated_keys = cache && cache->hf_stale_keys;
     if (cache && !cache->hf_stale_keys && ctx.past > 0 && spec.inv_freq() != cache->inv_freq) {

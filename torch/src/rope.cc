@@ -27,8 +27,15 @@ torch::Tensor formula(const torch::Tensor& x, const torch::Tensor& positions, co
   } else {
     angles = pos.unsqueeze(-1) * inv;
   }
-  const torch::Tensor c = (angles.cos() * p.attention_factor).to(x.scalar_type()).unsqueeze(1);  // [B, 1, S, half]
-  const torch::Tensor s = (angles.sin() * p.attention_factor * sign).to(x.scalar_type()).unsqueeze(1);
+  torch::Tensor scale = torch::full({1}, p.attention_factor, opts);
+  if (p.xpos.enabled()) {  // zeta_i^(+-(m - c)/B) (rope_xpos.h), the sign by x's role
+    const double role = p.xpos.first == XPosRole::kKey ? -1.0 : 1.0;
+    const torch::Tensor zeta = (torch::arange(half, opts) / half + p.xpos.gamma) / (1 + p.xpos.gamma);
+    const torch::Tensor at = pos.dim() == 3 ? pos.select(0, 0) : pos;  // xPos reads one position axis
+    scale = scale * ((at.unsqueeze(-1) - p.xpos.center) * (zeta.log() * (role / p.xpos.scale_base))).exp();
+  }
+  const torch::Tensor c = (angles.cos() * scale).to(x.scalar_type()).unsqueeze(1);  // [B, 1, S, half]
+  const torch::Tensor s = (angles.sin() * scale * sign).to(x.scalar_type()).unsqueeze(1);
   const torch::Tensor rot = x.narrow(-1, 0, 2 * half), pass = x.narrow(-1, 2 * half, x.size(-1) - 2 * half);
   torch::Tensor out;
   if (p.layout == RopeLayout::kHalfSplit) {
@@ -66,6 +73,11 @@ RopeOpArgs op_args(const torch::Tensor& positions, const RopeSpec& spec) {
   a.axis_of_freq.assign(spec.axis_of_freq().begin(), spec.axis_of_freq().end());
   a.attention_factor = spec.params().attention_factor;
   a.layout = to_string(spec.params().layout);
+  const XPosParams& xpos = spec.params().xpos;
+  a.xpos_scale_base = xpos.scale_base;
+  a.xpos_gamma = xpos.gamma;
+  a.xpos_center = xpos.center;
+  a.xpos_role = xpos.first == XPosRole::kKey ? "key" : "query";
   return a;
 }
 
@@ -91,7 +103,9 @@ std::pair<torch::Tensor, torch::Tensor> rope_qk(const torch::Tensor& q, const to
   const torch::Tensor pos = checked_positions(positions, spec, q, &k);
   // float64 (gradient checks): the formula, which autograd differentiates; otherwise the kernels.
   if (q.scalar_type() == torch::kFloat64 || k.scalar_type() == torch::kFloat64)
-    return {formula(q, pos, spec, 1.0), formula(k, pos, spec, 1.0)};
+    return {formula(q, pos, spec, 1.0), formula(k, pos, spec.for_keys(), 1.0)};
+  // posenc::rope_qk takes no xPos (its schema has no roles): then q and k each through posenc::rope.
+  if (spec.params().xpos.enabled()) return {rope_op(q, op_args(pos, spec)), rope_op(k, op_args(pos, spec.for_keys()))};
   return rope_qk_op(q, k, op_args(pos, spec));
 }
 

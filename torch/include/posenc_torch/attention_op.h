@@ -56,6 +56,10 @@ struct AttentionOpArgs {
   std::vector<std::int64_t> axis_of_freq;  // rope: empty (one position axis)
   double attention_factor = 1;
   std::string rope_layout = "half_split";
+  // rope: xPos (rope_xpos.h; scale_base 0: off), and the rotary channels' offset and RoPE on the
+  // first rope_rotated_heads query heads (and the kv heads they read; 0: every head).
+  double xpos_scale_base = 0, xpos_gamma = 0.4, xpos_center = 0;
+  std::int64_t rope_channel_offset = 0, rope_rotated_heads = 0;
   std::vector<double> alibi_slopes;  // alibi: [Hq]
   bool alibi_symmetric = false;
   // The differentiable bias input: t5 [num_buckets, Hq], distance-table [Hq, width], forget-gate

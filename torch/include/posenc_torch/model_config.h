@@ -69,6 +69,9 @@ struct ModelConfig {
   int xl_clamp_len = 0;
   int shaw_max_relative = 16;  // Shaw: distances past +-16 share the edge rows (Shaw et al.'s k = 16)
   int cope_max_pos = 64;       // CoPE: contextual positions clamped at cope_max_pos - 1 (npos_max)
+  // xPos (rope_xpos.h): RoPE with zeta_i^((m - n)/B) on each pair's score, B = xpos_scale_base
+  // (Sun et al. 2022: 512), gamma 0.4; centre 0, so positions up to ~32 k at B = 512 (e^80).
+  double xpos_scale_base = 512;
   // Transformer-XL segment recurrence: each layer also attends to the last xl_mem_len hidden
   // states it saw in earlier segments (gradients stopped). 0: no memory.
   int xl_mem_len = 0;
@@ -78,7 +81,7 @@ struct ModelConfig {
   void validate() const;  // throws posenc::Error
 };
 
-inline constexpr int kModelConfigVersion = 6;  // 3: sinusoidal_base; 4: raw_index; 5: shaw_max_relative; 6: cope_max_pos
+inline constexpr int kModelConfigVersion = 7;  // 3: sinusoidal_base; 4: raw_index; 5: shaw_max_relative; 6: cope_max_pos; 7: xpos_scale_base
 
 // The field table of ModelConfig (and of its T5 buckets): one row per field, its JSON key and
 // the file version that brought it. It drives config_to_json, config_from_json (keys, known-key
@@ -114,6 +117,7 @@ void for_each_field(C& c, V&& visit) {
   visit(ConfigField{"xl_mem_len", 2}, c.xl_mem_len);
   visit(ConfigField{"shaw_max_relative", 5}, c.shaw_max_relative);
   visit(ConfigField{"cope_max_pos", 6}, c.cope_max_pos);
+  visit(ConfigField{"xpos_scale_base", 7}, c.xpos_scale_base);
 }
 
 std::string config_to_json(const ModelConfig& config);

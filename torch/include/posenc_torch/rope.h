@@ -36,6 +36,19 @@ class RopeSpec {
                     std::vector<std::uint8_t> axis_of_freq = {});
 
   const RopeApplyParams& params() const { return params_; }
+  // The same frequencies with xPos (rope_xpos.h): rope() gives x the role xpos.first, rope_qk
+  // and attention give q the query's and k the key's scale.
+  RopeSpec with_xpos(const XPosParams& xpos) const {
+    RopeSpec spec = *this;
+    spec.params_.xpos = xpos;
+    return spec;
+  }
+  // For keys rotated alone (rope(k, ...)): xPos's key role; plain RoPE is the same spec.
+  RopeSpec for_keys() const {
+    XPosParams xpos = params_.xpos;
+    xpos.first = XPosRole::kKey;
+    return with_xpos(xpos);
+  }
   const std::vector<float>& inv_freq() const { return storage().inv_freq; }
   const std::vector<std::uint8_t>& axis_of_freq() const { return storage().axis_of_freq; }
   // cos/sin of these frequencies by position (KernelOptions::table); nullptr without frequencies.
