@@ -123,7 +123,7 @@ LeaderboardConfig LeaderboardConfig::quick() {
 LeaderboardConfig LeaderboardConfig::full() {
   LeaderboardConfig c;
   c.schemes = {"nope",   "sinusoidal", "learned", "rope", "alibi", "t5",   "xl",  "deberta",
-               "kerple", "sandwich",   "fox",     "dpb",  "shaw",  "fire", "cope"};
+               "kerple", "sandwich",   "fox",     "dpb",  "shaw",  "fire", "cope", "xpos"};
   c.corpora = {kDefaultCorpus, kSecondCorpus};
   c.seeds = {0, 1, 2};
   c.out_dir = "out/lab-leaderboard-full";

@@ -143,8 +143,30 @@ ClaimCheck fox_rope(const Board& b) {
   return c;
 }
 
-ClaimCheck absent(const std::string& claim, const std::string& source, const std::string& why) {
-  return {claim, source, why, kNotMeasured};
+ClaimCheck fire_better(const Board& b) {
+  ClaimCheck c{"FIRE extrapolates better than ALiBi and Kerple", "Li et al. 2023 (FIRE)", Board::needs({"fire", "alibi", "kerple"}),
+               kNotMeasured};
+  const double x = b.longest("bpc");
+  const Aggregate *f = b.at("fire", "bpc", x), *a = b.at("alibi", "bpc", x), *k = b.at("kerple", "bpc", x);
+  if (!f || !a || !k) return c;
+  c.measured = "bpc at " + times(x) + ": fire " + cell_text(f) + ", alibi " + cell_text(a) + ", kerple " + cell_text(k);
+  c.verdict = all_of({compare(*f, *a, true), compare(*f, *k, true)});
+  return c;
+}
+
+// Stable: bits per character from 1x to the longest length rise by at most 0.1 bit (ALiBi's
+// flatness threshold above), RoPE's rise beside it; within the spread of the threshold: a tie.
+ClaimCheck xpos_stable(const Board& b) {
+  ClaimCheck c{"xPos stays stable past its training length", "Sun et al. 2022 (xPos)", Board::needs({"xpos", "rope"}), kNotMeasured};
+  const double x = b.longest("bpc");
+  const Aggregate *x1 = b.at("xpos", "bpc", 1), *xx = b.at("xpos", "bpc", x), *r1 = b.at("rope", "bpc", 1), *rx = b.at("rope", "bpc", x);
+  if (!x1 || !xx || !r1 || !rx || x <= 1) return c;
+  const double dx = xx->mean - x1->mean, dr = rx->mean - r1->mean;
+  c.measured = "bpc from 1x to " + times(x) + ": xPos " + num(x1->mean) + " → " + num(xx->mean) + " (" + (dx >= 0 ? "+" : "") +
+               num(dx) + "), RoPE " + num(r1->mean) + " → " + num(rx->mean) + " (" + (dr >= 0 ? "+" : "") + num(dr) + ")";
+  if (std::fabs(dx - 0.1) <= x1->spread + xx->spread) c.verdict = kTie;
+  else c.verdict = dx <= 0.1 ? kAgrees : kDisagrees;
+  return c;
 }
 
 }  // namespace
@@ -156,8 +178,8 @@ std::vector<ClaimCheck> check_claims(const LeaderboardResult& r, const std::stri
           pi_finetune(b),
           nope_sort(b),
           better_than(b, "kerple", "alibi", "Kerple extrapolates better than ALiBi", "Chi et al. 2022 (KERPLE)"),
-          absent("FIRE extrapolates better than ALiBi and Kerple", "Li et al. 2023 (FIRE)", "FIRE is a lab scheme (lab extrapolate --schemes fire) but not on the board's lists yet"),
-          absent("xPos stays stable past its training length", "Sun et al. 2022 (xPos)", "xPos is not a lab scheme yet"),
+          fire_better(b),
+          xpos_stable(b),
           fox_rope(b)};
 }
 
