@@ -16,6 +16,7 @@ from .attention_native import distance_side, native_attention
 from .contextual import CoPE
 from .encodings import _check_scale
 from .rope import _DTYPES
+from .xpos_scale import XPosScale
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
               rope: Optional[Schedule] = None, rope_layout: str = "half_split", alibi: Optional[torch.Tensor] = None,
               t5: Optional[torch.Tensor] = None, t5_max_distance: int = 128, window: Optional[int] = None,
               chunk: Optional[int] = None, key_padding_mask: Optional[torch.Tensor] = None, kv_offset: int = 0,
-              heads_dim: int = 2, remap: Remap = None, bias: Any = None,
+              heads_dim: int = 2, remap: Remap = None, bias: Any = None, xpos: Optional[XPosScale] = None,
               return_lse: bool = False, backend: str = "auto") -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Fused attention, differentiable: on the CPU the core's kernel (tiled backward, float32 math).
 
@@ -144,7 +145,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     bfloat16 or float16, channels contiguous; Hq a multiple of Hk (GQA). Query i sits at key index
     T - S + i (prefill, or decode after a cache); key j at position kv_offset + j.
     Positions, one of: rope (a posenc.Schedule; q and k are rotated as they load, not modified;
-    rope_layout as apply_rope's), alibi (slopes [Hq], e.g. posenc.alibi_slopes(H); symmetric when
+    rope_layout as apply_rope's; with xpos, a posenc.XPosScale, q times its query scale and k
+    times its key scale as apply_rope gives them: xPos inside the kernel), alibi (slopes [Hq], e.g. posenc.alibi_slopes(H); symmetric when
     causal=False), t5 (the bucket table [num_buckets, Hq], learnable: it gets a gradient;
     bidirectional buckets when causal=False; T5 adds its bias to raw q.k: pass scale=1), or none.
     Masks: causal, window (sliding), chunk (Llama 4), key_padding_mask [B, T] (bool or 0/1, True
@@ -186,6 +188,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         raise ValueError("give one of rope, alibi, t5 and bias")
     if remap is not None and rope is None:
         raise ValueError("remap changes RoPE's distances: it needs rope=")
+    if xpos is not None and (rope is None or remap is not None or not isinstance(xpos, XPosScale)):
+        raise ValueError("xpos is a posenc.XPosScale on RoPE (rope=, no remap): q takes its query scale, k its key "
+                         f"scale; got xpos={xpos!r} with rope={rope!r}, remap={remap!r}")
     _check_scale("posenc.attention", scale)
     kv_offset = _count("kv_offset", kv_offset, 0, 2**31 - 1)
     window = _count("window", window, 1, 2**31 - 1) if window is not None else 0
@@ -221,6 +226,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
             raise ValueError("posenc.attention takes 1-D positions: an M-RoPE schedule (mrope_section) is not supported")
         params.update(positions="rope", inv_freq=rope.inv_freq.detach().to(torch.float32),
                       attention_factor=float(rope.attention_factor), rope_layout=rope_layout)
+        if xpos is not None:
+            params.update(xpos_scale_base=float(xpos.scale_base), xpos_gamma=float(xpos.gamma),
+                          xpos_center=float(xpos.center))
     if alibi is not None:
         slopes = torch.as_tensor(alibi)
         if slopes.dim() != 1 or slopes.numel() != heads:
@@ -250,7 +258,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         out, lse = native_attention(q, k, v, causal=causal, scale=scale, rope=rope, rope_layout=rope_layout, alibi=alibi,
                                     t5=t5, t5_max_distance=t5_max_distance, window=window, chunk=chunk,
                                     key_padding_mask=key_padding_mask, kv_offset=kv_offset, heads_dim=heads_dim,
-                                    remap=remap, bias=bias)
+                                    remap=remap, bias=bias, xpos=xpos)
     else:
         views = (q, k, v) if heads_dim == 1 else (q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
         out, lse = torch_ops.attention(*views, bias=bias_input, **params)

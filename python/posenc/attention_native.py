@@ -21,9 +21,10 @@ def _heads_first(x: torch.Tensor, heads_dim: int) -> torch.Tensor:
 
 
 def _rotated(x: torch.Tensor, schedule, layout: str, positions: Optional[torch.Tensor], offset: int,
-             heads_dim: int) -> torch.Tensor:
+             heads_dim: int, xpos: Any = None) -> torch.Tensor:
+    """x rotated as the kernel rotates it; xpos: (posenc.XPosScale, "query" or "key") or None."""
     from .rope import _formula  # the torch-native rotation apply_rope(backend="torch") uses
-    return _formula(x, positions, schedule, layout, offset, heads_dim, 1.0)
+    return _formula(x, positions, schedule, layout, offset, heads_dim, 1.0, xpos)
 
 
 def _remap_positions(remap, pos: torch.Tensor, is_query: bool) -> torch.Tensor:
@@ -57,7 +58,7 @@ def distance_side(bias: Any) -> str:
 def native_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool, scale: Optional[float],
                      rope, rope_layout: str, alibi: Optional[torch.Tensor], t5: Optional[torch.Tensor],
                      t5_max_distance: int, window: int, chunk: int, key_padding_mask: Optional[torch.Tensor],
-                     kv_offset: int, heads_dim: int, remap, bias: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+                     kv_offset: int, heads_dim: int, remap, bias: Any, xpos: Any = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """(out like q, lse [B, Hq, S] float32); the arguments already checked by posenc.attention."""
     from .attention import DualChunk
     dev = q.device
@@ -72,8 +73,9 @@ def native_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causa
     q_pos, k_pos = q_index + kv_offset, k_index + kv_offset
     delta = q_pos[:, None] - k_pos[None, :]  # [S, T] query position - key position
     if rope is not None:
-        near = _scores(_rotated(qw, rope, rope_layout, None, kv_offset + past, heads_dim),
-                       _rotated(kw, rope, rope_layout, None, kv_offset, heads_dim), heads_dim, group, scale)
+        q_role, k_role = (None, None) if xpos is None else ((xpos, "query"), (xpos, "key"))
+        near = _scores(_rotated(qw, rope, rope_layout, None, kv_offset + past, heads_dim, q_role),
+                       _rotated(kw, rope, rope_layout, None, kv_offset, heads_dim, k_role), heads_dim, group, scale)
         def far(q_at: torch.Tensor, k_at: torch.Tensor) -> torch.Tensor:  # scores at remapped positions
             return _scores(_rotated(qw, rope, rope_layout, q_at, 0, heads_dim),
                            _rotated(kw, rope, rope_layout, k_at, 0, heads_dim), heads_dim, group, scale)

@@ -161,3 +161,37 @@ def test_xpos_refuses_bad_inputs():
     for x in (q, q.double()):  # the kernels and the float64 path refuse alike, naming the position
         with pytest.raises(ValueError, match=r"xPos at position 100000 with center 0 and scale_base 8"):
             m(x, x, torch.tensor([0, 1, 2, 100000]), center=0)
+
+
+@pytest.mark.parametrize("backend", ["kernels", "torch"])
+def test_attention_with_xpos_is_rotating_first_then_attending(backend):
+    """posenc.attention(rope=, xpos=) applies xPos inside the kernel (q the query's scale, k the
+    key's): the output and every gradient equal apply_rope(xpos=) followed by attention without
+    positions, past a KV offset and with GQA; the torch backend the same."""
+    torch.manual_seed(9)
+    sched = posenc.schedule(head_dim=16)
+    xpos = posenc.XPosScale(scale_base=64.0, center=40.0)
+    q = torch.randn(2, 70, 4, 16, requires_grad=True)
+    k, v = (torch.randn(2, 90, 2, 16, requires_grad=True) for _ in range(2))
+    out = posenc.attention(q, k, v, rope=sched, xpos=xpos, kv_offset=7, backend=backend)
+    grads = torch.autograd.grad(out.square().sum(), (q, k, v))
+    qr = posenc.apply_rope(q, schedule=sched, positions=torch.arange(27, 97), xpos=xpos)
+    kr = posenc.apply_rope(k, schedule=sched, positions=torch.arange(7, 97), xpos=posenc.XPosScale(64.0, 40.0, first="key"))
+    expected = posenc.attention(qr, kr, v, backend=backend)
+    expected_grads = torch.autograd.grad(expected.square().sum(), (q, k, v))
+    assert (out - expected).abs().max() < 1e-5
+    for g, e in zip(grads, expected_grads):
+        assert (g - e).abs().max() < 2e-4 * e.abs().max()
+    plain = posenc.attention(q, k, v, rope=sched, kv_offset=7, backend=backend)
+    assert (out - plain).abs().max() > 1e-2  # the scales change the output
+
+
+def test_attention_refuses_xpos_without_rope_or_with_a_remap():
+    q = torch.randn(1, 4, 2, 16)
+    xpos = posenc.XPosScale(scale_base=64.0, center=0.0)
+    with pytest.raises(ValueError, match="xpos is a posenc.XPosScale on RoPE"):
+        posenc.attention(q, q, q, xpos=xpos)
+    with pytest.raises(ValueError, match="xpos is a posenc.XPosScale on RoPE"):
+        posenc.attention(q, q, q, rope=posenc.schedule(head_dim=16), xpos=xpos, remap=posenc.ReRoPE(window=2))
+    with pytest.raises(ValueError, match="xpos is a posenc.XPosScale"):
+        posenc.attention(q, q, q, rope=posenc.schedule(head_dim=16), xpos=512)
