@@ -3,6 +3,8 @@
 // content and self-containment.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -144,6 +146,27 @@ TEST(Leaderboard, JudgesTheLiteraturesClaimsFromTheMeasuredMeans) {
   // Differences within the seeds' spread are called neither way.
   EXPECT_EQ(claim(check_claims(board(2.21, 0.2), "kjv"), "Peng").verdict, "within the seeds' spread");
   EXPECT_EQ(claim(check_claims(board(2.25, 0.05), "kjv"), "Press").verdict, "within the seeds' spread");  // +0.05 ± 0.1
+}
+
+// FIRE against ALiBi and Kerple at the longest length; xPos's rise from 1x against 0.1 bit.
+TEST(Leaderboard, JudgesFireAndXPosFromTheirRows) {
+  const auto with = [](double fire_8x, double xpos_8x) {
+    LeaderboardResult r = board(2.21, 0.01);
+    for (const auto& [row, multiple, mean] : {std::tuple{"fire", 8.0, fire_8x}, std::tuple{"kerple", 8.0, 2.5}, std::tuple{"xpos", 1.0, 2.3},
+                                              std::tuple{"xpos", 8.0, xpos_8x}, std::tuple{"rope", 1.0, 2.3}, std::tuple{"rope", 8.0, 4.0}})
+      for (int seed : {0, 1}) r.observations.push_back({"kjv", row, "bpc", multiple, -1, seed, mean + (seed ? 0.01 : -0.01)});
+    r.aggregates = aggregate(r.observations);
+    return check_claims(r, "kjv");
+  };
+  EXPECT_EQ(claim(with(2.0, 2.35), "Li et al. 2023 (FIRE)").verdict, "agrees");  // 2.0 below ALiBi's 2.21 and Kerple's 2.5
+  EXPECT_NE(claim(with(2.0, 2.35), "Li et al. 2023 (FIRE)").measured.find("fire 2.00"), std::string::npos);
+  EXPECT_EQ(claim(with(2.3, 2.35), "Li et al. 2023 (FIRE)").verdict, "disagrees");  // above ALiBi
+  EXPECT_EQ(claim(with(2.0, 2.35), "Sun et al.").verdict, "agrees");  // +0.05
+  EXPECT_NE(claim(with(2.0, 2.35), "Sun et al.").measured.find("RoPE 2.30 → 4.00 (+1.70)"), std::string::npos)
+      << claim(with(2.0, 2.35), "Sun et al.").measured;
+  EXPECT_EQ(claim(with(2.0, 3.3), "Sun et al.").verdict, "disagrees");  // +1.0
+  EXPECT_EQ(claim(with(2.0, 2.41), "Sun et al.").verdict, "within the seeds' spread");  // +0.11, spread 0.02
+  EXPECT_EQ(claim(check_claims(board(2.21, 0.01), "kjv"), "Sun et al.").verdict, "not measured");
 }
 
 TEST(Leaderboard, TheReportIsOneSelfContainedPageWithEveryPart) {
