@@ -155,7 +155,7 @@ void add_plot_command(CLI::App& app) {
   };
   auto d = std::make_shared<DecayArgs>();
   CLI::App* decay = plot_cmd->add_subcommand("decay", "expected attention score, or a learned bias per head, against relative distance");
-  CLI::Option* decay_scheme = add_scheme_option(decay, d->request.scheme, "rope, alibi, t5, sinusoidal, kerple or sandwich");
+  CLI::Option* decay_scheme = add_scheme_option(decay, d->request.scheme, "rope, xpos, alibi, t5, sinusoidal, kerple or sandwich");
   decay->add_option("--table", d->table, "your own bias table instead of a scheme: .npy or CSV, [heads, distances] (column d is "
                                          "distance d), e.g. a trained DynamicPositionBias or FIRE evaluated in Python")
       ->excludes(decay_scheme);

@@ -126,3 +126,35 @@ TEST(PlotBias, AUsersTableIsDrawnAsGivenOrRefusedNamingTheValue) {
 
 }  // namespace
 }  // namespace posenc::plot
+
+namespace posenc::plot {
+namespace {
+
+// `plot decay --scheme xpos` (issue 25): q = k = 1 scored per channel, xPos's
+// sum_i zeta_i^(d/512) cos(d w_i) / (d_h/2) with zeta_i = (2i/d_h + 0.4)/1.4, RoPE's without the
+// zeta, worked here in double from the paper's formula.
+TEST(PlotDecay, XPosIsRopesScoreTimesItsDecay) {
+  DecayRequest r;
+  r.scheme = "xpos";
+  r.dim = 64;
+  r.max_distance = 4096;
+  const auto curves = decay_data(r);
+  ASSERT_EQ(curves.size(), 2u);
+  const int half = r.dim / 2;
+  for (std::size_t k = 0; k < curves[0].x.size(); ++k) {
+    const double d = curves[0].x[k];
+    double plain = 0, scaled = 0;
+    for (int i = 0; i < half; ++i) {
+      const double w = static_cast<double>(static_cast<float>(std::pow(10000.0, -2.0 * i / r.dim)));  // float32 inv_freq
+      const double zeta = (2.0 * i / r.dim + 0.4) / 1.4;
+      plain += std::cos(d * w);
+      scaled += std::pow(zeta, d / 512) * std::cos(d * w);
+    }
+    EXPECT_NEAR(curves[0].y[k], plain / half, 1e-9) << "RoPE at d = " << d;
+    EXPECT_NEAR(curves[1].y[k], scaled / half, 1e-6) << "xPos at d = " << d;
+  }
+  EXPECT_NE(decay_svg(r).find("xPos (B = 512"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace posenc::plot

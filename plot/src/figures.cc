@@ -8,6 +8,7 @@
 #include "posenc/learned.h"
 #include "posenc/properties.h"
 #include "posenc/rope_apply.h"
+#include "posenc/rope_xpos.h"
 #include "posenc/sinusoidal.h"
 #include "posenc/transformer_xl.h"
 #include "posenc_plot/bias_curves.h"
@@ -160,6 +161,32 @@ std::vector<Series> decay_data(const DecayRequest& r) {
     Series bound{"RoFormer bound, d=" + std::to_string(r.dim), d, {}};
     for (double x : d) bound.y.push_back(rope_decay_bound(s.inv_freq, x));
     out.push_back(bound);
+  } else if (r.scheme == "xpos") {
+    // q = k = ones: each pair adds 2 zeta_i^(d/B) cos(d w_i) (RoPE's without the zeta), over the
+    // rotary dim d_h: the mean score per channel. zeta_i^(d/B) is the core's query scale at
+    // position d with centre 0 (XPosScales), the scale base B = 512 and gamma 0.4 of the paper.
+    RopeParams p;
+    p.head_dim = r.dim;
+    p.theta = r.base;
+    const RopeSchedule s = compute_schedule(p);
+    const int half = static_cast<int>(s.inv_freq.size());
+    const XPosScales scales(XPosParams{512, 0.4, 0}, half);
+    XPosScales::Block block;
+    std::vector<float> query(static_cast<std::size_t>(half)), key(static_cast<std::size_t>(half));
+    Series rope{"RoPE", d, {}}, xpos{"xPos (B = 512, gamma = 0.4)", d, {}};
+    for (double x : d) {
+      scales.at(static_cast<std::int64_t>(x), query.data(), key.data(), block);
+      double plain = 0, scaled = 0;
+      for (int i = 0; i < half; ++i) {
+        const double c = std::cos(x * s.inv_freq[static_cast<std::size_t>(i)]);
+        plain += c;
+        scaled += c * query[static_cast<std::size_t>(i)];
+      }
+      rope.y.push_back(plain / half);
+      xpos.y.push_back(scaled / half);
+    }
+    out.push_back(rope);
+    out.push_back(xpos);
   } else if (r.scheme == "alibi") {
     const auto slopes = alibi_slopes(r.heads);
     for (int h = 0; h < r.heads; h += std::max(1, r.heads / 4)) {
@@ -186,7 +213,7 @@ std::vector<Series> decay_data(const DecayRequest& r) {
     for (double x : d) b.y.push_back(t5_bucket(-static_cast<std::int64_t>(x), r.t5));
     out.push_back(b);
   } else {
-    throw Error("plot decay: --scheme '" + r.scheme + "' must be rope, alibi, t5, sinusoidal, kerple or sandwich");
+    throw Error("plot decay: --scheme '" + r.scheme + "' must be rope, xpos, alibi, t5, sinusoidal, kerple or sandwich");
   }
   return out;
 }
@@ -202,9 +229,11 @@ std::string decay_svg(const DecayRequest& r) {
   }
   o.log_x = true;
   o.x_label = "relative distance d (tokens, log scale)";
-  o.y_label = r.scheme == "t5" ? "bucket" : r.scheme == "alibi" ? "bias added to the score" : r.scheme == "rope" ? "relative upper bound of the score" : "score";
+  o.y_label = r.scheme == "t5" ? "bucket" : r.scheme == "alibi" ? "bias added to the score" : r.scheme == "rope" ? "relative upper bound of the score"
+              : r.scheme == "xpos" ? "score of q = k = 1 per channel" : "score";
   // Each title says what is drawn: the x axis is logarithmic, so ALiBi's lines -slope * d are curves here.
   o.title = r.scheme == "rope" ? "RoPE: RoFormer's bound on the score against distance (section 3.4.3)"
+            : r.scheme == "xpos" ? "xPos: the score of q = k = 1 against distance, RoPE's beside it (Sun et al. 2022)"
             : r.scheme == "alibi" ? "ALiBi: bias -slope * d, one curve per head (linear in d, log d axis)"
             : r.scheme == "t5" ? "T5: log-spaced buckets beyond the exact range"
                                : "Sinusoidal: dot product of encodings d apart";

@@ -40,11 +40,12 @@ struct WavelengthData {
 WavelengthData wavelength_data(const RopeParams& params, const std::string& title);
 std::string wavelength_svg(const WavelengthData& data);
 
-// Expected score against relative distance: RoFormer's bound for RoPE, -slope * d for ALiBi
+// Expected score against relative distance: RoFormer's bound for RoPE, the score of q = k = 1 per
+// channel for xPos with RoPE's beside it (sum_i zeta_i^(d/512) cos(d w_i) / (d_h/2)), -slope * d for ALiBi
 // heads, PE(0).PE(d) / (dim/2) for sinusoidal, the bucket for T5 (its scores are learned); the
 // learned distance biases per head against d = 0 .. max_distance on a linear axis (bias_curves.h).
 struct DecayRequest {
-  std::string scheme;  // rope, alibi, t5, sinusoidal; kerple, sandwich, table (bias_curves.h)
+  std::string scheme;  // rope, xpos, alibi, t5, sinusoidal; kerple, sandwich, table (bias_curves.h)
   int dim = 128;
   int heads = 8;
   std::int64_t max_distance = 1024;
