@@ -136,7 +136,7 @@ void add_bench_command(CLI::App& app) {
     if (t->launch.nproc > t->config.batch)  // refused here, before --nproc starts a rank for each
       throw Error("bench train: --nproc " + std::to_string(t->launch.nproc) + " ranks cannot share --batch " +
                   std::to_string(t->config.batch) + " rows; give --nproc <= --batch");
-    if (launched_local_ranks(&t->launch, t->config.batch)) return;
+    if (launched_local_ranks(&t->launch, t->config.batch, "")) return;
     bench::TrainBenchConfig c = t->config;
     if (t->schemes_option->count() > 0) {  // given but empty ('' or 'rope,,alibi') is a mistake, not "all"
       c.schemes.clear();

@@ -38,6 +38,8 @@ void add_lab_heads_command(CLI::App& lab_cmd) {
   cmd->add_option("--threshold", h->threshold, "mass on offset -1 that names a previous-token head")->capture_default_str()->check(CLI::Range(0.0, 1.0));
   add_json_flag(cmd, h->json);
   cmd->callback([h] {
+    if (!(h->threshold >= 0 && h->threshold <= 1))  // CLI::Range lets NaN through
+      throw Error("--threshold must be in [0, 1], got " + format_number(h->threshold));
     const auto heads = lab::sort_head_offsets(h->request);
     if (h->json) {
       nlohmann::json j = nlohmann::json::array();
@@ -105,7 +107,7 @@ void add_lab_command(CLI::App& app) {
                      "; --full: on to " + full_lens.substr(1) + ")");
   ex->callback([a, ex] {
     lab::ExtrapolateConfig c = a->config;
-    if (launched_local_ranks(&c.launch, c.training.batch)) return;
+    if (launched_local_ranks(&c.launch, c.training.batch, c.training.out_dir)) return;
     if (a->full) c = c.full(a->seed, ex->count("--schemes") > 0, ex->count("--steps") > 0);  // what the flags given did not set
     else c.seeds = {a->seed};
     if (ex->count("--eval-lens") > 0) {  // given but empty ('') is refused by the list's reader, not the defaults
@@ -132,10 +134,10 @@ void add_lab_command(CLI::App& app) {
   lab::SortConfig& sc = sa->config;
   add_lab_run_options(sort, {&sc.schemes, &sc.training, &sc.shape, &sc.seed, nullptr, &sa->json, &sc.launch}, "digits");
   sort->add_option("--test-lens", sa->test_lens, "digits per test sequence (default 16,24,32)");
-  sort->callback([sa] {
+  sort->callback([sa, sort] {
     lab::SortConfig c = sa->config;
-    if (launched_local_ranks(&c.launch, c.training.batch)) return;
-    if (!sa->test_lens.empty()) {
+    if (launched_local_ranks(&c.launch, c.training.batch, c.training.out_dir)) return;
+    if (sort->count("--test-lens") > 0) {  // given, even as "": parse_int_list refuses an empty list
       c.test_lens.clear();
       for (auto v : parse_int_list(sa->test_lens, "--test-lens", 1, lab::kMaxSortTestLen)) c.test_lens.push_back(static_cast<int>(v));
     }

@@ -58,7 +58,7 @@ void add_lab_leaderboard_command(CLI::App& lab) {
     if (a->threads > 0) c.command += " --threads " + std::to_string(a->threads);
     c.launch = a->launch;
     lab::validate_leaderboard(c);  // once, before --nproc starts the ranks
-    if (launched_local_ranks(&c.launch, lab::leaderboard_min_batch(c))) return;
+    if (launched_local_ranks(&c.launch, lab::leaderboard_min_batch(c), c.out_dir)) return;
     if (lab::world_size_of(c.launch) > 1)
       c.command += " (" + std::to_string(lab::world_size_of(c.launch)) + " ranks" + (lab::distributes_models(c.launch) ? ", --distribute models" : "") + ")";
     const lab::LeaderboardResult r = lab::run_leaderboard(c);

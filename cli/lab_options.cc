@@ -2,6 +2,7 @@
 
 #include "options.h"
 #include "posenc_lab/corpus.h"
+#include "posenc_lab/file_io.h"
 #include "posenc_lab/run_settings.h"
 #include "posenc_torch/model_config.h"
 
@@ -90,10 +91,11 @@ void add_launch_options(CLI::App* cmd, lab::LaunchConfig* l) {
       ->check(CLI::IsMember({"data", "models"}))->group(group);
 }
 
-bool launched_local_ranks(lab::LaunchConfig* launch, int batch) {
+bool launched_local_ranks(lab::LaunchConfig* launch, int batch, const std::string& out_dir) {
   *launch = lab::resolve_launch(*launch);
   lab::check_batch_split(*launch, batch);  // before --nproc starts a single rank
   if (!lab::starts_local_ranks(*launch)) return false;
+  if (!out_dir.empty()) lab::make_out_dir(out_dir);
   lab::run_local_ranks(*launch);
   return true;
 }

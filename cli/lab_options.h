@@ -47,8 +47,10 @@ void add_launch_options(CLI::App* cmd, lab::LaunchConfig* launch);
 
 // Call first in the command's callback: *launch completed from the environment and checked (an
 // Error naming a bad value), and a batch of `batch` rows that data parallelism could not split
-// over the ranks refused before any starts. Returns true when this process started the local
-// ranks of --nproc and they finished: the command's work is then done.
-bool launched_local_ranks(lab::LaunchConfig* launch, int batch);
+// over the ranks refused before any starts, and so is an --out that cannot be the output
+// directory (out_dir; "" for none): each rank would otherwise wait out --dist-timeout for the
+// others. Returns true when this process started the local ranks of --nproc and they finished:
+// the command's work is then done.
+bool launched_local_ranks(lab::LaunchConfig* launch, int batch, const std::string& out_dir);
 
 }  // namespace posenc::cli

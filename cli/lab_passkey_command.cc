@@ -43,7 +43,7 @@ void add_lab_passkey_command(CLI::App& lab) {
     // --full: what --schemes, --multiples, --samples did not set (given as the defaults, they stay)
     lab::PasskeyConfig c =
         a->full ? a->config.full(cmd->count("--schemes") > 0, cmd->count("--multiples") > 0, cmd->count("--samples") > 0) : a->config;
-    if (launched_local_ranks(&c.launch, c.training.batch)) return;
+    if (launched_local_ranks(&c.launch, c.training.batch, c.training.out_dir)) return;
     const lab::PasskeyResult r = lab::run_passkey(c);  // it writes results.json and the figures
     if (!lab::is_primary(c.launch)) return;  // rank 0 prints the results
     if (a->json) {

@@ -271,6 +271,11 @@ TEST(Gguf, RotaryDimensionHeadSizeAndListedKeysAreCheckedAsLlamaCppReadsThem) {
   EXPECT_NE(sections({-1, 1e9, 0, 0}).find("holds -1; expected sections >= 0"), std::string::npos) << sections({-1, 1e9, 0, 0});
   EXPECT_NE(sections({16, 24, 24, 1}).find("sums to 65 pairs; n_rot / 2 = 64 at most"), std::string::npos) << sections({16, 24, 24, 1});
   EXPECT_NE(sections({1, 1, 1, 1, 1}).find("at most 4 i32"), std::string::npos);
+  // head_count as an i32 array (per layer) whose first count is negative: named, not "missing".
+  auto negative_heads = model("llama", 0);
+  negative_heads[2].second.type = 9, negative_heads[2].second.elem_type = 5, negative_heads[2].second.numbers = {-32, 32};
+  EXPECT_NE(message(negative_heads).find("llama.attention.head_count[0] is -32; expected a count >= 0"), std::string::npos)
+      << message(negative_heads);
 }
 
 }  // namespace

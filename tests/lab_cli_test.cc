@@ -87,6 +87,29 @@ TEST(LabCli, ListsAreReadAsGivenAndEachItemOnce) {
   EXPECT_FALSE(std::filesystem::exists(dir)) << "rejected before anything was trained or written";
 }
 
+// Issue 33's last re-run: a scheme or extension given twice was trained and scored twice (the
+// table showed "7.15 ± 0.00" as two seeds); --test-lens '' meant the defaults; a NaN threshold
+// named no head; --kv-heads -1 ran as 0; --seq's advice was itself refused at --repeats 3; an
+// --out that is a file made --nproc's ranks wait out --dist-timeout.
+TEST(LabCli, NamesListsAndValuesTheLastRerunFound) {
+  const std::string dir = temp_path("_lab");
+  const std::string out = " --out " + dir;
+  expect_error("lab extrapolate --schemes nope,nope" + out, "--schemes: 'nope' is given twice");
+  expect_error("lab extrapolate --schemes rope --extensions none,none" + out, "--extensions: 'none' is given twice");
+  expect_error("lab passkey --schemes alibi,rope,alibi" + out, "--schemes: 'alibi' is given twice");
+  expect_error("lab sort --schemes nope,nope" + out, "--schemes: 'nope' is given twice");
+  expect_error("lab sort --test-lens ''" + out, "--test-lens: item 1 of '' is empty");
+  expect_error("lab heads --model " + dir + "/sort-nope.pt --threshold nan", "--threshold must be in [0, 1], got nan");
+  expect_error("bench train --schemes rope,rope --steps 1", "--schemes: 'rope' is given twice");
+  expect_error("bench attention --seq 64 --heads 2 --head-dim 16 --kv-heads -1", "--kv-heads must be >= 0");
+  expect_error("bench attention --seq 65536", "at most with these --repeats, --heads and --head-dim (--seq ");
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "rejected before anything was trained or written";
+  const std::string file = temp_path("_file");
+  { std::ofstream(file) << "x"; }
+  expect_error("lab sort --schemes nope --nproc 2 --out " + file, "--out: cannot use '" + file + "' as the output directory");
+  std::filesystem::remove(file);
+}
+
 // The memory a run may use is the least of RAM, ulimit -v and the cgroup's limit: a model that
 // fits the machine but not the limit is refused before anything is allocated (it ended in
 // libtorch's allocator error with a backtrace).

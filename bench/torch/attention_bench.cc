@@ -169,6 +169,7 @@ AttentionBackwardResult time_backward(const AttentionBenchConfig& c, const Bench
 
 AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
   const int S = c.seq, H = c.heads, Hk = c.kv_heads > 0 ? c.kv_heads : c.heads, D = c.head_dim;
+  if (c.kv_heads < 0) throw Error("bench attention: --kv-heads must be >= 0 (0: as many as --heads), got " + std::to_string(c.kv_heads));
   if (S < 8 || S > 65536) throw Error("bench attention: --seq must be in [8, 65536], got " + std::to_string(S));
   if (H < 1 || H > 256 || Hk < 1 || H % Hk != 0)
     throw Error("bench attention: --heads (1..256) must be a multiple of --kv-heads, got " + std::to_string(H) + " and " +
@@ -181,12 +182,13 @@ AttentionBenchResult run_attention_bench(const AttentionBenchConfig& c) {
   const double run_flops = 4.0 * H * double(S) * S * D * (c.causal ? 0.5 : 1.0) * (c.backward ? 4.5 : 1.0);
   constexpr double kMaxFlops = 8796093022208.0;  // 2^43
   if (run_flops * (c.repeats + 1) > kMaxFlops) {
-    // The advice: fewer repeats when one fits, else the longest --seq (a multiple of 8) whose one
-    // repeat and warm-up fit (run_flops grows as S^2).
+    // The advice: fewer repeats when one fits, else the longest --seq (a multiple of 8) whose
+    // --repeats runs and warm-up fit (run_flops grows as S^2), and that --seq at one repeat.
     const long repeats = static_cast<long>(kMaxFlops / run_flops) - 1;
-    const long seq = static_cast<long>(S * std::sqrt(kMaxFlops / (2 * run_flops))) / 8 * 8;
+    const auto longest = [&](int runs) { return static_cast<long>(S * std::sqrt(kMaxFlops / (runs * run_flops))) / 8 * 8; };
     const std::string advice = repeats >= 1 ? "use at most " + std::to_string(repeats) + " repeats, or a shorter --seq"
-                                            : "--seq " + std::to_string(seq) + " at most with these --heads and --head-dim";
+                                            : "--seq " + std::to_string(longest(c.repeats + 1)) + " at most with these --repeats, --heads and "
+                                              "--head-dim (--seq " + std::to_string(longest(2)) + " with --repeats 1)";
     throw Error("bench attention: --repeats " + std::to_string(c.repeats) + " (+1 warm-up) x " + std::to_string(static_cast<long>(run_flops / 1e9)) +
                 " GFLOP per run at --seq " + std::to_string(S) + " is more than the limit of " +
                 std::to_string(static_cast<long>(kMaxFlops / 1e9)) + " GFLOP (minutes on a core): " + advice);

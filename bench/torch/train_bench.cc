@@ -75,6 +75,9 @@ void check_config(const TrainBenchConfig& c) {
   check_at_least("--steps", c.steps, 1);
   check_at_least("--tokens", c.seq, 2);
   check_at_least("--batch", c.batch, 1);
+  for (std::size_t i = 0; i < c.schemes.size(); ++i)
+    if (std::find(c.schemes.begin(), c.schemes.begin() + static_cast<std::ptrdiff_t>(i), c.schemes[i]) != c.schemes.begin() + static_cast<std::ptrdiff_t>(i))
+      throw Error("bench train: --schemes: '" + c.schemes[i] + "' is given twice");
   check_bench_threads(c.threads, "bench train", "torch's default");
   // Bounded like bench rope: a training step is about 6 x weights x tokens plus the attention
   // products, each scheme timed on two paths for steps + 1 steps; 2^44 FLOPs is minutes.

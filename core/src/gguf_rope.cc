@@ -58,6 +58,8 @@ struct Keys {
       if (v->elem_type != kU32 && v->elem_type != kI32)
         throw Error("GGUF: " + arch + "." + suffix + " must be u32 or an array of u32, got an array of " + type_name(v->elem_type));
       if (v->numbers.empty()) throw Error("GGUF: " + arch + "." + suffix + " is an empty array");
+      if (v->numbers[0] < 0)  // an i32 array: llama.cpp would read -32 as 4294967264
+        throw Error("GGUF: " + arch + "." + suffix + "[0] is " + format_number(v->numbers[0]) + "; expected a count >= 0");
       return v->numbers[0];
     }
     return u32(suffix);
@@ -106,7 +108,7 @@ GgufRope gguf_rope(const GgufFile& f) {
   if (!n_rot)
     throw Error("GGUF: no rotary dimension: " + r.arch + ".rope.dimension_count, " + r.arch + ".attention.key_length and " +
                 r.arch + ".embedding_length / attention.head_count (head_count > 0) are each missing" +
-                (n_head && *n_head == 0 ? " (head_count is 0)" : ""));
+                (n_head && *n_head <= 0 ? " (head_count is " + format_number(*n_head) + ")" : ""));
   if (*n_rot < 2 || *n_rot > 65536 || std::fmod(*n_rot, 2) != 0)
     throw Error("GGUF: n_rot (" + n_rot_from + ") must be even, in [2, 65536], got " + format_number(*n_rot));
   r.n_rot = static_cast<int>(*n_rot);

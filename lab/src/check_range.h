@@ -23,4 +23,10 @@ void check_distinct(const std::string& flag, std::vector<T> items, Name name) {
   if (twice != items.end()) throw Error(flag + ": " + name(*twice) + " is given twice");
 }
 
+// A list of names (schemes, extensions) each given once: a model trained and scored twice would
+// show as two seeds of one.
+inline void check_distinct_names(const std::string& flag, const std::vector<std::string>& names) {
+  check_distinct(flag, names, [](const std::string& name) { return "'" + name + "'"; });
+}
+
 }  // namespace posenc::lab

@@ -152,6 +152,8 @@ void validate(const ExtrapolateConfig& c) {
   check_distinct("--rope-clips", c.rope_clips, [](int n) { return "n " + std::to_string(n); });
   check_distinct("--sinusoidal-bases", c.sinusoidal_bases, base_text);
   for (const std::string& name : c.schemes) torch_layer::language_model_scheme(name, "--schemes");  // throws naming a bad one
+  check_distinct_names("--schemes", c.schemes);
+  check_distinct_names("--extensions", extension_names(c.extensions));
   for (const auto* fusions : {&c.fusions, &c.raw_index}) {
     for (const std::string& name : *fusions) from_name<Fusion>(name);  // throws naming a bad one
     check_distinct(fusions == &c.fusions ? "--fusion" : "--raw-index", *fusions,

@@ -82,6 +82,8 @@ void validate_passkey(const PasskeyConfig& c) {
       throw Error("--schemes: '" + name + "' is not a passkey scheme; use: " + torch_layer::language_model_scheme_names({Scheme::kXl}));
   }
   if (c.extensions.empty()) throw Error("--extensions is empty: give at least one of " + enum_names_joined<RopeExtension>(", "));
+  check_distinct_names("--schemes", c.schemes);
+  check_distinct_names("--extensions", extension_names(c.extensions));
   check_remaps(c.remaps, t.train_len);
 }
 

@@ -142,6 +142,7 @@ void validate_sort(const SortConfig& c) {
   for (const std::string& name : c.schemes) {
     torch_layer::language_model_scheme(name, "--schemes");
   }
+  check_distinct_names("--schemes", c.schemes);
 }
 
 std::vector<SortRow> run_sort(const SortConfig& c) {
