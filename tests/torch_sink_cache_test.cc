@@ -100,6 +100,32 @@ TEST(SinkCache, AModelStreamKeepsLayerZerosCacheEqualToTheSurvivorsRebuilt) {
   EXPECT_TRUE(torch::equal(sink.cache().tokens, tokens.index_select(1, survivors(n, sinks, window))));
 }
 
+// xPos's keys are cached with their position's scale: re-rotating them to another slot would
+// keep the old scale (a silently wrong key), so eviction with rerotate refuses, leaving the cache
+// as it was; without re-rotation every key keeps its position and the stream runs.
+TEST(SinkCache, XPosKeysAreNotReRotated) {
+  TransformerLM model = testing::eval_model(testing::small_model(Scheme::kXpos), 7);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor tokens = torch::randint(30, {1, 12}, torch::kInt64);
+  for (const bool rerotate : {true, false}) {
+    SinkCache sink({2, 6, rerotate});
+    model->forward(tokens, {}, &sink.cache());
+    if (rerotate) {
+      try {
+        sink.evict(model->rotary->spec_for(8));
+        ADD_FAILURE() << "xPos keys re-rotated";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("cannot be re-rotated"), std::string::npos) << e.what();
+      }
+      EXPECT_EQ(sink.cache().length(), 12) << "nothing evicted";
+    } else {
+      sink.evict(model->rotary->spec_for(8));
+      EXPECT_EQ(sink.cache().length(), 8);
+      EXPECT_EQ(model->forward(tokens.narrow(1, 0, 1), {}, &sink.cache()).size(1), 1);
+    }
+  }
+}
+
 TEST(SinkCache, SettingsOutOfRangeAreErrorsNamingThem) {
   for (const auto& [options, fragment] : std::vector<std::pair<SinkCacheOptions, std::string>>{
            {{-1, 8, true}, "sinks = -1 must be in [0, 2^31-1]"}, {{4, 0, true}, "window = 0 must be in [1, 2^31-1 - sinks]"}}) {

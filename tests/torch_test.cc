@@ -244,6 +244,24 @@ TEST(TorchPitfalls, LearnedTableEndIsAnErrorNamingThePosition) {
   }
 }
 
+// The xpos scheme is RoPE with each pair's score times zeta_i^((m - n)/B): the same weights give
+// other logits than rope at B = 512 and rope's as B grows without bound; B must be finite > 0.
+TEST(TorchModel, XPosIsRopeTimesItsDecay) {
+  ModelConfig c = testing::small_model(Scheme::kXpos);
+  ModelConfig plain = c;
+  plain.scheme = Scheme::kRope;
+  const torch::Tensor tokens = torch::randint(50, {2, 24}, torch::kInt64);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor rope = testing::eval_model(plain, 3)->forward(tokens);
+  EXPECT_GT((testing::eval_model(c, 3)->forward(tokens) - rope).abs().max().item<double>(), 1e-3);
+  c.xpos_scale_base = 1e12;  // zeta^(Delta/B) = 1 to float precision
+  EXPECT_LT((testing::eval_model(c, 3)->forward(tokens) - rope).abs().max().item<double>(), 1e-5);
+  for (const double bad : {0.0, -1.0, std::nan("")}) {
+    c.xpos_scale_base = bad;
+    EXPECT_THROW(c.validate(), Error) << bad;
+  }
+}
+
 TEST(TorchModel, SaveLoadRoundTrip) {
   torch::manual_seed(5);
   ModelConfig c = small(Scheme::kT5);

@@ -217,6 +217,7 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
     if (config_.scheme == Scheme::kXpos) spec = spec.with_xpos({config_.xpos_scale_base});  // q's role; keys: for_keys()
     ctx.rope = &spec;
     ctx.cache_rotated_keys = cache && cache->hf_stale_keys;
+    if (cache) cache->xpos_keys = ctx.cache_rotated_keys && spec.params().xpos.enabled();
     if (cache && !cache->hf_stale_keys && ctx.past > 0 && spec.inv_freq() != cache->inv_freq) {
       // The schedule changed: every cached key and value is stale. Re-run the whole prefix.
       const torch::Tensor all_tokens = torch::cat({cache->tokens, tokens}, 1);

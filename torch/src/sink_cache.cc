@@ -29,6 +29,9 @@ void SinkCache::evict(const RopeSpec& rope) {
   const std::int64_t T = cache_.length(), s = options_.sinks, keep = s + options_.window;
   if (T <= keep) return;
   const std::int64_t gap = T - keep;
+  if (options_.rerotate && cache_.xpos_keys)
+    throw Error("SinkCache: keys cached with xPos's scales cannot be re-rotated to other slots (each key's scale is its "
+                "position's, rope_shift moves only the angle); use rerotate = false, which keeps every key at its position");
   for (std::size_t layer = 0; layer < cache_.k.size(); ++layer) {
     torch::Tensor& k = cache_.k[layer];
     if (!k.defined()) continue;

@@ -41,8 +41,11 @@ struct KVCache {
   // Added to the position of every token of the next forward: a sink cache that does not
   // re-rotate (sink_cache.h) keeps each new token at its place in the stream after evictions.
   std::int64_t position_offset = 0;
+  // Keys cached rotated with xPos's scales (hf_stale_keys and the xpos scheme): a key's scale is
+  // its position's, so a sink cache cannot move it to another slot by re-rotating (sink_cache.h).
+  bool xpos_keys = false;
   std::int64_t length() const { return mask.defined() ? mask.size(1) : 0; }
-  void clear() { *this = KVCache{{}, {}, {}, {}, {}, rebuilds, hf_stale_keys, {}}; }
+  void clear() { *this = KVCache{{}, {}, {}, {}, {}, rebuilds, hf_stale_keys, {}, 0, false}; }
 };
 
 // Transformer-XL memory: per layer, the last xl_mem_len inputs it saw, [B, M, d_model], detached.
