@@ -1,5 +1,7 @@
 #include "lab_options.h"
 
+#include <filesystem>
+
 #include "options.h"
 #include "posenc_lab/corpus.h"
 #include "posenc_lab/file_io.h"
@@ -95,7 +97,9 @@ bool launched_local_ranks(lab::LaunchConfig* launch, int batch, const std::strin
   *launch = lab::resolve_launch(*launch);
   lab::check_batch_split(*launch, batch);  // before --nproc starts a single rank
   if (!lab::starts_local_ranks(*launch)) return false;
-  if (!out_dir.empty()) lab::make_out_dir(out_dir);
+  // An --out that exists and is no directory: make_out_dir's error, and nothing made (the ranks
+  // make a new one, after checking everything else).
+  if (!out_dir.empty() && std::filesystem::exists(out_dir) && !std::filesystem::is_directory(out_dir)) lab::make_out_dir(out_dir);
   lab::run_local_ranks(*launch);
   return true;
 }

@@ -145,6 +145,46 @@ TEST(AttentionRopeVariants, BackwardIsTheRotationsTransposeOfThePlainBackward) {
   }
 }
 
+// Positions past what a call builds a table for (2 (S + T) + 4096) take the rows' own cos/sin
+// (Plan::rotate without a table), forward and backward; bf16 q, k and v take the bf16 kernel
+// (the CPU's bf16 dot products where it has them) with the same scales, within bf16's rounding.
+TEST(AttentionRopeVariants, FarPositionsAndBf16InputsTakeTheSameScales) {
+  std::mt19937 rng(29);
+  const int B = 1, S = 40, T = 60, Hq = 4, Hk = 2, D = 16;
+  RotaryVariant setup(kVariants[3], RopeLayout::kHalfSplit);
+  setup.rope.xpos.center = 1000000;  // near the positions: validate_xpos bounds |m - c|
+  AttentionParams p = with_rope(setup.rope, true, -1);
+  p.q_positions = PositionIds::implicit(1000000 + T - S);
+  p.k_positions = PositionIds::implicit(1000000);
+  AttentionParams plain = p;
+  plain.positions = AttentionPositions::kNone;
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype == DType::kF32 ? "f32" : "bf16");
+    const Tensor4 q = make(dtype, B, S, Hq, D, false, &rng), k = make(dtype, B, T, Hk, D, false, &rng),
+                  v = make(dtype, B, T, Hk, D, false, &rng);
+    const Tensor4 qr = rotated_copy(q, setup.rope, p.q_positions, false, Hq / Hk);
+    const Tensor4 kr = rotated_copy(k, setup.rope, p.k_positions, true, Hq / Hk);
+    Tensor4 expected = make(DType::kF32, B, S, Hq, D, false, nullptr);
+    attention_reference(qr.view, kr.view, v.view, expected.view, plain);
+    on_every_target([&] {
+      Tensor4 fused = make(DType::kF32, B, S, Hq, D, false, nullptr);
+      attention(q.view, k.view, v.view, fused.view, p, {});
+      EXPECT_LT(max_diff(expected, fused), dtype == DType::kF32 ? 2e-5 : 3e-2);
+    });
+  }
+  Problem pr(B, S, T, Hq, Hk, D, rng);
+  AttentionOptions with_lse;
+  with_lse.lse = pr.lse.data();
+  attention(pr.q.view, pr.k.view, pr.v.view, pr.out.view, p, with_lse);
+  const Tensor4 qr = rotated_copy(pr.q, setup.rope, p.q_positions, false, Hq / Hk);
+  const Tensor4 kr = rotated_copy(pr.k, setup.rope, p.k_positions, true, Hq / Hk);
+  Gradients rotated(pr, 0), fused(pr, 0);
+  attention_backward_reference({qr.view, kr.view, pr.v.view, pr.out.view, pr.dout.view, pr.lse.data()}, rotated.view(false), plain);
+  attention_backward(pr.inputs(), fused.view(false), p, {2});
+  EXPECT_LT(relative_error(fused.dq.view, rotated_copy(rotated.dq, setup.rope, p.q_positions, false, Hq / Hk, -1).view), 2e-5);
+  EXPECT_LT(relative_error(fused.dk.view, rotated_copy(rotated.dk, setup.rope, p.k_positions, true, Hq / Hk, -1).view), 2e-5);
+}
+
 TEST(AttentionRopeVariants, XPosScoresDependOnTheDistanceOnly) {
   // Shifting every query and key position by the same amount leaves xPos's scores (so the
   // output) unchanged, though each of q's and k's scales changes.

@@ -108,7 +108,7 @@ GgufRope gguf_rope(const GgufFile& f) {
   if (!n_rot)
     throw Error("GGUF: no rotary dimension: " + r.arch + ".rope.dimension_count, " + r.arch + ".attention.key_length and " +
                 r.arch + ".embedding_length / attention.head_count (head_count > 0) are each missing" +
-                (n_head && *n_head <= 0 ? " (head_count is " + format_number(*n_head) + ")" : ""));
+                (n_head && *n_head == 0 ? " (head_count is 0)" : ""));
   if (*n_rot < 2 || *n_rot > 65536 || std::fmod(*n_rot, 2) != 0)
     throw Error("GGUF: n_rot (" + n_rot_from + ") must be even, in [2, 65536], got " + format_number(*n_rot));
   r.n_rot = static_cast<int>(*n_rot);

@@ -188,8 +188,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         raise ValueError("give one of rope, alibi, t5 and bias")
     if remap is not None and rope is None:
         raise ValueError("remap changes RoPE's distances: it needs rope=")
-    if xpos is not None and (rope is None or remap is not None or not isinstance(xpos, XPosScale)):
-        raise ValueError("xpos is a posenc.XPosScale on RoPE (rope=, no remap): q takes its query scale, k its key "
+    if xpos is not None and (rope is None or remap is not None or not isinstance(xpos, XPosScale) or xpos.first != "query"):
+        raise ValueError("xpos is a posenc.XPosScale(first='query') on RoPE (rope=, no remap): q takes its query scale, k its key "
                          f"scale; got xpos={xpos!r} with rope={rope!r}, remap={remap!r}")
     _check_scale("posenc.attention", scale)
     kv_offset = _count("kv_offset", kv_offset, 0, 2**31 - 1)

@@ -189,9 +189,11 @@ def test_attention_with_xpos_is_rotating_first_then_attending(backend):
 def test_attention_refuses_xpos_without_rope_or_with_a_remap():
     q = torch.randn(1, 4, 2, 16)
     xpos = posenc.XPosScale(scale_base=64.0, center=0.0)
-    with pytest.raises(ValueError, match="xpos is a posenc.XPosScale on RoPE"):
+    with pytest.raises(ValueError, match="xpos is a posenc.XPosScale.* on RoPE"):
         posenc.attention(q, q, q, xpos=xpos)
-    with pytest.raises(ValueError, match="xpos is a posenc.XPosScale on RoPE"):
+    with pytest.raises(ValueError, match="xpos is a posenc.XPosScale.* on RoPE"):
         posenc.attention(q, q, q, rope=posenc.schedule(head_dim=16), xpos=xpos, remap=posenc.ReRoPE(window=2))
     with pytest.raises(ValueError, match="xpos is a posenc.XPosScale"):
         posenc.attention(q, q, q, rope=posenc.schedule(head_dim=16), xpos=512)
+    with pytest.raises(ValueError, match="first='query'"):  # the kernel gives q the query's scale: a key role is not read
+        posenc.attention(q, q, q, rope=posenc.schedule(head_dim=16), xpos=posenc.XPosScale(64.0, 0.0, first="key"))

@@ -20,7 +20,10 @@
 //   kRope   q and k rotated (any RopeApplyParams: layout, partial, M-RoPE, any schedule) as
 //           they are loaded; q and k themselves are not modified. cos/sin are read by position
 //           id from a RopeTable (rope_kernels.h: the table the RoPE kernels share), so rows equal
-//           rope_apply_reference's bit for bit
+//           rope_apply_reference's bit for bit. xPos: q takes the query's scale and k the key's
+//           (xpos.first is not read). channel_offset as rope_rotate's. rotated_heads n: query heads
+//           h < n and the kv heads they read, h < n / group (n a multiple of the group; n >= Hq:
+//           every head), which with GQA is rope_rotate(k) at n / group, not at n
 //   kAlibi  + -slope_h * (qpos - kpos)  (causal), -slope_h * |qpos - kpos| (symmetric)
 //   kT5     + table[bucket(kpos - qpos)][h]   (t5_bias.h; added after the scale, as T5 adds
 //           its bias to raw q.k: pass scale 1 for T5 models)

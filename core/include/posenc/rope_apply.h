@@ -131,7 +131,8 @@ struct RopeApplyParams {
   int channel_offset = 0;
   // RoPE on a subset of heads (x-transformers' rotate_num_heads): the first rotated_heads heads of
   // each tensor rotate (all of a tensor that has fewer), the rest get no positions. 0: every head.
-  // With GQA the caller picks counts whose query heads read exactly the rotated key heads.
+  // With GQA the caller picks counts whose query heads read exactly the rotated key heads
+  // (fused attention takes n for q and n / group for k: attention.h).
   int rotated_heads = 0;
 };
 
