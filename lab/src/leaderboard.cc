@@ -93,7 +93,8 @@ void observe_sort(const std::vector<SortRow>& rows, const SortConfig& c, const s
 
 LeaderboardConfig LeaderboardConfig::quick() {
   LeaderboardConfig c;
-  c.schemes = {"nope", "sinusoidal", "rope", "alibi", "kerple", "fox"};
+  // Every claim the board checks has its rows (FIRE's and xPos's too), passkey aside.
+  c.schemes = {"nope", "sinusoidal", "rope", "alibi", "kerple", "fox", "fire", "xpos"};
   c.seeds = {0, 1};
   c.out_dir = "out/lab-leaderboard-quick";
   // Language modelling: 2 layers x 64 wide (passkey's size), 400 steps at 64 characters, scored
