@@ -106,7 +106,12 @@ TEST(LabCli, NamesListsAndValuesTheLastRerunFound) {
   EXPECT_FALSE(std::filesystem::exists(dir)) << "rejected before anything was trained or written";
   const std::string file = temp_path("_file");
   { std::ofstream(file) << "x"; }
-  expect_error("lab sort --schemes nope --nproc 2 --out " + file, "--out: cannot use '" + file + "' as the output directory");
+  // Refused by the launcher, before any rank starts: unchecked, rank 0 failed on it and rank 1 waited
+  // out --dist-timeout for rank 0's heartbeat, then each rank's error followed.
+  const CliRun ranks = run("lab extrapolate --schemes nope --steps 2 --nproc 2 --dist-timeout 3 --out " + file);
+  EXPECT_EQ(ranks.code, 2) << ranks.err;
+  EXPECT_NE(ranks.err.find("--out: cannot use '" + file + "' as the output directory"), std::string::npos) << ranks.err;
+  EXPECT_EQ(ranks.err.find("rank"), std::string::npos) << "no rank started: " << ranks.err;
   std::filesystem::remove(file);
 }
 
