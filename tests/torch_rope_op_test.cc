@@ -117,7 +117,6 @@ TEST(TorchRopeOp, RefusesWhatTheKernelsCannotTake) {
     }
   };
   refused(x.to(torch::kFloat64), a, "float64 takes the formula");
-  refused(x.to(torch::kMeta), a, "posenc::rope");  // no kernel for the Meta backend: the dispatcher names the op
   RopeOpArgs axial = a;
   axial.positions = torch::zeros({3, 1, 3}, torch::kInt64);
   refused(x, axial, "need axis_of_freq");

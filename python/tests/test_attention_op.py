@@ -183,3 +183,16 @@ def test_a_size_over_2_31_is_refused_by_name_before_anything_is_allocated():
         torch.ops.posenc.attention(huge, k, v)
     with pytest.raises(ValueError, match=r"dimension 2 is 4294967298"):
         posenc.attention(huge, k, v, heads_dim=1)
+
+
+def test_the_operators_run_their_torch_native_path_for_tensors_off_the_cpu():
+    # Meta tensors stand in for a GPU's: a device other than the CPU and no memory, so a kernel
+    # or a host read would raise. The operators' Autograd kernels take their torch-native path
+    # (attention_op.h attention_native, rope_op.h rope_native): torch's own operations and autograd
+    # on the tensors' device. Its values are the kernels' (C++ tests: TorchNativePath.*).
+    q, k, v = (t.to("meta") for t in qkv())
+    out, lse = torch.ops.posenc.attention(q, k, v, positions="rope", inv_freq=S.inv_freq.float(), window=3)
+    assert out.device.type == "meta" and out.shape == q.shape and lse.shape == q.shape[:3]
+    x = torch.empty(1, 2, 6, 16, device="meta", requires_grad=True)
+    y = torch.ops.posenc.rope(x, None, S.inv_freq.float(), [], 1.0, "half_split", 0, 1)
+    assert y.device.type == "meta" and y.shape == x.shape and y.requires_grad

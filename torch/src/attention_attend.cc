@@ -37,8 +37,9 @@ torch::Tensor AttentionImpl::attend(const torch::Tensor& q_all, const torch::Ten
   // it: pad keys are masked for every query and pad tokens are not scored.
   torch::Tensor blocked = ctx.key_mask.narrow(1, 0, T).logical_not().view({B, 1, 1, T});
   if (config_.causal) {
-    const torch::Tensor qi = torch::arange(rows, torch::kInt64).view({rows, 1}) + (ctx.past + q0);
-    const torch::Tensor kj = torch::arange(T, torch::kInt64).view({1, T});
+    const auto on = q.options().dtype(torch::kInt64);  // q's device
+    const torch::Tensor qi = torch::arange(rows, on).view({rows, 1}) + (ctx.past + q0);
+    const torch::Tensor kj = torch::arange(T, on).view({1, T});
     blocked = blocked.logical_or((kj > qi).view({1, 1, rows, T}));
   }
   if (ctx.bias.defined()) scores = scores + ctx.bias.narrow(2, q0, rows).narrow(3, 0, T);

@@ -28,6 +28,14 @@ const c10::OperatorHandle& attention_handle() {
   return op;
 }
 
+// posenc::attention through the dispatcher: the Autograd kernel, then the CPU kernel.
+std::pair<at::Tensor, at::Tensor> dispatched(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionOpArgs& args) {
+  torch::jit::Stack stack{q, k, v};
+  push_fields(args, stack);
+  attention_handle().callBoxed(stack);
+  return {stack[0].toTensor(), stack[1].toTensor()};
+}
+
 // x with a contiguous last dimension, as the kernels' views need (a copy only when it is not).
 at::Tensor rows(const at::Tensor& x) { return x.stride(3) == 1 ? x : x.contiguous(); }
 
@@ -123,7 +131,7 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     at::Tensor out, lse;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
-      std::tie(out, lse) = attention_op(q, k, v, a);
+      std::tie(out, lse) = dispatched(q, k, v, a);
     }
     ctx->mark_non_differentiable({lse});
     ctx->save_for_backward({q, k, v, out, lse, or_undefined(a.bias), or_undefined(a.q_positions),
@@ -163,9 +171,17 @@ void attention_cpu(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   stack->emplace_back(std::move(lse));
 }
 
+bool off_cpu(const at::Tensor& x) { return x.defined() && !x.is_cpu(); }
+
 void attention_autograd(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   AttentionOpArgs a = pop_fields(*stack);
   const at::Tensor v = pop_tensor(*stack), k = pop_tensor(*stack), q = pop_tensor(*stack);
+  if (off_cpu(q) || off_cpu(k) || off_cpu(v)) {  // torch.ops.posenc.attention on a GPU: torch's own autograd
+    auto [out, lse] = attention_native(q, k, v, a);
+    stack->emplace_back(std::move(out));
+    stack->emplace_back(std::move(lse));
+    return;
+  }
   const bool bias_grad = a.bias && a.bias->requires_grad();
   if (at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad() || bias_grad))
     a.bf16_dot_products = false;  // the backward recomputes the scores in f32: the lse must match them
@@ -179,10 +195,8 @@ void attention_autograd(const c10::OperatorHandle&, torch::jit::Stack* stack) {
 
 std::pair<at::Tensor, at::Tensor> attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                const AttentionOpArgs& args) {
-  torch::jit::Stack stack{q, k, v};
-  push_fields(args, stack);
-  attention_handle().callBoxed(stack);
-  return {stack[0].toTensor(), stack[1].toTensor()};
+  if (off_cpu(q) || off_cpu(k) || off_cpu(v)) return attention_native(q, k, v, args);
+  return dispatched(q, k, v, args);
 }
 
 void register_attention_ops(const OpLibraries& libraries) {

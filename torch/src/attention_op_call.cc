@@ -32,8 +32,8 @@ double float_value(const char* name, double v, double lo) {
   return v;
 }
 
+// The device is the caller's to check: the CPU kernel's views (kernel_view.h) or the torch-native path.
 void check_qkv(const at::Tensor& x, const char* name) {
-  require_cpu(x, (std::string("posenc::attention: ") + name).c_str());
   if (x.dim() != 4) throw refused(std::string(name) + " must be 4-D [B, H, tokens, D], got " + sizes(x));
   const auto t = x.scalar_type();
   if (t != at::kFloat && t != at::kBFloat16 && t != at::kHalf)

@@ -15,8 +15,8 @@
 namespace posenc::torch_layer {
 
 // The sizes of a call, read from q [B, Hq, S, D] and k [B, Hk, T, D] (checked: 4-D, each
-// float32/bfloat16/float16, every size below 2^31, the shapes validate_attention requires, on
-// the CPU).
+// float32/bfloat16/float16, every size below 2^31, the shapes validate_attention requires; the
+// device is not checked here: the CPU kernel's views require the CPU, attention_native any device).
 struct AttentionShape {
   std::int64_t batch = 0, heads = 0, q_tokens = 0, kv_heads = 0, k_tokens = 0, head_dim = 0;
   bool empty() const { return batch * heads * q_tokens * k_tokens == 0; }

@@ -28,7 +28,7 @@ torch::Tensor KerpleBiasImpl::r2() const { return kind_ == KerpleKind::kPower ? 
 
 torch::Tensor KerpleBiasImpl::table(std::int64_t length) const {
   if (length < 1) throw Error("KerpleBias: table length " + std::to_string(length) + " must be >= 1");
-  const torch::Tensor d = torch::arange(length, torch::kFloat64).view({1, length});
+  const torch::Tensor d = torch::arange(length, raw_r1.options()).view({1, length});  // float64, on the parameters' device
   const torch::Tensor a = r1().view({-1, 1}), b = r2().view({-1, 1});
   if (kind_ == KerpleKind::kLog) return (-a * torch::log1p(b * d)).to(torch::kFloat32);
   // |Delta|^r2 through exp(r2 log d) at d >= 1 and 0 at d = 0: the gradient in r2 stays finite
@@ -133,7 +133,7 @@ torch::Tensor distance_bias_scores(const torch::Tensor& table, const torch::Tens
     throw Error("distance bias: positions " + std::to_string(longest) + " apart, but the table covers distances 0 .. " +
                 std::to_string(length - 1));
   const torch::Tensor column = side == DistanceSide::kSigned ? delta + (length - 1) : delta.abs();
-  return table.index({torch::indexing::Slice(), column}).permute({1, 0, 2, 3});  // [H, B, Sq, Sk] -> [B, H, Sq, Sk]
+  return table.to(column.device()).index({torch::indexing::Slice(), column}).permute({1, 0, 2, 3});  // [H, B, Sq, Sk] -> [B, H, Sq, Sk]
 }
 
 torch::Tensor gate_bias_scores(const torch::Tensor& c_q, const torch::Tensor& c_k) { return c_q.unsqueeze(-1) - c_k.unsqueeze(-2); }

@@ -20,8 +20,9 @@ void check_float(const torch::Tensor& x, const char* name) {
 
 // Ids over positions_view's tensor; [1, tokens] is read as every batch row's. Rows that happen to
 // be equal need no flag: RoPE reads its table by position, the biases compute from positions.
+// Positions on another device (a GPU's) are not pointed at: the operator reads the tensors.
 PositionIds ids_of(const torch::Tensor& pos) {
-  if (!pos.defined()) return PositionIds::implicit();
+  if (!pos.defined() || !pos.is_cpu()) return PositionIds::implicit();
   PositionIds ids = PositionIds::explicit_ids(pos.data_ptr<std::int64_t>());
   ids.shared_across_batch = pos.size(0) == 1;
   return ids;
@@ -90,15 +91,16 @@ AttentionSpec::AttentionSpec(const AttentionParams& params, Data data) : data_(s
   const AttentionPositions positions = params_.positions;
   if (positions != AttentionPositions::kNone && (!data_.q_positions.defined() || !data_.k_positions.defined()))
     throw Error(std::string("fused_attention: positions '") + to_string(positions) + "' need q_positions and k_positions");
-  if (data_.q_positions.defined()) data_.q_positions = positions_view(data_.q_positions, "fused_attention: q_positions");
-  if (data_.k_positions.defined()) data_.k_positions = positions_view(data_.k_positions, "fused_attention: k_positions");
-  if (data_.key_padding.defined()) {
-    require_cpu(data_.key_padding, "fused_attention: key_padding");
-    data_.key_padding = data_.key_padding.ne(0).to(torch::kUInt8).contiguous();
-  }
+  // On the CPU as the kernels read them (positions_view); on another device as they are, for the
+  // operator's torch-native path.
+  const auto ids = [](const torch::Tensor& x, const char* what) { return x.is_cpu() ? positions_view(x, what) : x.to(torch::kLong); };
+  if (data_.q_positions.defined()) data_.q_positions = ids(data_.q_positions, "fused_attention: q_positions");
+  if (data_.k_positions.defined()) data_.k_positions = ids(data_.k_positions, "fused_attention: k_positions");
+  if (data_.key_padding.defined()) data_.key_padding = data_.key_padding.ne(0).to(torch::kUInt8).contiguous();
   if (positions == AttentionPositions::kRope && !data_.rope.table())
     throw Error("fused_attention: positions 'rope' need a RopeSpec with frequencies");
-  params_.mask.key_padding = data_.key_padding.defined() ? data_.key_padding.data_ptr<std::uint8_t>() : nullptr;
+  const bool padding_on_cpu = data_.key_padding.defined() && data_.key_padding.is_cpu();
+  params_.mask.key_padding = padding_on_cpu ? data_.key_padding.data_ptr<std::uint8_t>() : nullptr;
   params_.q_positions = ids_of(data_.q_positions);
   params_.k_positions = ids_of(data_.k_positions);
   params_.rope = data_.rope.params();
@@ -110,11 +112,6 @@ AttentionSpec::AttentionSpec(const AttentionParams& params, Data data) : data_(s
 
 torch::Tensor fused_attention(const FusedAttentionTensors& t, std::shared_ptr<const AttentionSpec> spec) {
   if (!spec) throw Error("fused_attention: needs an AttentionSpec");
-  for (const auto& [x, name] : {std::pair{&t.q, "fused_attention: q"}, std::pair{&t.k, "fused_attention: k"},
-                                std::pair{&t.v, "fused_attention: v"}, std::pair{&t.t5_table, "fused_attention: t5_table"},
-                                std::pair{&t.distance_table, "fused_attention: distance_table"},
-                                std::pair{&t.gate_cumulative, "fused_attention: gate_cumulative"}})
-    if (x->defined()) require_cpu(*x, name);
   check_float(t.q, "q");
   check_float(t.k, "k");
   check_float(t.v, "v");

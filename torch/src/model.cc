@@ -203,7 +203,7 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   TORCH_CHECK(tokens.dim() == 2, "tokens must be [B, S]");
   const std::int64_t B = tokens.size(0), S = tokens.size(1);
   const torch::Tensor new_mask = attention_mask.defined() ? attention_mask.to(torch::kBool)
-                                                          : torch::ones({B, S}, torch::kBool);
+                                                          : torch::ones({B, S}, tokens.options().dtype(torch::kBool));
   ForwardContext ctx;
   ctx.query_rows = attention_query_rows;
   ctx.past = cache ? cache->length() : 0;
@@ -338,8 +338,8 @@ torch::Tensor TransformerLMImpl::forward_segment(const torch::Tensor& tokens, XL
   ForwardContext ctx;
   ctx.query_rows = attention_query_rows;
   ctx.past = M;
-  ctx.key_mask = torch::ones({B, M + S}, torch::kBool);
-  ctx.k_positions = torch::arange(M + S, torch::kInt64).expand({B, M + S}).contiguous();
+  ctx.key_mask = torch::ones({B, M + S}, tokens.options().dtype(torch::kBool));
+  ctx.k_positions = torch::arange(M + S, tokens.options().dtype(torch::kInt64)).expand({B, M + S}).contiguous();
   ctx.q_positions = ctx.k_positions.narrow(1, M, S).contiguous();
   torch::Tensor x = embed->forward(tokens);
   if (config_.embed_scale) x = x * std::sqrt(static_cast<double>(config_.d_model));

@@ -24,7 +24,7 @@ torch::Tensor map_range(const torch::Tensor& rel, F&& f) {
   const std::int64_t lo = rel.min().item<std::int64_t>(), hi = rel.max().item<std::int64_t>();
   std::vector<std::int64_t> lut(static_cast<std::size_t>(hi - lo + 1));
   for (std::int64_t r = lo; r <= hi; ++r) lut[static_cast<std::size_t>(r - lo)] = f(r);
-  return torch::tensor(lut, torch::kInt64).index({rel - lo});
+  return torch::tensor(lut, torch::kInt64).to(rel.device()).index({rel - lo});
 }
 
 }  // namespace
@@ -35,6 +35,9 @@ SinusoidalPositionalEncodingImpl::SinusoidalPositionalEncodingImpl(int dim, Sinu
 }
 
 torch::Tensor SinusoidalPositionalEncodingImpl::forward(const torch::Tensor& positions) {
+  // The core's table is computed on the host: positions on another device (a GPU's) are copied
+  // here and the table goes back to their device.
+  if (positions.defined() && !positions.is_cpu()) return forward(positions.cpu()).to(positions.device());
   const torch::Tensor pos = positions_view(positions, "SinusoidalPositionalEncoding: positions");
   const std::int64_t* p = pos.data_ptr<std::int64_t>();
   const std::vector<float> table = sinusoidal_table(params_, std::vector<std::int64_t>(p, p + pos.numel()));
@@ -119,7 +122,7 @@ torch::Tensor XLRelativePositionImpl::position_scores(const torch::Tensor& q, co
   std::vector<float> rows(static_cast<std::size_t>(hi - lo + 1) * d_model_);
   for (std::int64_t d = lo; d <= hi; ++d)
     sinusoidal_row(sp, static_cast<double>(d), rows.data() + static_cast<std::size_t>(d - lo) * d_model_);
-  const torch::Tensor r_rows = torch::from_blob(rows.data(), {hi - lo + 1, d_model_}).clone();
+  const torch::Tensor r_rows = torch::from_blob(rows.data(), {hi - lo + 1, d_model_}).to(q.device());  // a copy
   const torch::Tensor r_head = r_net->forward(r_rows).view({hi - lo + 1, num_heads_, head_dim_});  // [D, H, Dh]
   const torch::Tensor bd_raw = torch::einsum("bhid,mhd->bhim", {q + v.view({1, num_heads_, 1, head_dim_}), r_head});
   const torch::Tensor index = (dist - lo).unsqueeze(1).expand({-1, num_heads_, -1, -1});  // [B, H, Sq, Sk]

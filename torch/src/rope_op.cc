@@ -238,12 +238,14 @@ at::Tensor rope_autograd(const at::Tensor& x, const c10::optional<at::Tensor>& p
                          c10::IntArrayRef axes, double attention_factor, c10::string_view layout, std::int64_t offset,
                          std::int64_t direction, double xpos_scale_base, double xpos_gamma, double xpos_center,
                          c10::string_view xpos_role) {
-  refuse_learned_frequencies(inv_freq);
-  RopeOpArgs a = args_of(positions, inv_freq.detach(), axes, attention_factor, layout, offset, direction);
+  RopeOpArgs a = args_of(positions, inv_freq, axes, attention_factor, layout, offset, direction);
   a.xpos_scale_base = xpos_scale_base;
   a.xpos_gamma = xpos_gamma;
   a.xpos_center = xpos_center;
   a.xpos_role = std::string(xpos_role);
+  if (x.defined() && !x.is_cpu()) return rope_native(x, a);  // torch.ops.posenc.rope on a GPU: torch's own autograd
+  refuse_learned_frequencies(inv_freq);
+  a.inv_freq = inv_freq.detach();
   return RopeOpFunction::apply(x, a);
 }
 
@@ -251,6 +253,8 @@ std::tuple<at::Tensor, at::Tensor> rope_qk_autograd(const at::Tensor& q, const a
                                                     const c10::optional<at::Tensor>& positions, const at::Tensor& inv_freq,
                                                     c10::IntArrayRef axes, double attention_factor, c10::string_view layout,
                                                     std::int64_t offset, std::int64_t direction) {
+  if ((q.defined() && !q.is_cpu()) || (k.defined() && !k.is_cpu()))  // on a GPU: torch's own autograd
+    return rope_qk_op(q, k, args_of(positions, inv_freq, axes, attention_factor, layout, offset, direction));
   refuse_learned_frequencies(inv_freq);
   const variable_list out =
       RopeQKOpFunction::apply(q, k, args_of(positions, inv_freq.detach(), axes, attention_factor, layout, offset, direction));
@@ -260,12 +264,18 @@ std::tuple<at::Tensor, at::Tensor> rope_qk_autograd(const at::Tensor& q, const a
 }  // namespace
 
 at::Tensor rope_op(const at::Tensor& x, const RopeOpArgs& a) {
+  if (x.defined() && !x.is_cpu()) return rope_native(x, a);
   static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("posenc::rope", "").typed<decltype(rope_cpu)>();
   return op.call(x, a.positions, a.inv_freq, a.axis_of_freq, a.attention_factor, a.layout, a.offset, a.direction,
                  a.xpos_scale_base, a.xpos_gamma, a.xpos_center, a.xpos_role);
 }
 
 std::pair<at::Tensor, at::Tensor> rope_qk_op(const at::Tensor& q, const at::Tensor& k, const RopeOpArgs& a) {
+  if ((q.defined() && !q.is_cpu()) || (k.defined() && !k.is_cpu())) {
+    RopeOpArgs plain = a;  // as the kernel: posenc::rope_qk's schema has no xPos
+    plain.xpos_scale_base = 0;
+    return {rope_native(q, plain), rope_native(k, plain)};
+  }
   static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("posenc::rope_qk", "").typed<decltype(rope_qk_cpu)>();
   auto [qo, ko] = op.call(q, k, a.positions, a.inv_freq, a.axis_of_freq, a.attention_factor, a.layout, a.offset, a.direction);
   return {qo, ko};

@@ -5,7 +5,8 @@
 //   posenc::attention(Tensor q, Tensor k, Tensor v, *, <every field of AttentionOpArgs, by name,
 //                     with the defaults below>) -> (Tensor out, Tensor lse)
 //
-//   q     [B, Hq, S, D]  each float32, bfloat16 or float16 on the CPU, any strides (a copy when
+//   q     [B, Hq, S, D]  each float32, bfloat16 or float16 on the CPU (attention_op() below
+//                        takes other devices through attention_native), any strides (a copy when
 //   k, v  [B, Hk, T, D]  the last dimension is not contiguous; a [B, S, H, D] tensor passes as its
 //                        transpose(1, 2)); Hq a multiple of Hk (GQA); every size below 2^31
 //   out   [B, Hq, S, D]  q's dtype, in q's memory order ([B, S, H, D] storage when q's heads are
@@ -84,8 +85,19 @@ std::size_t attention_op_cached_rope_tables();
 void attention_op_clear_rope_tables();
 
 // Through the dispatcher (autograd included): what torch.ops.posenc.attention runs. Returns
-// (out, lse) as above.
+// (out, lse) as above. When q, k or v is not on the CPU (a GPU's): attention_native instead.
 std::pair<at::Tensor, at::Tensor> attention_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                const AttentionOpArgs& args);
+
+// The torch-native path (attention_native.cc): the same attention in torch operations on q's
+// device, differentiable by autograd to any order (in q, k, v, the bias input and a learned
+// inv_freq), built from the same values as the kernel (rope_native's angles, the core's T5
+// buckets, the caller's tables). q, k and v on one device, float32, bfloat16 or float16; the
+// arguments are checked by the kernel's own checks, on CPU copies of the positions, padding,
+// inv_freq and bias tensors (a GPU caller pays their copy). It materialises the [B, Hq, S, T]
+// scores in float32 (the kernel's math; the kernel never forms them); out [B, Hq, S, D] in q's
+// dtype, lse [B, Hq, S] float32 without a gradient; a row that sees no key gets zeros and -inf.
+std::pair<at::Tensor, at::Tensor> attention_native(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                   const AttentionOpArgs& args);
 
 }  // namespace posenc::torch_layer

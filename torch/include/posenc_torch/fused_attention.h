@@ -10,7 +10,8 @@
 //
 // Gradients reach q, k, v and the bias input: T5's table, a distance table or FoX's c. Saved for backward: q, k, v, out
 // and lse ([B, Hq, S] floats) and the positions and padding tensors: O(B x S x D), never O(S x T).
-// Every tensor must be on the CPU (kernel_view.h: an Error naming the device otherwise).
+// Tensors on another device (a GPU's) take the operator's torch-native path (attention_op.h:
+// attention_native, the same attention in torch operations, autograd's backward).
 #pragma once
 
 #include <torch/torch.h>

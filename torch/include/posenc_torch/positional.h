@@ -16,7 +16,8 @@ namespace posenc::torch_layer {
 
 // Vaswani sinusoids for any positions: [B, S] int64 -> [B, S, dim] float32, the core's table
 // (sinusoidal.h: computed in double, no max_len). No parameters, no buffers. Positions are read
-// on the host: CPU only (kernel_view.h: an Error naming the device otherwise).
+// on the host: positions on another device (a GPU's) are copied to it, and the table returned on
+// their device.
 class SinusoidalPositionalEncodingImpl : public torch::nn::Module {
  public:
   explicit SinusoidalPositionalEncodingImpl(int dim, SinusoidalLayout layout = SinusoidalLayout::kInterleaved,

@@ -6,8 +6,9 @@
 // Forward rotates through the posenc::rope operator (rope_op.h: rope_rotate() for f32 / bf16 / f16
 // storage, one autograd with Python's); backward rotates the
 // gradient by the transpose (direction -1): nothing is saved but positions and frequencies.
-// double tensors (gradient checks) take the plain formula in double. Every tensor must be on the
-// CPU (kernel_view.h: an Error naming the device otherwise).
+// double tensors (gradient checks) take the plain formula in double. A tensor not on the CPU (a
+// GPU's) takes the same formula on its device (rope_native, rope_op.h: the same angles, autograd's
+// backward), so a model there trains with posenc's exact positions.
 #pragma once
 
 #include <torch/torch.h>

@@ -8,7 +8,8 @@
 //   posenc::rope_qk(Tensor q, Tensor k, Tensor? positions, Tensor inv_freq, int[] axis_of_freq,
 //                   float attention_factor, str layout, int offset, int direction) -> (Tensor, Tensor)
 //
-// x, q, k: [B, H, S, D] float32, bfloat16 or float16 on the CPU, any strides with a contiguous
+// x, q, k: [B, H, S, D] float32, bfloat16 or float16 on the CPU (rope_op() below takes other
+// devices through rope_native), any strides with a contiguous
 // last dimension (a [B, S, H, D] tensor passes as its transpose(1, 2) view). positions: None
 // (token t at offset + t), int32/int64 [S], [B, S] or [axes, B, S] (axes per frequency:
 // axis_of_freq). inv_freq: float32 [F], rotary dim 2F <= D. layout: half_split, interleaved or
@@ -45,8 +46,18 @@ struct RopeOpArgs {
   std::string xpos_role = "query";
 };
 
-// Through the dispatcher (autograd included): what torch.ops.posenc.rope / rope_qk run.
+// Through the dispatcher (autograd included): what torch.ops.posenc.rope / rope_qk run. A tensor
+// not on the CPU (a GPU's) takes rope_native instead: the same rotation on its device.
 at::Tensor rope_op(const at::Tensor& x, const RopeOpArgs& args);
 std::pair<at::Tensor, at::Tensor> rope_qk_op(const at::Tensor& q, const at::Tensor& k, const RopeOpArgs& args);
+
+// The torch-native path (rope_native.cc): the kernels' rotation in torch operations on x's
+// device, differentiable by autograd to any order and in inv_freq (learned frequencies). Angles
+// p * inv_freq in float64 (float32 on MPS, which has no float64), cos and sin times the attention
+// factor and xPos's scale of x's role (rounded to float32 as the kernels' XPosScales, except for
+// a float64 x), the rotation in float32 (float64 for a float64 x: the formula gradient checks
+// use), the result in x's dtype. x any floating dtype; positions as for the operator, or real numbers (a remap's far
+// positions), on any device (moved to x's); [1, S] rows serve every batch row.
+at::Tensor rope_native(const at::Tensor& x, const RopeOpArgs& args);
 
 }  // namespace posenc::torch_layer

@@ -1,0 +1,107 @@
+// posenc::rope's torch-native path (rope_op.h): the kernels' rotation in torch operations on x's
+// device, for tensors the kernels cannot read (a GPU) and for the float64 formula.
+#include <ATen/ATen.h>
+
+#include <string>
+
+#include "posenc/error.h"
+#include "posenc/names.h"
+#include "posenc/rope_apply.h"
+#include "posenc_torch/rope_op.h"
+
+namespace posenc::torch_layer {
+namespace {
+
+// Angles in float64, except where the device has none (Apple's MPS): float32 there.
+at::ScalarType angle_dtype(const at::Tensor& x) { return x.device().type() == c10::DeviceType::MPS ? at::kFloat : at::kDouble; }
+
+// Positions [P, S] (P = 1 or B) or [axes, P, S] as angle_dtype numbers on x's device, offset added.
+at::Tensor positions_of(const at::Tensor& x, const RopeOpArgs& a, at::ScalarType dtype) {
+  const std::int64_t B = x.size(0), S = x.size(2);
+  const auto on = x.options().dtype(dtype);
+  if (!a.positions || !a.positions->defined()) return (at::arange(S, on) + static_cast<double>(a.offset)).unsqueeze(0);
+  const at::Tensor& p = *a.positions;
+  if (at::isComplexType(p.scalar_type()) || p.scalar_type() == at::kBool)
+    throw Error(std::string("posenc::rope: positions must be integers or real numbers, got ") + c10::toString(p.scalar_type()));
+  const bool flat = p.dim() == 1 && p.size(0) == S, rows = p.dim() == 2 && (p.size(0) == B || p.size(0) == 1) && p.size(1) == S;
+  const bool axial = p.dim() == 3 && p.size(0) >= 1 && p.size(0) <= 3 && (p.size(1) == B || p.size(1) == 1) && p.size(2) == S;
+  if (!flat && !rows && !axial)
+    throw Error("posenc::rope: positions must be [S], [B, S] or [axes, B, S] with B = " + std::to_string(B) + ", S = " +
+                std::to_string(S) + ", got " + c10::str(p.sizes()));
+  if (axial && a.axis_of_freq.empty()) throw Error("posenc::rope: [axes, B, S] positions need axis_of_freq (M-RoPE, a vision tower)");
+  for (const std::int64_t axis : a.axis_of_freq)
+    if (axis < 0 || axis >= (axial ? p.size(0) : 1))
+      throw Error("posenc::rope: axis_of_freq entry " + std::to_string(axis) + " names no axis of positions " + c10::str(p.sizes()));
+  const at::Tensor moved = p.to(x.device()).to(dtype) + static_cast<double>(a.offset);
+  return flat ? moved.unsqueeze(0) : moved;
+}
+
+// xPos's scale of x's role (rope_xpos.h), [P, S, half]: zeta_i^(+-(m - c)/B) in angle_dtype,
+// rounded once to float32 (the kernels' XPosScales) unless x is float64 (the formula in double,
+// whose scores then depend on m - n to double rounding).
+at::Tensor xpos_scale(const RopeOpArgs& a, const at::Tensor& at_position, std::int64_t half, at::ScalarType work) {
+  if (a.xpos_role != "query" && a.xpos_role != "key") throw Error("posenc::rope: xpos_role must be query or key, got '" + a.xpos_role + "'");
+  const double role = a.xpos_role == "key" ? -1.0 : 1.0;
+  const auto on = at_position.options();
+  const at::Tensor zeta = (at::arange(half, on) / static_cast<double>(half) + a.xpos_gamma) / (1 + a.xpos_gamma);
+  const at::Tensor scale = ((at_position.unsqueeze(-1) - a.xpos_center) * (zeta.log() * (role / a.xpos_scale_base))).exp();
+  return work == at::kDouble ? scale : scale.to(at::kFloat);
+}
+
+}  // namespace
+
+at::Tensor rope_native(const at::Tensor& x, const RopeOpArgs& a) {
+  if (!x.defined() || x.dim() != 4) throw Error("posenc::rope: x must be 4-D [B, H, S, D]");
+  if (!at::isFloatingType(x.scalar_type())) throw Error(std::string("posenc::rope: x must be floating, got ") + c10::toString(x.scalar_type()));
+  if (!a.inv_freq.defined() || a.inv_freq.dim() != 1 || !at::isFloatingType(a.inv_freq.scalar_type()))
+    throw Error("posenc::rope: inv_freq must be a floating [F] tensor");
+  const std::int64_t half = a.inv_freq.size(0);
+  if (2 * half > x.size(3))
+    throw Error("posenc::rope: rotary dim 2F = " + std::to_string(2 * half) + " exceeds head_dim " + std::to_string(x.size(3)));
+  if (!a.axis_of_freq.empty() && static_cast<std::int64_t>(a.axis_of_freq.size()) != half)
+    throw Error("posenc::rope: axis_of_freq must be empty or one axis per frequency (" + std::to_string(half) + ")");
+  const auto layout = try_from_name<RopeLayout>(a.layout);
+  if (!layout) throw Error("posenc::rope: layout must be one of " + enum_names_joined<RopeLayout>() + ", got '" + a.layout + "'");
+  if (a.direction != 1 && a.direction != -1) throw Error("posenc::rope: direction must be 1 or -1, got " + std::to_string(a.direction));
+  const at::ScalarType angles_in = angle_dtype(x);
+  const at::ScalarType work = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;  // the kernels compute in float32
+  const at::Tensor pos = positions_of(x, a, angles_in);
+  const at::Tensor inv = a.inv_freq.to(x.device()).to(angles_in);  // keeps inv_freq's gradient (learned frequencies)
+  at::Tensor angles;  // [P, S, half]
+  if (pos.dim() == 3) {
+    const at::Tensor axes = at::tensor(a.axis_of_freq, x.options().dtype(at::kLong));
+    angles = pos.index_select(0, axes).permute({1, 2, 0}) * inv;
+  } else {
+    angles = pos.unsqueeze(-1) * inv;
+  }
+  at::Tensor c = (angles.cos() * a.attention_factor).to(work);
+  at::Tensor s = (angles.sin() * (a.attention_factor * static_cast<double>(a.direction))).to(work);
+  if (a.xpos_scale_base != 0) {  // xPos reads one position axis: the first
+    const at::Tensor scale = xpos_scale(a, pos.dim() == 3 ? pos.select(0, 0) : pos, half, work).to(work);
+    c = c * scale;
+    s = s * scale;
+  }
+  c = c.unsqueeze(1);  // [P, 1, S, half]: every head
+  s = s.unsqueeze(1);
+  const at::Tensor xw = x.to(work);
+  const at::Tensor rot = xw.narrow(-1, 0, 2 * half), pass = xw.narrow(-1, 2 * half, x.size(3) - 2 * half);
+  // Half-split reads and writes halves; interleaved pairs; DeepSeek-V3 reads pairs and writes
+  // halves, so its transpose reads halves and writes pairs.
+  const bool transposed_v3 = *layout == RopeLayout::kDeepSeekV3 && a.direction < 0;
+  const bool reads_halves = *layout == RopeLayout::kHalfSplit || transposed_v3;
+  const bool writes_pairs = *layout == RopeLayout::kInterleaved || transposed_v3;
+  at::Tensor first, second;
+  if (reads_halves) {
+    first = rot.narrow(-1, 0, half);
+    second = rot.narrow(-1, half, half);
+  } else {
+    const at::Tensor pairs = rot.unflatten(-1, {half, 2});
+    first = pairs.select(-1, 0);
+    second = pairs.select(-1, 1);
+  }
+  const at::Tensor out_first = first * c - second * s, out_second = second * c + first * s;
+  const at::Tensor out = writes_pairs ? at::stack({out_first, out_second}, -1).flatten(-2) : at::cat({out_first, out_second}, -1);
+  return at::cat({out, pass}, -1).to(x.scalar_type());
+}
+
+}  // namespace posenc::torch_layer
