@@ -12,7 +12,7 @@ from torch.utils.dlpack import to_dlpack
 from . import _posenc
 from .rope_blocks import _blocks, apply_blocks
 from . import torch_ops
-from .xpos_scale import XPosScale, _xpos_scales
+from .xpos_scale import XPosScale
 
 _LAYOUTS = ("half_split", "interleaved", "deepseek_v3")
 _BACKENDS = ("auto", "kernels", "torch")
@@ -186,45 +186,19 @@ def _rotate(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, 
 
 def _formula(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, offset: int, heads_dim: int,
              sign: float, xpos: Optional[Tuple[XPosScale, str]] = None) -> torch.Tensor:
-    """The torch-native rotation, on x's device, differentiable by autograd: angles p * inv_freq in
-    float64 (float32 on MPS, which has no float64), cos and sin times the attention factor (and
-    xPos's float32 scales of x's role, the kernels' own), the rotation in float32 (float64 for a
-    float64 x) as the kernels compute it, the result in x's dtype. sign -1 is the transpose (the
-    backward pass: the same scale, rotated back). positions may be real ([axes, B, S] of axial
+    """The torch-native rotation, on x's device, differentiable by autograd (and in a learned
+    inv_freq): torch.ops.posenc.rope_native, the C++ torch layer's own (rope_op.h rope_native), so
+    one formula serves C++ and Python. Angles p * inv_freq in float64 (float32 on MPS, which has no
+    float64), cos and sin times the attention factor (and xPos's scales of x's role: the kernels'
+    float32 bits at integer positions, in double for a float64 x), the rotation in float32 (float64
+    for a float64 x) as the kernels compute it, the result in x's dtype. sign -1 is the transpose
+    (the backward pass: the same scale, rotated back). positions may be real ([axes, B, S] of axial
     coordinates: posenc.nn.AxialRotaryEmbedding)."""
-    batch, tokens = x.shape[0], x.shape[1] if heads_dim == 2 else x.shape[2]
-    dev = x.device
-    angle_dtype = torch.float32 if dev.type == "mps" else torch.float64
-    work = torch.float64 if x.dtype == torch.float64 else torch.float32
-    half = s.inv_freq.numel()
-    inv = s.inv_freq.to(device=dev, dtype=angle_dtype)
-    if positions is None:
-        pos = (torch.arange(tokens, dtype=angle_dtype, device=dev) + offset).expand(batch, tokens)
-        ang = pos.unsqueeze(-1) * inv
-    elif positions.dim() == 3:
-        axes = torch.tensor(s.axis_of_freq, dtype=torch.int64, device=dev)
-        ang = (positions.to(angle_dtype) + offset).index_select(0, axes).permute(1, 2, 0) * inv
-    else:
-        pos = (positions.to(angle_dtype) + offset).expand(batch, tokens)
-        ang = pos.unsqueeze(-1) * inv
-    c = (ang.cos() * s.attention_factor).to(work)
-    sn = (ang.sin() * (s.attention_factor * sign)).to(work)  # [B, S, half]
-    if xpos is not None:
-        scale = _xpos_scales(xpos, positions, batch, tokens, offset, half).to(device=dev, dtype=work)
-        c, sn = c * scale, sn * scale
-    c, sn = (c.unsqueeze(2), sn.unsqueeze(2)) if heads_dim == 2 else (c.unsqueeze(1), sn.unsqueeze(1))
-    xw = x.to(work)
-    rot, rest = xw[..., : 2 * half], xw[..., 2 * half:]
-    if layout == "half_split" or (layout == "deepseek_v3" and sign < 0):
-        a, b = rot[..., :half], rot[..., half:]
-    else:
-        a, b = rot[..., 0::2], rot[..., 1::2]
-    oa, ob = a * c - b * sn, b * c + a * sn
-    if layout == "interleaved" or (layout == "deepseek_v3" and sign < 0):
-        out = torch.stack((oa, ob), dim=-1).flatten(-2)
-    else:
-        out = torch.cat((oa, ob), dim=-1)
-    return torch.cat((out, rest), dim=-1).to(x.dtype)
+    view = x.transpose(1, 2) if heads_dim == 2 else x  # [B, H, S, D]
+    out = torch_ops.ops().rope_native(view, positions, s.inv_freq, [int(a) for a in (s.axis_of_freq or [])],
+                                      float(s.attention_factor), layout, int(offset), -1 if sign < 0 else 1,
+                                      **(xpos[0].keywords(xpos[1]) if xpos is not None else _NO_XPOS))
+    return out.transpose(1, 2) if heads_dim == 2 else out
 
 
 def _kernel_rope(x: torch.Tensor, positions: Optional[torch.Tensor], s, layout: str, offset: int, heads_dim: int,

@@ -1,13 +1,9 @@
-"""xPos's scale (Sun et al. 2022) as apply_rope takes it: the parameters and the core's float32
-scales per position."""
+"""xPos's scale (Sun et al. 2022) as apply_rope takes it: the parameters (the scales themselves are
+the core's, in the kernels and in torch.ops.posenc.rope_native)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Tuple
-
-import torch
-
-from . import _posenc
+from typing import Any, Dict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,13 +22,3 @@ class XPosScale:
         return dict(xpos_scale_base=float(self.scale_base), xpos_gamma=float(self.gamma),
                     xpos_center=float(self.center), xpos_role=role)
 
-
-def _xpos_scales(xpos: Tuple[XPosScale, str], positions: Optional[torch.Tensor], batch: int, tokens: int, offset: int,
-                 half: int) -> torch.Tensor:
-    """[B, S, half] float32: the core's xPos scales (XPosScales, what the kernels multiply by) of
-    each token's position, computed once per distinct position on the CPU."""
-    x, role = xpos
-    pos = torch.arange(tokens, dtype=torch.int64) if positions is None else positions.to("cpu", torch.int64)
-    unique, inverse = torch.unique(pos + offset, return_inverse=True)
-    table = _posenc.xpos_scales(x.scale_base, x.gamma, x.center, role, unique.tolist(), half)
-    return torch.tensor(table, dtype=torch.float32).view(-1, half)[inverse].expand(batch, tokens, half)

@@ -45,29 +45,6 @@ void add_rotary_variants(py::module_& m) {
   m.def("validate_xpos", [](double scale_base, double gamma, double center, std::int64_t smallest, std::int64_t largest) {
     validate_xpos(xpos_params(scale_base, gamma, center), smallest, largest);
   });
-  // The float32 scales [positions][num_freqs] the kernels multiply cos and sin by (XPosScales::at):
-  // zeta_i^((m - c)/B) for role "query", zeta_i^(-(m - c)/B) for "key". The torch path (float64,
-  // a GPU) reads these, so it scales exactly as the kernels do.
-  m.def("xpos_scales", [](double scale_base, double gamma, double center, const std::string& role,
-                          const std::vector<std::int64_t>& positions, int num_freqs) {
-    if (role != "query" && role != "key") throw Error("xPos role must be query or key, got '" + role + "'");
-    if (num_freqs < 1) throw Error("xPos needs num_freqs >= 1, got " + std::to_string(num_freqs));
-    const XPosParams p = xpos_params(scale_base, gamma, center);
-    if (!p.enabled()) throw Error("xPos scales need scale_base > 0, got 0");
-    if (!positions.empty())
-      validate_xpos(p, *std::min_element(positions.begin(), positions.end()),
-                    *std::max_element(positions.begin(), positions.end()));
-    const XPosScales scales(p, num_freqs);
-    XPosScales::Block block;
-    std::vector<float> query(static_cast<std::size_t>(num_freqs)), key(query.size()), out;
-    out.reserve(positions.size() * query.size());
-    for (const std::int64_t m : positions) {
-      scales.at(m, query.data(), key.data(), block);
-      const std::vector<float>& mine = role == "query" ? query : key;
-      out.insert(out.end(), mine.begin(), mine.end());
-    }
-    return out;
-  });
   // One axis's frequencies [axis_dim / 2] (axial_axis_frequencies: lang = the default schedule's,
   // pixel = linspace(1, max_freq / 2) * pi), the parameters validated.
   m.def("axial_frequencies", [](int axes, int axis_dim, const std::string& freqs_for, double theta, double max_freq) {

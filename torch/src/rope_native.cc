@@ -2,11 +2,14 @@
 // device, for tensors the kernels cannot read (a GPU) and for the float64 formula.
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "posenc/error.h"
 #include "posenc/names.h"
 #include "posenc/rope_apply.h"
+#include "posenc/rope_xpos.h"
 #include "posenc_torch/rope_op.h"
 
 namespace posenc::torch_layer {
@@ -24,7 +27,7 @@ at::Tensor positions_of(const at::Tensor& x, const RopeOpArgs& a, at::ScalarType
   if (at::isComplexType(p.scalar_type()) || p.scalar_type() == at::kBool)
     throw Error(std::string("posenc::rope: positions must be integers or real numbers, got ") + c10::toString(p.scalar_type()));
   const bool flat = p.dim() == 1 && p.size(0) == S, rows = p.dim() == 2 && (p.size(0) == B || p.size(0) == 1) && p.size(1) == S;
-  const bool axial = p.dim() == 3 && p.size(0) >= 1 && p.size(0) <= 3 && (p.size(1) == B || p.size(1) == 1) && p.size(2) == S;
+  const bool axial = p.dim() == 3 && p.size(0) >= 1 && (p.size(1) == B || p.size(1) == 1) && p.size(2) == S;  // any number of axes (video: 3, N-D axial)
   if (!flat && !rows && !axial)
     throw Error("posenc::rope: positions must be [S], [B, S] or [axes, B, S] with B = " + std::to_string(B) + ", S = " +
                 std::to_string(S) + ", got " + c10::str(p.sizes()));
@@ -36,16 +39,37 @@ at::Tensor positions_of(const at::Tensor& x, const RopeOpArgs& a, at::ScalarType
   return flat ? moved.unsqueeze(0) : moved;
 }
 
-// xPos's scale of x's role (rope_xpos.h), [P, S, half]: zeta_i^(+-(m - c)/B) in angle_dtype,
-// rounded once to float32 (the kernels' XPosScales) unless x is float64 (the formula in double,
-// whose scores then depend on m - n to double rounding).
-at::Tensor xpos_scale(const RopeOpArgs& a, const at::Tensor& at_position, std::int64_t half, at::ScalarType work) {
+// xPos's scale of x's role (rope_xpos.h), [P, S, half], at positions pos ([P, S], angle_dtype,
+// offset added), after validate_xpos's bound (read on the host, as the kernels check it). For a
+// float32 x at integer positions the core's XPosScales, the kernels' own float32 bits, once per
+// distinct position; for float64 (the formula in double, whose scores then depend on m - n to
+// double rounding) and real positions zeta_i^(+-(m - c)/B) in angle_dtype.
+at::Tensor xpos_scale(const RopeOpArgs& a, const at::Tensor& pos, std::int64_t half, at::ScalarType work) {
   if (a.xpos_role != "query" && a.xpos_role != "key") throw Error("posenc::rope: xpos_role must be query or key, got '" + a.xpos_role + "'");
-  const double role = a.xpos_role == "key" ? -1.0 : 1.0;
-  const auto on = at_position.options();
-  const at::Tensor zeta = (at::arange(half, on) / static_cast<double>(half) + a.xpos_gamma) / (1 + a.xpos_gamma);
-  const at::Tensor scale = ((at_position.unsqueeze(-1) - a.xpos_center) * (zeta.log() * (role / a.xpos_scale_base))).exp();
-  return work == at::kDouble ? scale : scale.to(at::kFloat);
+  const bool key = a.xpos_role == "key";
+  const XPosParams params{a.xpos_scale_base, a.xpos_gamma, a.xpos_center, key ? XPosRole::kKey : XPosRole::kQuery};
+  const at::Tensor host = pos.detach().to(at::kCPU, at::kDouble);
+  if (host.numel() > 0) {
+    const double lo = host.min().item<double>(), hi = host.max().item<double>();
+    validate_xpos(params, static_cast<std::int64_t>(std::floor(lo)), static_cast<std::int64_t>(std::ceil(hi)));
+  }
+  if (work == at::kDouble || !host.equal(host.round())) {
+    const auto on = pos.options();
+    const at::Tensor zeta = (at::arange(half, on) / static_cast<double>(half) + a.xpos_gamma) / (1 + a.xpos_gamma);
+    const at::Tensor scale = ((pos.unsqueeze(-1) - a.xpos_center) * (zeta.log() * ((key ? -1.0 : 1.0) / a.xpos_scale_base))).exp();
+    return work == at::kDouble ? scale : scale.to(at::kFloat);
+  }
+  const auto [unique, inverse] = at::_unique(host.to(at::kLong), true, true);
+  const XPosScales scales(params, static_cast<int>(half));
+  XPosScales::Block block;
+  at::Tensor table = at::empty({unique.numel(), half}, at::kFloat);
+  std::vector<float> other(static_cast<std::size_t>(half));
+  const std::int64_t* m = unique.data_ptr<std::int64_t>();
+  for (std::int64_t u = 0; u < unique.numel(); ++u) {
+    float* row = table.data_ptr<float>() + u * half;
+    key ? scales.at(m[u], other.data(), row, block) : scales.at(m[u], row, other.data(), block);
+  }
+  return table.index({inverse}).to(pos.device());  // [P, S, half]
 }
 
 }  // namespace

@@ -281,7 +281,29 @@ std::pair<at::Tensor, at::Tensor> rope_qk_op(const at::Tensor& q, const at::Tens
   return {qo, ko};
 }
 
+namespace {
+
+// posenc::rope_native: rope_native with the operator's arguments, a CompositeImplicitAutograd
+// kernel (torch's own autograd through the operations it calls), on any device.
+at::Tensor rope_native_op(const at::Tensor& x, const c10::optional<at::Tensor>& positions, const at::Tensor& inv_freq,
+                          c10::IntArrayRef axes, double attention_factor, c10::string_view layout, std::int64_t offset,
+                          std::int64_t direction, double xpos_scale_base, double xpos_gamma, double xpos_center,
+                          c10::string_view xpos_role) {
+  RopeOpArgs a = args_of(positions, inv_freq, axes, attention_factor, layout, offset, direction);
+  a.xpos_scale_base = xpos_scale_base;
+  a.xpos_gamma = xpos_gamma;
+  a.xpos_center = xpos_center;
+  a.xpos_role = std::string(xpos_role);
+  return rope_native(x, a);
+}
+
+}  // namespace
+
 void register_rope_ops(const OpLibraries& libraries) {
+  libraries.def.def("rope_native(Tensor x, Tensor? positions, Tensor inv_freq, int[] axis_of_freq, float attention_factor, "
+                    "str layout, int offset, int direction, float xpos_scale_base=0., float xpos_gamma=0.4, "
+                    "float xpos_center=0., str xpos_role=\"query\") -> Tensor");
+  libraries.def.impl("rope_native", rope_native_op);
   libraries.def.def("rope(Tensor x, Tensor? positions, Tensor inv_freq, int[] axis_of_freq, float attention_factor, str layout, "
                     "int offset, int direction, float xpos_scale_base=0., float xpos_gamma=0.4, float xpos_center=0., "
                     "str xpos_role=\"query\") -> Tensor");

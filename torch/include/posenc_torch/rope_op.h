@@ -7,6 +7,8 @@
 //                str xpos_role="query") -> Tensor
 //   posenc::rope_qk(Tensor q, Tensor k, Tensor? positions, Tensor inv_freq, int[] axis_of_freq,
 //                   float attention_factor, str layout, int offset, int direction) -> (Tensor, Tensor)
+//   posenc::rope_native(<rope's arguments>) -> Tensor     rope_native below, on any device and
+//                   dtype (torch's autograd; Python's apply_rope(backend="torch") calls it)
 //
 // x, q, k: [B, H, S, D] float32, bfloat16 or float16 on the CPU (rope_op() below takes other
 // devices through rope_native), any strides with a contiguous
