@@ -132,6 +132,15 @@ RopeOpArgs args_of(const c10::optional<at::Tensor>& positions, const at::Tensor&
   return a;
 }
 
+// posenc::rope's xPos arguments (rope_qk has none).
+RopeOpArgs with_xpos(RopeOpArgs a, double scale_base, double gamma, double center, c10::string_view role) {
+  a.xpos_scale_base = scale_base;
+  a.xpos_gamma = gamma;
+  a.xpos_center = center;
+  a.xpos_role = std::string(role);
+  return a;
+}
+
 // ---- CPU kernels (below autograd) ----
 
 at::Tensor rope_cpu(const at::Tensor& x, const c10::optional<at::Tensor>& positions, const at::Tensor& inv_freq,
@@ -139,11 +148,8 @@ at::Tensor rope_cpu(const at::Tensor& x, const c10::optional<at::Tensor>& positi
                     std::int64_t direction, double xpos_scale_base, double xpos_gamma, double xpos_center,
                     c10::string_view xpos_role) {
   check_tensor(x, "posenc::rope: x");
-  RopeOpArgs a = args_of(positions, inv_freq, axes, attention_factor, layout, offset, direction);
-  a.xpos_scale_base = xpos_scale_base;
-  a.xpos_gamma = xpos_gamma;
-  a.xpos_center = xpos_center;
-  a.xpos_role = std::string(xpos_role);
+  const RopeOpArgs a = with_xpos(args_of(positions, inv_freq, axes, attention_factor, layout, offset, direction), xpos_scale_base,
+                                 xpos_gamma, xpos_center, xpos_role);
   at::Tensor out = fresh_copy(x);
   rotate(out, nullptr, a);
   return out;
@@ -238,11 +244,8 @@ at::Tensor rope_autograd(const at::Tensor& x, const c10::optional<at::Tensor>& p
                          c10::IntArrayRef axes, double attention_factor, c10::string_view layout, std::int64_t offset,
                          std::int64_t direction, double xpos_scale_base, double xpos_gamma, double xpos_center,
                          c10::string_view xpos_role) {
-  RopeOpArgs a = args_of(positions, inv_freq, axes, attention_factor, layout, offset, direction);
-  a.xpos_scale_base = xpos_scale_base;
-  a.xpos_gamma = xpos_gamma;
-  a.xpos_center = xpos_center;
-  a.xpos_role = std::string(xpos_role);
+  RopeOpArgs a = with_xpos(args_of(positions, inv_freq, axes, attention_factor, layout, offset, direction), xpos_scale_base,
+                           xpos_gamma, xpos_center, xpos_role);
   if (x.defined() && !x.is_cpu()) return rope_native(x, a);  // torch.ops.posenc.rope on a GPU: torch's own autograd
   refuse_learned_frequencies(inv_freq);
   a.inv_freq = inv_freq.detach();
@@ -289,11 +292,8 @@ at::Tensor rope_native_op(const at::Tensor& x, const c10::optional<at::Tensor>& 
                           c10::IntArrayRef axes, double attention_factor, c10::string_view layout, std::int64_t offset,
                           std::int64_t direction, double xpos_scale_base, double xpos_gamma, double xpos_center,
                           c10::string_view xpos_role) {
-  RopeOpArgs a = args_of(positions, inv_freq, axes, attention_factor, layout, offset, direction);
-  a.xpos_scale_base = xpos_scale_base;
-  a.xpos_gamma = xpos_gamma;
-  a.xpos_center = xpos_center;
-  a.xpos_role = std::string(xpos_role);
+  const RopeOpArgs a = with_xpos(args_of(positions, inv_freq, axes, attention_factor, layout, offset, direction), xpos_scale_base,
+                                 xpos_gamma, xpos_center, xpos_role);
   return rope_native(x, a);
 }
 
