@@ -266,6 +266,12 @@ void run_table(const TableArgs& a) {
     case Scheme::kXpos:
       throw Error("--scheme xpos has no table here: it is RoPE's rotation times zeta_i^(+-(m - c)/B), a scale on q and "
                   "k (posenc.nn.XPos in Python, posenc bench rope --xpos, the lab's xpos scheme)");
+    case Scheme::kRopeLearned:
+      throw Error("--scheme rope-learned has no fixed table: its frequencies are trained (the lab's rope-learned scheme; "
+                  "posenc table rope shows its starting point)");
+    case Scheme::kPope:
+      throw Error("--scheme pope has no table here: it maps q and k to softplus magnitudes at phases p w_j, keys with a "
+                  "learned phase (posenc.nn.PolarEmbedding in Python, the lab's pope scheme)");
     case Scheme::kCope:
       throw Error("--scheme cope has no table: its positions count the keys whose gates sigmoid(q.k) open, so they "
                   "come from the content (posenc.nn.CoPE in Python, the lab's cope scheme)");

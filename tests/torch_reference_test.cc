@@ -310,7 +310,7 @@ TEST(TorchBlockedAttention, QueryBlocksEqualOneBlock) {
   };
   for (const Case& k : {Case{"deberta", Scheme::kDeberta, 0}, Case{"xl", Scheme::kXl, 0}, Case{"xl clamp 6", Scheme::kXl, 6},
                         Case{"shaw", Scheme::kShaw, 0}, Case{"fire", Scheme::kFire, 0},
-                        Case{"cope", Scheme::kCope, 0}})
+                        Case{"cope", Scheme::kCope, 0}, Case{"pope", Scheme::kPope, 0}})
     for (bool causal : {true, false}) {
       SCOPED_TRACE(std::string(k.name) + (causal ? " causal" : " bidirectional"));
       ModelConfig c = testing::small_model(k.scheme, 30);

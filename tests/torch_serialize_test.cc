@@ -94,7 +94,8 @@ std::vector<std::pair<std::string, ModelConfig>> model_cases() {
     out.push_back({"rope-" + name, c});
   }
   for (Scheme s : {Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kAlibi, Scheme::kT5, Scheme::kXl,
-                   Scheme::kDeberta, Scheme::kDpb, Scheme::kShaw, Scheme::kFire, Scheme::kCope, Scheme::kXpos})
+                   Scheme::kDeberta, Scheme::kDpb, Scheme::kShaw, Scheme::kFire, Scheme::kCope, Scheme::kXpos,
+                   Scheme::kRopeLearned, Scheme::kPope})
     out.push_back({to_string(s), small(s)});
   ModelConfig shaw = small(Scheme::kShaw);  // its tables' shape follows shaw_max_relative
   shaw.shaw_max_relative = 5;
@@ -161,7 +162,7 @@ void expect_error(const std::string& text, const std::string& fragment) {
 TEST(TorchSerialize, UnknownNamesAndKeysAreErrors) {
   const std::string good = config_to_json(small(Scheme::kSinusoidal));
   expect_error(replaced(good, "\"fusion\":\"add\"", "\"fusion\":\"addd\""), "fusion must be one of add|concat|multiply, got 'addd'");
-  expect_error(replaced(good, "\"scheme\":\"sinusoidal\"", "\"scheme\":\"sinusoidall\""), "scheme must be one of nope|sinusoidal|learned|rope|mrope|alibi|t5|xl|deberta|kerple|sandwich|fox|dpb|shaw|fire|cope|xpos, got 'sinusoidall'");
+  expect_error(replaced(good, "\"scheme\":\"sinusoidal\"", "\"scheme\":\"sinusoidall\""), "scheme must be one of nope|sinusoidal|learned|rope|mrope|alibi|t5|xl|deberta|kerple|sandwich|fox|dpb|shaw|fire|cope|xpos|rope-learned|pope, got 'sinusoidall'");
   expect_error(replaced(good, "\"d_ff\"", "\"d_fff\""), "d_ff");
   expect_error(replaced(good, "\"beta_fast\"", "\"beta_fastt\""), "rope.beta_fastt");
   expect_error(replaced(good, "\"rope_type\":\"default\"", "\"rope_type\":\"yarnn\""), "unknown rope type 'yarnn'");
@@ -171,8 +172,10 @@ TEST(TorchSerialize, UnknownNamesAndKeysAreErrors) {
 
 // The "use: ..." lists of errors come from Scheme's names: a new scheme appears by itself.
 TEST(TorchSerialize, SchemeListsNameEverySchemeATextModelTakes) {
-  EXPECT_EQ(language_model_scheme_names(), "nope, sinusoidal, learned, rope, alibi, t5, xl, deberta, kerple, sandwich, fox, dpb, shaw, fire, cope, xpos");
-  EXPECT_EQ(language_model_scheme_names({Scheme::kXl}), "nope, sinusoidal, learned, rope, alibi, t5, deberta, kerple, sandwich, fox, dpb, shaw, fire, cope, xpos");
+  EXPECT_EQ(language_model_scheme_names(),
+            "nope, sinusoidal, learned, rope, alibi, t5, xl, deberta, kerple, sandwich, fox, dpb, shaw, fire, cope, xpos, rope-learned, pope");
+  EXPECT_EQ(language_model_scheme_names({Scheme::kXl}),
+            "nope, sinusoidal, learned, rope, alibi, t5, deberta, kerple, sandwich, fox, dpb, shaw, fire, cope, xpos, rope-learned, pope");
   try {
     language_model_scheme("mrope", "--schemes");
     ADD_FAILURE() << "mrope taken as a text model's scheme";

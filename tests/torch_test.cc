@@ -91,7 +91,8 @@ struct Case {
 std::vector<Case> cache_cases() {
   std::vector<Case> cases;
   for (Scheme s : {Scheme::kNope, Scheme::kSinusoidal, Scheme::kLearned, Scheme::kRope, Scheme::kAlibi, Scheme::kT5,
-                   Scheme::kXl, Scheme::kDeberta, Scheme::kKerple, Scheme::kSandwich, Scheme::kFox, Scheme::kDpb, Scheme::kShaw, Scheme::kFire, Scheme::kCope, Scheme::kXpos})
+                   Scheme::kXl, Scheme::kDeberta, Scheme::kKerple, Scheme::kSandwich, Scheme::kFox, Scheme::kDpb, Scheme::kShaw, Scheme::kFire, Scheme::kCope, Scheme::kXpos,
+                   Scheme::kRopeLearned, Scheme::kPope})
     cases.push_back({to_string(s), small(s)});
   ModelConfig dynamic = small(Scheme::kRope);
   dynamic.rope.type = RopeType::kDynamic;

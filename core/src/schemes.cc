@@ -5,7 +5,7 @@
 namespace posenc {
 namespace {
 
-constexpr std::array<SchemeInfo, 17> kSchemes = {{
+constexpr std::array<SchemeInfo, 19> kSchemes = {{
     {Scheme::kNope, SchemeKind::kNone, "no positional encoding (Kazemnejad et al. 2023)"},
     {Scheme::kSinusoidal, SchemeKind::kAbsolute, "fixed sin/cos table (Vaswani et al. 2017)"},
     {Scheme::kLearned, SchemeKind::kAbsolute, "trainable table (GPT-2, BERT)"},
@@ -23,6 +23,9 @@ constexpr std::array<SchemeInfo, 17> kSchemes = {{
     {Scheme::kCope, SchemeKind::kBias, "contextual positions: keys counted by sigmoid(q.k) gates (CoPE, Golovneva et al. 2024)"},
     {Scheme::kFire, SchemeKind::kBias, "learned MLP over the log-distance normalised by the query position (FIRE, Li et al. 2023)"},
     {Scheme::kXpos, SchemeKind::kRotary, "rotary embedding with a per-pair decay over the distance (xPos, Sun et al. 2022)"},
+    {Scheme::kRopeLearned, SchemeKind::kRotary, "rotary embedding whose frequencies are trained (rotary-embedding-torch's learned_freq)"},
+    {Scheme::kPope, SchemeKind::kRotary,
+     "polar coordinates: softplus magnitudes, phases p w_j over every channel, a learned key phase (PoPE, Gopalakrishnan et al. 2025)"},
 }};
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include "posenc/attention.h"
 #include "posenc/error.h"
 #include "posenc/file_io.h"
+#include "posenc/rope_schedule.h"
+#include "posenc_torch/rope_op.h"
 
 namespace posenc::torch_layer {
 namespace {
@@ -21,24 +23,6 @@ namespace {
 constexpr std::int64_t kQueryBlockScores = std::int64_t{1} << 23;
 
 }  // namespace
-
-bool fused_attention_covers(const ModelConfig& c) {
-  switch (c.scheme) {
-    case Scheme::kNope:
-    case Scheme::kSinusoidal:
-    case Scheme::kLearned:
-    case Scheme::kRope:
-    case Scheme::kXpos:
-    case Scheme::kAlibi:
-    case Scheme::kT5:
-    case Scheme::kKerple:
-    case Scheme::kSandwich:
-    case Scheme::kDpb:
-    case Scheme::kFox:
-    case Scheme::kFire: return true;  // FIRE while its queries are below L (FireBias::table_covers)
-    default: return false;  // XL and DeBERTa: content-dependent position terms
-  }
-}
 
 AttentionImpl::AttentionImpl(const ModelConfig& c) : config_(c) {
   const int dh = c.head_dim();
@@ -73,6 +57,14 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContex
     *cache_k = k;
     *cache_v = v;
   }
+  if (ctx.learned_inv_freq.defined()) {  // rope-learned: keys cached unrotated, all rotated here
+    RopeOpArgs learned;
+    learned.inv_freq = ctx.learned_inv_freq;
+    learned.positions = ctx.q_positions;
+    q = rope_native(q, learned);
+    learned.positions = ctx.k_positions;
+    k = rope_native(k, learned);
+  }
   // FoX: this layer's cumulative gate over every key, continuing the cached keys' (c is a running
   // sum, so the new tokens' start from the last cached value).
   torch::Tensor gate;
@@ -99,6 +91,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const ForwardContex
   if (Hk != H) {
     k = k.repeat_interleave(H / Hk, 1);
     v = v.repeat_interleave(H / Hk, 1);
+  }
+  if (ctx.polar) {  // PoPE: q, k -> [B, H, *, 2 Dh] (keys per query head: delta is a query head's)
+    q = ctx.polar->queries(q, ctx.q_positions);
+    k = ctx.polar->keys(k, ctx.k_positions);
   }
   // Inference without recorded weights: queries in blocks, each forming scores over the keys it
   // can see only ([B, H, rows, T'] instead of [B, H, S, T]). Every term is computed from the
@@ -147,6 +143,12 @@ TransformerLMImpl::TransformerLMImpl(const ModelConfig& config) : config_(config
     case Scheme::kRope:
     case Scheme::kXpos:
     case Scheme::kMrope: rotary = register_module("rotary", RotaryEmbedding(config_.rope)); break;
+    case Scheme::kRopeLearned: {
+      const std::vector<float>& f = compute_schedule(config_.rope).inv_freq;
+      rope_inv_freq = register_parameter("rope_inv_freq", torch::tensor(f, torch::kFloat32));
+      break;
+    }
+    case Scheme::kPope: polar = register_module("polar", PolarEmbedding(config_.head_dim(), config_.n_heads, config_.rope.theta)); break;
     case Scheme::kAlibi: alibi = register_module("alibi", ALiBiBias(config_.n_heads, !config_.causal)); break;
     case Scheme::kT5: t5 = register_module("t5", T5RelativeBias(config_.n_heads, config_.t5)); break;
     case Scheme::kKerple: kerple = register_module("kerple", KerpleBias(config_.n_heads)); break;
@@ -237,6 +239,8 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
   }
   ctx.k_positions = all_positions;
   ctx.q_positions = all_positions.narrow(1, ctx.past, S).contiguous();
+  ctx.learned_inv_freq = rope_inv_freq;
+  ctx.polar = polar ? polar.get() : nullptr;
 
   torch::Tensor x = embed->forward(tokens);
   if (config_.embed_scale) x = x * std::sqrt(static_cast<double>(config_.d_model));
@@ -292,39 +296,6 @@ torch::Tensor TransformerLMImpl::forward(const torch::Tensor& tokens, const torc
     x = blocks[i]->forward(x, ctx, cache ? &cache->k[i] : nullptr, cache ? &cache->v[i] : nullptr, {},
                            cache ? &cache->gate[i] : nullptr);
   return head->forward(ln_f->forward(x));
-}
-
-std::shared_ptr<const AttentionSpec> TransformerLMImpl::fused_spec(const ForwardContext& ctx) const {
-  AttentionParams p;
-  p.mask.causal = config_.causal;
-  p.mask.past = ctx.past;
-  AttentionSpec::Data data;
-  data.key_padding = ctx.key_mask;
-  if (ctx.rope) {
-    p.positions = AttentionPositions::kRope;
-    p.remap = remap;
-    data.rope = *ctx.rope;
-  } else if (alibi) {
-    p.positions = AttentionPositions::kAlibi;
-    p.alibi_mode = config_.causal ? AlibiMode::kCausal : AlibiMode::kSymmetric;
-    // The buffer's float32 slopes: the kernel adds them in float32 (attention_plan.h).
-    const torch::Tensor slopes = alibi->slopes.to(torch::kDouble).contiguous();
-    data.alibi_slopes.assign(slopes.data_ptr<double>(), slopes.data_ptr<double>() + slopes.numel());
-  } else if (t5) {
-    p.positions = AttentionPositions::kT5;
-    p.t5 = config_.t5;
-  } else if (ctx.distance_table.defined()) {
-    p.positions = AttentionPositions::kDistanceTable;
-    p.distance_table.side = side();  // Kerple and Sandwich depend on |Delta|, DPB on Delta
-    p.distance_table.length = side() == DistanceSide::kSigned ? (ctx.distance_table.size(1) + 1) / 2 : ctx.distance_table.size(1);
-  } else if (config_.scheme == Scheme::kFox) {
-    p.positions = AttentionPositions::kForgetGate;  // c per layer, passed with q, k, v
-  }
-  if (p.positions != AttentionPositions::kNone) {
-    data.q_positions = ctx.q_positions;
-    data.k_positions = ctx.k_positions;
-  }
-  return std::make_shared<const AttentionSpec>(p, std::move(data));
 }
 
 torch::Tensor TransformerLMImpl::forward_segment(const torch::Tensor& tokens, XLMemory& memory) {

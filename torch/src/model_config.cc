@@ -165,7 +165,7 @@ void ModelConfig::validate() const {
   if (scheme == Scheme::kMrope)
     throw Error("scheme 'mrope' needs (T, H, W) position ids, which a text-only TransformerLM does not have; "
                 "use 'rope' (M-RoPE on text positions is plain RoPE)");
-  if ((scheme == Scheme::kRope || scheme == Scheme::kXpos) && head_dim() % 2 != 0)
+  if ((scheme == Scheme::kRope || scheme == Scheme::kXpos || scheme == Scheme::kRopeLearned) && head_dim() % 2 != 0)
     throw Error("RoPE needs an even head_dim, got " + std::to_string(head_dim()));
   if (!(xpos_scale_base > 0 && std::isfinite(xpos_scale_base)))
     throw Error("xpos_scale_base must be a finite number > 0, got " + format_number(xpos_scale_base) + " (Sun et al.'s is 512)");

@@ -6,7 +6,7 @@
 
 namespace posenc {
 
-enum class Scheme { kNope, kSinusoidal, kLearned, kRope, kMrope, kAlibi, kT5, kXl, kDeberta, kKerple, kSandwich, kFox, kDpb, kShaw, kFire, kCope, kXpos };
+enum class Scheme { kNope, kSinusoidal, kLearned, kRope, kMrope, kAlibi, kT5, kXl, kDeberta, kKerple, kSandwich, kFox, kDpb, kShaw, kFire, kCope, kXpos, kRopeLearned, kPope };
 
 // Where the scheme acts.
 enum class SchemeKind {
@@ -21,7 +21,8 @@ POSENC_ENUM_NAMES(Scheme, "scheme", {Scheme::kNope, "nope"}, {Scheme::kSinusoida
                   {Scheme::kXl, "xl"}, {Scheme::kDeberta, "deberta"}, {Scheme::kKerple, "kerple"},
                   {Scheme::kSandwich, "sandwich"}, {Scheme::kFox, "fox"}, {Scheme::kDpb, "dpb"},
                   {Scheme::kShaw, "shaw"}, {Scheme::kFire, "fire"},
-                  {Scheme::kCope, "cope"}, {Scheme::kXpos, "xpos"});
+                  {Scheme::kCope, "cope"}, {Scheme::kXpos, "xpos"}, {Scheme::kRopeLearned, "rope-learned"},
+                  {Scheme::kPope, "pope"});
 
 struct SchemeInfo {
   Scheme scheme;

@@ -20,6 +20,7 @@
 #include "posenc_torch/distance_bias.h"
 #include "posenc_torch/fused_attention.h"
 #include "posenc_torch/model_config.h"
+#include "posenc_torch/polar.h"
 #include "posenc_torch/positional.h"
 #include "posenc_torch/rope.h"
 
@@ -78,6 +79,11 @@ struct ForwardContext {
   // FIRE's bias (the model's one module, shared by every layer), computed per query block on the
   // materialising path: it depends on the query position as well as the distance.
   FireBiasImpl* fire = nullptr;
+  // rope-learned: the model's trained frequencies [head_dim / 2] (q and k rotated by rope_native,
+  // rope_op.h, before either path attends without positions); pope: the model's PolarEmbedding
+  // (q and k mapped after grouped keys are repeated; the materialising path).
+  torch::Tensor learned_inv_freq;
+  const PolarEmbeddingImpl* polar = nullptr;
 };
 
 class AttentionImpl : public torch::nn::Module {
@@ -196,6 +202,8 @@ class TransformerLMImpl : public torch::nn::Module {
   SandwichBias sandwich{nullptr};
   DynamicPositionBias dpb{nullptr};  // width d_model / 4 (x-transformers'), depth 2
   FireBias fire{nullptr};            // width 32 (the paper's), shared by every layer
+  torch::Tensor rope_inv_freq;       // rope-learned: a parameter, from the config's RoPE schedule
+  PolarEmbedding polar{nullptr};     // pope: one delta [H, head_dim] for every layer (x-transformers')
   torch::nn::LayerNorm ln_f{nullptr};
   torch::nn::Linear head{nullptr};
   torch::nn::Dropout dropout{nullptr};
