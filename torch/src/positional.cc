@@ -122,7 +122,8 @@ torch::Tensor XLRelativePositionImpl::position_scores(const torch::Tensor& q, co
   std::vector<float> rows(static_cast<std::size_t>(hi - lo + 1) * d_model_);
   for (std::int64_t d = lo; d <= hi; ++d)
     sinusoidal_row(sp, static_cast<double>(d), rows.data() + static_cast<std::size_t>(d - lo) * d_model_);
-  const torch::Tensor r_rows = torch::from_blob(rows.data(), {hi - lo + 1, d_model_}).to(q.device());  // a copy
+  // A copy (r_net keeps its input for the weight's gradient, and `rows` dies here), on q's device.
+  const torch::Tensor r_rows = torch::from_blob(rows.data(), {hi - lo + 1, d_model_}).clone().to(q.device());
   const torch::Tensor r_head = r_net->forward(r_rows).view({hi - lo + 1, num_heads_, head_dim_});  // [D, H, Dh]
   const torch::Tensor bd_raw = torch::einsum("bhid,mhd->bhim", {q + v.view({1, num_heads_, 1, head_dim_}), r_head});
   const torch::Tensor index = (dist - lo).unsqueeze(1).expand({-1, num_heads_, -1, -1});  // [B, H, Sq, Sk]
