@@ -4,8 +4,9 @@
 // other than the CPU and no memory at all, so a kernel reading one, or a host read (.item(),
 // a copy to the CPU), would throw from libtorch; the native path gives meta results of the right
 // shapes. (The values are tested on the CPU, where the native path is forced:
-// torch_native_path_test.cc.) The sinusoidal table and T5's buckets are computed on the host from
-// a copy of the positions: on a GPU that copy is made; a meta tensor has nothing to copy.
+// torch_native_path_test.cc.) RoPE's positions, attention's small tensors (positions, padding,
+// bias), the sinusoidal table and T5's buckets are checked or computed on the host from a copy:
+// on a GPU that copy is made; a meta tensor has nothing to copy.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -43,7 +44,9 @@ TEST(TorchDevice, RopeAndRopeQkRunTheFormulaOnTheTensorsDevice) {
     SCOPED_TRACE(c10::toString(dtype));
     const torch::Tensor q = torch::empty({1, 2, 4, 8}, kMeta.dtype(dtype)), k = torch::empty({1, 1, 4, 8}, kMeta.dtype(dtype));
     expect_on_meta(rope(q, positions, spec), {1, 2, 4, 8}, dtype);
-    expect_on_meta(rope(q, positions.to(torch::kMeta), spec), {1, 2, 4, 8}, dtype);
+    // Positions are checked on the host as the kernels check them (a GPU's are copied there): a
+    // meta tensor has nothing to copy.
+    EXPECT_THROW(rope(q, positions.to(torch::kMeta), spec), c10::Error);
     const auto [qr, kr] = rope_qk(q, k, positions, spec);
     expect_on_meta(qr, {1, 2, 4, 8}, dtype);
     expect_on_meta(kr, {1, 1, 4, 8}, dtype);

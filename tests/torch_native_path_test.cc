@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <string>
@@ -103,6 +104,28 @@ TEST(TorchNativePath, RopeGivesLearnedFrequenciesTheirGradient) {
     const double numeric = ((rope_native(x, up) * w).sum() - (rope_native(x, down) * w).sum()).item<double>() / (2 * h);
     EXPECT_NEAR(g[i].item<double>(), numeric, 1e-6 * (1 + std::abs(numeric))) << "frequency " << i;
   }
+}
+
+// What the kernels refuse, the native path refuses (their own checks, rope_apply.h validate, on
+// a host copy of the positions), with posenc::Error.
+TEST(TorchNativePath, RopeRefusesWhatTheKernelsRefuse) {
+  const torch::Tensor x = torch::randn({1, 2, 3, 16});
+  const auto bad = [&](const std::string& what, const std::function<void(RopeOpArgs&)>& set) {
+    SCOPED_TRACE(what);
+    RopeOpArgs a;
+    a.inv_freq = inv_freq(16);
+    set(a);
+    EXPECT_THROW(rope_op(x, a), Error);
+    EXPECT_THROW(rope_native(x, a), Error);
+  };
+  bad("a negative position", [](RopeOpArgs& a) { a.positions = torch::tensor({0, -5, 2}); });
+  bad("a negative offset", [](RopeOpArgs& a) { a.offset = -3; });
+  bad("a position past 2^31 - 1", [](RopeOpArgs& a) { a.positions = torch::tensor({std::int64_t{0}, std::int64_t{1}, std::int64_t{1} << 40}); });
+  bad("an attention factor that is not finite", [](RopeOpArgs& a) { a.attention_factor = std::nan(""); });
+  bad("xPos past its exponent bound", [](RopeOpArgs& a) {
+    a.xpos_scale_base = 1;
+    a.positions = torch::tensor({0, 1, 1000000});
+  });
 }
 
 // One attention configuration: the op's arguments and the shapes.

@@ -196,3 +196,15 @@ def test_the_operators_run_their_torch_native_path_for_tensors_off_the_cpu():
     x = torch.empty(1, 2, 6, 16, device="meta", requires_grad=True)
     y = torch.ops.posenc.rope(x, None, S.inv_freq.float(), [], 1.0, "half_split", 0, 1)
     assert y.device.type == "meta" and y.shape == x.shape and y.requires_grad
+
+
+def test_off_the_cpu_the_operators_run_under_inference_mode_too():
+    # torch.inference_mode() skips the Autograd kernels: the backends' own kernel then serves
+    # (CompositeExplicitAutograd: the torch-native paths on every device but the CPU).
+    q, k, v = (t.to("meta") for t in qkv())
+    with torch.inference_mode():
+        out, lse = torch.ops.posenc.attention(q, k, v, positions="rope", inv_freq=S.inv_freq.float())
+        y = torch.ops.posenc.rope(q, None, S.inv_freq.float(), [], 1.0, "half_split", 0, 1)
+        yq, yk = torch.ops.posenc.rope_qk(q, k, None, S.inv_freq.float(), [], 1.0, "half_split", 0, 1)
+    assert out.device.type == "meta" and out.shape == q.shape and lse.shape == q.shape[:3]
+    assert y.shape == q.shape and yq.shape == q.shape and yk.shape == k.shape and yk.device.type == "meta"

@@ -14,6 +14,7 @@
 #include "posenc/t5_bias.h"
 #include "posenc_torch/attention_op.h"
 #include "posenc_torch/rope_op.h"
+#include "rope_native.h"
 
 namespace posenc::torch_layer {
 namespace {
@@ -78,7 +79,7 @@ at::Tensor rotated(const Call& c, const at::Tensor& x, const at::Tensor& pos, co
   r.xpos_role = role;
   const std::int64_t offset = a.rope_channel_offset, D = x.size(3);
   const at::Tensor part = x.narrow(1, 0, heads);
-  const at::Tensor turned = at::cat({part.narrow(-1, 0, offset), rope_native(part.narrow(-1, offset, D - offset), r)}, -1);
+  const at::Tensor turned = at::cat({part.narrow(-1, 0, offset), rotate_native(part.narrow(-1, offset, D - offset), r, false)}, -1);
   return heads == x.size(1) ? turned : at::cat({turned, x.narrow(1, heads, x.size(1) - heads)}, 1);
 }
 

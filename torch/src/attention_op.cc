@@ -173,15 +173,17 @@ void attention_cpu(const c10::OperatorHandle&, torch::jit::Stack* stack) {
 
 bool off_cpu(const at::Tensor& x) { return x.defined() && !x.is_cpu(); }
 
+// The torch-native path's (out, lse) onto the stack (attention_native, attention_op.h).
+void push_native(torch::jit::Stack& stack, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionOpArgs& a) {
+  auto [out, lse] = attention_native(q, k, v, a);
+  stack.emplace_back(std::move(out));
+  stack.emplace_back(std::move(lse));
+}
+
 void attention_autograd(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   AttentionOpArgs a = pop_fields(*stack);
   const at::Tensor v = pop_tensor(*stack), k = pop_tensor(*stack), q = pop_tensor(*stack);
-  if (off_cpu(q) || off_cpu(k) || off_cpu(v)) {  // torch.ops.posenc.attention on a GPU: torch's own autograd
-    auto [out, lse] = attention_native(q, k, v, a);
-    stack->emplace_back(std::move(out));
-    stack->emplace_back(std::move(lse));
-    return;
-  }
+  if (off_cpu(q) || off_cpu(k) || off_cpu(v)) return push_native(*stack, q, k, v, a);  // on a GPU: torch's own autograd
   const bool bias_grad = a.bias && a.bias->requires_grad();
   if (at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad() || bias_grad))
     a.bf16_dot_products = false;  // the backward recomputes the scores in f32: the lse must match them
@@ -189,6 +191,13 @@ void attention_autograd(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   variable_list out = AttentionFunction::apply(q, k, v, bias, std::move(a));
   stack->emplace_back(std::move(out[0]));
   stack->emplace_back(std::move(out[1]));
+}
+
+// Off the CPU below autograd (torch.inference_mode()): the torch-native path.
+void attention_other_devices(const c10::OperatorHandle&, torch::jit::Stack* stack) {
+  const AttentionOpArgs a = pop_fields(*stack);
+  const at::Tensor v = pop_tensor(*stack), k = pop_tensor(*stack), q = pop_tensor(*stack);
+  push_native(*stack, q, k, v, a);
 }
 
 }  // namespace
@@ -203,6 +212,7 @@ void register_attention_ops(const OpLibraries& libraries) {
   libraries.def.def(attention_schema().c_str());
   libraries.cpu.impl("attention", torch::CppFunction::makeFromBoxedFunction<&attention_cpu>());
   libraries.autograd.impl("attention", torch::CppFunction::makeFromBoxedFunction<&attention_autograd>());
+  libraries.other_devices.impl("attention", torch::CppFunction::makeFromBoxedFunction<&attention_other_devices>());
 }
 
 }  // namespace posenc::torch_layer

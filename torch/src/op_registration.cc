@@ -10,7 +10,7 @@ namespace {
 // leaves the operators to the first, built from the same code, where TORCH_LIBRARY's static
 // registration would throw during initialisation and terminate the process.
 struct Registration {
-  std::unique_ptr<torch::Library> def, cpu, autograd;
+  std::unique_ptr<torch::Library> def, cpu, autograd, other_devices;
   Registration() {
     try {
       def = std::make_unique<torch::Library>(torch::Library::DEF, "posenc", c10::nullopt, __FILE__, __LINE__);
@@ -19,7 +19,10 @@ struct Registration {
     }
     cpu = std::make_unique<torch::Library>(torch::Library::IMPL, "posenc", c10::DispatchKey::CPU, __FILE__, __LINE__);
     autograd = std::make_unique<torch::Library>(torch::Library::IMPL, "posenc", c10::DispatchKey::Autograd, __FILE__, __LINE__);
-    const OpLibraries libraries{*def, *cpu, *autograd};
+    // The CPU's own kernels take precedence over these on the CPU.
+    other_devices = std::make_unique<torch::Library>(torch::Library::IMPL, "posenc", c10::DispatchKey::CompositeExplicitAutograd,
+                                                     __FILE__, __LINE__);
+    const OpLibraries libraries{*def, *cpu, *autograd, *other_devices};
     register_rope_ops(libraries);
     register_attention_ops(libraries);
   }

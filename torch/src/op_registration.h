@@ -10,6 +10,9 @@ struct OpLibraries {
   torch::Library& def;       // schemas
   torch::Library& cpu;       // CPU kernels
   torch::Library& autograd;  // Autograd kernels
+  // Every other backend (a GPU's, meta): the torch-native paths, reached below autograd too (under
+  // torch.inference_mode(), which skips the Autograd kernels).
+  torch::Library& other_devices;
 };
 
 void register_rope_ops(const OpLibraries& libraries);       // rope_op.cc

@@ -40,11 +40,12 @@ torch::Tensor formula(const torch::Tensor& x, const torch::Tensor& positions, co
 bool takes_formula(const torch::Tensor& x) { return !x.is_cpu() || x.scalar_type() == torch::kFloat64; }
 
 // Position ids as the path x takes reads them: for the kernels int64, contiguous, on the CPU
-// (kernel_view.h); for the formula int64 on x's device.
+// (kernel_view.h); for the formula int64 where they are (rope_native moves them to x's device
+// after checking them on the host).
 torch::Tensor ids_for(const torch::Tensor& x, const torch::Tensor& positions, const char* what) {
   if (x.is_cpu()) return positions_view(positions, what);
   if (!positions.defined()) throw Error(std::string(what) + ": a tensor of position ids is needed, got an undefined one");
-  return positions.to(x.device()).to(torch::kLong);
+  return positions.to(torch::kLong);
 }
 
 // What every entry point checks first, before any memory is read: a spec with frequencies, and

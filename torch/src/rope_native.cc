@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "posenc/rope_apply.h"
 #include "posenc/rope_xpos.h"
 #include "posenc_torch/rope_op.h"
+#include "rope_native.h"
 
 namespace posenc::torch_layer {
 namespace {
@@ -72,9 +74,38 @@ at::Tensor xpos_scale(const RopeOpArgs& a, const at::Tensor& pos, std::int64_t h
   return table.index({inverse}).to(pos.device());  // [P, S, half]
 }
 
+// The kernels' checks (rope_apply.h validate: shapes, axes, positions in [0, 2^31-1], angles,
+// xPos's bound, the attention factor) on the call as the kernels would take it: the frequencies
+// and integer positions copied to the host (a GPU caller pays that copy; real positions and more
+// than 3 axes, which only this path takes, are checked by xpos_scale's bound alone).
+void check_as_the_kernels(const at::Tensor& x, const RopeOpArgs& a, RopeLayout layout) {
+  if (a.offset < 0) throw Error("posenc::rope: offset must be >= 0, got " + std::to_string(a.offset));
+  const at::Tensor f = a.inv_freq.detach().to(at::kCPU, at::kFloat).contiguous();
+  const std::vector<float> inv_freq(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
+  std::vector<std::uint8_t> axes;
+  for (const std::int64_t axis : a.axis_of_freq) axes.push_back(static_cast<std::uint8_t>(axis));  // 0 .. axes - 1: checked above
+  RopeApplyParams params = rope_apply_params(inv_freq, a.attention_factor, layout, axes);
+  params.xpos = {a.xpos_scale_base, a.xpos_gamma, a.xpos_center, a.xpos_role == "key" ? XPosRole::kKey : XPosRole::kQuery};
+  static float placeholder = 0;
+  const auto n = [&](int d) { return static_cast<int>(x.size(d)); };
+  const RopeTensor view = bhsd(&placeholder, DType::kF32, {n(0), n(2), n(1), n(3)});  // sizes only: validate reads no data
+  if (!a.positions || !a.positions->defined()) return validate(view, PositionIds::implicit(a.offset), params);
+  const at::Tensor& p = *a.positions;
+  if (at::isFloatingType(p.scalar_type()) || (p.dim() == 3 && p.size(0) > 3)) return;  // only this path takes them
+  const at::Tensor ids = p.detach().to(at::kCPU, at::kLong).contiguous();
+  const std::int64_t rows = p.dim() == 1 ? 1 : p.size(p.dim() - 2);  // [S]: one row; [P, S], [axes, P, S]: P
+  PositionIds positions = PositionIds::explicit_ids(ids.data_ptr<std::int64_t>(), p.dim() == 3 ? static_cast<int>(p.size(0)) : 1,
+                                                    rows * x.size(2));
+  positions.offset = a.offset;
+  positions.shared_across_batch = rows == 1;
+  validate(view, positions, params);
+}
+
 }  // namespace
 
-at::Tensor rope_native(const at::Tensor& x, const RopeOpArgs& a) {
+at::Tensor rope_native(const at::Tensor& x, const RopeOpArgs& a) { return rotate_native(x, a, true); }
+
+at::Tensor rotate_native(const at::Tensor& x, const RopeOpArgs& a, bool check) {
   if (!x.defined() || x.dim() != 4) throw Error("posenc::rope: x must be 4-D [B, H, S, D]");
   if (!at::isFloatingType(x.scalar_type())) throw Error(std::string("posenc::rope: x must be floating, got ") + c10::toString(x.scalar_type()));
   if (!a.inv_freq.defined() || a.inv_freq.dim() != 1 || !at::isFloatingType(a.inv_freq.scalar_type()))
@@ -89,7 +120,8 @@ at::Tensor rope_native(const at::Tensor& x, const RopeOpArgs& a) {
   if (a.direction != 1 && a.direction != -1) throw Error("posenc::rope: direction must be 1 or -1, got " + std::to_string(a.direction));
   const at::ScalarType angles_in = angle_dtype(x);
   const at::ScalarType work = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;  // the kernels compute in float32
-  const at::Tensor pos = positions_of(x, a, angles_in);
+  const at::Tensor pos = positions_of(x, a, angles_in);  // shapes checked first: the kernels' checks read the ids
+  if (check) check_as_the_kernels(x, a, *layout);
   const at::Tensor inv = a.inv_freq.to(x.device()).to(angles_in);  // keeps inv_freq's gradient (learned frequencies)
   at::Tensor angles;  // [P, S, half]
   if (pos.dim() == 3) {

@@ -297,6 +297,14 @@ at::Tensor rope_native_op(const at::Tensor& x, const c10::optional<at::Tensor>& 
   return rope_native(x, a);
 }
 
+// posenc::rope_qk off the CPU below autograd: each tensor through rope_native (no xPos: the schema has none).
+std::tuple<at::Tensor, at::Tensor> rope_qk_native_op(const at::Tensor& q, const at::Tensor& k, const c10::optional<at::Tensor>& positions,
+                                                     const at::Tensor& inv_freq, c10::IntArrayRef axes, double attention_factor,
+                                                     c10::string_view layout, std::int64_t offset, std::int64_t direction) {
+  const RopeOpArgs a = args_of(positions, inv_freq, axes, attention_factor, layout, offset, direction);
+  return {rope_native(q, a), rope_native(k, a)};
+}
+
 }  // namespace
 
 void register_rope_ops(const OpLibraries& libraries) {
@@ -313,6 +321,8 @@ void register_rope_ops(const OpLibraries& libraries) {
   libraries.cpu.impl("rope_qk", rope_qk_cpu);
   libraries.autograd.impl("rope", rope_autograd);
   libraries.autograd.impl("rope_qk", rope_qk_autograd);
+  libraries.other_devices.impl("rope", rope_native_op);
+  libraries.other_devices.impl("rope_qk", rope_qk_native_op);
 }
 
 }  // namespace posenc::torch_layer
