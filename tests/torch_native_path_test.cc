@@ -212,6 +212,17 @@ std::vector<Case> cases() {
       c.args.q_positions = torch::tensor({0, 1, 2, 30, 31, 60}).view({1, 6});
       c.args.k_positions = torch::tensor({0, 1, 2, 3, 10, 29, 30, 45, 61}).view({1, 9});
     });
+  add("t5, max_distance 2^31 - 1, ids 4e7 apart", [](Case& c) {
+    c.args.positions = "t5";
+    c.args.causal = false;
+    c.args.scale = 1;
+    c.args.t5_num_buckets = 32;
+    c.args.t5_max_distance = 2147483647;
+    c.args.t5_bidirectional = true;
+    c.args.bias = torch::randn({32, 4});
+    c.args.q_positions = torch::tensor({0, 5, 17, 300, 40000000, 40000001}).view({1, 6});
+    c.args.k_positions = torch::tensor({0, 1, 9, 100, 5000, 70000, 1000000, 39999999, 40000000}).view({1, 9});
+  });
   for (const char* side : {"absolute", "signed"})
     add(std::string("distance-table, ") + side, [&](Case& c) {
       c.args.positions = "distance-table";
@@ -296,7 +307,19 @@ TEST(TorchNativePath, AttentionChecksItsArgumentsAsTheKernelDoes) {
   rope.remap = "rerope";
   rope.remap_window = 2;
   rope.xpos_scale_base = 16;  // a remap takes plain RoPE: validate_attention's refusal
-  EXPECT_THROW(attention_native(x, x, x, rope), Error);
+  try {
+    attention_native(x, x, x, rope);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a distance remap takes plain RoPE"), std::string::npos) << e.what();
+  }
+  // Learned frequencies: the kernel gives them no gradient and says so; the native path differentiates them.
+  rope.remap = "none";
+  rope.xpos_scale_base = 0;
+  rope.inv_freq = inv_freq(8).requires_grad_(true);
+  EXPECT_THROW(attention_op(x, x, x, rope), Error);
+  attention_native(x, x, x, rope).first.sum().backward();
+  EXPECT_TRUE(rope.inv_freq->grad().defined());
 }
 
 }  // namespace

@@ -19,9 +19,6 @@
 namespace posenc::torch_layer {
 namespace {
 
-// The T5 bucket table's largest size, in entries (its range of key - query distances).
-constexpr std::int64_t kMaxBucketTable = std::int64_t{1} << 24;
-
 // The small tensors an AttentionCall reads, copied to the CPU: the arguments are checked once,
 // by the kernel's own checks (attention_op_call.h), whatever the device.
 AttentionOpArgs on_cpu(AttentionOpArgs a) {
@@ -41,13 +38,6 @@ RopeTensor shape_view(const at::Tensor& x) {
 at::Tensor positions_on(const c10::optional<at::Tensor>& ids, std::int64_t offset, std::int64_t tokens, const at::Device dev) {
   if (ids) return ids->to(dev).to(at::kLong) + offset;
   return (at::arange(tokens, at::TensorOptions(dev).dtype(at::kLong)) + offset).unsqueeze(0);
-}
-
-// The smallest and largest position of a call's ids (the CPU copies) or of index + offset.
-std::pair<std::int64_t, std::int64_t> extent(const c10::optional<at::Tensor>& ids, std::int64_t offset, std::int64_t tokens) {
-  if (!ids) return {offset, offset + tokens - 1};
-  const at::Tensor i = ids->to(at::kLong);
-  return {i.min().item<std::int64_t>() + offset, i.max().item<std::int64_t>() + offset};
 }
 
 // kv heads [B, Hk, T, D] read by each of their group query heads: [B, Hk * group, T, D].
@@ -87,9 +77,8 @@ at::Tensor scores_of(const Call& c, const at::Tensor& q, const at::Tensor& k) {
   return at::matmul(q, per_query_head(k, c.group).transpose(-1, -2)) * c.scale;  // [B, Hq, S, T]
 }
 
-// RoPE's scores, with a remap's far branches (attention.h's formulas). delta [P, 1, S, T].
-at::Tensor rope_scores(const Call& c, const at::Tensor& q, const at::Tensor& k, const at::Tensor& q_pos, const at::Tensor& k_pos,
-                       const at::Tensor& delta) {
+// RoPE's scores, with a remap's far branches (attention.h's formulas).
+at::Tensor rope_scores(const Call& c, const at::Tensor& q, const at::Tensor& k, const at::Tensor& q_pos, const at::Tensor& k_pos) {
   const AttentionOpArgs& a = c.args;
   const std::int64_t Hq = q.size(1), n = a.rope_rotated_heads;
   const bool every_head = n == 0 || n >= Hq;
@@ -100,6 +89,7 @@ at::Tensor rope_scores(const Call& c, const at::Tensor& q, const at::Tensor& k, 
     return scores_of(c, rotated(c, q, q_at, "query", Hq), rotated(c, k, k_at, "key", k.size(1)));
   };
   const std::int64_t w = remap.window;
+  const at::Tensor delta = remap.kind == PositionRemapKind::kNone ? at::Tensor() : (q_pos.unsqueeze(-1) - k_pos.unsqueeze(-2)).unsqueeze(1);
   switch (remap.kind) {
     case PositionRemapKind::kNone: return near;
     case PositionRemapKind::kSelfExtend: {
@@ -125,21 +115,43 @@ at::Tensor rope_scores(const Call& c, const at::Tensor& q, const at::Tensor& k, 
   return near;
 }
 
-// T5's bias [P, Hq, S, T]: table[bucket(kpos - qpos)][h], buckets from the core's t5_bucket.
-at::Tensor t5_bias(const Call& c, const AttentionOpArgs& cpu, const at::Tensor& table, const at::Tensor& delta,
-                   std::int64_t S, std::int64_t T) {
-  const auto [q_lo, q_hi] = extent(cpu.q_positions, cpu.q_offset, S);
-  const auto [k_lo, k_hi] = extent(cpu.k_positions, cpu.k_offset, T);
-  const std::int64_t max_distance = c.params.t5.max_distance;  // buckets are the same from it on (validate)
-  const std::int64_t lo = std::max(k_lo - q_hi, -max_distance), hi = std::min(k_hi - q_lo, max_distance);
-  if (hi - lo + 1 > kMaxBucketTable)
-    throw Error("posenc::attention: the torch-native path's T5 bucket table would have " + std::to_string(hi - lo + 1) +
-                " entries (key - query distances " + std::to_string(lo) + " .. " + std::to_string(hi) + "), over 2^24");
-  std::vector<std::int64_t> lut(static_cast<std::size_t>(hi - lo + 1));
-  for (std::int64_t r = lo; r <= hi; ++r) lut[static_cast<std::size_t>(r - lo)] = t5_bucket(r, c.params.t5);
-  const at::Tensor buckets = at::tensor(lut, delta.options().dtype(at::kLong));
-  const at::Tensor relative = at::clamp(-delta.squeeze(1), lo, hi) - lo;  // [P, S, T]
-  return table.index({buckets.index({relative})}).permute({0, 3, 1, 2});  // [P, S, T, Hq] -> [P, Hq, S, T]
+// T5's bucket as a step function of r = key - query position: pieces [start_i, start_i+1), one
+// bucket each, found on the host with the core's t5_bucket by bisection (it is monotone on r <= 0
+// and on r >= 1, and constant from +-max_distance on: validate(T5BucketParams)), at most
+// 2 num_buckets + 2 of them whatever max_distance; the device looks r up with bucketize.
+struct BucketSteps {
+  std::vector<std::int64_t> starts, buckets;
+};
+
+BucketSteps bucket_steps(const T5BucketParams& t5) {
+  BucketSteps steps;
+  const auto side = [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t start = lo; start <= hi;) {
+      const int bucket = t5_bucket(start, t5);
+      std::int64_t same = start, other = hi + 1;  // t5_bucket(same) == bucket; the piece ends before other
+      while (other - same > 1) {
+        const std::int64_t mid = same + (other - same) / 2;
+        (t5_bucket(mid, t5) == bucket ? same : other) = mid;
+      }
+      steps.starts.push_back(start);
+      steps.buckets.push_back(bucket);
+      start = same + 1;
+    }
+  };
+  side(-static_cast<std::int64_t>(t5.max_distance), 0);
+  side(1, t5.max_distance);
+  return steps;
+}
+
+// T5's bias [P, Hq, S, T]: table[bucket(kpos - qpos)][h].
+at::Tensor t5_bias(const Call& c, const at::Tensor& table, const at::Tensor& delta) {
+  const BucketSteps steps = bucket_steps(c.params.t5);
+  const auto on = delta.options().dtype(at::kLong);
+  const at::Tensor boundaries = at::tensor(steps.starts, on).narrow(0, 1, static_cast<std::int64_t>(steps.starts.size()) - 1);
+  const std::int64_t max_distance = c.params.t5.max_distance;
+  const at::Tensor relative = at::clamp(-delta.squeeze(1), -max_distance, max_distance);  // [P, S, T]
+  const at::Tensor buckets = at::tensor(steps.buckets, on).index({at::bucketize(relative, boundaries, false, true)});
+  return table.index({buckets}).permute({0, 3, 1, 2});  // [P, S, T, Hq] -> [P, Hq, S, T]
 }
 
 }  // namespace
@@ -152,7 +164,7 @@ std::pair<at::Tensor, at::Tensor> attention_native(const at::Tensor& q, const at
                   ": q, k and v must be on one device");
   const AttentionShape s = attention_shape(q, k, v);
   const AttentionOpArgs cpu = on_cpu(a);
-  const AttentionCall checked(cpu, s);
+  const AttentionCall checked(cpu, s, AttentionCall::Table::kNone);
   const AttentionParams& p = checked.params();
   validate_attention(shape_view(q), shape_view(k), shape_view(v), shape_view(q), p);
   const at::Device dev = q.device();
@@ -165,19 +177,22 @@ std::pair<at::Tensor, at::Tensor> attention_native(const at::Tensor& q, const at
   const at::Tensor q_index = at::arange(S, at::TensorOptions(dev).dtype(at::kLong)) + past;  // key index of each query
   const at::Tensor k_index = at::arange(T, at::TensorOptions(dev).dtype(at::kLong));
   const at::Tensor q_pos = positions_on(a.q_positions, a.q_offset, S, dev), k_pos = positions_on(a.k_positions, a.k_offset, T, dev);
-  const at::Tensor delta = (q_pos.unsqueeze(-1) - k_pos.unsqueeze(-2)).unsqueeze(1);  // [P, 1, S, T] query - key position
+  // [P, 1, S, T] query - key position, formed only by the terms that read it.
+  const auto distances = [&] { return (q_pos.unsqueeze(-1) - k_pos.unsqueeze(-2)).unsqueeze(1); };
   at::Tensor scores;
   switch (p.positions) {
-    case AttentionPositions::kRope: scores = rope_scores(c, qw, kw, q_pos, k_pos, delta); break;
+    case AttentionPositions::kRope: scores = rope_scores(c, qw, kw, q_pos, k_pos); break;
     case AttentionPositions::kAlibi: {
       const at::Tensor slopes = at::tensor(a.alibi_slopes, on.dtype(at::kDouble)).to(at::kFloat).view({1, s.heads, 1, 1});
+      const at::Tensor delta = distances();
       scores = scores_of(c, qw, kw) - slopes * (a.alibi_symmetric ? delta.abs() : delta).to(at::kFloat);
       break;
     }
-    case AttentionPositions::kT5: scores = scores_of(c, qw, kw) + t5_bias(c, cpu, a.bias->to(dev).to(at::kFloat), delta, S, T); break;
+    case AttentionPositions::kT5: scores = scores_of(c, qw, kw) + t5_bias(c, a.bias->to(dev).to(at::kFloat), distances()); break;
     case AttentionPositions::kDistanceTable: {
       const at::Tensor values = a.bias->to(dev).to(at::kFloat);  // [Hq, width]
       const bool is_signed = p.distance_table.side == DistanceSide::kSigned;
+      const at::Tensor delta = distances();
       const at::Tensor column = (is_signed ? delta + (p.distance_table.length - 1) : delta.abs()).squeeze(1);  // [P, S, T]
       scores = scores_of(c, qw, kw) + values.index({at::indexing::Slice(), column}).permute({1, 0, 2, 3});
       break;
@@ -190,9 +205,11 @@ std::pair<at::Tensor, at::Tensor> attention_native(const at::Tensor& q, const at
     case AttentionPositions::kNone: scores = scores_of(c, qw, kw); break;
   }
   at::Tensor visible = at::ones({S, T}, at::TensorOptions(dev).dtype(at::kBool));
-  const at::Tensor behind = q_index.unsqueeze(-1) - k_index.unsqueeze(0);  // [S, T] by key index
-  if (a.causal) visible = visible & (behind >= 0);
-  if (a.window > 0) visible = visible & (behind < a.window);
+  if (a.causal || a.window > 0) {
+    const at::Tensor behind = q_index.unsqueeze(-1) - k_index.unsqueeze(0);  // [S, T] by key index
+    if (a.causal) visible = visible & (behind >= 0);
+    if (a.window > 0) visible = visible & (behind < a.window);
+  }
   if (a.chunk > 0) visible = visible & (at::div(k_index, a.chunk, "floor").unsqueeze(0) == at::div(q_index, a.chunk, "floor").unsqueeze(-1));
   visible = visible.view({1, 1, S, T});
   if (a.key_padding) visible = visible & a.key_padding->to(dev).ne(0).view({s.batch, 1, 1, T});

@@ -184,6 +184,10 @@ void attention_autograd(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   AttentionOpArgs a = pop_fields(*stack);
   const at::Tensor v = pop_tensor(*stack), k = pop_tensor(*stack), q = pop_tensor(*stack);
   if (off_cpu(q) || off_cpu(k) || off_cpu(v)) return push_native(*stack, q, k, v, a);  // on a GPU: torch's own autograd
+  if (a.inv_freq && a.inv_freq->requires_grad() && at::GradMode::is_enabled())
+    throw Error("posenc::attention's kernel gives no gradient to inv_freq: learned frequencies rotate q and k first "
+                "(rope_native, or Python's apply_rope) and attend with positions 'none'; off the CPU the torch-native "
+                "path differentiates inv_freq");
   const bool bias_grad = a.bias && a.bias->requires_grad();
   if (at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad() || bias_grad))
     a.bf16_dot_products = false;  // the backward recomputes the scores in f32: the lse must match them

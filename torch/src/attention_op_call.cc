@@ -145,7 +145,7 @@ std::vector<std::int64_t> bias_shape(const AttentionOpArgs& a, const AttentionSh
   return {};
 }
 
-AttentionCall::AttentionCall(const AttentionOpArgs& a, const AttentionShape& s) {
+AttentionCall::AttentionCall(const AttentionOpArgs& a, const AttentionShape& s, Table table) {
   const auto positions = try_from_name<AttentionPositions>(a.positions);
   if (!positions) throw refused("positions must be one of " + enum_names_joined<AttentionPositions>() + ", got " + quoted(a.positions));
   p_.positions = *positions;
@@ -208,7 +208,8 @@ AttentionCall::AttentionCall(const AttentionOpArgs& a, const AttentionShape& s) 
     // (attention.h: up to 2 (S + T) + 4096), or kTableLimit.
     const std::int64_t largest = std::max(largest_position(q_ids_, a.q_offset, s.q_tokens), largest_position(k_ids_, a.k_offset, s.k_tokens));
     const std::int64_t vouched = std::max(kTableLimit, 2 * (s.q_tokens + s.k_tokens) + 4096);
-    if (a.remap == "none" && largest >= 0 && largest < vouched && !inv_freq_.empty() && !s.empty()) table_ = shared_table(p_.rope);
+    if (table == Table::kShared && a.remap == "none" && largest >= 0 && largest < vouched && !inv_freq_.empty() && !s.empty())
+      table_ = shared_table(p_.rope);
   }
   if (p_.positions != AttentionPositions::kAlibi && !a.alibi_slopes.empty())
     throw refused("alibi_slopes are read only with positions 'alibi', not " + quoted(a.positions));

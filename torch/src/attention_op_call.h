@@ -28,8 +28,11 @@ std::vector<std::int64_t> bias_shape(const AttentionOpArgs& a, const AttentionSh
 
 class AttentionCall {
  public:
+  // Whether the call takes RoPE's shared cos/sin table (the CPU kernel), or only its checks (the
+  // torch-native path, which computes its own angles on the tensors' device).
+  enum class Table { kShared, kNone };
   // Throws posenc::Error naming the argument that is wrong. a's tensors must outlive the call.
-  AttentionCall(const AttentionOpArgs& a, const AttentionShape& s);
+  AttentionCall(const AttentionOpArgs& a, const AttentionShape& s, Table table = Table::kShared);
   AttentionCall(const AttentionCall&) = delete;  // params point into this object
 
   const AttentionParams& params() const { return p_; }

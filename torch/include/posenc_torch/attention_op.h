@@ -90,9 +90,10 @@ std::pair<at::Tensor, at::Tensor> attention_op(const at::Tensor& q, const at::Te
                                                const AttentionOpArgs& args);
 
 // The torch-native path (attention_native.cc): the same attention in torch operations on q's
-// device, differentiable by autograd to any order (in q, k, v, the bias input and a learned
-// inv_freq), built from the same values as the kernel (rope_native's angles, the core's T5
-// buckets, the caller's tables). q, k and v on one device, float32, bfloat16 or float16; the
+// device, differentiable by autograd to any order (in q, k, v, the bias input, and a learned
+// inv_freq, which the kernel refuses to take with a gradient), built from the same values as
+// the kernel (rope_native's angles, the core's T5 buckets as a step function looked up on the
+// device, the caller's tables). q, k and v on one device, float32, bfloat16 or float16; the
 // arguments are checked by the kernel's own checks, on CPU copies of the positions, padding,
 // inv_freq and bias tensors (a GPU caller pays their copy). It materialises the [B, Hq, S, T]
 // scores in float32 (the kernel's math; the kernel never forms them); out [B, Hq, S, D] in q's

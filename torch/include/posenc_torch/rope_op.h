@@ -38,7 +38,7 @@ namespace posenc::torch_layer {
 // The arguments of one call, as the schema names them.
 struct RopeOpArgs {
   c10::optional<at::Tensor> positions;
-  at::Tensor inv_freq;                   // float32 [F] on the CPU
+  at::Tensor inv_freq;                   // float32 [F] on the CPU (rope_native: any floating dtype, any device)
   std::vector<std::int64_t> axis_of_freq;  // empty: one position axis
   double attention_factor = 1.0;
   std::string layout = "half_split";
@@ -58,8 +58,10 @@ std::pair<at::Tensor, at::Tensor> rope_qk_op(const at::Tensor& q, const at::Tens
 // p * inv_freq in float64 (float32 on MPS, which has no float64), cos and sin times the attention
 // factor and xPos's scale of x's role (rounded to float32 as the kernels' XPosScales, except for
 // a float64 x), the rotation in float32 (float64 for a float64 x: the formula gradient checks
-// use), the result in x's dtype. x any floating dtype; positions as for the operator, or real numbers (a remap's far
-// positions), on any device (moved to x's); [1, S] rows serve every batch row.
+// use), the result in x's dtype. x any floating dtype; positions as for the operator (checked
+// as the kernels check them, on a host copy: a GPU caller pays that copy), or real numbers and
+// more than 3 axes (axial coordinates, which only this path takes), on any device (moved to
+// x's); [1, S] rows serve every batch row.
 at::Tensor rope_native(const at::Tensor& x, const RopeOpArgs& args);
 
 }  // namespace posenc::torch_layer
