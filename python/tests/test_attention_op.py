@@ -122,7 +122,7 @@ def test_padding_changed_in_place_before_the_backward_is_autograds_error():
 
 def test_bf16_takes_the_f32_kernel_when_training_and_the_bias_gradient_keeps_its_dtype():
     q, k, v = qkv(dtype=torch.bfloat16)
-    table = torch.randn(32, 4).to(torch.bfloat16).requires_grad_()
+    table = torch.randn(32, 4, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16).requires_grad_()
     t5 = dict(positions="t5", t5_num_buckets=32, t5_max_distance=128, scale=1.0)
     out, lse = torch.ops.posenc.attention(q, k, v, bias=table, **t5)
     f32_out, f32_lse = torch.ops.posenc.attention(q.float(), k.float(), v.float(), bias=table.detach().float(), **t5)
@@ -134,7 +134,11 @@ def test_bf16_takes_the_f32_kernel_when_training_and_the_bias_gradient_keeps_its
     f32_q, f32_k, f32_v = (t.float() for t in (q, k, v))
     torch.ops.posenc.attention(f32_q, f32_k, f32_v, bias=f32_table, **t5)[0].sum().backward()
     assert bool(f32_table.grad.abs().sum() > 0)
-    assert torch.allclose(table.grad.float(), f32_table.grad, rtol=1e-2, atol=1e-2), "the f32 gradient, rounded to bf16"
+    # Not only the f32 gradient rounded: the backward reads out as stored, in bf16, so each row's
+    # D = sum(dout * out) carries out's rounding (2^-9 relative), summed over every (query, key) of a
+    # bucket. Over 300 random tables the difference reached 2.4x (1e-2 + 1e-2 |g|) (an unseeded
+    # table made this test fail about one run in three with that bound).
+    assert torch.allclose(table.grad.float(), f32_table.grad, rtol=4e-2, atol=4e-2), "the f32 gradient, up to out's bf16 rounding"
 
 
 def test_traced_attention_records_the_operator_and_replays_it(tmp_path: pathlib.Path):
