@@ -11,13 +11,17 @@
 //   position terms and masks per head (ALiBi: AddAlibiRows; the others Plan::add_bias_tile;
 //           Plan::mask_tile), then the online
 //           softmax per head (SoftmaxRow, attention_softmax-inl.h)
-//   acc[h] += sum_c P[h][c] v_c: each kv head's value tile widened once into f32
-//           [kKeyTile][D], then register-blocked over 4 heads (AccumulateTile,
-//           attention_tiles-inl.h) or 1
+//   acc[h] += sum_c P[h][c] v_c: each kv head's value rows read in place (widened in registers),
+//           register-blocked over 4, 2 or 1 heads (AccumulateRows)
+// The tile products are in attention_decode_tiles-inl.h. K and V are prefetched into L2 a fixed
+// number of bytes ahead (kPrefetchBytes).
 // Measured on a shared Zen 4 EPYC (load average 6-9), 8 query heads over 2 kv heads, T = 32768,
 // f32, one thread (`posenc bench attention --decode`): one kv head per work item (its rows strided
 // by the other heads' in a token-major cache) read K and V at 0.05 of the same-run streaming
-// read; all kv heads per key row, 0.15; with the four-key sums and the prefetch, 0.48.
+// read; all kv heads per key row, 0.15; with the four-key sums and the prefetch, 0.48. On an idle
+// Zen 4 EPYC later the same code read 0.19-0.25 (8 and 2 kv heads): the copy of each value tile
+// (128 KiB at 8 kv heads) and the L1 prefetches were the cost; values read in place and L2
+// prefetches by bytes: 0.43 / 0.54.
 // FMAs and a vector Exp: equal to attention_reference up to float rounding (the tests bound it
 // as they bound the general kernel).
 #if defined(POSENC_ATTENTION_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -28,7 +32,6 @@
 #endif
 
 #include <hwy/aligned_allocator.h>
-#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -38,12 +41,8 @@
 
 #include "attention_decode.h"
 #include "attention_plan.h"
+#include "attention_decode_tiles-inl.h"
 #include "attention_softmax-inl.h"
-// Only AccumulateTile is used here; the unit's own copy of ScoreTile is not.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#include "attention_tiles-inl.h"
-#pragma GCC diagnostic pop
 #include "rope_convert-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -55,158 +54,29 @@ namespace decode {
 
 using attention_detail::kKeyTile;
 
-// scores[r * kKeyTile] = sum_x Q[r][x] key[x] for the kRows rows at Q (row stride D); key: D
-// values stored as T (float, bf16 or f16), each vector widened once for all kRows rows.
-template <int kRows, typename T>
-HWY_INLINE void DotRows(const float* HWY_RESTRICT Q, int D, const T* HWY_RESTRICT key, float* HWY_RESTRICT scores) {
-  const DA d;
-  const int N = static_cast<int>(hn::Lanes(d));
-  hn::Vec<DA> sum[kRows];
-  for (int r = 0; r < kRows; ++r) sum[r] = hn::Zero(d);
-  int x = 0;
-  for (; x + N <= D; x += N) {
-    const auto k = LoadAs(d, key + x);
-    for (int r = 0; r < kRows; ++r) sum[r] = hn::MulAdd(hn::LoadU(d, Q + r * D + x), k, sum[r]);
-  }
-  for (int r = 0; r < kRows; ++r) {
-    float total = hn::GetLane(hn::SumOfLanes(d, sum[r]));
-    for (int t = x; t < D; ++t) total += Q[r * D + t] * LoadScalar(key + t);  // channels past the last vector
-    scores[r * kKeyTile] = total;
-  }
+// How far ahead K and V are prefetched: the rows of the key kPrefetchBytes of cache ahead (every
+// kv head's K and V rows of one key count), into L2 only (locality 1: prefetcht2 on x86). A
+// prefetch into L1 holds one of the core's few L1 miss buffers for its whole trip to memory, which
+// capped the stream below half the memory ceiling. Measured on a Zen 4 EPYC (idle), f32, T =
+// 32768, one thread, 8 query heads over 8 / 2 kv heads, GB/s of K and V read (a streaming read of
+// the same bytes: 29-35): L1 prefetch 24 keys ahead (the former policy) 8.8 / 9.5; none 9.2 / 6.8;
+// L2 prefetch 8 KiB ahead 13.1 / 17.6, 16 KiB 13.8 / 17.5, 32 KiB 13.4 / 17.0.
+constexpr int kPrefetchBytes = 16384;
+
+// Keys ahead of the one being read whose rows are prefetched, for these K and V.
+inline std::int64_t prefetch_keys(const RopeTensor& k, const RopeTensor& v) {
+  const std::int64_t key_bytes = static_cast<std::int64_t>(k.heads) * k.head_dim * dtype_size(k.dtype) +
+                                 static_cast<std::int64_t>(v.heads) * v.head_dim * dtype_size(v.dtype);
+  return std::max<std::int64_t>(1, kPrefetchBytes / key_bytes);
 }
 
-// Column c of the score tile for all `rows` query rows: blocks of 4 rows, then one at a time.
+// Prefetches the rows of key j (batch row b) of every kv head of x into L2; past the cache's end it
+// is not called (no out-of-range pointer is formed).
 template <typename T>
-HWY_INLINE void ScoreKey(const float* HWY_RESTRICT Q, int rows, int D, const T* HWY_RESTRICT key, float* HWY_RESTRICT column) {
-  int r = 0;
-  for (; r + 4 <= rows; r += 4) DotRows<4>(Q + r * D, D, key, column + r * kKeyTile);
-  for (; r < rows; ++r) DotRows<1>(Q + r * D, D, key, column + r * kKeyTile);
-}
-
-#if HWY_TARGET != HWY_SCALAR
-// Four keys at a time: a (query head, key) score without a horizontal sum of its own. The four
-// keys' vector sums of one head are folded together by a transposing tree (lane pairs, then
-// 64-bit pairs, then the two 128-bit blocks): 9 shuffles and adds for 4 scores where 4 separate
-// horizontal sums take about 24. Vectors of at most 256 bits: a Zen 4 core splits 512-bit
-// operations in two anyway, and the tree is one level shorter.
-using DK = hn::CappedTag<float, 8>;
-using DK4 = hn::CappedTag<float, 4>;
-inline constexpr bool kFourKeys = true;
-// Query heads per block of the four-key product: 4 x 4 accumulators where there are 32 vector
-// registers (AVX-512), 2 x 4 where there are 16.
-inline constexpr int kFourKeyRows = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 ? 4 : 2;
-
-// Lanes 0..3: the sums of the lanes of a, b, c and e.
-template <class D>  // DK (a template, so the branch for the other width is discarded)
-HWY_INLINE hn::Vec<DK4> SumOf4(D d, hn::Vec<D> a, hn::Vec<D> b, hn::Vec<D> c, hn::Vec<D> e) {
-  const hn::Repartition<std::uint64_t, D> d64;
-  // Per 128-bit block: [a0+a2, b0+b2, a1+a3, b1+b3] and the same of c, e.
-  const auto ab = hn::Add(hn::InterleaveLower(d, a, b), hn::InterleaveUpper(d, a, b));
-  const auto ce = hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e));
-  // Per block: [a, b, c, e] over the block's lanes.
-  const auto sums = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, ab), hn::BitCast(d64, ce))),
-                            hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, ab), hn::BitCast(d64, ce))));
-  if constexpr (hn::MaxLanes(D()) == 8) {
-    return hn::Add(hn::LowerHalf(DK4(), sums), hn::UpperHalf(DK4(), sums));
-  } else {
-    return sums;
-  }
-}
-
-// scores[r * kKeyTile + 0 .. 3] = sum_x Q[r][x] keys[k][x] for the kRows rows at Q (row stride D)
-// and 4 keys stored as T: each key vector widened once for the kRows rows.
-template <int kRows, typename T>
-HWY_INLINE void DotRows4Keys(const float* HWY_RESTRICT Q, int D, const T* const* keys, float* HWY_RESTRICT scores) {
-  const DK d;
-  const int N = static_cast<int>(hn::Lanes(d));
-  hn::Vec<DK> sum[kRows][4];
-  for (int r = 0; r < kRows; ++r)
-    for (int k = 0; k < 4; ++k) sum[r][k] = hn::Zero(d);
-  int x = 0;
-  for (; x + N <= D; x += N) {
-    const auto k0 = LoadAs(d, keys[0] + x), k1 = LoadAs(d, keys[1] + x), k2 = LoadAs(d, keys[2] + x), k3 = LoadAs(d, keys[3] + x);
-    for (int r = 0; r < kRows; ++r) {
-      const auto q = hn::LoadU(d, Q + r * D + x);
-      sum[r][0] = hn::MulAdd(q, k0, sum[r][0]);
-      sum[r][1] = hn::MulAdd(q, k1, sum[r][1]);
-      sum[r][2] = hn::MulAdd(q, k2, sum[r][2]);
-      sum[r][3] = hn::MulAdd(q, k3, sum[r][3]);
-    }
-  }
-  for (int r = 0; r < kRows; ++r) {
-    HWY_ALIGN float four[hn::MaxLanes(DK4())];
-    hn::Store(SumOf4(d, sum[r][0], sum[r][1], sum[r][2], sum[r][3]), DK4(), four);
-    for (int k = 0; k < 4; ++k) {
-      for (int t = x; t < D; ++t) four[k] += Q[r * D + t] * LoadScalar(keys[k] + t);  // channels past the last vector
-      scores[r * kKeyTile + k] = four[k];
-    }
-  }
-}
-
-// Columns c .. c + 3 of the score tile for all `rows` query rows.
-template <typename T>
-HWY_INLINE void ScoreFourKeys(const float* HWY_RESTRICT Q, int rows, int D, const T* const* keys, float* HWY_RESTRICT column) {
-  int r = 0;
-  for (; r + kFourKeyRows <= rows; r += kFourKeyRows) DotRows4Keys<kFourKeyRows>(Q + r * D, D, keys, column + r * kKeyTile);
-  for (; r < rows; ++r) DotRows4Keys<1>(Q + r * D, D, keys, column + r * kKeyTile);
-}
-#else
-inline constexpr bool kFourKeys = false;  // one lane: ScoreKey's sums are the scalar products
-template <typename T>
-HWY_INLINE void ScoreFourKeys(const float*, int, int, const T* const*, float*) {}
-#endif
-
-// acc[r][:] += sum_{c < cols} P[r][c] V[c][:] for r < rows: P [rows][kKeyTile], V [cols][D], acc
-// [rows][D]. Whole blocks of kRowBlock rows through the forward's register-blocked tile product;
-// a remaining row with 4 vectors of channels per pass (4 independent FMA chains).
-static HWY_NOINLINE void AccumulateRows(const float* HWY_RESTRICT P, const float* HWY_RESTRICT V, int rows, int cols, int D,
-                                        float* HWY_RESTRICT acc) {
-  int r = 0;
-  for (; r + kRowBlock <= rows; r += kRowBlock) AccumulateTile(P + r * kKeyTile, kKeyTile, V, kRowBlock, cols, D, acc + r * D);
-  const DA d;
-  const int N = static_cast<int>(hn::Lanes(d));
-  for (; r < rows; ++r) {
-    const float* p = P + r * kKeyTile;
-    float* a = acc + r * D;
-    int x = 0;
-    for (; x + 4 * N <= D; x += 4 * N) {
-      auto a0 = hn::LoadU(d, a + x), a1 = hn::LoadU(d, a + x + N), a2 = hn::LoadU(d, a + x + 2 * N), a3 = hn::LoadU(d, a + x + 3 * N);
-      for (int c = 0; c < cols; ++c) {
-        const auto w = hn::Set(d, p[c]);
-        const float* v = V + c * D + x;
-        a0 = hn::MulAdd(w, hn::LoadU(d, v), a0);
-        a1 = hn::MulAdd(w, hn::LoadU(d, v + N), a1);
-        a2 = hn::MulAdd(w, hn::LoadU(d, v + 2 * N), a2);
-        a3 = hn::MulAdd(w, hn::LoadU(d, v + 3 * N), a3);
-      }
-      hn::StoreU(a0, d, a + x);
-      hn::StoreU(a1, d, a + x + N);
-      hn::StoreU(a2, d, a + x + 2 * N);
-      hn::StoreU(a3, d, a + x + 3 * N);
-    }
-    for (; x + N <= D; x += N) {
-      auto a0 = hn::LoadU(d, a + x);
-      for (int c = 0; c < cols; ++c) a0 = hn::MulAdd(hn::Set(d, p[c]), hn::LoadU(d, V + c * D + x), a0);
-      hn::StoreU(a0, d, a + x);
-    }
-    for (; x < D; ++x)
-      for (int c = 0; c < cols; ++c) a[x] += p[c] * V[c * D + x];
-  }
-}
-
-// Keys ahead of the one being read whose K and V rows are prefetched (every kv head's, every
-// cache line). Measured on a Zen 4 EPYC shared with other work, 8 query heads over 2 kv heads,
-// T = 32768, bf16, one thread, CPU time per step: no prefetch 3.3 ms, 8 keys ahead 1.74 ms, 24
-// keys 1.65 ms, 64 keys 1.6 ms (within the noise); L2-only hints (prefetcht2) were no better.
-constexpr int kPrefetchKeys = 24;
-
-// Prefetches the rows of key j (batch row b) of every kv head of x; past the cache's end it is
-// not called (no out-of-range pointer is formed).
-template <typename T>
-HWY_INLINE void PrefetchKey(const RopeTensor& x, const T* data, int b, int j, int D) {
+HWY_INLINE void PrefetchKey(const RopeTensor& x, const T* data, int b, std::int64_t j, int D) {
   for (int hk = 0; hk < x.heads; ++hk) {
-    const char* row = reinterpret_cast<const char*>(data + attention_detail::offset_of(x, b, j, hk));
-    for (std::size_t line = 0; line < D * sizeof(T); line += 64) hwy::Prefetch(row + line);
+    const char* row = reinterpret_cast<const char*>(data + attention_detail::offset_of(x, b, static_cast<int>(j), hk));
+    for (std::size_t line = 0; line < D * sizeof(T); line += 64) __builtin_prefetch(row + line, 0, 1);
   }
 }
 
@@ -235,16 +105,16 @@ static HWY_NOINLINE void AddAlibiRows(const attention_detail::Plan& plan, int b,
   }
 }
 
-// One thread's buffers (attention_detail::decode_workspace_floats) for Hq query heads over Hk
-// kv heads: rows in query-head order, so kv head hk's G rows start at row hk G.
+// One thread's buffers (attention_detail::decode_workspace_floats) for Hq query heads: rows in
+// query-head order, so kv head hk's G rows start at row hk G.
 struct Workspace {
-  Workspace(int Hq, int Hk, int D)
-      : buffer(hwy::AllocateAligned<float>(attention_detail::decode_workspace_floats(Hq, Hk, D))), Q(buffer.get()),
-        acc(Q + rows(Hq, D)), Sc(acc + rows(Hq, D)), V(Sc + rows(Hq, kKeyTile)), row_max(V + rows(Hk, kKeyTile) * D),
-        row_sum(row_max + Hq), key(row_sum + Hq), tmp(key + 4 * D) {}
+  Workspace(int Hq, int D)
+      : buffer(hwy::AllocateAligned<float>(attention_detail::decode_workspace_floats(Hq, D))), Q(buffer.get()),
+        acc(Q + rows(Hq, D)), Sc(acc + rows(Hq, D)), row_max(Sc + rows(Hq, kKeyTile)), row_sum(row_max + Hq), key(row_sum + Hq),
+        tmp(key + 4 * D) {}
   static std::size_t rows(int n, int width) { return static_cast<std::size_t>(n) * static_cast<std::size_t>(width); }
   hwy::AlignedFreeUniquePtr<float[]> buffer;
-  float *Q, *acc, *Sc, *V, *row_max, *row_sum, *key, *tmp;  // V: [Hk][kKeyTile][D]; key: 4 rotated key rows
+  float *Q, *acc, *Sc, *row_max, *row_sum, *key, *tmp;  // key: 4 rotated key rows
   std::vector<std::int64_t> positions = std::vector<std::int64_t>(1 + kKeyTile);  // add_bias_tile's scratch
   std::vector<float> distance = std::vector<float>(kKeyTile);                     // AddAlibiRows' scratch
   std::vector<int> lut;
@@ -259,6 +129,7 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
   const bool other_bias = plan.has_bias() && !alibi;
   const T* k_data = static_cast<const T*>(plan.k->data);
   const T* v_data = static_cast<const T*>(plan.v->data);
+  const std::int64_t ahead = prefetch_keys(*plan.k, *plan.v);
   for (int h = 0; h < Hq; ++h) {
     plan.load_query(b, 0, h, ws.Q + h * D, ws.tmp);
     for (int x = 0; x < D; ++x) ws.Q[h * D + x] *= plan.scale;
@@ -272,9 +143,9 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
       const int keys = kFourKeys && c + 4 <= cols ? 4 : 1;  // four keys at a time, then one
       const int j = static_cast<int>(j0 + c);
       for (int k = 0; k < keys; ++k)
-        if (j + k + kPrefetchKeys < hi) {
-          PrefetchKey(*plan.k, k_data, b, j + k + kPrefetchKeys, D);
-          PrefetchKey(*plan.v, v_data, b, j + k + kPrefetchKeys, D);
+        if (j + k + ahead < hi) {
+          PrefetchKey(*plan.k, k_data, b, j + k + ahead, D);
+          PrefetchKey(*plan.v, v_data, b, j + k + ahead, D);
         }
       for (int hk = 0; hk < Hk; ++hk) {
         float* column = ws.Sc + Workspace::rows(hk * G, kKeyTile) + c;
@@ -293,8 +164,6 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
           if (keys == 4) ScoreFourKeys(Q, G, D, rows, column);
           else ScoreKey(Q, G, D, rows[0], column);
         }
-        for (int k = 0; k < keys; ++k)
-          ToFloatRow(v_data + attention_detail::offset_of(*plan.v, b, j + k, hk), ws.V + Workspace::rows(hk * kKeyTile + c + k, D), D);
       }
       c += keys;
     }
@@ -308,8 +177,8 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
         for (int x = 0; x < D; ++x) ws.acc[h * D + x] *= correction;
     }
     for (int hk = 0; hk < Hk; ++hk)
-      AccumulateRows(ws.Sc + Workspace::rows(hk * G, kKeyTile), ws.V + Workspace::rows(hk * kKeyTile, D), G, cols, D,
-                     ws.acc + Workspace::rows(hk * G, D));
+      AccumulateRows(ws.Sc + Workspace::rows(hk * G, kKeyTile), v_data + attention_detail::offset_of(*plan.v, b, static_cast<int>(j0), hk),
+                     plan.v->token_stride, G, cols, D, ws.acc + Workspace::rows(hk * G, D));
   }
 }
 
@@ -338,7 +207,7 @@ void AttentionDecode(const attention_detail::Plan& plan, int threads, float* lse
 #pragma omp parallel num_threads(threads)
 #endif
   {
-    decode::Workspace ws(Hq, Hq / plan.group, D);
+    decode::Workspace ws(Hq, D);
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif

@@ -1,0 +1,209 @@
+// Decode attention's tile products (attention_decode-inl.h), per Highway target: the scores of one
+// or four keys against a kv head's G query rows, and the values' weighted sum read in place.
+#if defined(POSENC_ATTENTION_DECODE_TILES_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef POSENC_ATTENTION_DECODE_TILES_INL_H_
+#undef POSENC_ATTENTION_DECODE_TILES_INL_H_
+#else
+#define POSENC_ATTENTION_DECODE_TILES_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <cstdint>
+
+#include "attention_plan.h"
+// DA and kRowBlock; the unit's own copies of the prefill tile products are not used.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "attention_tiles-inl.h"
+#pragma GCC diagnostic pop
+#include "rope_convert-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+namespace decode {
+
+using attention_detail::kKeyTile;
+
+// scores[r * kKeyTile] = sum_x Q[r][x] key[x] for the kRows rows at Q (row stride D); key: D
+// values stored as T (float, bf16 or f16), each vector widened once for all kRows rows.
+template <int kRows, typename T>
+HWY_INLINE void DotRows(const float* HWY_RESTRICT Q, int D, const T* HWY_RESTRICT key, float* HWY_RESTRICT scores) {
+  const DA d;
+  const int N = static_cast<int>(hn::Lanes(d));
+  hn::Vec<DA> sum[kRows];
+  for (int r = 0; r < kRows; ++r) sum[r] = hn::Zero(d);
+  int x = 0;
+  for (; x + N <= D; x += N) {
+    const auto k = LoadAs(d, key + x);
+    for (int r = 0; r < kRows; ++r) sum[r] = hn::MulAdd(hn::LoadU(d, Q + r * D + x), k, sum[r]);
+  }
+  for (int r = 0; r < kRows; ++r) {
+    float total = hn::GetLane(hn::SumOfLanes(d, sum[r]));
+    for (int t = x; t < D; ++t) total += Q[r * D + t] * LoadScalar(key + t);  // channels past the last vector
+    scores[r * kKeyTile] = total;
+  }
+}
+
+// Column c of the score tile for all `rows` query rows: blocks of 4 rows, then one at a time.
+template <typename T>
+HWY_INLINE void ScoreKey(const float* HWY_RESTRICT Q, int rows, int D, const T* HWY_RESTRICT key, float* HWY_RESTRICT column) {
+  int r = 0;
+  for (; r + 4 <= rows; r += 4) DotRows<4>(Q + r * D, D, key, column + r * kKeyTile);
+  for (; r < rows; ++r) DotRows<1>(Q + r * D, D, key, column + r * kKeyTile);
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// Four keys at a time: a (query head, key) score without a horizontal sum of its own. The four
+// keys' vector sums of one head are folded together by a transposing tree (lane pairs, then
+// 64-bit pairs, then the two 128-bit blocks): 9 shuffles and adds for 4 scores where 4 separate
+// horizontal sums take about 24. Vectors of at most 256 bits: a Zen 4 core splits 512-bit
+// operations in two anyway, and the tree is one level shorter.
+using DK = hn::CappedTag<float, 8>;
+using DK4 = hn::CappedTag<float, 4>;
+inline constexpr bool kFourKeys = true;
+// Query heads per block of the four-key product: 4 x 4 accumulators where there are 32 vector
+// registers (AVX-512), 2 x 4 where there are 16.
+inline constexpr int kFourKeyRows = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 ? 4 : 2;
+
+// Lanes 0..3: the sums of the lanes of a, b, c and e.
+template <class D>  // DK (a template, so the branch for the other width is discarded)
+HWY_INLINE hn::Vec<DK4> SumOf4(D d, hn::Vec<D> a, hn::Vec<D> b, hn::Vec<D> c, hn::Vec<D> e) {
+  const hn::Repartition<std::uint64_t, D> d64;
+  // Per 128-bit block: [a0+a2, b0+b2, a1+a3, b1+b3] and the same of c, e.
+  const auto ab = hn::Add(hn::InterleaveLower(d, a, b), hn::InterleaveUpper(d, a, b));
+  const auto ce = hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e));
+  // Per block: [a, b, c, e] over the block's lanes.
+  const auto sums = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, ab), hn::BitCast(d64, ce))),
+                            hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, ab), hn::BitCast(d64, ce))));
+  if constexpr (hn::MaxLanes(D()) == 8) {
+    return hn::Add(hn::LowerHalf(DK4(), sums), hn::UpperHalf(DK4(), sums));
+  } else {
+    return sums;
+  }
+}
+
+// scores[r * kKeyTile + 0 .. 3] = sum_x Q[r][x] keys[k][x] for the kRows rows at Q (row stride D)
+// and 4 keys stored as T: each key vector widened once for the kRows rows.
+template <int kRows, typename T>
+HWY_INLINE void DotRows4Keys(const float* HWY_RESTRICT Q, int D, const T* const* keys, float* HWY_RESTRICT scores) {
+  const DK d;
+  const int N = static_cast<int>(hn::Lanes(d));
+  hn::Vec<DK> sum[kRows][4];
+  for (int r = 0; r < kRows; ++r)
+    for (int k = 0; k < 4; ++k) sum[r][k] = hn::Zero(d);
+  int x = 0;
+  for (; x + N <= D; x += N) {
+    const auto k0 = LoadAs(d, keys[0] + x), k1 = LoadAs(d, keys[1] + x), k2 = LoadAs(d, keys[2] + x), k3 = LoadAs(d, keys[3] + x);
+    for (int r = 0; r < kRows; ++r) {
+      const auto q = hn::LoadU(d, Q + r * D + x);
+      sum[r][0] = hn::MulAdd(q, k0, sum[r][0]);
+      sum[r][1] = hn::MulAdd(q, k1, sum[r][1]);
+      sum[r][2] = hn::MulAdd(q, k2, sum[r][2]);
+      sum[r][3] = hn::MulAdd(q, k3, sum[r][3]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    HWY_ALIGN float four[hn::MaxLanes(DK4())];
+    hn::Store(SumOf4(d, sum[r][0], sum[r][1], sum[r][2], sum[r][3]), DK4(), four);
+    for (int k = 0; k < 4; ++k) {
+      for (int t = x; t < D; ++t) four[k] += Q[r * D + t] * LoadScalar(keys[k] + t);  // channels past the last vector
+      scores[r * kKeyTile + k] = four[k];
+    }
+  }
+}
+
+// Columns c .. c + 3 of the score tile for all `rows` query rows.
+template <typename T>
+HWY_INLINE void ScoreFourKeys(const float* HWY_RESTRICT Q, int rows, int D, const T* const* keys, float* HWY_RESTRICT column) {
+  int r = 0;
+  for (; r + kFourKeyRows <= rows; r += kFourKeyRows) DotRows4Keys<kFourKeyRows>(Q + r * D, D, keys, column + r * kKeyTile);
+  for (; r < rows; ++r) DotRows4Keys<1>(Q + r * D, D, keys, column + r * kKeyTile);
+}
+#else
+inline constexpr bool kFourKeys = false;  // one lane: ScoreKey's sums are the scalar products
+template <typename T>
+HWY_INLINE void ScoreFourKeys(const float*, int, int, const T* const*, float*) {}
+#endif
+
+// acc[r][x .. x + kVecs N) += sum_{c < cols} P[r][c] v_c[x ..] for r < kRows, P [kRows][kKeyTile]:
+// v_c = V + c ld, stored as T and read where it lies (widened from bf16/f16 in registers, once
+// for the kRows rows). One row keeps two sets of accumulators (even and odd keys), so its FMAs
+// are not a single dependency chain.
+template <int kRows, int kVecs, typename T>
+HWY_INLINE void AccumulateBlock(const float* HWY_RESTRICT P, const T* HWY_RESTRICT V, std::int64_t ld, int cols, int D, int x,
+                                float* HWY_RESTRICT acc) {
+  const DA d;
+  const int N = static_cast<int>(hn::Lanes(d));
+  constexpr int kSets = kRows == 1 ? 2 : 1;
+  hn::Vec<DA> a[kSets][kRows][kVecs];
+  for (int r = 0; r < kRows; ++r)
+    for (int u = 0; u < kVecs; ++u) {
+      a[0][r][u] = hn::LoadU(d, acc + r * D + x + u * N);
+      if constexpr (kSets == 2) a[kSets - 1][r][u] = hn::Zero(d);
+    }
+  int c = 0;
+  if constexpr (kSets == 2) {
+    for (; c + 2 <= cols; c += 2) {
+      const T* v0 = V + c * ld + x;
+      const T* v1 = v0 + ld;
+      const auto p0 = hn::Set(d, P[c]), p1 = hn::Set(d, P[c + 1]);
+      for (int u = 0; u < kVecs; ++u) {
+        a[0][0][u] = hn::MulAdd(p0, LoadAs(d, v0 + u * N), a[0][0][u]);
+        a[kSets - 1][0][u] = hn::MulAdd(p1, LoadAs(d, v1 + u * N), a[kSets - 1][0][u]);
+      }
+    }
+  }
+  for (; c < cols; ++c) {
+    const T* vc = V + c * ld + x;
+    hn::Vec<DA> v[kVecs];
+    for (int u = 0; u < kVecs; ++u) v[u] = LoadAs(d, vc + u * N);
+    for (int r = 0; r < kRows; ++r) {
+      const auto p = hn::Set(d, P[r * kKeyTile + c]);
+      for (int u = 0; u < kVecs; ++u) a[0][r][u] = hn::MulAdd(p, v[u], a[0][r][u]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int u = 0; u < kVecs; ++u) {
+      auto sum = a[0][r][u];
+      if constexpr (kSets == 2) sum = hn::Add(sum, a[kSets - 1][r][u]);
+      hn::StoreU(sum, d, acc + r * D + x + u * N);
+    }
+}
+
+// acc[r][:] += sum_{c < cols} P[r][c] v_c[:] for r < kRows: the channels in passes of 4 vectors
+// (AVX-512's 32 registers hold 4 rows x 4 vectors) or 2, then one vector, then one at a time.
+template <int kRows, typename T>
+HWY_INLINE void AccumulateRowBlock(const float* HWY_RESTRICT P, const T* HWY_RESTRICT V, std::int64_t ld, int cols, int D,
+                                   float* HWY_RESTRICT acc) {
+  const int N = static_cast<int>(hn::Lanes(DA()));
+  constexpr int kWide = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 ? 4 : 2;
+  int x = 0;
+  for (; x + kWide * N <= D; x += kWide * N) AccumulateBlock<kRows, kWide>(P, V, ld, cols, D, x, acc);
+  for (; x + N <= D; x += N) AccumulateBlock<kRows, 1>(P, V, ld, cols, D, x, acc);
+  for (; x < D; ++x)
+    for (int r = 0; r < kRows; ++r)
+      for (int c = 0; c < cols; ++c) acc[r * D + x] += P[r * kKeyTile + c] * LoadScalar(V + c * ld + x);
+}
+
+// acc[r][:] += sum_{c < cols} P[r][c] v_c[:] for r < rows (P [rows][kKeyTile], acc [rows][D]):
+// the value rows v_c = V + c ld of one kv head read in place from the cache, never copied (a
+// copy of a tile's values was 128 KiB at 8 kv heads of 64 f32 channels: four times L1, and it
+// held decode to a quarter of the memory ceiling).
+template <typename T>
+HWY_NOINLINE void AccumulateRows(const float* HWY_RESTRICT P, const T* HWY_RESTRICT V, std::int64_t ld, int rows, int cols, int D,
+                                 float* HWY_RESTRICT acc) {
+  int r = 0;
+  for (; r + 4 <= rows; r += 4) AccumulateRowBlock<4>(P + r * kKeyTile, V, ld, cols, D, acc + r * D);
+  for (; r + 2 <= rows; r += 2) AccumulateRowBlock<2>(P + r * kKeyTile, V, ld, cols, D, acc + r * D);
+  for (; r < rows; ++r) AccumulateRowBlock<1>(P + r * kKeyTile, V, ld, cols, D, acc + r * D);
+}
+
+}  // namespace decode
+}  // namespace HWY_NAMESPACE
+}  // namespace posenc
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
