@@ -89,9 +89,11 @@ TEST(AttentionDecode, EveryTargetSchemeMaskAndDtypeEqualsTheReference) {
 TEST(AttentionDecode, GroupsHeadDimsAndSplitsOfEveryShape) {
   // GQA from one group of 8 to MQA, head dims below, at and above a vector multiple, key counts
   // around the 64-key tile, and thread counts from 1 to more than the work items (some splits
-  // empty under a sliding window). ALiBi causal and RoPE, bf16 K/V.
+  // empty under a sliding window). ALiBi causal and RoPE, bf16 K/V, token-major. Groups of 1, 2
+  // and 3 (blocks of 4 query heads over 4, 2 and mixed kv heads) read a token-major K key by key;
+  // groups of 4 and more, one kv head, or fewer than 4 query heads, four keys per kv head.
   std::mt19937 rng(12);
-  const std::pair<int, int> kHeads[] = {{8, 8}, {8, 2}, {8, 1}, {5, 1}, {3, 3}};
+  const std::pair<int, int> kHeads[] = {{8, 8}, {8, 4}, {6, 2}, {8, 2}, {8, 1}, {5, 1}, {3, 3}};
   int cases = 0;
   for (int D : {8, 64, 130})
     for (const auto& [Hq, Hk] : kHeads)
@@ -110,7 +112,7 @@ TEST(AttentionDecode, GroupsHeadDimsAndSplitsOfEveryShape) {
             EXPECT_LE(tiled_vs_reference(q, k, v, p, threads), kTolerance);
             ++cases;
           }
-  EXPECT_EQ(cases, 3 * 5 * 7 * 4 * 2);
+  EXPECT_EQ(cases, 3 * 7 * 7 * 4 * 2);
 }
 
 TEST(AttentionDecode, ExtraBytesCountTheWorkspaceAndThePartials) {

@@ -105,31 +105,103 @@ static HWY_NOINLINE void AddAlibiRows(const attention_detail::Plan& plan, int b,
   }
 }
 
-// One thread's buffers (attention_detail::decode_workspace_floats) for Hq query heads: rows in
-// query-head order, so kv head hk's G rows start at row hk G.
+// One thread's buffers (attention_detail::decode_workspace_floats) for Hq query heads over Hk kv
+// heads: rows in query-head order, so kv head hk's G rows start at row hk G.
 struct Workspace {
-  Workspace(int Hq, int D)
-      : buffer(hwy::AllocateAligned<float>(attention_detail::decode_workspace_floats(Hq, D))), Q(buffer.get()),
+  Workspace(int Hq, int Hk, int D)
+      : buffer(hwy::AllocateAligned<float>(attention_detail::decode_workspace_floats(Hq, Hk, D))), Q(buffer.get()),
         acc(Q + rows(Hq, D)), Sc(acc + rows(Hq, D)), row_max(Sc + rows(Hq, kKeyTile)), row_sum(row_max + Hq), key(row_sum + Hq),
-        tmp(key + 4 * D) {}
+        tmp(key + rows(std::max(4, Hk), D)) {}
   static std::size_t rows(int n, int width) { return static_cast<std::size_t>(n) * static_cast<std::size_t>(width); }
   hwy::AlignedFreeUniquePtr<float[]> buffer;
-  float *Q, *acc, *Sc, *row_max, *row_sum, *key, *tmp;  // key: 4 rotated key rows
+  float *Q, *acc, *Sc, *row_max, *row_sum, *key, *tmp;  // key: max(4, Hk) rotated key rows
   std::vector<std::int64_t> positions = std::vector<std::int64_t>(1 + kKeyTile);  // add_bias_tile's scratch
   std::vector<float> distance = std::vector<float>(kKeyTile);                     // AddAlibiRows' scratch
   std::vector<int> lut;
 };
+
+// Whether the scores are formed key by key (ScoreTileByKey) rather than four keys per kv head
+// (ScoreTileByHead): a token-major K with several kv heads, groups of fewer than 4 query heads
+// (a group of 4 or more fills ByHead's 4 x 4 register block, which ByKey's blocks of 4 heads do
+// not), and at least one block of 4 query heads. Measured on an idle Zen 4 EPYC, f32, T = 32768,
+// 8 query heads, one thread, GB/s of K and V: 8 kv heads, by head 12.3-13.8, by key 15.9-19.0;
+// 2 kv heads, by head 17.0-18.8, by key 11.4-14.8. Reading the values key by key too (every
+// query head's accumulator in memory) was slower in both.
+inline bool reads_by_key(const RopeTensor& k, int query_heads, int group) {
+  return k.heads > 1 && group < 4 && query_heads >= 4 && k.head_stride < k.token_stride;
+}
+
+// Sc[h][c] for keys j0 + c, c < cols, every query head: key by key, each key's kv head rows in
+// storage order (RoPE: rotated into ws.key first). Prefetches the key `ahead` keys on.
+template <typename T>
+void ScoreTileByKey(const attention_detail::Plan& plan, int b, std::int64_t j0, int cols, std::int64_t hi, std::int64_t ahead,
+                    Workspace& ws) {
+  const int G = plan.group, D = plan.D, Hq = plan.Hq;
+  const T* k_data = static_cast<const T*>(plan.k->data);
+  const T* v_data = static_cast<const T*>(plan.v->data);
+  for (int c = 0; c < cols; ++c) {
+    const int j = static_cast<int>(j0 + c);
+    if (j + ahead < hi) {
+      PrefetchKey(*plan.k, k_data, b, j + ahead, D);
+      PrefetchKey(*plan.v, v_data, b, j + ahead, D);
+    }
+    if (plan.p->positions == AttentionPositions::kRope) {  // the key's rows rotated at its position
+      for (int hk = 0; hk < Hq / G; ++hk) plan.load_key(b, j, hk, ws.key + hk * D, ws.tmp);
+      ScoreKeyHeads(ws.Q, Hq, G, D, static_cast<const float*>(ws.key), D, ws.Sc + c);
+    } else {
+      ScoreKeyHeads(ws.Q, Hq, G, D, k_data + attention_detail::offset_of(*plan.k, b, j, 0), plan.k->head_stride, ws.Sc + c);
+    }
+  }
+}
+
+// The same scores per kv head, four keys at a time: each kv head's 4 rows dotted with its G query
+// heads (a head-major cache's storage order).
+template <typename T>
+void ScoreTileByHead(const attention_detail::Plan& plan, int b, std::int64_t j0, int cols, std::int64_t hi, std::int64_t ahead,
+                     Workspace& ws) {
+  const int G = plan.group, D = plan.D, Hk = plan.Hq / G;
+  const T* k_data = static_cast<const T*>(plan.k->data);
+  const T* v_data = static_cast<const T*>(plan.v->data);
+  for (int c = 0; c < cols;) {
+    const int keys = kFourKeys && c + 4 <= cols ? 4 : 1;  // four keys at a time, then one
+    const int j = static_cast<int>(j0 + c);
+    for (int k = 0; k < keys; ++k)
+      if (j + k + ahead < hi) {
+        PrefetchKey(*plan.k, k_data, b, j + k + ahead, D);
+        PrefetchKey(*plan.v, v_data, b, j + k + ahead, D);
+      }
+    for (int hk = 0; hk < Hk; ++hk) {
+      float* column = ws.Sc + Workspace::rows(hk * G, kKeyTile) + c;
+      const float* Q = ws.Q + Workspace::rows(hk * G, D);
+      if (plan.p->positions == AttentionPositions::kRope) {  // the keys rotated at their positions
+        const float* rows[4];
+        for (int k = 0; k < keys; ++k) {
+          plan.load_key(b, j + k, hk, ws.key + k * D, ws.tmp);
+          rows[k] = ws.key + k * D;
+        }
+        if (keys == 4) ScoreFourKeys(Q, G, D, rows, column);
+        else ScoreKey(Q, G, D, rows[0], column);
+      } else {
+        const T* rows[4];
+        for (int k = 0; k < keys; ++k) rows[k] = k_data + attention_detail::offset_of(*plan.k, b, j + k, hk);
+        if (keys == 4) ScoreFourKeys(Q, G, D, rows, column);
+        else ScoreKey(Q, G, D, rows[0], column);
+      }
+    }
+    c += keys;
+  }
+}
 
 // Keys [lo, hi) of batch row b against every query head: leaves in ws the heads' unnormalised
 // accumulators, running maxima and sums. T: the storage of k and v.
 template <typename T>
 void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std::int64_t hi, Workspace& ws) {
   const int G = plan.group, D = plan.D, Hq = plan.Hq, Hk = Hq / G;
-  const bool rope = plan.p->positions == AttentionPositions::kRope, alibi = plan.p->positions == AttentionPositions::kAlibi;
+  const bool alibi = plan.p->positions == AttentionPositions::kAlibi;
   const bool other_bias = plan.has_bias() && !alibi;
-  const T* k_data = static_cast<const T*>(plan.k->data);
   const T* v_data = static_cast<const T*>(plan.v->data);
   const std::int64_t ahead = prefetch_keys(*plan.k, *plan.v);
+  const bool by_key = reads_by_key(*plan.k, Hq, G);
   for (int h = 0; h < Hq; ++h) {
     plan.load_query(b, 0, h, ws.Q + h * D, ws.tmp);
     for (int x = 0; x < D; ++x) ws.Q[h * D + x] *= plan.scale;
@@ -139,34 +211,8 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
   std::fill(ws.row_sum, ws.row_sum + Hq, 0.0f);
   for (std::int64_t j0 = lo; j0 < hi; j0 += kKeyTile) {
     const int cols = static_cast<int>(std::min<std::int64_t>(kKeyTile, hi - j0));
-    for (int c = 0; c < cols;) {
-      const int keys = kFourKeys && c + 4 <= cols ? 4 : 1;  // four keys at a time, then one
-      const int j = static_cast<int>(j0 + c);
-      for (int k = 0; k < keys; ++k)
-        if (j + k + ahead < hi) {
-          PrefetchKey(*plan.k, k_data, b, j + k + ahead, D);
-          PrefetchKey(*plan.v, v_data, b, j + k + ahead, D);
-        }
-      for (int hk = 0; hk < Hk; ++hk) {
-        float* column = ws.Sc + Workspace::rows(hk * G, kKeyTile) + c;
-        const float* Q = ws.Q + Workspace::rows(hk * G, D);
-        if (rope) {  // the keys rotated at their positions (scalar: the general kernel's rows)
-          const float* rows[4];
-          for (int k = 0; k < keys; ++k) {
-            plan.load_key(b, j + k, hk, ws.key + k * D, ws.tmp);
-            rows[k] = ws.key + k * D;
-          }
-          if (keys == 4) ScoreFourKeys(Q, G, D, rows, column);
-          else ScoreKey(Q, G, D, rows[0], column);
-        } else {
-          const T* rows[4];
-          for (int k = 0; k < keys; ++k) rows[k] = k_data + attention_detail::offset_of(*plan.k, b, j + k, hk);
-          if (keys == 4) ScoreFourKeys(Q, G, D, rows, column);
-          else ScoreKey(Q, G, D, rows[0], column);
-        }
-      }
-      c += keys;
-    }
+    if (by_key) ScoreTileByKey<T>(plan, b, j0, cols, hi, ahead, ws);
+    else ScoreTileByHead<T>(plan, b, j0, cols, hi, ahead, ws);
     if (alibi) AddAlibiRows(plan, b, j0, cols, ws.Sc, ws.positions.data(), ws.distance.data());
     for (int h = 0; h < Hq; ++h) {
       float* row = ws.Sc + Workspace::rows(h, kKeyTile);
@@ -207,7 +253,7 @@ void AttentionDecode(const attention_detail::Plan& plan, int threads, float* lse
 #pragma omp parallel num_threads(threads)
 #endif
   {
-    decode::Workspace ws(Hq, D);
+    decode::Workspace ws(Hq, Hq / plan.group, D);
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif

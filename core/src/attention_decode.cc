@@ -26,16 +26,17 @@ int decode_splits(std::int64_t sequences, std::int64_t key_tiles, int threads) {
   return static_cast<int>(std::max<std::int64_t>(1, std::min(wanted, key_tiles / kDecodeMinTiles)));
 }
 
-std::size_t decode_workspace_floats(int query_heads, int D) {
+std::size_t decode_workspace_floats(int query_heads, int kv_heads, int D) {
   const std::size_t hq = static_cast<std::size_t>(query_heads), d = static_cast<std::size_t>(D);
-  return 2 * hq * d + hq * kKeyTile + 2 * hq + 5 * d;
+  const std::size_t key_rows = static_cast<std::size_t>(std::max(4, kv_heads));
+  return 2 * hq * d + hq * kKeyTile + 2 * hq + (key_rows + 1) * d;
 }
 
 std::int64_t decode_extra_bytes(const RopeTensor& q, const RopeTensor& k, int threads) {
   const std::int64_t key_tiles = (std::int64_t{k.tokens} + kKeyTile - 1) / kKeyTile;
   const int splits = decode_splits(q.batch, key_tiles, threads);
   const std::int64_t partials = splits > 1 ? std::int64_t{q.batch} * splits * q.heads * (std::int64_t{q.head_dim} + 2) : 0;
-  return (static_cast<std::int64_t>(decode_workspace_floats(q.heads, q.head_dim)) * threads + partials) *
+  return (static_cast<std::int64_t>(decode_workspace_floats(q.heads, k.heads, q.head_dim)) * threads + partials) *
          static_cast<std::int64_t>(sizeof(float));
 }
 

@@ -33,10 +33,11 @@ bool decode_applies(const RopeTensor& q, const AttentionParams& params);
 inline constexpr int kDecodeItemsPerThread = 4, kDecodeMinTiles = 8;
 int decode_splits(std::int64_t sequences, std::int64_t key_tiles, int threads);
 
-// Floats of one thread's decode workspace for query_heads of head_dim D: the query rows and
-// accumulators, scores [query_heads][kKeyTile], row maximum and sum, four rotated key rows and a
-// row of scratch (values are read where they lie in the cache, not copied).
-std::size_t decode_workspace_floats(int query_heads, int D);
+// Floats of one thread's decode workspace for query_heads over kv_heads of head_dim D: the query
+// rows and accumulators, scores [query_heads][kKeyTile], row maximum and sum, max(4, kv_heads)
+// rotated key rows (four keys of one kv head, or one key of every kv head) and a row of scratch
+// (values are read where they lie in the cache, not copied).
+std::size_t decode_workspace_floats(int query_heads, int kv_heads, int D);
 
 // Bytes the decode path allocates beyond q, k, v and out (attention_extra_bytes): the workspace
 // per thread and, when the keys are split, the partial softmaxes (batch x splits x Hq rows).
