@@ -27,7 +27,7 @@ XPosScales::XPosScales(const XPosParams& xpos, int num_freqs)
     }
 }
 
-void XPosScales::at(std::int64_t position, float* query, float* key, Block& block) const {
+XPosScales::Factors XPosScales::factors(std::int64_t position, Block& block) const {
   // m - floor(c) is an integer (validate_xpos bounds it); split it as 64 a + r, 0 <= r < 64.
   const auto offset = static_cast<std::int64_t>(static_cast<double>(position) - center_floor_);
   const std::int64_t a = offset >= 0 ? offset / kBlock : -((-offset + kBlock - 1) / kBlock);
@@ -43,11 +43,14 @@ void XPosScales::at(std::int64_t position, float* query, float* key, Block& bloc
     block.index = a;
     block.valid = true;
   }
-  const double* query_r = query_within_.data() + r * half;
-  const double* key_r = key_within_.data() + r * half;
-  for (std::size_t i = 0; i < half; ++i) {
-    query[i] = static_cast<float>(block.query[i] * query_r[i]);
-    key[i] = static_cast<float>(block.key[i] * key_r[i]);
+  return {block.query.data(), block.key.data(), query_within_.data() + r * half, key_within_.data() + r * half};
+}
+
+void XPosScales::at(std::int64_t position, float* query, float* key, Block& block) const {
+  const Factors f = factors(position, block);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(half_); ++i) {
+    query[i] = static_cast<float>(f.block_query[i] * f.within_query[i]);
+    key[i] = static_cast<float>(f.block_key[i] * f.within_key[i]);
   }
 }
 

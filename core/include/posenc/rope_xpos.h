@@ -59,6 +59,13 @@ class XPosScales {
   // double, rounded once to float32: the same bits for the scalar reference and every SIMD walk
   // (both call this), whatever the Block held before.
   void at(std::int64_t position, float* query, float* key, Block& block) const;
+  // The two factors at() multiplies, for a caller that forms the products itself (the SIMD walk,
+  // rope_walk-inl.h: one double product per lane, rounded once to float32, at()'s bits):
+  // query[i] = float(block_query[i] * within_query[i]), key[i] = float(block_key[i] * within_key[i]).
+  struct Factors {
+    const double *block_query, *block_key, *within_query, *within_key;
+  };
+  Factors factors(std::int64_t position, Block& block) const;
 
  private:
   static constexpr int kBlock = 64;
