@@ -140,8 +140,9 @@ TEST(CliCheck, PassesAndFailsHonestly) {
   EXPECT_NE(ok.out.find("PASS  rope.relative"), std::string::npos);
   const auto j = run_json("check --dim 128 --positions 1000");
   EXPECT_TRUE(j.at("pass").get<bool>());
-  EXPECT_EQ(j.at("checks").size(), 23u);
-  for (const char* claim : {"PASS  rope.clip_identity", "PASS  xpos.relative", "PASS  axial.one_axis", "PASS  fire.unit"})
+  EXPECT_EQ(j.at("checks").size(), 25u);
+  for (const char* claim : {"PASS  rope.clip_identity", "PASS  xpos.relative", "PASS  pope.closed_form", "PASS  pope.relative", "PASS  axial.one_axis",
+                           "PASS  fire.unit"})
     EXPECT_NE(ok.out.find(claim), std::string::npos) << claim << " missing from\n" << ok.out;
   // Two frequencies are too few for RoFormer's decay: the check says so and exits 1.
   const CliRun few = run("check --dim 4 --positions 100");

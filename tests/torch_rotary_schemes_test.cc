@@ -8,8 +8,10 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <vector>
 
 #include "posenc/error.h"
+#include "posenc/pope.h"
 #include "posenc_torch/model.h"
 #include "posenc_torch/polar.h"
 #include "torch_support.h"
@@ -70,31 +72,47 @@ TEST(TorchRotarySchemes, PopeLogitsDependOnDistancesOnlyAndItsPhasesTrain) {
   EXPECT_GT(grad.abs().max().item<double>(), 0.0);
 }
 
-// PolarEmbedding equals PoPE's closed form, q'.k' = sum_j softplus(q_j) softplus(k_j)
-// cos((m - n) w_j - delta_j), in double; a delta outside [-2 pi, 0] is used clamped.
-TEST(TorchRotarySchemes, PolarEmbeddingEqualsTheClosedForm) {
+// PolarEmbedding equals the core's PoPE (pope.h) in double: each row as pope_row maps it, and the
+// scores as the closed form pope_score, q'.k' = sum_j softplus(q_j) softplus(k_j) cos((m - n) w_j
+// - delta_j); a delta outside [-2 pi, 0] is used clamped.
+TEST(TorchRotarySchemes, PolarEmbeddingEqualsTheCoresPope) {
   torch::manual_seed(6);
   PolarEmbedding polar(6, 2, 100.0);
   {
     torch::NoGradGuard no_grad;
     polar->delta.copy_(torch::tensor({-1.0, -2.0, 0.5, -7.0, -3.0, 0.0, -0.1, -6.0, -5.0, -4.0, -0.5, -1.5}).view({2, 6}));
   }
+  const PopeParams core{6, 100.0};
   const torch::Tensor q = torch::randn({1, 2, 3, 6}, torch::kFloat64), k = torch::randn({1, 2, 4, 6}, torch::kFloat64);
   const torch::Tensor qp = torch::tensor({7, 9, 30}, torch::kInt64).view({1, 3}), kp = torch::tensor({0, 3, 8, 29}, torch::kInt64).view({1, 4});
-  const torch::Tensor scores = torch::matmul(polar->queries(q, qp), polar->keys(k, kp).transpose(-1, -2));
-  const torch::Tensor delta = polar->delta.detach().to(torch::kFloat64).clamp(-2 * M_PI, 0.0);
-  for (int h = 0; h < 2; ++h)
+  const torch::Tensor q2 = polar->queries(q, qp), k2 = polar->keys(k, kp);
+  const torch::Tensor scores = torch::matmul(q2, k2.transpose(-1, -2));
+  const torch::Tensor delta = polar->delta.detach().to(torch::kFloat64).contiguous();
+  const auto row_of = [](const torch::Tensor& x, int h, int t) {
+    const torch::Tensor r = x[0][h][t].contiguous();
+    return std::vector<double>(r.data_ptr<double>(), r.data_ptr<double>() + r.numel());
+  };
+  for (int h = 0; h < 2; ++h) {
+    const double* delta_h = delta[h].data_ptr<double>();
+    for (int i = 0; i < 3; ++i) {
+      std::vector<double> want(12);
+      pope_row(core, row_of(q, h, i).data(), qp[0][i].item<std::int64_t>(), nullptr, want.data());
+      const std::vector<double> got = row_of(q2, h, i);
+      for (int c = 0; c < 12; ++c) EXPECT_NEAR(got[static_cast<std::size_t>(c)], want[static_cast<std::size_t>(c)], 1e-12) << "query " << h << " " << i;
+    }
+    for (int j = 0; j < 4; ++j) {
+      std::vector<double> want(12);
+      pope_row(core, row_of(k, h, j).data(), kp[0][j].item<std::int64_t>(), delta_h, want.data());
+      const std::vector<double> got = row_of(k2, h, j);
+      for (int c = 0; c < 12; ++c) EXPECT_NEAR(got[static_cast<std::size_t>(c)], want[static_cast<std::size_t>(c)], 1e-12) << "key " << h << " " << j;
+    }
     for (int i = 0; i < 3; ++i)
       for (int j = 0; j < 4; ++j) {
-        double expected = 0;
-        for (int c = 0; c < 6; ++c) {
-          const double w = 1.0 / std::pow(100.0, c / 6.0);
-          const double m_n = static_cast<double>(qp[0][i].item<std::int64_t>() - kp[0][j].item<std::int64_t>());
-          expected += std::log1p(std::exp(q[0][h][i][c].item<double>())) * std::log1p(std::exp(k[0][h][j][c].item<double>())) *
-                      std::cos(m_n * w - delta[h][c].item<double>());
-        }
+        const double expected = pope_score(core, row_of(q, h, i).data(), qp[0][i].item<std::int64_t>(), row_of(k, h, j).data(),
+                                           kp[0][j].item<std::int64_t>(), delta_h);
         EXPECT_NEAR(scores[0][h][i][j].item<double>(), expected, 1e-9) << h << " " << i << " " << j;
       }
+  }
   EXPECT_THROW(polar->queries(torch::randn({1, 3, 3, 6}), qp), Error) << "three heads, the module has two";
 }
 

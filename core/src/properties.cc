@@ -15,6 +15,7 @@
 #include "posenc/axial_rope.h"
 #include "posenc/error.h"
 #include "posenc/mrope.h"
+#include "posenc/pope.h"
 #include "posenc/rope_apply.h"
 #include "posenc/sinusoidal.h"
 #include "posenc/t5_bias.h"
@@ -178,6 +179,42 @@ PropertyCheck xpos_relative(const CheckOptions& o, std::mt19937_64& rng) {
   return {"xpos.relative", "<xPos(q, m), xPos(k, n)> depends only on m - n (shifted by 1000, centre moved), relative", worst, 1e-4};
 }
 
+// PoPE (pope.h): a query's row at m against a key's at n, dotted as real vectors, equals the closed
+// form sum_j softplus(q_j) softplus(k_j) cos((m - n) w_j - delta_j), and is the same at m + 1000,
+// n + 1000 (a function of m - n only). Random q, k, and delta partly outside [-2 pi, 0] (clamped).
+void pope_claims(const CheckOptions& o, std::mt19937_64& rng, std::vector<PropertyCheck>& out) {
+  const PopeParams p{o.dim, 10000.0};
+  std::uniform_real_distribution<double> phase(-8.0, 1.0);
+  const auto row = [&](const std::vector<float>& x, std::int64_t position, const double* delta) {
+    const std::vector<double> xd(x.begin(), x.end());
+    std::vector<double> r(static_cast<std::size_t>(2 * o.dim));
+    pope_row(p, xd.data(), position, delta, r.data());
+    return r;
+  };
+  const auto dot2 = [](const std::vector<double>& a, const std::vector<double>& b) {
+    double sum = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) sum += a[i] * b[i];
+    return sum;
+  };
+  double closed = 0, shifted = 0;
+  for (int trial = 0; trial < 8; ++trial) {
+    const auto q = random_vector(rng, static_cast<std::size_t>(o.dim)), k = random_vector(rng, static_cast<std::size_t>(o.dim));
+    std::vector<double> delta(static_cast<std::size_t>(o.dim));
+    for (double& d : delta) d = phase(rng);
+    for (auto [m, n] : {std::pair<std::int64_t, std::int64_t>{5, 2}, {100, 0}, {37, 4000}, {9000, 8999}}) {
+      const double score = dot2(row(q, m, nullptr), row(k, n, delta.data()));
+      const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end());
+      const double form = pope_score(p, qd.data(), m, kd.data(), n, delta.data());
+      closed = std::max(closed, std::fabs(score - form) / (1 + std::fabs(form)));
+      const double later = dot2(row(q, m + 1000, nullptr), row(k, n + 1000, delta.data()));
+      shifted = std::max(shifted, std::fabs(score - later) / (1 + std::fabs(score)));
+    }
+  }
+  out.push_back({"pope.closed_form", "PoPE's rows dotted equal sum_j softplus(q_j) softplus(k_j) cos((m - n) w_j - delta_j), relative",
+                 closed, 1e-9});
+  out.push_back({"pope.relative", "<PoPE_q(q, m), PoPE_k(k, n)> depends only on m - n (shifted by 1000), relative", shifted, 1e-9});
+}
+
 // Axial RoPE (axial_rope.h) with one axis is 1-D RoPE: the angle table of integer coordinates
 // rotates as rope_apply_reference at those positions, bit for bit.
 PropertyCheck axial_one_axis(const CheckOptions& o, std::mt19937_64& rng) {
@@ -332,6 +369,7 @@ std::vector<PropertyCheck> run_property_checks(const CheckOptions& o) {
   out.push_back(rope_inverse(o, rng));
   out.push_back(rope_clip_identity(o, rng));
   out.push_back(xpos_relative(o, rng));
+  pope_claims(o, rng, out);
   out.push_back(axial_one_axis(o, rng));
   out.push_back(rope_decay(o));
   out.push_back(mrope_reduces_to_rope(o, rng));
