@@ -16,6 +16,7 @@
 #include "posenc_lab/saved_models.h"
 #include "posenc_lab/sort_task.h"
 #endif
+#include "posenc_plot/axial_heatmap.h"
 #include "posenc_plot/bias_curves.h"
 #include "posenc_plot/explain.h"
 #include "posenc_plot/figures.h"
@@ -181,6 +182,24 @@ void add_plot_command(CLI::App& app) {
     }
     write_chart(plot::decay_svg(r), d->out);
   });
+
+  struct AxialArgs {
+    plot::AxialHeatmapRequest request;
+    std::string out;
+  };
+  auto x = std::make_shared<AxialArgs>();
+  x->request.rope.axis_dim = 32;
+  CLI::App* axial = plot_cmd->add_subcommand("axial", "2-D axial RoPE: the score of a query at one cell of an image grid against every key");
+  axial->add_option("--rows", x->request.rows, "grid rows, in [1, 512]")->capture_default_str();
+  axial->add_option("--cols", x->request.cols, "grid columns, in [1, 512]")->capture_default_str();
+  axial->add_option("--query-row", x->request.query_row, "the query's row (default: rows / 2)");
+  axial->add_option("--query-col", x->request.query_col, "the query's column (default: cols / 2)");
+  add_enum_option(axial, "--freqs-for", x->request.rope.freqs_for, "lang (integer coordinates, 1/theta^(2i/axis_dim)) or pixel (coordinates in [-1, 1])");
+  axial->add_option("--axis-dim", x->request.rope.axis_dim, "rotated channels per axis (even)")->capture_default_str();
+  add_base_option(axial, x->request.rope.theta, "lang: frequency base theta")->capture_default_str();
+  axial->add_option("--max-freq", x->request.rope.max_freq, "pixel: the highest frequency is max_freq / 2 * pi")->capture_default_str();
+  add_out_option(axial, x->out, "output .png (plus a labelled .svg) or .svg")->required();
+  axial->callback([x] { write_heatmap(plot::axial_heatmap(x->request), x->out); });
 
 #ifdef POSENC_WITH_TORCH
   struct AttentionArgs {

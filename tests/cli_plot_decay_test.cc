@@ -84,4 +84,19 @@ TEST(CliPlotDecay, BadInputIsExitTwoNamingIt) {
   EXPECT_CLEAN_ERROR(run("plot decay --scheme sandwich --dim 3 -o " + out), "3");
 }
 
+// `plot axial` writes the heatmap's PNG and its labelled SVG; a query outside the grid is exit 2
+// naming the cell.
+TEST(CliPlotAxial, WritesTheHeatmapAndRefusesACellOutsideTheGrid) {
+  const std::string out = temp_path(".png");
+  const CliRun r = run("plot axial --rows 12 --cols 10 --query-row 3 --freqs-for pixel -o " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string svg = read_file(out.substr(0, out.size() - 4) + ".svg");
+  EXPECT_NE(svg.find("axial RoPE, pixel frequencies"), std::string::npos);
+  EXPECT_NE(svg.find("at (3, 5)"), std::string::npos);
+  EXPECT_EQ(read_file(out).substr(1, 3), "PNG");
+  EXPECT_CLEAN_ERROR(run("plot axial --rows 4 --cols 4 --query-col 9 -o " + out), "query cell (2, 9)", "4 x 4 grid");
+  EXPECT_CLEAN_ERROR(run("plot axial --freqs-for video -o " + out), "--freqs-for", "video");
+}
+
 }  // namespace
+
