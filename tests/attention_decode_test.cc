@@ -115,6 +115,31 @@ TEST(AttentionDecode, GroupsHeadDimsAndSplitsOfEveryShape) {
   EXPECT_EQ(cases, 3 * 7 * 7 * 4 * 2);
 }
 
+TEST(AttentionDecode, KeysAndValuesOfDifferentDtypes) {
+  // K and V are read each in its own dtype (a review found V read as K's: f32 keys over bf16 values
+  // read past the end of V). Groups read key by key and by head, RoPE and ALiBi, split keys.
+  std::mt19937 rng(14);
+  const DType kDtypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+  int cases = 0;
+  for (DType kd : kDtypes)
+    for (DType vd : kDtypes)
+      for (const auto& [Hq, Hk] : {std::pair<int, int>{8, 8}, {8, 2}})
+        for (AttentionPositions positions : {AttentionPositions::kAlibi, AttentionPositions::kRope}) {
+          if (kd == vd) continue;
+          SCOPED_TRACE(std::string(to_string(kd)) + " keys, " + to_string(vd) + " values, Hq " + std::to_string(Hq) + " Hk " + std::to_string(Hk) + " " +
+                       to_string(positions));
+          const int D = 40, T = 1237;
+          const RopeSchedule sched = testing::plain_schedule(D);
+          BiasInputs setup;
+          std::vector<float> values;
+          const AttentionParams p = decode_params(positions, MaskCase::kCausal, setup, values, sched, Hq, 1, T, rng);
+          Tensor4 q = make(DType::kF32, 1, 1, Hq, D, false, &rng), k = make(kd, 1, T, Hk, D, false, &rng), v = make(vd, 1, T, Hk, D, false, &rng);
+          EXPECT_LE(tiled_vs_reference(q, k, v, p, 2), kTolerance);
+          ++cases;
+        }
+  EXPECT_EQ(cases, 6 * 2 * 2);
+}
+
 TEST(AttentionDecode, ExtraBytesCountTheWorkspaceAndThePartials) {
   // attention_extra_bytes reports the decode path's buffers: per-thread workspace, and the
   // partial softmaxes when the keys are split (more threads: more bytes).

@@ -1,5 +1,6 @@
 // `posenc plot decay` for the learned distance biases end to end (issue 24): the SVG is written
 // with one curve per head, a user's table (.npy or CSV) is drawn, bad input is exit 2 naming it.
+// Also `plot axial` end to end (its values: plot_axial_test.cc).
 // The curves' numbers are checked against the core in plot_bias_curves_test.cc.
 #include <gtest/gtest.h>
 
@@ -99,4 +100,3 @@ TEST(CliPlotAxial, WritesTheHeatmapAndRefusesACellOutsideTheGrid) {
 }
 
 }  // namespace
-

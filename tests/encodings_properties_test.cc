@@ -27,7 +27,7 @@ TEST(PropertyChecks, AllPassAtTypicalDims) {
     CheckOptions o;
     o.dim = dim;
     const auto checks = run_property_checks(o);
-    EXPECT_EQ(checks.size(), 23u);
+    EXPECT_EQ(checks.size(), 25u);
     for (const auto& c : checks) EXPECT_TRUE(c.pass()) << dim << " " << c.name << ": " << c.measured << " > " << c.tolerance;
   }
 }

@@ -78,6 +78,9 @@ TEST(PlotAxial, BadInputIsAnErrorNamingIt) {
   bad.query_row = 16;
   EXPECT_NE(message(bad).find("query cell (16, 8) is outside the 16 x 16 grid"), std::string::npos);
   bad = r;
+  bad.query_col = -3;  // -1 is the centre; other negatives are no cell
+  EXPECT_NE(message(bad).find("query cell (8, -3) is outside the 16 x 16 grid"), std::string::npos);
+  bad = r;
   bad.rope.axes = 3;
   EXPECT_NE(message(bad).find("draws 2 axes"), std::string::npos);
   bad = r;

@@ -70,13 +70,13 @@ inline std::int64_t prefetch_keys(const RopeTensor& k, const RopeTensor& v) {
   return std::max<std::int64_t>(1, kPrefetchBytes / key_bytes);
 }
 
-// Prefetches the rows of key j (batch row b) of every kv head of x into L2; past the cache's end it
-// is not called (no out-of-range pointer is formed).
-template <typename T>
-HWY_INLINE void PrefetchKey(const RopeTensor& x, const T* data, int b, std::int64_t j, int D) {
+// Prefetches the rows of key j (batch row b) of every kv head of x (K or V, in its own dtype) into
+// L2; past the cache's end it is not called (no out-of-range pointer is formed).
+HWY_INLINE void PrefetchKey(const RopeTensor& x, int b, std::int64_t j) {
+  const std::size_t element = dtype_size(x.dtype), row_bytes = static_cast<std::size_t>(x.head_dim) * element;
   for (int hk = 0; hk < x.heads; ++hk) {
-    const char* row = reinterpret_cast<const char*>(data + attention_detail::offset_of(x, b, static_cast<int>(j), hk));
-    for (std::size_t line = 0; line < D * sizeof(T); line += 64) __builtin_prefetch(row + line, 0, 1);
+    const char* row = static_cast<const char*>(x.data) + attention_detail::offset_of(x, b, static_cast<int>(j), hk) * static_cast<std::int64_t>(element);
+    for (std::size_t line = 0; line < row_bytes; line += 64) __builtin_prefetch(row + line, 0, 1);
   }
 }
 
@@ -138,12 +138,11 @@ void ScoreTileByKey(const attention_detail::Plan& plan, int b, std::int64_t j0, 
                     Workspace& ws) {
   const int G = plan.group, D = plan.D, Hq = plan.Hq;
   const T* k_data = static_cast<const T*>(plan.k->data);
-  const T* v_data = static_cast<const T*>(plan.v->data);
   for (int c = 0; c < cols; ++c) {
     const int j = static_cast<int>(j0 + c);
     if (j + ahead < hi) {
-      PrefetchKey(*plan.k, k_data, b, j + ahead, D);
-      PrefetchKey(*plan.v, v_data, b, j + ahead, D);
+      PrefetchKey(*plan.k, b, j + ahead);
+      PrefetchKey(*plan.v, b, j + ahead);
     }
     if (plan.p->positions == AttentionPositions::kRope) {  // the key's rows rotated at its position
       for (int hk = 0; hk < Hq / G; ++hk) plan.load_key(b, j, hk, ws.key + hk * D, ws.tmp);
@@ -161,14 +160,13 @@ void ScoreTileByHead(const attention_detail::Plan& plan, int b, std::int64_t j0,
                      Workspace& ws) {
   const int G = plan.group, D = plan.D, Hk = plan.Hq / G;
   const T* k_data = static_cast<const T*>(plan.k->data);
-  const T* v_data = static_cast<const T*>(plan.v->data);
   for (int c = 0; c < cols;) {
     const int keys = kFourKeys && c + 4 <= cols ? 4 : 1;  // four keys at a time, then one
     const int j = static_cast<int>(j0 + c);
     for (int k = 0; k < keys; ++k)
       if (j + k + ahead < hi) {
-        PrefetchKey(*plan.k, k_data, b, j + k + ahead, D);
-        PrefetchKey(*plan.v, v_data, b, j + k + ahead, D);
+        PrefetchKey(*plan.k, b, j + k + ahead);
+        PrefetchKey(*plan.v, b, j + k + ahead);
       }
     for (int hk = 0; hk < Hk; ++hk) {
       float* column = ws.Sc + Workspace::rows(hk * G, kKeyTile) + c;
@@ -193,13 +191,14 @@ void ScoreTileByHead(const attention_detail::Plan& plan, int b, std::int64_t j0,
 }
 
 // Keys [lo, hi) of batch row b against every query head: leaves in ws the heads' unnormalised
-// accumulators, running maxima and sums. T: the storage of k and v.
-template <typename T>
+// accumulators, running maxima and sums. TK, TV: the storage of k and of v (each float, bf16 or
+// f16; they may differ).
+template <typename TK, typename TV>
 void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std::int64_t hi, Workspace& ws) {
   const int G = plan.group, D = plan.D, Hq = plan.Hq, Hk = Hq / G;
   const bool alibi = plan.p->positions == AttentionPositions::kAlibi;
   const bool other_bias = plan.has_bias() && !alibi;
-  const T* v_data = static_cast<const T*>(plan.v->data);
+  const TV* v_data = static_cast<const TV*>(plan.v->data);
   const std::int64_t ahead = prefetch_keys(*plan.k, *plan.v);
   const bool by_key = reads_by_key(*plan.k, Hq, G);
   for (int h = 0; h < Hq; ++h) {
@@ -211,8 +210,8 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
   std::fill(ws.row_sum, ws.row_sum + Hq, 0.0f);
   for (std::int64_t j0 = lo; j0 < hi; j0 += kKeyTile) {
     const int cols = static_cast<int>(std::min<std::int64_t>(kKeyTile, hi - j0));
-    if (by_key) ScoreTileByKey<T>(plan, b, j0, cols, hi, ahead, ws);
-    else ScoreTileByHead<T>(plan, b, j0, cols, hi, ahead, ws);
+    if (by_key) ScoreTileByKey<TK>(plan, b, j0, cols, hi, ahead, ws);
+    else ScoreTileByHead<TK>(plan, b, j0, cols, hi, ahead, ws);
     if (alibi) AddAlibiRows(plan, b, j0, cols, ws.Sc, ws.positions.data(), ws.distance.data());
     for (int h = 0; h < Hq; ++h) {
       float* row = ws.Sc + Workspace::rows(h, kKeyTile);
@@ -225,6 +224,23 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
     for (int hk = 0; hk < Hk; ++hk)
       AccumulateRows(ws.Sc + Workspace::rows(hk * G, kKeyTile), v_data + attention_detail::offset_of(*plan.v, b, static_cast<int>(j0), hk),
                      plan.v->token_stride, G, cols, D, ws.acc + Workspace::rows(hk * G, D));
+  }
+}
+
+// DecodeKeys for plan's K and V dtypes.
+template <typename TK>
+void DecodeKeysWithKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std::int64_t hi, Workspace& ws) {
+  switch (plan.v->dtype) {
+    case DType::kF32: return DecodeKeys<TK, float>(plan, b, lo, hi, ws);
+    case DType::kBF16: return DecodeKeys<TK, hwy::bfloat16_t>(plan, b, lo, hi, ws);
+    case DType::kF16: return DecodeKeys<TK, hwy::float16_t>(plan, b, lo, hi, ws);
+  }
+}
+inline void DecodeKeysOf(const attention_detail::Plan& plan, int b, std::int64_t lo, std::int64_t hi, Workspace& ws) {
+  switch (plan.k->dtype) {
+    case DType::kF32: return DecodeKeysWithKeys<float>(plan, b, lo, hi, ws);
+    case DType::kBF16: return DecodeKeysWithKeys<hwy::bfloat16_t>(plan, b, lo, hi, ws);
+    case DType::kF16: return DecodeKeysWithKeys<hwy::float16_t>(plan, b, lo, hi, ws);
   }
 }
 
@@ -261,11 +277,7 @@ void AttentionDecode(const attention_detail::Plan& plan, int threads, float* lse
       const int b = static_cast<int>(item / splits), split = static_cast<int>(item % splits);
       const std::int64_t first = lo + std::min(key_tiles, per * split) * kKeyTile;
       const std::int64_t last = std::min(hi, lo + std::min(key_tiles, per * (split + 1)) * kKeyTile);
-      switch (plan.k->dtype) {
-        case DType::kF32: decode::DecodeKeys<float>(plan, b, first, last, ws); break;
-        case DType::kBF16: decode::DecodeKeys<hwy::bfloat16_t>(plan, b, first, last, ws); break;
-        case DType::kF16: decode::DecodeKeys<hwy::float16_t>(plan, b, first, last, ws); break;
-      }
+      decode::DecodeKeysOf(plan, b, first, last, ws);
       if (splits == 1) {
         for (int h = 0; h < Hq; ++h) store(b, h, ws.acc + h * D, ws.row_max[h], ws.row_sum[h]);
         continue;

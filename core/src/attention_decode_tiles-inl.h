@@ -214,7 +214,8 @@ HWY_NOINLINE void AccumulateRows(const float* HWY_RESTRICT P, const T* HWY_RESTR
 
 #if HWY_TARGET != HWY_SCALAR
 // out[i kKeyTile] = Q[i] . key of query head i, for the 4 query rows at Q (row stride D); head i
-// reads rows[i kDistinct / 4]: 1 distinct row (four heads of one kv head), 2 (groups of 2) or 4.
+// reads rows[i kDistinct / 4]: 2 distinct rows (groups of 2) or 4 (groups of 1 or 3; a group of
+// 4 or more takes ScoreTileByHead instead).
 // Their four vector sums are folded together (SumOf4).
 template <int kDistinct, typename T>
 HWY_INLINE void DotHeads4(const float* HWY_RESTRICT Q, int D, const T* const* rows, float* HWY_RESTRICT out) {
@@ -236,8 +237,9 @@ HWY_INLINE void DotHeads4(const float* HWY_RESTRICT Q, int D, const T* const* ro
 }
 #endif
 
-// column[h kKeyTile] = Q[h] . k_{h / G} for every query head h < Hq: one key's rows, kv head hk's at
-// key + hk head_stride (stored as T). Blocks of 4 query heads, then one at a time.
+// column[h kKeyTile] = Q[h] . k_{h / G} for every query head h < Hq, G < 4 (reads_by_key): one
+// key's rows, kv head hk's at key + hk head_stride (stored as T). Blocks of 4 query heads, then one
+// at a time.
 template <typename T>
 HWY_INLINE void ScoreKeyHeads(const float* HWY_RESTRICT Q, int Hq, int G, int D, const T* key, std::int64_t head_stride,
                               float* HWY_RESTRICT column) {
@@ -246,8 +248,7 @@ HWY_INLINE void ScoreKeyHeads(const float* HWY_RESTRICT Q, int Hq, int G, int D,
   for (; h + 4 <= Hq; h += 4) {
     const T* rows[4];
     for (int i = 0; i < 4; ++i) rows[i] = key + (h + i) / G * head_stride;
-    if (G % 4 == 0) DotHeads4<1>(Q + h * D, D, rows, column + h * kKeyTile);
-    else if (G == 2) {
+    if (G == 2) {
       rows[1] = rows[2];
       DotHeads4<2>(Q + h * D, D, rows, column + h * kKeyTile);
     } else {

@@ -41,8 +41,8 @@ void pope_row(const PopeParams& p, const double* x, std::int64_t position, const
     if (!std::isfinite(x[j])) throw Error("PoPE input channel " + std::to_string(j) + " is not finite: " + format_number(x[j]));
     if (delta && !std::isfinite(delta[j]))
       throw Error("PoPE delta channel " + std::to_string(j) + " is not finite: " + format_number(delta[j]));
-    // p w_j is exact to double rounding (p < 2^31, w_j <= 1); reduced before the bias is added, as
-    // Python's and the libtorch module's phases are.
+    // p w_j to double rounding, reduced before the bias is added, as Python's and the libtorch
+    // module's phases are.
     const double phase = std::fmod(static_cast<double>(position) * w[static_cast<std::size_t>(j)], kTwoPi) + clamped_delta(delta, j);
     const double magnitude = softplus(x[j]);
     out[j] = magnitude * std::cos(phase);

@@ -14,11 +14,12 @@ namespace posenc::plot {
 struct AxialHeatmapRequest {
   AxialRopeParams rope;             // axes must be 2 (rows, columns); axis_dim the rotated channels per axis
   int rows = 16, cols = 16;         // the grid, each in [1, 512]
-  int query_row = -1, query_col = -1;  // the query's cell; -1: the grid's centre (size / 2)
+  int query_row = -1, query_col = -1;  // the query's cell; -1: the grid's centre (size / 2); other negatives refused
 };
 
 // [rows][cols] of mean_i cos(angle_query_i - angle_key_i) over the axes * axis_dim / 2 pairs, in
-// double from the core's angle table (axial_angles). Throws posenc::Error naming a bad value.
+// double from the core's angles (axial_angles, one axis at a time: the mean of a row term and a
+// column term). Throws posenc::Error naming a bad value.
 HeatmapSpec axial_heatmap(const AxialHeatmapRequest& request);
 
 }  // namespace posenc::plot
