@@ -1,17 +1,20 @@
 // The rotary variants' C++ side for posenc.nn (python/posenc/rotary_variants.py): xPos's scales
 // and checks (rope_xpos.h) and axial RoPE's frequencies and grids (axial_rope.h), so the Python
-// modules take both from the core, the same numbers the kernels use, rather than a second copy.
+// modules take both from the core, the same numbers the kernels use, rather than a second copy;
+// and PoPE's double-precision definition (pope.h), which posenc.nn.PolarEmbedding is tested against.
 // The rotations themselves run through module.cc's rope_rotate (its xpos_* keywords).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "posenc/axial_rope.h"
 #include "posenc/error.h"
+#include "posenc/pope.h"
 #include "posenc/rope_xpos.h"
 
 namespace py = pybind11;
@@ -60,6 +63,19 @@ void add_rotary_variants(py::module_& m) {
   m.def("axial_grid", [](int axes, int axis_dim, const std::string& freqs_for, const std::vector<int>& dims) {
     return axial_grid_coordinates(axial_params(axes, axis_dim, freqs_for, 10000.0, 10.0), dims);
   });
+  // PoPE's row of one head (pope_row): x [dim] at position -> [2 dim] (real parts, then imaginary),
+  // a key's when delta [dim] is given (used clamped to [-2 pi, 0]); double.
+  m.def(
+      "pope_row",
+      [](const std::vector<double>& x, std::int64_t position, double base, const std::optional<std::vector<double>>& delta) {
+        const PopeParams p{static_cast<int>(std::min<std::size_t>(x.size(), 1u << 30)), base};
+        if (delta && delta->size() != x.size())
+          throw Error("pope_row: delta must have the row's " + std::to_string(x.size()) + " channels, got " + std::to_string(delta->size()));
+        std::vector<double> out(2 * x.size());
+        pope_row(p, x.data(), position, delta ? delta->data() : nullptr, out.data());
+        return out;
+      },
+      py::arg("x"), py::arg("position"), py::arg("base") = 10000.0, py::arg("delta") = std::nullopt);
 }
 
 }  // namespace posenc

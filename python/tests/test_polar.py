@@ -1,6 +1,7 @@
 """posenc.nn.PolarEmbedding (PoPE, arXiv 2509.10534) against its closed form written here in
 float64, sum_j softplus(q_j) softplus(k_j) cos((m - n) w_j - delta_j) with w_j = 1 / base^(j/d),
-and against x-transformers' own PoPE transcribed below."""
+against x-transformers' own PoPE transcribed below, and row by row against the core's definition
+(posenc/pope.h, through the extension's pope_row)."""
 import math
 
 import pytest
@@ -240,3 +241,29 @@ def test_empty_and_module_dtype_changes():
     assert half.inv_freq().dtype == torch.float64 and torch.equal(half.inv_freq(), m.inv_freq())
     assert half(torch.randn(1, 3, 2, 6).half(), torch.randn(1, 3, 2, 6).half())[0].dtype == torch.float16
     assert "dim=6, heads=2, base=10000" in repr(m)
+
+
+def test_rows_equal_the_cores_pope_in_float64():
+    """Each query and key row of PolarEmbedding in float64 equals the core's pope_row (the C++
+    definition `posenc check` measures and the libtorch module is tested against), delta clamped."""
+    from posenc import _posenc
+    torch.manual_seed(11)
+    dim, heads = 7, 2
+    m = posenc.nn.PolarEmbedding(dim, heads, base=500.0)
+    with torch.no_grad():
+        m.delta.copy_(torch.tensor([[-1.0, 0.5, -7.0, -3.0, 0.0, -0.1, -6.0],
+                                    [-5.0, -4.0, -0.5, -1.5, 2.0, -6.5, -2.0]]))
+    q, k = torch.randn(1, 3, heads, dim, dtype=torch.float64), torch.randn(1, 3, heads, dim, dtype=torch.float64)
+    pos = torch.tensor([0, 17, 1000003])
+    q2, k2 = m(q, k, pos)
+    for t in range(3):
+        for h in range(heads):
+            want_q = _posenc.pope_row(q[0, t, h].tolist(), int(pos[t]), 500.0)
+            want_k = _posenc.pope_row(k[0, t, h].tolist(), int(pos[t]), 500.0, m.delta[h].tolist())
+            assert torch.allclose(q2[0, t, h], torch.tensor(want_q, dtype=torch.float64), rtol=0, atol=1e-12)
+            assert torch.allclose(k2[0, t, h], torch.tensor(want_k, dtype=torch.float64), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="PoPE position must be in"):
+        _posenc.pope_row([0.5], -1)
+    with pytest.raises(ValueError, match="delta must have the row's 2 channels, got 1"):
+        _posenc.pope_row([0.5, 1.0], 3, 10.0, [0.0])
+

@@ -2,8 +2,8 @@
 // "Decoupling the 'What' and 'Where' With Polar Coordinate Positional Embeddings", arXiv
 // 2509.10534), with the conventions of lucidrains' x-transformers (PolarEmbedding,
 // apply_polar_pos_emb): the core's double-precision definition, which the libtorch module
-// (posenc_torch/polar.h) and `posenc check` are measured against (Python's posenc.nn.PolarEmbedding
-// is tested against its own float64 closed form).
+// (posenc_torch/polar.h), Python's posenc.nn.PolarEmbedding (through the extension's pope_row) and
+// `posenc check` are measured against.
 //
 // Channel j < dim of a head is one complex number: magnitude softplus(x_j), phase p w_j at position
 // p, w_j = 1 / base^(j / dim) over all dim channels (no pairs: RoPE's d/2 frequencies, doubled), and
