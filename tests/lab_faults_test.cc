@@ -154,10 +154,10 @@ TEST(LabCorrupt, NonFiniteWeightsInAValidCheckpointAreRefused) {
     const CheckpointHeader h = read_checkpoint_header(p);
     torch_layer::TransformerLM model(torch_layer::config_from_json(h.train_key.at("model").dump()));
     torch::optim::AdamW optimizer(model->parameters());
-    load_checkpoint(p, model, &optimizer, h.train_key);
+    load_checkpoint(p, *model, &optimizer, h.train_key);
     torch::NoGradGuard no_grad;
     for (auto& w : model->parameters()) w.fill_(std::nan(""));
-    save_checkpoint(p, model, &optimizer, h.step, h.train_key);  // a checksum that matches
+    save_checkpoint(p, *model, &optimizer, h.step, h.train_key);  // a checksum that matches
   });
   EXPECT_HAS(e, "alibi.ckpt is corrupt");
   EXPECT_HAS(e, "NaN");

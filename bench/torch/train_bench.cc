@@ -135,7 +135,7 @@ double loop_seconds(const TrainBenchConfig& c, const std::string& name, lab::Wor
   loop.key = {{"bench", "train"}, {"scheme", name}};
   loop.checkpoint_every = c.steps + 1;
   loop.batch = [&](long) { return tokens; };
-  loop.loss = [&](TransformerLM& m, const torch::Tensor& rows) {
+  loop.loss = [&, m = model](const torch::Tensor& rows) mutable {
     const torch::Tensor logits = m->forward(rows.narrow(1, 0, c.seq));
     return torch::nn::functional::cross_entropy(logits.reshape({-1, 64}), rows.narrow(1, 1, c.seq).reshape({-1}));
   };
@@ -143,10 +143,10 @@ double loop_seconds(const TrainBenchConfig& c, const std::string& name, lab::Wor
   loop.world = world;
   long budget = -1;
   loop.steps = 1;
-  lab::run_train_loop(model, loop, &budget);
+  lab::run_train_loop(*model, loop, &budget);
   loop.steps = c.steps;
   const double before = world ? world->sum_seconds() : 0;
-  const double seconds = seconds_of([&] { lab::run_train_loop(model, loop, &budget); });
+  const double seconds = seconds_of([&] { lab::run_train_loop(*model, loop, &budget); });
   if (world) *allreduce = world->sum_seconds() - before;
   return seconds;
 }

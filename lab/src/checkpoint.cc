@@ -55,21 +55,21 @@ CheckpointHeader header_of(const std::string& path, torch::serialize::InputArchi
 
 }  // namespace
 
-void check_finite_weights(torch_layer::TransformerLM& model, const std::string& what) {
+void check_finite_weights(torch::nn::Module& model, const std::string& what) {
   torch::NoGradGuard no_grad;
-  for (const auto& p : model->named_parameters())
+  for (const auto& p : model.named_parameters())
     if (!torch::isfinite(p.value()).all().item<bool>())
       throw Error(what + ": weight " + p.key() + " holds NaN or infinite values");
 }
 
-void save_checkpoint(const std::string& path, torch_layer::TransformerLM& model, torch::optim::Optimizer* optimizer, long step,
+void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer, long step,
                      const nlohmann::json& train_key, const std::vector<double>& losses) {
   torch::serialize::OutputArchive archive;
   archive.write("train_key", c10::IValue(train_key.dump()));
   archive.write("step", c10::IValue(static_cast<std::int64_t>(step)));
   archive.write("losses", c10::IValue(losses));
   torch::serialize::OutputArchive model_archive, optimizer_archive;
-  model->save(model_archive);
+  model.save(model_archive);
   archive.write("model", model_archive);
   if (optimizer) {
     optimizer->save(optimizer_archive);
@@ -89,12 +89,12 @@ CheckpointHeader read_checkpoint_header(const std::string& path) {
   return header_of(path, archive);
 }
 
-long load_checkpoint(const std::string& path, torch_layer::TransformerLM& model, torch::optim::Optimizer* optimizer,
+long load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer,
                      const nlohmann::json& train_key) {
   return load_checkpoint_bytes(path, read_checkpoint_file(path), model, optimizer, train_key).step;
 }
 
-CheckpointHeader load_checkpoint_bytes(const std::string& path, const std::string& bytes, torch_layer::TransformerLM& model,
+CheckpointHeader load_checkpoint_bytes(const std::string& path, const std::string& bytes, torch::nn::Module& model,
                                        torch::optim::Optimizer* optimizer, const nlohmann::json& train_key) {
   torch::serialize::InputArchive archive = open_archive(path, bytes);
   const CheckpointHeader header = header_of(path, archive);
@@ -102,7 +102,7 @@ CheckpointHeader load_checkpoint_bytes(const std::string& path, const std::strin
   try {
     torch::serialize::InputArchive model_archive, optimizer_archive;
     archive.read("model", model_archive);
-    model->load(model_archive);
+    model.load(model_archive);
     if (optimizer) {
       archive.read("optimizer", optimizer_archive);
       optimizer->load(optimizer_archive);
@@ -126,7 +126,7 @@ torch_layer::TransformerLM load_model_file(const std::string& path) {
     std::string what = e.what();
     throw Error(path + " is corrupt (" + what.substr(0, what.find('\n')) + "); delete it to retrain");
   }
-  check_finite_weights(model, path + " is corrupt; delete it to retrain");
+  check_finite_weights(*model, path + " is corrupt; delete it to retrain");
   return model;
 }
 

@@ -1,4 +1,5 @@
-// Checkpoints and model files of the lab (both `lab extrapolate` and `lab sort`).
+// Checkpoints and model files of the lab (every command; a checkpoint holds any torch module: a
+// TransformerLM, or `lab vision`'s ViT).
 //
 // <model>.ckpt: one header line "posenc-lab-checkpoint 1 <payload bytes> <FNV-1a 64 hex>\n", then a
 // torch archive holding the training key (JSON text), the step, the model and the optimizer. On
@@ -18,7 +19,7 @@
 namespace posenc::lab {
 
 // losses: the mean training loss of every step so far (kept so a resumed run reports the whole curve).
-void save_checkpoint(const std::string& path, torch_layer::TransformerLM& model, torch::optim::Optimizer* optimizer, long step,
+void save_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer, long step,
                      const nlohmann::json& train_key, const std::vector<double>& losses = {});
 
 // What a checkpoint holds, read without loading weights (throws Error naming path when corrupt).
@@ -32,11 +33,11 @@ CheckpointHeader read_checkpoint_header(const std::string& path);
 // Loads the weights (and the optimizer state when optimizer is non-null); returns the step.
 // Throws Error naming path when the training key differs, the file is corrupt, or a weight is
 // not finite.
-long load_checkpoint(const std::string& path, torch_layer::TransformerLM& model, torch::optim::Optimizer* optimizer,
+long load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer* optimizer,
                      const nlohmann::json& train_key);
 // The same from the bytes of a checkpoint file (read on one rank, handed to all); path names it
 // in errors. Returns the header (step, key and loss curve).
-CheckpointHeader load_checkpoint_bytes(const std::string& path, const std::string& bytes, torch_layer::TransformerLM& model,
+CheckpointHeader load_checkpoint_bytes(const std::string& path, const std::string& bytes, torch::nn::Module& model,
                                        torch::optim::Optimizer* optimizer, const nlohmann::json& train_key);
 // The whole file, bounded (a checkpoint is at most a few GB).
 std::string read_checkpoint_file(const std::string& path);
@@ -48,6 +49,6 @@ void save_model_file(torch_layer::TransformerLM& model, const std::string& path)
 torch_layer::TransformerLM load_model_file(const std::string& path);
 
 // Throws Error naming what when a weight of model is NaN or infinite.
-void check_finite_weights(torch_layer::TransformerLM& model, const std::string& what);
+void check_finite_weights(torch::nn::Module& model, const std::string& what);
 
 }  // namespace posenc::lab

@@ -38,7 +38,7 @@ std::vector<ResultRow> pi_finetune(const ModelPlan& base, const nlohmann::json& 
   torch::manual_seed(static_cast<std::uint64_t>(plan.seed));
   TransformerLM model(plan.config);
   // Start from the trained model's final weights (its checkpoint, verified against its key).
-  load_checkpoint(t.out_dir + "/" + base.name + ".ckpt", model, nullptr, base_key);
+  load_checkpoint(t.out_dir + "/" + base.name + ".ckpt", *model, nullptr, base_key);
   nlohmann::json key = training_key(plan, ft, corpus);
   key["base"] = base_key;
   if (!train(model, plan, ft, corpus, key, budget, true)) return {};

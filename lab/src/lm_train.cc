@@ -108,7 +108,7 @@ bool train(TransformerLM& model, const ModelPlan& plan, const TrainSettings& c, 
   else loop.batch = [&, xl](long step) { return batch_at(corpus, plan.seed, step, c.batch, xl ? 2 * len : len); };
   if (xl && c.randomize_positions > 0)
     throw Error(plan.name + ": Transformer-XL's segments carry their own positions; randomized positions are for the other schemes");
-  loop.loss = [xl, len, &c, seed = static_cast<std::uint64_t>(plan.seed)](TransformerLM& m, const torch::Tensor& rows) {
+  loop.loss = [m = model, xl, len, &c, seed = static_cast<std::uint64_t>(plan.seed)](const torch::Tensor& rows) mutable {
     torch::Tensor logits, targets;
     if (xl) {  // the previous segment builds the memory (no gradient), the next one learns with it
       torch_layer::XLMemory memory;
@@ -124,7 +124,7 @@ bool train(TransformerLM& model, const ModelPlan& plan, const TrainSettings& c, 
     }
     return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
   };
-  return run_train_loop(model, loop, budget).finished;
+  return run_train_loop(*model, loop, budget).finished;
 }
 
 }  // namespace posenc::lab

@@ -94,7 +94,7 @@ bool finetune(TransformerLM* model, const ModelPlan& base, const nlohmann::json&
   plan.config.rope = extension_params(base.config, ext, t.train_len, kFinetuneScale * t.train_len);
   const TrainSettings ft = finetune_settings(t, kFinetuneScale, c.finetune_steps);
   *model = TransformerLM(plan.config);
-  load_checkpoint(t.out_dir + "/" + base.name + ".ckpt", *model, nullptr, base_key);
+  load_checkpoint(t.out_dir + "/" + base.name + ".ckpt", **model, nullptr, base_key);
   nlohmann::json key = {{"base", base_key}, {"extension", to_string(ext)}, {"steps", ft.steps}, {"batch", ft.batch}, {"lr", ft.lr}, {"train_len", ft.train_len}};
   return train(*model, plan, ft, corpus, key, budget, true,
                mixed_batches(vocab, corpus, ft.train_len, ft.batch, c.passkey_fraction, c.seed + 1, c.distractors));

@@ -85,13 +85,13 @@ torch_layer::TransformerLM train_sort(const std::string& name, Scheme scheme, co
   loop.batch = [&c, n](long step) {
     return batch_of(n, c.training.batch, static_cast<unsigned long long>(c.seed) * 1000003ull + static_cast<unsigned long long>(step));
   };
-  loop.loss = [n, &c](torch_layer::TransformerLM& m, const torch::Tensor& x) {
+  loop.loss = [m = model, n, &c](const torch::Tensor& x) mutable {
     const torch::Tensor logits = training_forward(m, x.narrow(1, 0, 2 * n), c.training, static_cast<std::uint64_t>(c.seed));
     // Loss on the sorted half only: targets x[n+1 .. 2n], predicted from positions n .. 2n-1.
     return torch::nn::functional::cross_entropy(logits.narrow(1, n, n).reshape({-1, kVocab}), x.narrow(1, n + 1, n).reshape({-1}));
   };
   long budget = -1;
-  run_train_loop(model, loop, &budget);
+  run_train_loop(*model, loop, &budget);
   return model;
 }
 

@@ -16,12 +16,11 @@
 namespace posenc::lab {
 namespace {
 
-using torch_layer::TransformerLM;
 
 // The bits of every weight: equal on every rank exactly when the ranks agree.
-std::uint64_t weights_checksum(TransformerLM& model) {
+std::uint64_t weights_checksum(torch::nn::Module& model) {
   std::uint64_t h = 0;
-  for (const auto& p : model->parameters()) {
+  for (const auto& p : model.parameters()) {
     const torch::Tensor c = p.detach().contiguous();
     h = h * 1099511628211ull ^ fnv1a64(c.data_ptr(), static_cast<std::size_t>(c.numel() * c.element_size()));
   }
@@ -29,7 +28,7 @@ std::uint64_t weights_checksum(TransformerLM& model) {
 }
 
 // Where to start: the checkpoint's state (read on rank 0, handed to every rank), or step 0.
-CheckpointHeader resume(TransformerLM& model, torch::optim::Optimizer& optimizer, const TrainLoop& L) {
+CheckpointHeader resume(torch::nn::Module& model, torch::optim::Optimizer& optimizer, const TrainLoop& L) {
   std::string bytes;
   const bool primary = !L.world || L.world->rank() == 0;
   if (primary && !L.checkpoint.empty() && std::filesystem::exists(L.checkpoint) &&
@@ -59,11 +58,11 @@ double all_reduce(World& world, const std::vector<torch::Tensor>& params, const 
 
 }  // namespace
 
-TrainOutcome run_train_loop(TransformerLM& model, const TrainLoop& L, long* budget) {
+TrainOutcome run_train_loop(torch::nn::Module& model, const TrainLoop& L, long* budget) {
   World* const world = L.world;
   const int ranks = world ? world->size() : 1, rank = world ? world->rank() : 0;
   if (world) world->check_same(fnv1a64(L.key.dump().data(), L.key.dump().size()), L.label + ": the training settings");
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(L.lr).weight_decay(L.weight_decay));
+  torch::optim::AdamW optimizer(model.parameters(), torch::optim::AdamWOptions(L.lr).weight_decay(L.weight_decay));
   const CheckpointHeader start = resume(model, optimizer, L);
   long step = start.step;
   TrainOutcome out;
@@ -77,11 +76,11 @@ TrainOutcome run_train_loop(TransformerLM& model, const TrainLoop& L, long* budg
     out.last_loss = out.losses.empty() ? std::nan("") : out.losses.back();
     return out;
   }
-  const std::vector<torch::Tensor> params = model->parameters();
+  const std::vector<torch::Tensor> params = model.parameters();
   const auto began = std::chrono::steady_clock::now();
   const long first = step;
   long tokens = 0;
-  model->train();
+  model.train();
   while (step < L.steps) {
     if (*budget == 0) {
       if (rank == 0 && !L.checkpoint.empty()) save_checkpoint(L.checkpoint, model, &optimizer, step, L.key, out.losses);
@@ -96,7 +95,7 @@ TrainOutcome run_train_loop(TransformerLM& model, const TrainLoop& L, long* budg
       throw Error(L.label + ": a batch of " + std::to_string(rows) + " rows cannot be shared by " + std::to_string(ranks) +
                   " ranks; give a batch of at least the world size");
     const std::int64_t lo = rank * rows / ranks, hi = (rank + 1) * rows / ranks;
-    const torch::Tensor loss = L.loss(model, ranks > 1 ? batch.narrow(0, lo, hi - lo) : batch);
+    const torch::Tensor loss = L.loss(ranks > 1 ? batch.narrow(0, lo, hi - lo) : batch);
     double value;
     if (ranks > 1) {
       const double share = static_cast<double>(hi - lo) / static_cast<double>(rows);
@@ -131,8 +130,9 @@ TrainOutcome run_train_loop(TransformerLM& model, const TrainLoop& L, long* budg
   }
   if (progress) {
     char summary[160];
-    std::snprintf(summary, sizeof summary, "trained, loss %.3f (%.2f bits per token), %.0f tokens/s over %d rank%s", out.last_loss,
-                  out.last_loss / kLn2, step > first ? static_cast<double>(tokens) / seconds : 0.0, ranks, ranks > 1 ? "s" : "");
+    std::snprintf(summary, sizeof summary, "trained, loss %.3f (%.2f bits per %s), %.0f tokens/s over %d rank%s", out.last_loss,
+                  out.last_loss / kLn2, L.loss_per.c_str(), step > first ? static_cast<double>(tokens) / seconds : 0.0, ranks,
+                  ranks > 1 ? "s" : "");
     progress->finish(summary);
   }
   return out;

@@ -1,5 +1,5 @@
-// The lab's one training loop (`lab extrapolate`, its PI fine-tune, `lab sort`): AdamW, a
-// learning rate per step, gradient clipping at norm 1, checkpoints that resume to the numbers of
+// The lab's one training loop (`lab extrapolate`, its PI fine-tune, `lab sort`, `lab passkey`, `lab vision`'s ViT):
+// AdamW, a learning rate per step, gradient clipping at norm 1, checkpoints that resume to the numbers of
 // an uninterrupted run, progress on stderr, and data parallelism over a World.
 //
 // Data parallel: the batch of step s is a pure function of s ([B, ...] rows, the same on every
@@ -30,11 +30,14 @@ struct TrainLoop {
   int checkpoint_every = 100;
   double lr = 1e-3, weight_decay = 0.01;
   std::function<double(long step)> lr_at;  // empty: lr at every step
-  // The global batch of a step: [B, ...] int64, a pure function of the step.
+  // The global batch of a step: [B, ...] rows (int64 tokens; the vision lab's float32 patches and
+  // label), a pure function of the step.
   std::function<torch::Tensor(long step)> batch;
-  // The mean loss of some rows of a batch (a scalar with a graph).
-  std::function<torch::Tensor(torch_layer::TransformerLM& model, const torch::Tensor& rows)> loss;
+  // The mean loss of some rows of a batch (a scalar with a graph), from the model being trained
+  // (the closure holds it: a TransformerLM, or the vision lab's ViT).
+  std::function<torch::Tensor(const torch::Tensor& rows)> loss;
   long tokens_per_row = 0;    // for the throughput in the summary line
+  std::string loss_per = "token";  // what one loss term scores, for the summary line (the vision lab: "image")
   bool restart_on_other_key = false;  // a checkpoint with another key is trained over, not an Error
   World* world = nullptr;     // null: this process alone
 };
@@ -47,6 +50,6 @@ struct TrainOutcome {
 
 // Trains model (or resumes it from loop.checkpoint) to loop.steps; *budget counts the steps this
 // run may still take (-1: no limit). A non-finite loss is an Error naming the label and the step.
-TrainOutcome run_train_loop(torch_layer::TransformerLM& model, const TrainLoop& loop, long* budget);
+TrainOutcome run_train_loop(torch::nn::Module& model, const TrainLoop& loop, long* budget);
 
 }  // namespace posenc::lab
