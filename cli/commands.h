@@ -24,6 +24,7 @@ void add_tour_command(CLI::App& app);     // the learner's walk, each claim meas
 #ifdef POSENC_WITH_TORCH
 void add_lab_command(CLI::App& app);                // experiments: extrapolate, sort, passkey
 void add_lab_passkey_command(CLI::App& lab);        // lab passkey
+void add_lab_vision_command(CLI::App& lab);         // lab vision
 void add_lab_leaderboard_command(CLI::App& lab);    // lab leaderboard
 void add_bench_attention_command(CLI::App* bench);  // bench attention
 #endif

@@ -150,6 +150,7 @@ void add_lab_command(CLI::App& app) {
   });
   add_lab_heads_command(*lab_cmd);
   add_lab_passkey_command(*lab_cmd);
+  add_lab_vision_command(*lab_cmd);
   add_lab_leaderboard_command(*lab_cmd);
 }
 

@@ -51,27 +51,31 @@ void add_remap_options(CLI::App* cmd, lab::RemapSettings* remaps) {
                   "the remaps' windows w, each in [1, train-len - 2] (default: train-len / 4 and train-len / 2)");
 }
 
+void add_lab_model_options(CLI::App* cmd, lab::TrainSettings* training, lab::ModelShape* shape, int* seed, bool* json) {
+  add_steps_option(cmd, training->steps, "training steps per model")->capture_default_str();
+  add_seed_option(cmd, *seed, "seed of the weights and the batches");
+  add_threads_option(cmd, training->threads,
+                     "torch threads (0: one, measured faster than two for models this small; at most this machine's "
+                     "hardware threads)",
+                     0, lab::max_lab_threads());
+  add_out_option(cmd, training->out_dir, "output directory (checkpoints, results, pictures)")->capture_default_str();
+  cmd->add_option("--layers", shape->layers, "transformer layers")->capture_default_str();
+  cmd->add_option("--d-model", shape->d_model, "model width (split over the heads; an even head width)")->capture_default_str();
+  add_heads_option(cmd, shape->heads, "attention heads")->capture_default_str();
+  add_json_flag(cmd, *json);
+}
+
 void add_lab_run_options(CLI::App* cmd, const LabRunTargets& t, const std::string& unit) {
   add_name_list(cmd, "--schemes", t.schemes, *t.schemes, [](const std::string& name) { return name; }, "comma-separated schemes");
   cmd->add_option("--train-len", t.training->train_len, unit + " per training sequence")->capture_default_str();
-  add_steps_option(cmd, t.training->steps, "training steps per model")->capture_default_str();
-  add_seed_option(cmd, *t.seed, "seed of the weights and the batches");
   cmd->add_option("--randomize-positions", t.training->randomize_positions,
                   "train each row at a sorted random subset of positions 0..L-1 (Ruoss et al. 2023; a learned table gets L rows), "
                   "evaluate at 0..len-1; 0: off")
       ->capture_default_str()
       ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("an empty value: give L, or 0 for off") : std::string(); },
                              "INT", "not empty"));
-  add_threads_option(cmd, t.training->threads,
-                     "torch threads (0: one, measured faster than two for models this small; at most this machine's "
-                     "hardware threads)",
-                     0, lab::max_lab_threads());
-  add_out_option(cmd, t.training->out_dir, "output directory (checkpoints, results, pictures)")->capture_default_str();
-  cmd->add_option("--layers", t.shape->layers, "transformer layers")->capture_default_str();
-  cmd->add_option("--d-model", t.shape->d_model, "model width (split over the heads; an even head width)")->capture_default_str();
-  add_heads_option(cmd, t.shape->heads, "attention heads")->capture_default_str();
+  add_lab_model_options(cmd, t.training, t.shape, t.seed, t.json);
   if (t.corpus) cmd->add_option("--corpus", *t.corpus, "UTF-8 text (default: the King James Bible made by `make corpus`)")->capture_default_str();
-  add_json_flag(cmd, *t.json);
   if (t.launch) add_launch_options(cmd, t.launch);
 }
 

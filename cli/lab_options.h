@@ -26,6 +26,10 @@ struct LabRunTargets {
   bool* json;
   lab::LaunchConfig* launch;  // null: a command that runs in one process only
 };
+// --steps, --seed, --threads, --out, --layers, --d-model, --heads and --json: how any lab model
+// trains and how big it is (add_lab_run_options adds them; `lab vision` alone, with its grids).
+void add_lab_model_options(CLI::App* cmd, lab::TrainSettings* training, lab::ModelShape* shape, int* seed, bool* json);
+
 // --schemes, --train-len, --steps, --seed, --threads (at most this machine's hardware threads),
 // --out, --layers, --d-model, --heads, --corpus, --json and the launcher flags. `unit` names what
 // train-len counts.

@@ -150,5 +150,33 @@ TEST(LabCli, AnEmptyOutputDirectoryIsRefused) {
   EXPECT_CLEAN_ERROR(r, "--out: cannot use '' as the output directory");
 }
 
+// `lab vision`: bad settings are one-line errors before anything is written; a tiny run prints
+// its table, writes results.json and reads the cache on a second run.
+TEST(LabCli, VisionRefusesBadSettingsThenRunsEndToEnd) {
+  const std::string dir = temp_path("_vision");
+  std::filesystem::remove_all(dir);
+  const std::string out = " --out " + dir;
+  expect_error("lab vision --schemes axial,bogus" + out, "--schemes must be one of none|learned|axial|pixel|mixed, got 'bogus'");
+  expect_error("lab vision --schemes ''" + out, "--schemes: item 1 of '' is empty");
+  expect_error("lab vision --test-grids 8,40" + out, "--test-grids must be in [1, 32], got 40");
+  expect_error("lab vision --train-grid 0" + out, "--train-grid must be in [1, 32], got 0");
+  expect_error("lab vision --d-model 24 --heads 4" + out, "the head width must be a multiple of 4, got 6 (scheme axial)");
+  expect_error("lab vision --steps 0" + out, "--steps");
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "rejected before anything was trained or written";
+
+  const std::string tiny = "lab vision --schemes none,axial --train-grid 4 --test-grids 4,6 --test-images 16 --steps 3 --batch 4 "
+                           "--layers 1 --d-model 16 --heads 2" + out;
+  const CliRun r = run_bounded(tiny, 60);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("4x4*"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("axial"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/results.json"));
+  const CliRun again = run_bounded(tiny + " --json", 60);
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(again.err.find("train vision"), std::string::npos) << "read from the cache: " << again.err;
+  EXPECT_NE(again.out.find("\"train_grid\": 4"), std::string::npos) << again.out;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace posenc::testing

@@ -25,6 +25,7 @@
 #include "posenc/sinusoidal.h"
 #include "posenc_torch/model_config.h"  // torch_layer::Fusion's names: a torch-free header
 #include "posenc_lab/run_settings.h"     // lab::RopeExtension's names: a torch-free header
+#include "posenc_lab/vision.h"           // lab::VisionScheme's names: a torch-free header
 
 namespace posenc {
 
