@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attention_bf16.h"
+#include "attention_bf16_bound.h"
 #include "attention_plan.h"
 #include "attention_test_support.h"
 #include "posenc/attention.h"
@@ -22,89 +23,6 @@ namespace posenc {
 namespace {
 
 using namespace attention_test;
-
-constexpr double kU = 1.0 / 512;  // bf16's unit roundoff: 8 significant bits, round to nearest
-
-// Restores the CPU check however a test ends.
-struct Bf16Disabled {
-  Bf16Disabled() { allow_attention_bf16_for_test(false); }
-  ~Bf16Disabled() { allow_attention_bf16_for_test(true); }
-};
-
-struct Outcome {
-  double worst_ratio = 0;  // max over elements of |out - ref| / bound
-  double worst_error = 0;
-  int elements = 0, empty_rows = 0;
-};
-
-// attention() on the bf16 path against attention_reference, each element within the bound of
-// attention_bf16.h (with its terms from the reference's scores s_j, a_j and weights pi_j), each
-// row's log-sum-exp within Delta + u / (1 - u) + e_f; rows that see no key exactly 0 and -inf.
-Outcome bf16_vs_reference(const Tensor4& q, const Tensor4& k, const Tensor4& v, const AttentionParams& p, DType out_dtype,
-                          int threads) {
-  const int B = q.view.batch, S = q.view.tokens, H = q.view.heads, D = q.view.head_dim, T = k.view.tokens;
-  Tensor4 ref = make(DType::kF32, B, S, H, D, false, nullptr), fast = make(out_dtype, B, S, H, D, true, nullptr);
-  std::vector<float> ref_lse(static_cast<std::size_t>(B) * H * S), fast_lse(ref_lse.size());
-  AttentionOptions options;
-  options.lse = ref_lse.data();
-  attention_reference(q.view, k.view, v.view, ref.view, p, options);
-  options.threads = threads;
-  options.lse = fast_lse.data();
-  EXPECT_TRUE(attention_runs_bf16(q.view, k.view, v.view, p, options));
-  attention(q.view, k.view, v.view, fast.view, p, options);
-
-  const attention_detail::Plan plan = attention_detail::make_plan(q.view, k.view, v.view, ref.view, p, nullptr);
-  const double eps_s = (1 + kU) * (1 + kU) * (1 + (D + 1) * 0x1p-24) - 1;
-  const double e_f = (T + 2.0 * T / 64 + 16) * 0x1p-24;
-  std::vector<float> qr(D), kr(D), tmp(D);
-  std::vector<double> s(T), a(T);
-  Outcome o;
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < H; ++h)
-      for (int i = 0; i < S; ++i) {
-        plan.load_query(b, i, h, qr.data(), tmp.data());
-        double best = -std::numeric_limits<double>::infinity(), delta = 0;
-        for (int j = 0; j < T; ++j) {
-          s[j] = -std::numeric_limits<double>::infinity();
-          if (!plan.visible(b, plan.past + i, j)) continue;
-          plan.load_key(b, j, h / plan.group, kr.data(), tmp.data());
-          double dot = 0, mag = 0;
-          for (int c = 0; c < D; ++c) {
-            dot += double{qr[c]} * kr[c];
-            mag += std::abs(double{qr[c]} * kr[c]);
-          }
-          s[j] = dot * plan.scale + plan.bias(b, h, i, j);
-          a[j] = mag * plan.scale;
-          delta = std::max(delta, eps_s * a[j] + 0x1p-22 * std::abs(s[j]));
-          best = std::max(best, s[j]);
-        }
-        const std::size_t row_lse = (static_cast<std::size_t>(b) * H + h) * S + i;
-        if (best == -std::numeric_limits<double>::infinity()) {  // sees no key
-          ++o.empty_rows;
-          EXPECT_EQ(fast_lse[row_lse], -std::numeric_limits<float>::infinity()) << "b " << b << " h " << h << " i " << i;
-          for (int c = 0; c < D; ++c) EXPECT_EQ(at(fast.view, b, i, h, c), 0.0f);
-          continue;
-        }
-        double total = 0;
-        for (int j = 0; j < T; ++j) total += std::isinf(s[j]) ? 0.0 : std::exp(s[j] - best);
-        const double factor = std::exp(2 * delta) * (1 + kU) / (1 - kU) * (1 + e_f) - 1;
-        EXPECT_NEAR(fast_lse[row_lse], ref_lse[row_lse], delta + kU / (1 - kU) + e_f + 0x1p-22 * std::abs(ref_lse[row_lse]))
-            << "b " << b << " h " << h << " i " << i;
-        for (int c = 0; c < D; ++c) {
-          double weighted = 0;  // sum_j pi_j |v_jc|
-          for (int j = 0; j < T; ++j)
-            if (!std::isinf(s[j])) weighted += std::exp(s[j] - best) / total * std::abs(at(v.view, b, j, h / plan.group, c));
-          const double want = at(ref.view, b, i, h, c), got = at(fast.view, b, i, h, c);
-          const double bound = factor * weighted + 0x1p-23 * std::abs(want) + (out_dtype == DType::kBF16 ? kU * std::abs(got) : 0.0);
-          const double error = std::abs(got - want);
-          EXPECT_LE(error, bound) << "b " << b << " h " << h << " i " << i << " c " << c;
-          o.worst_ratio = std::max(o.worst_ratio, error / bound);
-          o.worst_error = std::max(o.worst_error, error);
-          ++o.elements;
-        }
-      }
-  return o;
-}
 
 struct Case {
   const char* name;
@@ -147,6 +65,9 @@ TEST(AttentionBf16, WithinTheBoundOfBf16RoundingAgainstTheDoubleReference) {
     }
     Tensor4 q = make(DType::kBF16, B, c.S, c.Hq, c.D, false, &rng), k = make(DType::kBF16, B, c.T, c.Hk, c.D, true, &rng),
             v = make(DType::kBF16, B, c.T, c.Hk, c.D, false, &rng);
+    AttentionOptions two;
+    two.threads = 2;
+    EXPECT_TRUE(attention_runs_bf16(q.view, k.view, v.view, p, two));
     const Outcome o = bf16_vs_reference(q, k, v, p, c.out, 2);
     EXPECT_EQ(o.empty_rows, c.padded && c.causal ? 20 * c.Hq : 0);
     // Not the reference's bits: the path rounds to bf16 (a test that would pass with the f32
@@ -190,23 +111,9 @@ TEST(AttentionBf16, WithoutTheInstructionTheF32KernelRunsBitForBit) {
   AttentionParams p = params_for(AttentionPositions::kAlibi, setup, H, B, T, rng);
   Tensor4 q = make(DType::kBF16, B, S, H, D, false, &rng), k = make(DType::kBF16, B, T, H, D, false, &rng),
           v = make(DType::kBF16, B, T, H, D, false, &rng);
-  Tensor4 forced = make(DType::kF32, B, S, H, D, false, nullptr), f32_kernel = make(DType::kF32, B, S, H, D, false, nullptr),
-          native = make(DType::kF32, B, S, H, D, false, nullptr);
-  AttentionOptions options;
-  options.threads = 2;
-  {
-    const Bf16Disabled no_instruction;
-    EXPECT_FALSE(attention_bf16_available());
+  expect_f32_bits_without_the_instruction(q, k, v, p, [&](const AttentionOptions& options) {
     EXPECT_FALSE(attention_runs_bf16(q.view, k.view, v.view, p, options));
-    attention(q.view, k.view, v.view, forced.view, p, options);
-  }
-  options.bf16_dot_products = false;
-  attention(q.view, k.view, v.view, f32_kernel.view, p, options);
-  EXPECT_EQ(forced.bytes, f32_kernel.bytes);
-  if (!attention_bf16_available()) return;
-  options.bf16_dot_products = true;  // and the path, where the CPU has it, is another computation
-  attention(q.view, k.view, v.view, native.view, p, options);
-  EXPECT_NE(native.bytes, f32_kernel.bytes);
+  });
 }
 
 TEST(AttentionBf16, KeysPackedAheadOrPerTaskGiveTheSameBits) {
