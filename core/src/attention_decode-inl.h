@@ -23,7 +23,9 @@
 // (128 KiB at 8 kv heads) and the L1 prefetches were the cost; values read in place and L2
 // prefetches by bytes: 0.43 / 0.54.
 // FMAs and a vector Exp: equal to attention_reference up to float rounding (the tests bound it
-// as they bound the general kernel).
+// as they bound the general kernel). Where DecodeBf16 says so (bf16 K or V on a CPU with
+// AVX512-BF16), the scores or the P.V sums are the bf16 products of attention_decode_bf16.h
+// instead, within the bf16 bound of posenc/attention_bf16.h.
 #if defined(POSENC_ATTENTION_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef POSENC_ATTENTION_DECODE_INL_H_
 #undef POSENC_ATTENTION_DECODE_INL_H_
@@ -39,7 +41,9 @@
 #include <limits>
 #include <vector>
 
+#include "attention_bf16_tiles.h"
 #include "attention_decode.h"
+#include "attention_decode_bf16.h"
 #include "attention_plan.h"
 #include "attention_decode_tiles-inl.h"
 #include "attention_softmax-inl.h"
@@ -53,6 +57,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 namespace decode {
 
 using attention_detail::kKeyTile;
+namespace decode_bf16 = attention_detail::decode_bf16;
 
 // How far ahead K and V are prefetched: the rows of the key kPrefetchBytes of cache ahead (every
 // kv head's K and V rows of one key count), into L2 only (locality 1: prefetcht2 on x86). A
@@ -106,15 +111,18 @@ static HWY_NOINLINE void AddAlibiRows(const attention_detail::Plan& plan, int b,
 }
 
 // One thread's buffers (attention_detail::decode_workspace_floats) for Hq query heads over Hk kv
-// heads: rows in query-head order, so kv head hk's G rows start at row hk G.
+// heads: rows in query-head order, so kv head hk's G rows start at row hk G. acc's rows are D
+// floats apart, or value_width(D) in pair order on the bf16 value path; Qp: Q as bf16 pairs.
 struct Workspace {
-  Workspace(int Hq, int Hk, int D)
+  Workspace(int Hq, int Hk, int D, attention_detail::DecodeBf16 products)
       : buffer(hwy::AllocateAligned<float>(attention_detail::decode_workspace_floats(Hq, Hk, D))), Q(buffer.get()),
-        acc(Q + rows(Hq, D)), Sc(acc + rows(Hq, D)), row_max(Sc + rows(Hq, kKeyTile)), row_sum(row_max + Hq), key(row_sum + Hq),
-        tmp(key + rows(std::max(4, Hk), D)) {}
+        acc(Q + rows(Hq, D)), Sc(acc + rows(Hq, decode_bf16::value_width(D))), row_max(Sc + rows(Hq, kKeyTile)), row_sum(row_max + Hq),
+        key(row_sum + Hq), tmp(key + rows(std::max(4, Hk), D)), Qp(reinterpret_cast<std::uint32_t*>(tmp + D)), bf16(products) {}
   static std::size_t rows(int n, int width) { return static_cast<std::size_t>(n) * static_cast<std::size_t>(width); }
   hwy::AlignedFreeUniquePtr<float[]> buffer;
   float *Q, *acc, *Sc, *row_max, *row_sum, *key, *tmp;  // key: max(4, Hk) rotated key rows
+  std::uint32_t* Qp;
+  attention_detail::DecodeBf16 bf16;
   std::vector<std::int64_t> positions = std::vector<std::int64_t>(1 + kKeyTile);  // add_bias_tile's scratch
   std::vector<float> distance = std::vector<float>(kKeyTile);                     // AddAlibiRows' scratch
   std::vector<int> lut;
@@ -129,6 +137,48 @@ struct Workspace {
 // query head's accumulator in memory) was slower in both.
 inline bool reads_by_key(const RopeTensor& k, int query_heads, int group) {
   return k.heads > 1 && group < 4 && query_heads >= 4 && k.head_stride < k.token_stride;
+}
+
+// The bf16 products (attention_decode_bf16.h), where ws.bf16 says so: K or V stored bf16 and
+// read as such. Not compiled where the extension is not (POSENC_ATTENTION_BF16_X86 0): ws.bf16 is
+// then all false.
+// Scores of keys j .. j + count - 1 (count 4 or 1) of kv head hk against its G query heads.
+inline void ScoreKeysBf16(const attention_detail::Plan& plan, int b, int j, int count, int hk, const Workspace& ws, float* column) {
+#if POSENC_ATTENTION_BF16_X86
+  const std::uint16_t* rows[4];
+  for (int i = 0; i < count; ++i) rows[i] = static_cast<const std::uint16_t*>(plan.k->data) + attention_detail::offset_of(*plan.k, b, j + i, hk);
+  decode_bf16::score_keys(ws.Qp + Workspace::rows(hk * plan.group, decode_bf16::query_words(plan.D)), plan.group, plan.D, rows, count, column);
+#endif
+}
+// Scores of key j, every kv head, against every query head (reads_by_key).
+inline void ScoreKeyHeadsBf16(const attention_detail::Plan& plan, int b, int j, const Workspace& ws, float* column) {
+#if POSENC_ATTENTION_BF16_X86
+  const std::uint16_t* key = static_cast<const std::uint16_t*>(plan.k->data) + attention_detail::offset_of(*plan.k, b, j, 0);
+  decode_bf16::score_key_heads(ws.Qp, plan.Hq, plan.group, plan.D, key, plan.k->head_stride, column);
+#endif
+}
+// acc[h] += P[h] . V over keys j0 .. j0 + cols - 1 of every kv head (acc in pair order).
+inline void AccumulateBf16(const attention_detail::Plan& plan, int b, std::int64_t j0, int cols, Workspace& ws) {
+#if POSENC_ATTENTION_BF16_X86
+  const int G = plan.group, D = plan.D;
+  for (int hk = 0; hk < plan.Hq / G; ++hk)
+    decode_bf16::accumulate_rows(ws.Sc + Workspace::rows(hk * G, kKeyTile),
+                                 static_cast<const std::uint16_t*>(plan.v->data) + attention_detail::offset_of(*plan.v, b, static_cast<int>(j0), hk),
+                                 plan.v->token_stride, G, cols, D, ws.acc + Workspace::rows(hk * G, decode_bf16::value_width(D)));
+#endif
+}
+// Q (scaled, rotated) rounded to bf16 pairs once per work item; acc back to channel order.
+inline void PackQueryBf16(int Hq, int D, Workspace& ws) {
+#if POSENC_ATTENTION_BF16_X86
+  const int words = decode_bf16::query_words(D);
+  std::fill(ws.Qp, ws.Qp + Workspace::rows(Hq, words), 0u);
+  for (int h = 0; h < Hq; ++h) attention_detail::bf16::pack_row(ws.Q + h * D, D, ws.Qp + Workspace::rows(h, words));
+#endif
+}
+inline void UnpermuteBf16(int Hq, int D, Workspace& ws) {
+#if POSENC_ATTENTION_BF16_X86
+  decode_bf16::unpermute_rows(ws.acc, Hq, D);
+#endif
 }
 
 // Sc[h][c] for keys j0 + c, c < cols, every query head: key by key, each key's kv head rows in
@@ -147,6 +197,8 @@ void ScoreTileByKey(const attention_detail::Plan& plan, int b, std::int64_t j0, 
     if (plan.p->positions == AttentionPositions::kRope) {  // the key's rows rotated at its position
       for (int hk = 0; hk < Hq / G; ++hk) plan.load_key(b, j, hk, ws.key + hk * D, ws.tmp);
       ScoreKeyHeads(ws.Q, Hq, G, D, static_cast<const float*>(ws.key), D, ws.Sc + c);
+    } else if (ws.bf16.scores) {
+      ScoreKeyHeadsBf16(plan, b, j, ws, ws.Sc + c);
     } else {
       ScoreKeyHeads(ws.Q, Hq, G, D, k_data + attention_detail::offset_of(*plan.k, b, j, 0), plan.k->head_stride, ws.Sc + c);
     }
@@ -179,6 +231,8 @@ void ScoreTileByHead(const attention_detail::Plan& plan, int b, std::int64_t j0,
         }
         if (keys == 4) ScoreFourKeys(Q, G, D, rows, column);
         else ScoreKey(Q, G, D, rows[0], column);
+      } else if (ws.bf16.scores) {
+        ScoreKeysBf16(plan, b, j, keys, hk, ws, column);
       } else {
         const T* rows[4];
         for (int k = 0; k < keys; ++k) rows[k] = k_data + attention_detail::offset_of(*plan.k, b, j + k, hk);
@@ -201,11 +255,13 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
   const TV* v_data = static_cast<const TV*>(plan.v->data);
   const std::int64_t ahead = prefetch_keys(*plan.k, *plan.v);
   const bool by_key = reads_by_key(*plan.k, Hq, G);
+  const int width = ws.bf16.values ? decode_bf16::value_width(D) : D;  // of acc's rows
   for (int h = 0; h < Hq; ++h) {
     plan.load_query(b, 0, h, ws.Q + h * D, ws.tmp);
     for (int x = 0; x < D; ++x) ws.Q[h * D + x] *= plan.scale;
   }
-  std::fill(ws.acc, ws.acc + Workspace::rows(Hq, D), 0.0f);
+  if (ws.bf16.scores) PackQueryBf16(Hq, D, ws);
+  std::fill(ws.acc, ws.acc + Workspace::rows(Hq, width), 0.0f);
   std::fill(ws.row_max, ws.row_max + Hq, -std::numeric_limits<float>::infinity());
   std::fill(ws.row_sum, ws.row_sum + Hq, 0.0f);
   for (std::int64_t j0 = lo; j0 < hi; j0 += kKeyTile) {
@@ -219,12 +275,17 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
       plan.mask_tile(b, 0, 1, j0, cols, row);
       const float correction = SoftmaxRow(row, &ws.row_max[h], &ws.row_sum[h]);
       if (correction != 1.0f)
-        for (int x = 0; x < D; ++x) ws.acc[h * D + x] *= correction;
+        for (int x = 0; x < width; ++x) ws.acc[h * width + x] *= correction;
+    }
+    if (ws.bf16.values) {
+      AccumulateBf16(plan, b, j0, cols, ws);
+      continue;
     }
     for (int hk = 0; hk < Hk; ++hk)
       AccumulateRows(ws.Sc + Workspace::rows(hk * G, kKeyTile), v_data + attention_detail::offset_of(*plan.v, b, static_cast<int>(j0), hk),
                      plan.v->token_stride, G, cols, D, ws.acc + Workspace::rows(hk * G, D));
   }
+  if (ws.bf16.values) UnpermuteBf16(Hq, D, ws);
 }
 
 // DecodeKeys for plan's K and V dtypes.
@@ -246,7 +307,7 @@ inline void DecodeKeysOf(const attention_detail::Plan& plan, int b, std::int64_t
 
 }  // namespace decode
 
-void AttentionDecode(const attention_detail::Plan& plan, int threads, float* lse) {
+void AttentionDecode(const attention_detail::Plan& plan, int threads, float* lse, attention_detail::DecodeBf16 bf16) {
   using attention_detail::kKeyTile;
   const int Hq = plan.Hq, D = plan.D, B = plan.q->batch;
   std::int64_t lo = 0, hi = 0;
@@ -269,7 +330,7 @@ void AttentionDecode(const attention_detail::Plan& plan, int threads, float* lse
 #pragma omp parallel num_threads(threads)
 #endif
   {
-    decode::Workspace ws(Hq, Hq / plan.group, D);
+    decode::Workspace ws(Hq, Hq / plan.group, D, bf16);
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif

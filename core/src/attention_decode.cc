@@ -12,6 +12,10 @@
 #if HWY_ONCE
 #include <algorithm>
 
+#include "attention_bf16_tiles.h"
+#include "attention_decode_bf16.h"
+#include "posenc/attention_bf16.h"
+
 namespace posenc::attention_detail {
 
 HWY_EXPORT(AttentionDecode);
@@ -29,7 +33,8 @@ int decode_splits(std::int64_t sequences, std::int64_t key_tiles, int threads) {
 std::size_t decode_workspace_floats(int query_heads, int kv_heads, int D) {
   const std::size_t hq = static_cast<std::size_t>(query_heads), d = static_cast<std::size_t>(D);
   const std::size_t key_rows = static_cast<std::size_t>(std::max(4, kv_heads));
-  return 2 * hq * d + hq * kKeyTile + 2 * hq + (key_rows + 1) * d;
+  const std::size_t acc = static_cast<std::size_t>(decode_bf16::value_width(D)), pairs = static_cast<std::size_t>(decode_bf16::query_words(D));
+  return hq * (d + acc + pairs) + hq * kKeyTile + 2 * hq + (key_rows + 1) * d;
 }
 
 std::int64_t decode_extra_bytes(const RopeTensor& q, const RopeTensor& k, int threads) {
@@ -40,7 +45,17 @@ std::int64_t decode_extra_bytes(const RopeTensor& q, const RopeTensor& k, int th
          static_cast<std::int64_t>(sizeof(float));
 }
 
-void attention_decode(const Plan& plan, int threads, float* lse) { HWY_DYNAMIC_DISPATCH(AttentionDecode)(plan, threads, lse); }
+DecodeBf16 decode_bf16_products(const RopeTensor& k, const RopeTensor& v, const AttentionParams& params, const AttentionOptions& options) {
+  DecodeBf16 bf16;
+  if (!POSENC_ATTENTION_BF16_X86 || !options.bf16_dot_products || !attention_bf16_available()) return bf16;
+  bf16.scores = k.dtype == DType::kBF16 && params.positions != AttentionPositions::kRope;
+  bf16.values = v.dtype == DType::kBF16;
+  return bf16;
+}
+
+void attention_decode(const Plan& plan, int threads, float* lse, DecodeBf16 bf16) {
+  HWY_DYNAMIC_DISPATCH(AttentionDecode)(plan, threads, lse, bf16);
+}
 
 }  // namespace posenc::attention_detail
 #endif  // HWY_ONCE

@@ -34,17 +34,28 @@ inline constexpr int kDecodeItemsPerThread = 4, kDecodeMinTiles = 8;
 int decode_splits(std::int64_t sequences, std::int64_t key_tiles, int threads);
 
 // Floats of one thread's decode workspace for query_heads over kv_heads of head_dim D: the query
-// rows and accumulators, scores [query_heads][kKeyTile], row maximum and sum, max(4, kv_heads)
-// rotated key rows (four keys of one kv head, or one key of every kv head) and a row of scratch
-// (values are read where they lie in the cache, not copied).
+// rows, the accumulators (rows of D rounded up to 32: the bf16 value path's pair order,
+// attention_decode_bf16.h), the query rows as bf16 pairs, scores [query_heads][kKeyTile], row
+// maximum and sum, max(4, kv_heads) rotated key rows (four keys of one kv head, or one key of
+// every kv head) and a row of scratch (values are read where they lie in the cache, not copied).
 std::size_t decode_workspace_floats(int query_heads, int kv_heads, int D);
 
 // Bytes the decode path allocates beyond q, k, v and out (attention_extra_bytes): the workspace
 // per thread and, when the keys are split, the partial softmaxes (batch x splits x Hq rows).
 std::int64_t decode_extra_bytes(const RopeTensor& q, const RopeTensor& k, int threads);
 
+// Which of decode's products run on the CPU's bf16 dot products (attention_decode_bf16.h), with
+// AttentionOptions::bf16_dot_products on a CPU where attention_bf16_available(): q.k where K is
+// stored bf16 and not rotated per key (RoPE rotates each key in f32; those scores stay f32), q
+// then scaled in f32 and rounded to bf16 once per step; P.v where V is stored bf16, each weight P
+// rounded to bf16. The error contract is the bf16 prefill's (posenc/attention_bf16.h).
+struct DecodeBf16 {
+  bool scores = false, values = false;
+};
+DecodeBf16 decode_bf16_products(const RopeTensor& k, const RopeTensor& v, const AttentionParams& params, const AttentionOptions& options);
+
 // The decode path (plan from make_plan, decode_applies true): out and, when lse is not null,
 // each query row's log-sum-exp, as attention() documents.
-void attention_decode(const Plan& plan, int threads, float* lse);
+void attention_decode(const Plan& plan, int threads, float* lse, DecodeBf16 bf16);
 
 }  // namespace posenc::attention_detail

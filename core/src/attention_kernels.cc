@@ -33,7 +33,8 @@ void attention(const RopeTensor& q, const RopeTensor& k, const RopeTensor& v, co
   const int threads = kernel_threads(options.threads, "attention");
   const attention_detail::Plan plan = attention_detail::make_plan(q, k, v, out, params, options.table);
   if (std::int64_t{q.batch} * q.tokens == 0) return;
-  if (attention_detail::decode_applies(q, params)) return attention_detail::attention_decode(plan, threads, options.lse);
+  if (attention_detail::decode_applies(q, params))
+    return attention_detail::attention_decode(plan, threads, options.lse, attention_detail::decode_bf16_products(k, v, params, options));
   if (attention_detail::run_attention_bf16(plan, threads, options)) return;  // bf16 q, k, v on AVX512-BF16
   HWY_DYNAMIC_DISPATCH(AttentionAll)(plan, threads, options.lse);
 }

@@ -142,9 +142,9 @@ struct AttentionOptions : KernelOptions {
   // of its softmax denominator, log sum_j exp(scale * q.k_j + bias_j) over the keys it sees,
   // [B, Hq, S] floats, dense. A row that sees no key gets -inf. nullptr: not written.
   float* lse = nullptr;
-  // bf16 q, k and v: q.k and P.V as bf16 products with f32 sums on the CPU's AVX512-BF16 dot
-  // products where it has them (attention_bf16.h: which calls, the error bound); false: the f32
-  // kernel (bf16 read into f32), as on a CPU without them.
+  // bf16 q, k and v (decode, S = 1: bf16 k or v): q.k and P.V as bf16 products with f32 sums on
+  // the CPU's AVX512-BF16 dot products where it has them (attention_bf16.h: which calls, the error
+  // bound); false: the f32 kernel (bf16 read into f32), as on a CPU without them.
   bool bf16_dot_products = true;
 };
 

@@ -29,6 +29,14 @@
 // A bf16 out adds u |out_c|, and the reference's own f32 output 2^-23 |ref_c|. Left out: the
 // instructions read subnormal bf16 and f32 inputs as 0 (an absolute 2^-126 per term).
 // tests/attention_bf16_test.cc checks it element by element.
+//
+// Decode (one query per sequence, no position remap: the decode path of attention()) takes the
+// products operand by operand, whatever q's dtype: q.k on VDPBF16PS when k is stored bf16 and the
+// scheme is not RoPE (q scaled in f32 and rounded to bf16 once per step; RoPE rotates each key
+// in f32, so its scores stay f32), P.V when v is stored bf16 (P rounded to bf16, the output
+// divided by the f32 sum of the unrounded P: at most u sum_j pi_j |v_jc| apart, inside the
+// bound's (1 + u) / (1 - u)). The same bound holds; tests/attention_decode_bf16_test.cc checks
+// it. attention_runs_bf16 speaks of the prefill path only.
 #pragma once
 
 #include "posenc/attention.h"

@@ -1,0 +1,44 @@
+// Decode attention's AVX512-BF16 products (attention_decode-inl.h calls them; compiled for the
+// extension by attribute in attention_decode_bf16.cc, as attention_bf16_tiles.cc is): call them
+// only where attention_bf16_available(), for operands stored bf16 (attention_decode.h,
+// DecodeBf16). Everything else of decode (masks, position terms, the online softmax, the split
+// merge) stays f32 code per Highway target.
+//
+// Layouts (uint32 = two bf16, the low half first: VDPBF16PS's pairs):
+//   Qp   [rows][query_words(D)]  each query row scaled (and rotated) in f32, then rounded to bf16
+//                                pairs (bf16::pack_row), zero past D
+//   keys stored bf16 rows of D channels, read in place (their channel pairs are VDPBF16PS's)
+//   acc  [rows][value_width(D)]  f32 sums of P.V in pair order: a 32-channel block of two keys'
+//                                rows interleaved by VPUNPCKLWD / VPUNPCKHWD holds channels
+//                                8L .. 8L + 3 of each 128-bit lane L in the first 16 floats and
+//                                8L + 4 .. 8L + 7 in the next 16; unpermute_rows restores
+//                                channel order once per work item
+#pragma once
+
+#include <cstdint>
+
+namespace posenc::attention_detail::decode_bf16 {
+
+// Words of one query row: channel pairs rounded up to 8 (one 256-bit vector of 16 bf16).
+inline int query_words(int D) { return ((D + 1) / 2 + 7) / 8 * 8; }
+// Floats of one accumulator row: D rounded up to 32 (one 512-bit vector of 32 bf16 channels).
+inline int value_width(int D) { return (D + 31) / 32 * 32; }
+
+// column[r kKeyTile + c] = Qp[r] . keys[c] for r < rows and c < count (count 4 or 1): the keys'
+// rows of one kv head against its `rows` query heads. f32 sums of exact bf16 products.
+void score_keys(const std::uint32_t* Qp, int rows, int D, const std::uint16_t* const* keys, int count, float* column);
+
+// column[h kKeyTile] = Qp[h] . key_{h / G} for every query head h < Hq: one key's rows, kv head hk
+// at key + hk head_stride (bf16 units), read key by key in storage order (reads_by_key, G < 4).
+void score_key_heads(const std::uint32_t* Qp, int Hq, int G, int D, const std::uint16_t* key, std::int64_t head_stride, float* column);
+
+// acc[r][:] += sum_{c < cols} P[r][c] v_c for r < rows (P [rows][kKeyTile] f32 weights, 0 past
+// cols; acc in pair order): v_c = V + c ld (bf16 units), one kv head's rows read in place, two
+// keys' rows interleaved into channel pairs in registers; P rounded to bf16 pairs of keys.
+void accumulate_rows(const float* P, const std::uint16_t* V, std::int64_t ld, int rows, int cols, int D, float* acc);
+
+// acc's rows from pair order at row stride value_width(D) to channel order at row stride D, in
+// place (each block is read before anything at or past it is written).
+void unpermute_rows(float* acc, int rows, int D);
+
+}  // namespace posenc::attention_detail::decode_bf16
