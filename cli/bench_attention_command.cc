@@ -41,6 +41,7 @@ void print_decode(const BenchAttentionArgs& a) {
     nlohmann::json j = {{"decode", true}, {"keys", d.keys}, {"heads", c.heads}, {"kv_heads", kv_heads}, {"head_dim", c.head_dim},
                         {"scheme", c.scheme}, {"dtype", to_string(c.dtype)}, {"threads", r.threads}, {"target", r.target},
                         {"posenc_seconds", r.seconds}, {"kv_bytes", r.kv_bytes}, {"kv_gbps", r.kv_gbps}, {"read_gbps", r.read_gbps},
+                        {"cache_flush_bytes", r.cache_flush_bytes},
                         {"fraction_of_memory_ceiling", r.fraction_of_memory_ceiling}, {"extra_bytes", r.extra_bytes},
                         {"max_rel_error", r.max_rel_error}};
     if (c.dtype != DType::kF32) {
@@ -56,6 +57,7 @@ void print_decode(const BenchAttentionArgs& a) {
               r.kv_gbps, r.extra_bytes / 1048576.0);
   std::printf("  read    %.1f GB/s (a streaming read of the same bytes)  fraction_of_memory_ceiling %.2f\n", r.read_gbps,
               r.fraction_of_memory_ceiling);
+  std::printf("  each timed call started cold: %.0f MiB read before it\n", r.cache_flush_bytes / 1048576.0);
   if (c.dtype != DType::kF32) std::printf("  f32     %9.3f ms  rate_vs_f32 %.2f\n", r.f32_seconds * 1e3, r.rate_vs_f32);
   std::printf("  max_rel_error %.2e (against the reference)\n", r.max_rel_error);
 }

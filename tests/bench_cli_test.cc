@@ -118,7 +118,10 @@ TEST(BenchCli, AttentionDecodeReportsTheFractionOfTheMemoryCeiling) {
     EXPECT_DOUBLE_EQ(j["kv_bytes"].get<double>(), 2.0 * 1000 * 2 * 64 * (std::string(dtype) == "f32" ? 4 : 2));
     EXPECT_GT(j["read_gbps"].get<double>(), 0);
     EXPECT_NEAR(j["fraction_of_memory_ceiling"].get<double>(), j["kv_gbps"].get<double>() / j["read_gbps"].get<double>(), 1e-9);
-    EXPECT_LT(j["max_rel_error"].get<double>(), 1e-5) << dtype;
+    // bf16 K and V on a CPU with AVX512-BF16 take its dot products: q and P rounded to bf16
+    // (unit roundoff u = 2^-9), within posenc/attention_bf16.h's bound; f32 stays exact to f32.
+    EXPECT_LT(j["max_rel_error"].get<double>(), std::string(dtype) == "f32" ? 1e-5 : 4.0 / 512) << dtype;
+    EXPECT_GE(j["cache_flush_bytes"].get<double>(), 64.0 * (1 << 20)) << "each timed call starts cold";
     EXPECT_EQ(j.contains("rate_vs_f32"), std::string(dtype) != "f32");
   }
 }

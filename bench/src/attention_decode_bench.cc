@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+#include <unistd.h>
+
 #include "posenc/attention.h"
 #include "posenc/error.h"
 #include "posenc/half.h"
@@ -44,14 +46,17 @@ struct Step {
   Storage q, k, v, out;
 };
 
-// Calls of f per timed sample: about 2 ms of them, a whole call at least. Short samples, many of
-// them: on a machine shared with other work a sample is often preempted, and the median of many
-// short ones is the rate of the runs that had the cores (long samples would all be diluted).
-template <typename F>
-int calls_per_sample(F&& f) {
-  f();  // warm-up: pages touched, caches and the thread pool started
-  const double one = std::max(seconds_of(f), 1e-7);
-  return static_cast<int>(std::clamp(0.002 / one, 1.0, 100000.0));
+// The last-level cache's size: sysfs's (a VM's cpuid may report the whole host's, 320 MiB where
+// sysfs says 32), else sysconf's, else 32 MiB.
+std::size_t last_level_cache_bytes() {
+  if (std::FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r")) {
+    long kib = 0;
+    const int got = std::fscanf(f, "%ldK", &kib);
+    std::fclose(f);
+    if (got == 1 && kib > 0) return static_cast<std::size_t>(kib) << 10;
+  }
+  const long bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return bytes > 0 ? static_cast<std::size_t>(bytes) : std::size_t{32} << 20;
 }
 
 }  // namespace
@@ -89,16 +94,29 @@ DecodeBenchResult run_decode_bench(const DecodeBenchConfig& c) {
   std::unique_ptr<Step> f32;  // the same step on f32 K and V, for rate_vs_f32
   if (c.dtype != DType::kF32) f32 = std::make_unique<Step>(DType::kF32, T, H, Hk, D);
   std::vector<float> buffer(static_cast<std::size_t>(r.kv_bytes / sizeof(float)), 1.0f);  // the read pass's bytes
+  // Every timed call starts with the caches holding none of its bytes, as a layer's K and V are
+  // when a model of many layers reaches it. Timed warm, a cache that fits in the last-level
+  // cache (16 MiB of bf16 over 2 kv heads) was read by the repeated read pass from L3 (47-121
+  // GB/s here) and by the step from memory, a ceiling the step could not see.
+  const std::size_t flush_floats = std::clamp<std::size_t>(4 * last_level_cache_bytes(), std::size_t{64} << 20, std::size_t{1} << 30) / sizeof(float);
+  std::vector<float> flush_buffer(flush_floats, 1.0f);
+  r.cache_flush_bytes = static_cast<double>(flush_floats * sizeof(float));
   double sink = 0;
+  const auto flush = [&] { sink += memory_read_pass(flush_buffer.data(), flush_buffer.size(), r.threads); };
   const auto run = [&](const Step& s) { attention(s.q.view, s.k.view, s.v.view, s.out.view, p, options); };
   const auto read = [&] { sink += memory_read_pass(buffer.data(), buffer.size(), r.threads); };
-  const int step_calls = calls_per_sample([&] { run(step); }), read_calls = calls_per_sample(read);
-  const int f32_calls = f32 ? calls_per_sample([&] { run(*f32); }) : 0;
+  const auto cold_seconds = [&](const auto& f) {
+    flush();
+    return seconds_of(f);
+  };
+  run(step);  // warm-up: pages touched, the thread pool started
+  read();
+  if (f32) run(*f32);
   std::vector<double> steps, reads, f32_steps;
   for (int s = 0; s < c.repeats; ++s) {  // interleaved: the machine's state is shared by all three
-    steps.push_back(seconds_of([&] { for (int x = 0; x < step_calls; ++x) run(step); }) / step_calls);
-    reads.push_back(seconds_of([&] { for (int x = 0; x < read_calls; ++x) read(); }) / read_calls);
-    if (f32) f32_steps.push_back(seconds_of([&] { for (int x = 0; x < f32_calls; ++x) run(*f32); }) / f32_calls);
+    steps.push_back(cold_seconds([&] { run(step); }));
+    reads.push_back(cold_seconds(read));
+    if (f32) f32_steps.push_back(cold_seconds([&] { run(*f32); }));
   }
   if (sink == 0.5) std::fputs("", stderr);  // keeps the read pass's sums alive
   r.seconds = median(steps);
