@@ -161,7 +161,10 @@ TEST(LabCli, VisionRefusesBadSettingsThenRunsEndToEnd) {
   expect_error("lab vision --test-grids 8,40" + out, "--test-grids must be in [1, 32], got 40");
   expect_error("lab vision --train-grid 0" + out, "--train-grid must be in [1, 32], got 0");
   expect_error("lab vision --d-model 24 --heads 4" + out, "the head width must be a multiple of 4, got 6 (scheme axial)");
-  expect_error("lab vision --steps 0" + out, "--steps");
+  expect_error("lab vision --steps 0" + out, "--steps must be in [1, 1000000], got 0");
+  expect_error("lab vision --warmup -5" + out, "--warmup must be in [0, 1000000], got -5");
+  expect_error("lab vision --batch 0" + out, "--batch must be in [1, 1024], got 0");
+  expect_error("lab vision --test-images 0" + out, "--test-images must be in [1, 4096], got 0");
   EXPECT_FALSE(std::filesystem::exists(dir)) << "rejected before anything was trained or written";
 
   const std::string tiny = "lab vision --schemes none,axial --train-grid 4 --test-grids 4,6 --test-images 16 --steps 3 --batch 4 "

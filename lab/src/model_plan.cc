@@ -36,7 +36,7 @@ void check_training(const TrainSettings& t) {
   if (!(t.lr > 0 && t.lr < 1)) throw Error("lr must be in (0, 1), got " + format_number(t.lr));
 }
 
-void check_shape(const ModelShape& s, const TrainSettings& t) {
+void check_shape(const ModelShape& s, const TrainSettings& t, const TrainRowNames& names) {
   check_range("--layers", s.layers, 1, 64);
   check_range("--heads", s.heads, 1, 256);
   check_range("--d-model", s.d_model, 2 * s.heads, 4096);
@@ -47,10 +47,10 @@ void check_shape(const ModelShape& s, const TrainSettings& t) {
   const MemoryBudget memory = usable_memory();
   if (memory.bytes > 0 && need > 0.8 * memory.bytes)
     throw Error("--d-model " + std::to_string(s.d_model) + " --layers " + std::to_string(s.layers) + " with " +
-                std::to_string(t.batch) + " sequences of " + std::to_string(t.train_len) + " tokens needs about " +
+                std::to_string(t.batch) + " " + names.rows + " of " + std::to_string(t.train_len) + " " + names.unit + " needs about " +
                 format_number(need / 1e9) + " GB to train (weights, gradients, AdamW's moments and activations in float32), " +
                 "more than the " + format_number(0.8 * memory.bytes / 1e9) + " GB it can have (80% of " + memory.what +
-                "): use a smaller model or a shorter --train-len");
+                "): use a smaller model or a smaller " + names.length_flag);
 }
 
 void check_remaps(const RemapSettings& r, int train_len) {

@@ -1,5 +1,6 @@
 #include "train_loop.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -108,6 +109,8 @@ TrainOutcome run_train_loop(torch::nn::Module& model, const TrainLoop& L, long* 
       throw Error(L.label + ": the training loss is " + format_number(value) + " at step " + std::to_string(step) +
                   " (diverged); nothing was saved past the last checkpoint" + (L.checkpoint.empty() ? "" : " " + L.checkpoint));
     if (ranks == 1) loss.backward();
+    if (step == first && std::none_of(params.begin(), params.end(), [](const torch::Tensor& w) { return w.grad().defined(); }))
+      throw Error(L.label + ": the loss reaches none of the model's weights (its closure holds another module)");
     torch::nn::utils::clip_grad_norm_(params, 1.0);
     optimizer.step();
     ++step;
@@ -130,9 +133,9 @@ TrainOutcome run_train_loop(torch::nn::Module& model, const TrainLoop& L, long* 
   }
   if (progress) {
     char summary[160];
-    std::snprintf(summary, sizeof summary, "trained, loss %.3f (%.2f bits per %s), %.0f tokens/s over %d rank%s", out.last_loss,
-                  out.last_loss / kLn2, L.loss_per.c_str(), step > first ? static_cast<double>(tokens) / seconds : 0.0, ranks,
-                  ranks > 1 ? "s" : "");
+    std::snprintf(summary, sizeof summary, "trained, loss %.3f (%.2f bits per %s), %.0f %s/s over %d rank%s", out.last_loss,
+                  out.last_loss / kLn2, L.loss_per.c_str(), step > first ? static_cast<double>(tokens) / seconds : 0.0,
+                  L.tokens_name.c_str(), ranks, ranks > 1 ? "s" : "");
     progress->finish(summary);
   }
   return out;

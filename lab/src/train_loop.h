@@ -37,7 +37,9 @@ struct TrainLoop {
   // (the closure holds it: a TransformerLM, or the vision lab's ViT).
   std::function<torch::Tensor(const torch::Tensor& rows)> loss;
   long tokens_per_row = 0;    // for the throughput in the summary line
-  std::string loss_per = "token";  // what one loss term scores, for the summary line (the vision lab: "image")
+  // What one loss term scores and what tokens_per_row counts, for the summary line (the vision
+  // lab: "image", "patches").
+  std::string loss_per = "token", tokens_name = "tokens";
   bool restart_on_other_key = false;  // a checkpoint with another key is trained over, not an Error
   World* world = nullptr;     // null: this process alone
 };
@@ -49,7 +51,9 @@ struct TrainOutcome {
 };
 
 // Trains model (or resumes it from loop.checkpoint) to loop.steps; *budget counts the steps this
-// run may still take (-1: no limit). A non-finite loss is an Error naming the label and the step.
+// run may still take (-1: no limit). A non-finite loss is an Error naming the label and the step;
+// so is a first step that leaves every weight of model without a gradient (a loss closure
+// holding another module would otherwise train nothing, silently).
 TrainOutcome run_train_loop(torch::nn::Module& model, const TrainLoop& loop, long* budget);
 
 }  // namespace posenc::lab

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -23,17 +24,25 @@
 namespace posenc::lab {
 namespace {
 
-constexpr int kEvalBatch = 64;
-
 // SplitMix64 of a stream and an index: the scene of each training row and test image, so a
-// resumed run draws the same batches and every grid the same test scenes.
+// resumed run draws the same batches and every grid the same test scenes. A bijection of
+// stream * golden + index, so the training streams scene_seed(1, seed) (seed < 2^31) never
+// equal the test stream scene_seed(2, 0), and the scenes drawn from them meet with odds of about
+// steps x batch / 2^64.
 unsigned long long scene_seed(unsigned long long stream, unsigned long long index) {
   unsigned long long z = stream * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
-constexpr unsigned long long kTestStream = 0x7E57ull;  // the test scenes: one set for every seed
+const unsigned long long kTestStream = scene_seed(2, 0);  // the test scenes: one set for every seed
+
+// Test images per forward at a grid: 64, fewer where the scores [images, heads, S, S] (float32,
+// about three such tensors alive) would pass 256 MiB, so a fine grid never exhausts memory.
+int eval_batch(int grid, int heads) {
+  const double per_image = 3.0 * heads * std::pow(static_cast<double>(grid) * grid, 2) * sizeof(float);
+  return static_cast<int>(std::clamp(256.0 * (1 << 20) / per_image, 1.0, 64.0));
+}
 
 // Images [count] of a grid as rows [count, g * g * 2 + 1] float32: the patches, then the label.
 torch::Tensor image_rows(int grid, int count, const VisionTask& task, const std::function<unsigned long long(int)>& seed_of) {
@@ -57,7 +66,7 @@ std::pair<torch::Tensor, torch::Tensor> logits_and_labels(VisionTransformer& mod
 
 CacheKey vision_key(const std::string& name, const VisionConfig& c) {
   const TrainSettings& t = c.training;
-  return {{{"format", 1}, {"task", "vision"}, {"scheme", name}, {"train_grid", t.train_len}, {"steps", t.steps}, {"batch", t.batch},
+  return {{{"format", 2}, {"task", "vision"}, {"scheme", name}, {"train_grid", t.train_len}, {"steps", t.steps}, {"batch", t.batch},
            {"lr", t.lr}, {"warmup", t.warmup}, {"layers", c.shape.layers}, {"d_model", c.shape.d_model}, {"heads", c.shape.heads},
            {"seed", c.seed}, {"radius", c.task.radius}, {"near", c.task.near}, {"samples", c.task.samples}},
           {{"test_grids", c.test_grids}, {"test_images", c.test_images}}};
@@ -76,12 +85,14 @@ VisionTransformer train_vision(const std::string& name, const VisionConfig& c, c
   torch::manual_seed(static_cast<std::uint64_t>(c.seed));
   VisionTransformer model(vit_config(from_name<VisionScheme>(name), c));
   TrainLoop loop = settings_loop(c.training, "vision " + name, c.training.out_dir + "/vision-" + name + ".ckpt", train_key);
-  loop.tokens_per_row = static_cast<long>(grid) * grid;  // patches
+  loop.tokens_per_row = static_cast<long>(grid) * grid;
   loop.loss_per = "image";
-  const unsigned long long stream = static_cast<unsigned long long>(c.seed);
-  loop.batch = [&c, grid, stream](long step) {
+  loop.tokens_name = "patches";
+  loop.batch = [&c, grid](long step) {
     const unsigned long long first = static_cast<unsigned long long>(step) * static_cast<unsigned long long>(c.training.batch);
-    return image_rows(grid, c.training.batch, c.task, [=](int i) { return scene_seed(stream, first + static_cast<unsigned long long>(i)); });
+    return image_rows(grid, c.training.batch, c.task, [&c, first](int i) {
+      return vision_training_scene(c.seed, first + static_cast<unsigned long long>(i));
+    });
   };
   loop.loss = [model, grid](const torch::Tensor& rows) mutable {
     const auto [logits, labels] = logits_and_labels(model, rows, grid);
@@ -98,10 +109,11 @@ std::vector<VisionRow> test_vision(VisionTransformer& model, const std::string& 
   std::vector<VisionRow> rows;
   for (const int grid : c.test_grids) {
     long right = 0;
-    for (int first = 0; first < c.test_images; first += kEvalBatch) {
-      const int count = std::min(kEvalBatch, c.test_images - first);
+    const int batch = eval_batch(grid, c.shape.heads);
+    for (int first = 0; first < c.test_images; first += batch) {
+      const int count = std::min(batch, c.test_images - first);
       const torch::Tensor batch = image_rows(grid, count, c.task, [first](int i) {
-        return scene_seed(kTestStream, static_cast<unsigned long long>(first + i));
+        return vision_test_scene(static_cast<unsigned long long>(first + i));
       });
       const auto [logits, labels] = logits_and_labels(model, batch, grid);
       right += logits.argmax(-1).eq(labels).sum().item<long>();
@@ -121,14 +133,23 @@ VisionRow row_from_json(const nlohmann::json& r, const std::string& path) {
 
 }  // namespace
 
+unsigned long long vision_training_scene(int seed, unsigned long long index) {
+  return scene_seed(scene_seed(1, static_cast<unsigned long long>(seed)), index);
+}
+unsigned long long vision_test_scene(unsigned long long index) { return scene_seed(kTestStream, index); }
+
 void validate_vision(const VisionConfig& c) {
   check_range("--train-grid", c.training.train_len, 1, kMaxVisionGrid);
   if (c.training.randomize_positions != 0) throw Error("lab vision: randomized positions are for the sequence tasks, got " +
                                                        std::to_string(c.training.randomize_positions));
+  // This command's own flags first (check_training names the sequence tasks' settings).
+  check_range("--batch", c.training.batch, 1, 1024);
+  if (!(c.training.lr > 0 && c.training.lr < 1)) throw Error("--lr must be in (0, 1), got " + format_number(c.training.lr));
   check_training(c.training);
+  check_range("--warmup", c.training.warmup, 0, kMaxSteps);  // more than --steps: the rate never reaches its peak
   TrainSettings as_tokens = c.training;  // the memory check counts tokens: g * g patches per image
   as_tokens.train_len = c.training.train_len * c.training.train_len;
-  check_shape(c.shape, as_tokens);
+  check_shape(c.shape, as_tokens, {"images", "patches", "--train-grid or --batch"});
   validate_vision_task(c.task);
   check_range("--test-images", c.test_images, 1, 4096);
   if (c.test_grids.empty()) throw Error("--test-grids is empty: give at least one grid");

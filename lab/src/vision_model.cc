@@ -28,11 +28,11 @@ AxialRopeParams axial_params(const VitConfig& c) {
   return p;
 }
 
-// The grid's coordinates [2, 1, S] (row, then column; S = g * g row-major): integers for lang,
-// linspace(-1, 1, g) for pixel (axial_grid_coordinates, the core's builder).
+// The grid's coordinates [2, 1, S] (x = column, then y = row; S = g * g row-major): integers for
+// lang, linspace(-1, 1, g) for pixel (axial_grid_coordinates, the core's builder, gives (row, col)).
 torch::Tensor grid_coordinates(const VitConfig& c, int grid) {
-  const std::vector<double> xy = axial_grid_coordinates(axial_params(c), {grid, grid});  // [S][2]
-  const torch::Tensor t = torch::tensor(xy, torch::kFloat64).view({grid * grid, 2});
+  const std::vector<double> yx = axial_grid_coordinates(axial_params(c), {grid, grid});  // [S][2]
+  const torch::Tensor t = torch::tensor(yx, torch::kFloat64).view({grid * grid, 2}).flip({1});
   return t.t().contiguous().view({2, 1, grid * grid});
 }
 
@@ -95,7 +95,7 @@ VisionTransformerImpl::VisionTransformerImpl(const VitConfig& c) : config_(c) {
   classify_ = register_module("classify", torch::nn::Linear(d, c.classes));
   if (c.scheme == VisionScheme::kLearned) table_ = register_parameter("table", torch::randn({1, d, c.train_grid, c.train_grid}) * 0.02);
   if (c.scheme == VisionScheme::kAxial || c.scheme == VisionScheme::kPixel) {
-    // [row's F, column's F] (axial_kernel_frequencies' order: axis 0's block first).
+    // [x's F, y's F]: axis 0's block first, as axial_kernel_frequencies orders them.
     const std::vector<float> one = axial_axis_frequencies(axial_params(c));
     std::vector<float> both(one);
     both.insert(both.end(), one.begin(), one.end());
@@ -121,9 +121,9 @@ torch::Tensor VisionTransformerImpl::rotate(const torch::Tensor& x, int layer, i
       return torch_layer::rope_op(x, args);
     }
     case VisionScheme::kMixed: {
-      const torch::Tensor coords = grid_coordinates(config_, grid).to(torch::kFloat32).view({2, grid * grid, 1, 1});  // row, col
+      const torch::Tensor coords = grid_coordinates(config_, grid).to(torch::kFloat32).view({2, grid * grid, 1, 1});  // x, y
       const torch::Tensor& f = blocks_[static_cast<std::size_t>(layer)]->mixed_freqs;  // [2 (x, y), H, hd / 2]
-      const torch::Tensor angles = coords[1] * f[0] + coords[0] * f[1];  // [S, H, hd / 2]: f_x col + f_y row
+      const torch::Tensor angles = coords[0] * f[0] + coords[1] * f[1];  // [S, H, hd / 2]: f_x x + f_y y
       return rotate_interleaved(x, angles.transpose(0, 1));
     }
     default:
@@ -131,21 +131,24 @@ torch::Tensor VisionTransformerImpl::rotate(const torch::Tensor& x, int layer, i
   }
 }
 
+torch::Tensor VisionTransformerImpl::table_at(int grid) const {
+  if (config_.scheme != VisionScheme::kLearned) throw Error("vision model: only the learned scheme has a table");
+  const torch::Tensor table =
+      grid == config_.train_grid
+          ? table_
+          : torch::nn::functional::interpolate(table_, torch::nn::functional::InterpolateFuncOptions()
+                                                           .size(std::vector<std::int64_t>{grid, grid})
+                                                           .mode(torch::kBicubic)
+                                                           .align_corners(false));
+  return table.flatten(2).transpose(1, 2);  // [1, S, d]
+}
+
 torch::Tensor VisionTransformerImpl::forward(const torch::Tensor& patches, int grid) {
   if (patches.dim() != 3 || patches.size(1) != static_cast<std::int64_t>(grid) * grid || patches.size(2) != config_.channels)
     throw Error("vision model: patches must be [B, " + std::to_string(grid * grid) + ", " + std::to_string(config_.channels) + "], got " +
                 c10::str(patches.sizes()));
   torch::Tensor h = embed_(patches);
-  if (config_.scheme == VisionScheme::kLearned) {
-    const torch::Tensor table =
-        grid == config_.train_grid
-            ? table_
-            : torch::nn::functional::interpolate(table_, torch::nn::functional::InterpolateFuncOptions()
-                                                             .size(std::vector<std::int64_t>{grid, grid})
-                                                             .mode(torch::kBicubic)
-                                                             .align_corners(false));
-    h = h + table.flatten(2).transpose(1, 2);  // [1, S, d]
-  }
+  if (config_.scheme == VisionScheme::kLearned) h = h + table_at(grid);
   for (std::size_t l = 0; l < blocks_.size(); ++l)
     h = blocks_[l]->forward(h, [&](const torch::Tensor& x) { return rotate(x, static_cast<int>(l), grid); });
   return classify_(final_norm_(h).mean(1));

@@ -23,12 +23,18 @@ VisionImage vision_image(int grid, unsigned long long seed, const VisionTask& ta
   validate_vision_task(task);
   const double r = task.radius;
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> centre(r, 1 - r);
+  // Uniform in [r, 1 - r) from the generator's top 53 bits: the same scenes from every C++ library
+  // (std::uniform_real_distribution's algorithm is the library's own).
+  const auto centre = [&] { return r + (1 - 2 * r) * static_cast<double>(rng() >> 11) * 0x1.0p-53; };
   VisionImage image;
   image.label = static_cast<int>(rng() & 1u);  // balanced: the label first, then a scene that has it
-  for (;;) {
-    for (double& v : image.a) v = centre(rng);
-    for (double& v : image.b) v = centre(rng);
+  for (int draws = 0;; ++draws) {
+    // A near close to a bound leaves one label almost no scenes (the defaults draw about 3 times).
+    if (draws == 1000000)
+      throw Error("vision task: no scene of label " + std::to_string(image.label) + " in a million draws at radius " + format_number(r) +
+                  ", near " + format_number(task.near) + "; move near away from its bounds");
+    for (double& v : image.a) v = centre();
+    for (double& v : image.b) v = centre();
     const double d = std::hypot(image.a[0] - image.b[0], image.a[1] - image.b[1]);
     if (d > 2 * r && (d < task.near) == (image.label == 1)) break;  // apart, and of the label drawn
   }

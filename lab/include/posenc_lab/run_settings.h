@@ -52,10 +52,17 @@ struct ModelShape {
 // Throws Error naming the first setting out of range. The training length's range is the
 // command's own (checked by it); so is warmup, which only kWarmupCosine reads.
 void check_training(const TrainSettings& training);
+// What a training row is, for check_shape's message: `lab vision` trains images of g x g
+// patches, set by --train-grid.
+struct TrainRowNames {
+  const char* rows = "sequences";
+  const char* unit = "tokens";
+  const char* length_flag = "--train-len";
+};
 // shape's ranges, and that training it fits the memory this process may use (usable_memory):
-// training_bytes of training.batch sequences of training.train_len over 80% of it is an Error
+// training_bytes of training.batch rows of training.train_len tokens over 80% of it is an Error
 // naming the sizes and the limit.
-void check_shape(const ModelShape& shape, const TrainSettings& training);
+void check_shape(const ModelShape& shape, const TrainSettings& training, const TrainRowNames& names = {});
 
 // What this process may allocate: the least of physical memory, what its address-space limit
 // (ulimit -v) leaves beyond what is mapped, its data limit (ulimit -d) and its cgroup's memory

@@ -49,7 +49,7 @@ struct VisionConfig {
   int test_images = 512;  // per grid: the same scenes at every grid
 };
 
-// Grids of at most 32 x 32 patches (test images are scored in batches of 64).
+// Grids of at most 32 x 32 patches (test images are scored 64 at a time, fewer at fine grids).
 inline constexpr int kMaxVisionGrid = 32;
 
 struct VisionRow {
@@ -67,6 +67,10 @@ struct VisionImage {
   double a[2] = {0, 0}, b[2] = {0, 0};
 };
 VisionImage vision_image(int grid, unsigned long long seed, const VisionTask& task);
+// The seed of vision_image for training row `index` of a run seeded `seed` (rows counted from
+// step 0), and for test image `index` (the same for every seed and grid): disjoint streams.
+unsigned long long vision_training_scene(int seed, unsigned long long index);
+unsigned long long vision_test_scene(unsigned long long index);
 // Throws Error naming the field: radius in (0, 0.25), near in (2 radius, sqrt(2) (1 - 2 radius)),
 // samples in [1, 16].
 void validate_vision_task(const VisionTask& task);
