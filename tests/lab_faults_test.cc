@@ -71,6 +71,7 @@ TEST(LabWrites, TwoProcessesWritingOneFileBothSucceed) {
   fs::create_directories(dir);
   const std::string path = dir + "/shared.json";
   const std::string mine(20000, 'p'), theirs(30000, 'c');
+  write_file_atomic(path, mine);  // a write before the fork: the child must not take this process's temp name
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   const std::string& bytes = child == 0 ? theirs : mine;

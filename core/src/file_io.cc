@@ -27,15 +27,17 @@ void rename_over(const std::string& tmp, const std::string& path) {
 
 // This process's part of a temp file's name, "<host>.<pid>": two processes that write the same
 // file (the ranks of one lab run, on one host or several sharing a directory) never share one.
-const std::string& writer_name() {
-  static const std::string name = [] {
+// The pid is read at each write, not kept: a child forked after a write (a test's, a Python
+// worker's) took its parent's name, and the two then renamed each other's temp file away.
+std::string writer_name() {
+  static const std::string host_name = [] {
     char host[256] = {};
     if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::strcpy(host, "host");
     for (char* c = host; *c; ++c)
       if (*c == '/') *c = '_';
-    return std::string(host) + "." + std::to_string(::getpid());
+    return std::string(host);
   }();
-  return name;
+  return host_name + "." + std::to_string(::getpid());
 }
 
 // Writes <path>.<host>.<pid>.tmp whole and fsync'ed; on failure removes it and throws naming path
