@@ -153,12 +153,11 @@ inline bool reads_by_key(const RopeTensor& k, int query_heads, int group) {
 // The bf16 products (attention_decode_bf16.h), where ws.bf16 says so: K or V stored bf16 and
 // read as such. Not compiled where the extension is not (POSENC_ATTENTION_BF16_X86 0): ws.bf16 is
 // then all false.
-// Scores of keys j .. j + count - 1 (count 4 or 1) of kv head hk against its G query heads.
-inline void ScoreKeysBf16(const attention_detail::Plan& plan, int b, int j, int count, int hk, const Workspace& ws, float* column) {
+// Scores of keys j .. j + count - 1 (count 4 or 1) of every kv head against its G query heads.
+inline void ScoreKeysBf16(const attention_detail::Plan& plan, int b, int j, int count, const Workspace& ws, float* column) {
 #if POSENC_ATTENTION_BF16_X86
-  const std::uint16_t* rows[4];
-  for (int i = 0; i < count; ++i) rows[i] = static_cast<const std::uint16_t*>(plan.k->data) + attention_detail::offset_of(*plan.k, b, j + i, hk);
-  decode_bf16::score_keys(ws.Qp + Workspace::rows(hk * plan.group, decode_bf16::query_words(plan.D)), plan.group, plan.D, rows, count, column);
+  const std::uint16_t* key = static_cast<const std::uint16_t*>(plan.k->data) + attention_detail::offset_of(*plan.k, b, j, 0);
+  decode_bf16::score_keys(ws.Qp, plan.Hq / plan.group, plan.group, plan.D, key, plan.k->token_stride, plan.k->head_stride, count, column);
 #endif
 }
 // Scores of key j, every kv head, against every query head (reads_by_key).
@@ -229,6 +228,11 @@ void ScoreTileByHead(const attention_detail::Plan& plan, int b, std::int64_t j0,
     const int ahead_keys = static_cast<int>(std::clamp<std::int64_t>(hi - (j + ahead), 0, keys));  // those before the cache's end
     PrefetchKeys(*plan.k, b, j + ahead, ahead_keys);
     PrefetchKeys(*plan.v, b, j + ahead, ahead_keys);
+    if (ws.bf16.scores) {
+      ScoreKeysBf16(plan, b, j, keys, ws, ws.Sc + c);
+      c += keys;
+      continue;
+    }
     for (int hk = 0; hk < Hk; ++hk) {
       float* column = ws.Sc + Workspace::rows(hk * G, kKeyTile) + c;
       const float* Q = ws.Q + Workspace::rows(hk * G, D);
@@ -240,8 +244,6 @@ void ScoreTileByHead(const attention_detail::Plan& plan, int b, std::int64_t j0,
         }
         if (keys == 4) ScoreFourKeys(Q, G, D, rows, column);
         else ScoreKey(Q, G, D, rows[0], column);
-      } else if (ws.bf16.scores) {
-        ScoreKeysBf16(plan, b, j, keys, hk, ws, column);
       } else {
         const T* rows[4];
         for (int k = 0; k < keys; ++k) rows[k] = k_data + attention_detail::offset_of(*plan.k, b, j + k, hk);

@@ -147,9 +147,9 @@ POSENC_AVX512_BF16 void value_rows(const float* P, const std::uint16_t* V, std::
   if (x < width) value_block<kRows, 1>(pairs, V, ld, cols, D, x, width, acc);
 }
 
-}  // namespace
-
-POSENC_AVX512_BF16 void score_keys(const std::uint32_t* Qp, int rows, int D, const std::uint16_t* const* keys, int count, float* column) {
+// column[r kKeyTile + c] = Qp[r] . keys[c] for r < rows and c < count (count 4 or 1): the keys'
+// rows of one kv head against its `rows` query heads.
+POSENC_AVX512_BF16 inline void score_head_keys(const std::uint32_t* Qp, int rows, int D, const std::uint16_t* const* keys, int count, float* column) {
   const int words = query_words(D);
   int r = 0;
   if (count == 4) {
@@ -169,6 +169,18 @@ POSENC_AVX512_BF16 void score_keys(const std::uint32_t* Qp, int rows, int D, con
       k[i] = keys[0];
     }
     dots_down_column(q, k, n, D, column + r * kKeyTile);
+  }
+}
+
+}  // namespace
+
+POSENC_AVX512_BF16 void score_keys(const std::uint32_t* Qp, int Hk, int G, int D, const std::uint16_t* key, std::int64_t token_stride,
+                                   std::int64_t head_stride, int count, float* column) {
+  const int words = query_words(D);
+  for (int hk = 0; hk < Hk; ++hk) {
+    const std::uint16_t* keys[4];
+    for (int c = 0; c < count; ++c) keys[c] = key + c * token_stride + hk * head_stride;
+    score_head_keys(Qp + hk * G * words, G, D, keys, count, column + hk * G * kKeyTile);
   }
 }
 
