@@ -173,10 +173,11 @@ inline void ScoreKeyHeadsBf16(const attention_detail::Plan& plan, int b, int j, 
 inline void AccumulateBf16(const attention_detail::Plan& plan, int b, std::int64_t j0, int cols, Workspace& ws) {
 #if POSENC_ATTENTION_BF16_X86
   const int G = plan.group, D = plan.D;
+  const std::uint16_t* v = static_cast<const std::uint16_t*>(plan.v->data) + attention_detail::offset_of(*plan.v, b, static_cast<int>(j0), 0);
+  if (G == 1) return decode_bf16::accumulate_heads(ws.Sc, v, plan.v->token_stride, plan.v->head_stride, plan.Hq, cols, D, ws.acc);
   for (int hk = 0; hk < plan.Hq / G; ++hk)
-    decode_bf16::accumulate_rows(ws.Sc + Workspace::rows(hk * G, kKeyTile),
-                                 static_cast<const std::uint16_t*>(plan.v->data) + attention_detail::offset_of(*plan.v, b, static_cast<int>(j0), hk),
-                                 plan.v->token_stride, G, cols, D, ws.acc + Workspace::rows(hk * G, decode_bf16::value_width(D)));
+    decode_bf16::accumulate_rows(ws.Sc + Workspace::rows(hk * G, kKeyTile), v + hk * plan.v->head_stride, plan.v->token_stride, G, cols, D,
+                                 ws.acc + Workspace::rows(hk * G, decode_bf16::value_width(D)));
 #endif
 }
 // Q (scaled, rotated) rounded to bf16 pairs once per work item; acc back to channel order.

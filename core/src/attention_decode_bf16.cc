@@ -93,47 +93,52 @@ POSENC_AVX512_BF16 inline __m512i load_values(const std::uint16_t* row, int x, i
   return left >= 32 ? _mm512_loadu_si512(row + x) : _mm512_maskz_loadu_epi16((__mmask32{1} << left) - 1, row + x);
 }
 
-// acc[r][x .. x + 32 kBlocks) += P[r] . V over the keys, r < kRows, in pair order: per pair of
+// acc[r][x .. x + 32 kBlocks) += P[r] . V_r over the keys, r < kRows, in pair order: per pair of
 // keys, each 32-channel block of their rows interleaved (low and high halves of each 128-bit
-// lane) and dotted with the rows' bf16 weight pairs.
-template <int kRows, int kBlocks>
-POSENC_AVX512_BF16 void value_block(const std::uint32_t (*pairs)[kKeyTile / 2], const std::uint16_t* V, std::int64_t ld, int cols, int D,
-                                    int x, int width, float* acc) {
+// lane) and dotted with the rows' bf16 weight pairs. V_r = V (kOwn false: a kv head's group) or
+// V + r hs (kOwn: each row its own kv head, groups of 1).
+template <int kRows, int kBlocks, bool kOwn>
+POSENC_AVX512_BF16 void value_block(const std::uint32_t (*pairs)[kKeyTile / 2], const std::uint16_t* V, std::int64_t ld, std::int64_t hs, int cols,
+                                    int D, int x, int width, float* acc) {
+  constexpr int kSources = kOwn ? kRows : 1;
   __m512 a[kRows][2 * kBlocks];
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r)
 #pragma GCC unroll 4
     for (int n = 0; n < 2 * kBlocks; ++n) a[r][n] = _mm512_loadu_ps(acc + r * width + x + 16 * n);
-  for (int c = 0; 2 * c < cols; ++c) {
-    const std::uint16_t* v0 = V + 2 * c * ld;
-    __m512i lo[kBlocks], hi[kBlocks];
-#pragma GCC unroll 2
-    for (int b = 0; b < kBlocks; ++b) {
-      const __m512i first = load_values(v0, x + 32 * b, D);
-      const __m512i second = 2 * c + 1 < cols ? load_values(v0 + ld, x + 32 * b, D) : _mm512_setzero_si512();
-      lo[b] = _mm512_unpacklo_epi16(first, second);
-      hi[b] = _mm512_unpackhi_epi16(first, second);
-    }
+  for (int c = 0; 2 * c < cols; ++c)
 #pragma GCC unroll 4
-    for (int r = 0; r < kRows; ++r) {
-      const __m512bh p = as_bf16(_mm512_set1_epi32(static_cast<int>(pairs[r][c])));
+    for (int g = 0; g < kSources; ++g) {
+      const std::uint16_t* v0 = V + g * hs + 2 * c * ld;
+      __m512i lo[kBlocks], hi[kBlocks];
 #pragma GCC unroll 2
       for (int b = 0; b < kBlocks; ++b) {
-        a[r][2 * b] = _mm512_dpbf16_ps(a[r][2 * b], p, as_bf16(lo[b]));
-        a[r][2 * b + 1] = _mm512_dpbf16_ps(a[r][2 * b + 1], p, as_bf16(hi[b]));
+        const __m512i first = load_values(v0, x + 32 * b, D);
+        const __m512i second = 2 * c + 1 < cols ? load_values(v0 + ld, x + 32 * b, D) : _mm512_setzero_si512();
+        lo[b] = _mm512_unpacklo_epi16(first, second);
+        hi[b] = _mm512_unpackhi_epi16(first, second);
+      }
+#pragma GCC unroll 4
+      for (int r = kOwn ? g : 0; r < (kOwn ? g + 1 : kRows); ++r) {
+        const __m512bh p = as_bf16(_mm512_set1_epi32(static_cast<int>(pairs[r][c])));
+#pragma GCC unroll 2
+        for (int b = 0; b < kBlocks; ++b) {
+          a[r][2 * b] = _mm512_dpbf16_ps(a[r][2 * b], p, as_bf16(lo[b]));
+          a[r][2 * b + 1] = _mm512_dpbf16_ps(a[r][2 * b + 1], p, as_bf16(hi[b]));
+        }
       }
     }
-  }
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r)
 #pragma GCC unroll 4
     for (int n = 0; n < 2 * kBlocks; ++n) _mm512_storeu_ps(acc + r * width + x + 16 * n, a[r][n]);
 }
 
-// acc[r][:] += P[r] . V for r < kRows: the rows' weights rounded to bf16 pairs of keys, then
-// the channels 64 at a time (4 rows x 4 vectors of sums in registers), then a last 32.
-template <int kRows>
-POSENC_AVX512_BF16 void value_rows(const float* P, const std::uint16_t* V, std::int64_t ld, int cols, int D, float* acc) {
+// acc[r][:] += P[r] . V_r for r < kRows (V_r as value_block's): the rows' weights rounded to bf16
+// pairs of keys, then the channels 64 at a time (4 rows x 4 vectors of sums in registers), then
+// a last 32.
+template <int kRows, bool kOwn>
+POSENC_AVX512_BF16 void value_rows(const float* P, const std::uint16_t* V, std::int64_t ld, std::int64_t hs, int cols, int D, float* acc) {
   alignas(64) std::uint32_t pairs[kRows][kKeyTile / 2];
   for (int r = 0; r < kRows; ++r)
     for (int h = 0; h < kKeyTile; h += 32) {
@@ -143,8 +148,8 @@ POSENC_AVX512_BF16 void value_rows(const float* P, const std::uint16_t* V, std::
     }
   const int width = value_width(D);
   int x = 0;
-  for (; x + 64 <= width; x += 64) value_block<kRows, 2>(pairs, V, ld, cols, D, x, width, acc);
-  if (x < width) value_block<kRows, 1>(pairs, V, ld, cols, D, x, width, acc);
+  for (; x + 64 <= width; x += 64) value_block<kRows, 2, kOwn>(pairs, V, ld, hs, cols, D, x, width, acc);
+  if (x < width) value_block<kRows, 1, kOwn>(pairs, V, ld, hs, cols, D, x, width, acc);
 }
 
 // column[r kKeyTile + c] = Qp[r] . keys[c] for r < rows and c < count (count 4 or 1): the keys'
@@ -202,9 +207,17 @@ POSENC_AVX512_BF16 void score_key_heads(const std::uint32_t* Qp, int Hq, int G, 
 POSENC_AVX512_BF16 void accumulate_rows(const float* P, const std::uint16_t* V, std::int64_t ld, int rows, int cols, int D, float* acc) {
   const int width = value_width(D);
   int r = 0;
-  for (; r + 4 <= rows; r += 4) value_rows<4>(P + r * kKeyTile, V, ld, cols, D, acc + r * width);
-  for (; r + 2 <= rows; r += 2) value_rows<2>(P + r * kKeyTile, V, ld, cols, D, acc + r * width);
-  for (; r < rows; ++r) value_rows<1>(P + r * kKeyTile, V, ld, cols, D, acc + r * width);
+  for (; r + 4 <= rows; r += 4) value_rows<4, false>(P + r * kKeyTile, V, ld, 0, cols, D, acc + r * width);
+  for (; r + 2 <= rows; r += 2) value_rows<2, false>(P + r * kKeyTile, V, ld, 0, cols, D, acc + r * width);
+  for (; r < rows; ++r) value_rows<1, false>(P + r * kKeyTile, V, ld, 0, cols, D, acc + r * width);
+}
+
+POSENC_AVX512_BF16 void accumulate_heads(const float* P, const std::uint16_t* V, std::int64_t ld, std::int64_t head_stride, int heads, int cols,
+                                         int D, float* acc) {
+  const int width = value_width(D);
+  int h = 0;
+  for (; h + 4 <= heads; h += 4) value_rows<4, true>(P + h * kKeyTile, V + h * head_stride, ld, head_stride, cols, D, acc + h * width);
+  for (; h < heads; ++h) value_rows<1, false>(P + h * kKeyTile, V + h * head_stride, ld, 0, cols, D, acc + h * width);
 }
 
 void unpermute_rows(float* acc, int rows, int D) {
