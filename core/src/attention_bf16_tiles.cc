@@ -25,8 +25,6 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-#define POSENC_AVX512_BF16 __attribute__((target("avx2,fma,avx512f,avx512vl,avx512bw,avx512dq,avx512bf16")))
-
 namespace posenc::attention_detail::bf16 {
 namespace {
 

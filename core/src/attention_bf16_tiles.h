@@ -22,6 +22,9 @@
 // Where the tiles are compiled: x86 with GCC or Clang (the target attribute, the CPU check).
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define POSENC_ATTENTION_BF16_X86 1
+// The functions of the prefill's and decode's bf16 products are compiled for these features,
+// the set attention_bf16_available() checks at run time.
+#define POSENC_AVX512_BF16 __attribute__((target("avx2,fma,avx512f,avx512vl,avx512bw,avx512dq,avx512bf16")))
 #else
 #define POSENC_ATTENTION_BF16_X86 0
 #endif

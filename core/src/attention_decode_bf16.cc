@@ -17,8 +17,6 @@
 #if POSENC_ATTENTION_BF16_X86
 #include <immintrin.h>
 
-#define POSENC_AVX512_BF16 __attribute__((target("avx2,fma,avx512f,avx512vl,avx512bw,avx512dq,avx512bf16")))
-
 namespace posenc::attention_detail::decode_bf16 {
 namespace {
 
