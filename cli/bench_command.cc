@@ -90,6 +90,8 @@ void add_bench_command(CLI::App& app) {
                           {"elements_per_second", 1e9 / r.ns_per_element},
                           {"f32_ns_per_element", r.f32_ns_per_element}, {"rate_vs_f32", r.rate_vs_f32}};
       if (c.dtype == DType::kBF16) j["bf16_narrowing"] = r.native_bf16 ? "instruction" : "emulated";
+      j["prefetch"] = r.prefetch;
+      j["prefetch_settled"] = r.prefetch_settled;
       if (c.xpos) {
         j["xpos_seconds"] = r.xpos_seconds;
         j["xpos_over_rope"] = r.xpos_over_rope;
@@ -103,6 +105,9 @@ void add_bench_command(CLI::App& app) {
       std::printf("  ceiling  %8.3f ms  %7.2f GB/s  (in-place read-modify-write of the same bytes, %d thread%s)\n",
                   r.ceiling_seconds * 1e3, r.ceiling_gbps, r.ceiling_threads, r.ceiling_threads > 1 ? "s" : "");
       std::printf("  fraction_of_ceiling %.3f\n", r.fraction_of_ceiling);
+      std::printf("  prefetch %s (%s)\n", r.prefetch.c_str(),
+                  r.prefetch_settled ? "measured on this run's first calls, or POSENC_ROPE_PREFETCH"
+                                     : "the default: calls under 16 MiB are not measured");
       if (c.dtype != DType::kF32)
         std::printf("  float32  %.3f ns/element (same shape, same run): %s is %.2fx its element rate%s\n", r.f32_ns_per_element,
                     to_string(c.dtype), r.rate_vs_f32,

@@ -39,4 +39,23 @@ TEST(CliBenchRope, EveryDtypeAndMemoryOrderPrintsBothRatiosWithTheCeilingOnTheKe
     }
 }
 
+// The walks' prefetch policy (rope_kernels.h, rope_prefetch_choice) is printed: fixed by
+// POSENC_ROPE_PREFETCH, measured on large calls, the default on small ones; another value of the
+// variable is a clean error naming it.
+TEST(CliBenchRope, PrintsThePrefetchPolicyAndRefusesAnUnknownOne) {
+  const std::string shape = "bench rope --tokens 64 --heads 4 --kv-heads 2 --head-dim 64 --threads 1 --repeats 7 --json";
+  const auto small = run_json(shape + " --memory bhsd");
+  EXPECT_EQ(small.at("prefetch"), "l1");
+  EXPECT_FALSE(small.at("prefetch_settled").get<bool>()) << "64 tokens are under the 16 MiB measured";
+  EXPECT_EQ(run_json(shape).at("prefetch"), "none");
+  const CliRun fixed = run_limited("POSENC_ROPE_PREFETCH=l2; export POSENC_ROPE_PREFETCH; ", shape + " --memory bhsd");
+  ASSERT_EQ(fixed.code, 0) << fixed.err;
+  const auto j = nlohmann::json::parse(fixed.out);
+  EXPECT_EQ(j.at("prefetch"), "l2");
+  EXPECT_TRUE(j.at("prefetch_settled").get<bool>());
+  const CliRun bad = run_limited("POSENC_ROPE_PREFETCH=L2; export POSENC_ROPE_PREFETCH; ", shape);
+  EXPECT_CLEAN_ERROR(bad, "POSENC_ROPE_PREFETCH must be auto, none, l1 or l2, got 'L2'");
+  EXPECT_TRUE(bad.out.empty()) << bad.out;
+}
+
 }  // namespace

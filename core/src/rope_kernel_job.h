@@ -4,6 +4,7 @@
 #pragma once
 
 #include "posenc/rope_apply.h"
+#include "rope_prefetch_tuner.h"
 
 namespace posenc {
 
@@ -22,6 +23,9 @@ struct RotateJob {
   const CosSinRows* table = nullptr;  // nullptr: on the fly
   int threads = 1;
   bool native_bf16 = false;  // the CPU narrows to bf16 itself (AVX512_BF16; rope_convert-inl.h)
+  RopePrefetch prefetch = RopePrefetch::kNone;  // the walks' software prefetch (rope_prefetch_tuner.h)
+  int token_begin = 0, token_end = -1;           // the tokens rotated: [begin, end), end -1: every token
+  int end_token() const { return token_end < 0 ? tensors[0].tokens : token_end; }
 };
 
 // Runs a validated job on this machine's best target (rope_kernels.cc): rope_rotate's walk, and

@@ -30,6 +30,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "posenc/error.h"
@@ -116,10 +117,61 @@ void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& po
   dispatch_rotate(job);
 }
 
+namespace {
+
+// The class a job's prefetch is measured in (rope_prefetch_tuner.h): head-major when every tensor
+// of more than one head is (the grouped walk's condition, rope_walk-inl.h's AllHeadMajor).
+int prefetch_class(const RotateJob& job) {
+  bool head_major = true;
+  for (int i = 0; i < job.num_tensors; ++i)
+    if (job.tensors[i].heads > 1 && job.tensors[i].token_stride > job.tensors[i].head_stride) head_major = false;
+  return rope_prefetch_class(head_major, job.tensors[0].dtype);
+}
+
+// Bytes a job's rotated rows hold (each read and written once).
+std::size_t rotated_bytes(const RotateJob& job) {
+  std::size_t bytes = 0;
+  for (int i = 0; i < job.num_tensors; ++i) {
+    const RopeTensor& x = job.tensors[i];
+    bytes += static_cast<std::size_t>(x.batch) * x.tokens * x.heads * 2 * job.params->num_freqs * dtype_size(x.dtype);
+  }
+  return bytes;
+}
+
+}  // namespace
+
 void dispatch_rotate(const RotateJob& job) {
   RotateJob parts = job;  // the rotated channels and heads of each view (validated by the caller)
   for (int i = 0; i < job.num_tensors; ++i) parts.tensors[i] = rotated_part(job.tensors[i], *job.params);
-  HWY_DYNAMIC_DISPATCH(RotateAll)(parts);
+  RopePrefetchTuner& tuner = rope_prefetch_tuner();
+  const int cls = prefetch_class(parts), tokens = parts.tensors[0].tokens;
+  const std::size_t bytes = rotated_bytes(parts);
+  const RopePrefetchTuner::Step step = tuner.next(cls, tokens >= 2 ? bytes : 0);
+  if (!step.trial) {
+    parts.prefetch = step.policy;
+    HWY_DYNAMIC_DISPATCH(RotateAll)(parts);
+    return;
+  }
+  // A trial: the first half of the tokens under one policy, the rest under the other, each once.
+  const auto timed = [&](int begin, int end, RopePrefetch policy) {
+    parts.token_begin = begin;
+    parts.token_end = end;
+    parts.prefetch = policy;
+    const auto start = std::chrono::steady_clock::now();
+    HWY_DYNAMIC_DISPATCH(RotateAll)(parts);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    tuner.record(cls, policy, seconds / (static_cast<double>(bytes) * (end - begin) / tokens));
+  };
+  timed(0, tokens / 2, step.first);
+  timed(tokens / 2, tokens, step.second);
+}
+
+RopePrefetchChoice rope_prefetch_choice(const RopeTensor& q) {
+  RotateJob job;
+  job.tensors[0] = q;
+  const int cls = prefetch_class(job);
+  const RopePrefetchTuner& tuner = rope_prefetch_tuner();
+  return {rope_prefetch_name(tuner.policy(cls)), tuner.settled(cls)};
 }
 
 namespace {

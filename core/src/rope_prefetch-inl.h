@@ -8,7 +8,6 @@
 #define POSENC_ROPE_PREFETCH_INL_H_
 #endif
 
-#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 
 #include "posenc/half.h"
 #include "posenc/rope_apply.h"
+#include "rope_prefetch_tuner.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace posenc {
@@ -33,30 +33,32 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr std::size_t kPrefetchTokens = 2;
 constexpr std::size_t kPrefetchBytesInFlight = 8 << 10;
 
-// Prefetches the same head ahead (above), so DRAM latency hides behind this token's work — only
-// where a token's heads are not one contiguous block ([B, H, S, D]: one stream per head, more
-// than the hardware prefetchers follow; measured 0.35 -> 0.66 of the memory ceiling at 2 threads
-// in the token-outer walk). Where they are ([B, S, H, D]), the token is one sequential stream the
-// hardware prefetches itself, and the hints only cost: float32 went from 0.81 to 1.06 of the
-// ceiling on one thread without them (Zen 4, `posenc bench rope --threads 1`).
-HWY_INLINE bool WantsPrefetch(const RopeTensor& x) { return x.heads > 1 && x.head_stride != x.head_dim; }
-
-// How many elements ahead of a row of x (channels values) to prefetch, once per kernel call (a
-// division the per-head loop should not repeat); 0: no prefetch.
-HWY_INLINE std::int64_t PrefetchOffset(const RopeTensor& x, int channels) {
-  if (!WantsPrefetch(x)) return 0;
+// How many elements ahead of a row of x (channels values) to prefetch under policy, once per
+// kernel call (a division the per-head loop should not repeat); 0: none (kNone). The policy is the
+// call's (RotateJob::prefetch: measured per process, rope_prefetch_tuner.h). Head-major rows
+// ([B, H, S, D]) are one stream per head, which the hints helped on one Zen 4 host (0.35 -> 0.66
+// of the ceiling at 2 threads in the token-outer walk) and cost on another; token-major rows are
+// one sequential stream, where the hints cost on both (float32 0.81 -> 1.06 and 0.65 -> 0.99 of
+// the ceiling without them, one thread).
+HWY_INLINE std::int64_t PrefetchOffset(const RopeTensor& x, int channels, RopePrefetch policy) {
+  if (policy == RopePrefetch::kNone || x.heads < 1) return 0;
   const std::size_t token_bytes = static_cast<std::size_t>(channels) * static_cast<std::size_t>(x.heads) * dtype_size(x.dtype);
   const std::size_t tokens_ahead = std::max(kPrefetchTokens, kPrefetchBytesInFlight / token_bytes);
   return static_cast<std::int64_t>(tokens_ahead) * x.token_stride;
 }
 
-// Prefetches the channels values ahead elements past row. A hint: past the end of the tensor it
-// does nothing; integer arithmetic avoids forming an out-of-range pointer.
+// Prefetches the channels values ahead elements past row (kL1: prefetcht0, kL2: prefetcht1 on
+// x86). A hint: past the end of the tensor it does nothing; integer arithmetic avoids forming an
+// out-of-range pointer.
 template <typename T>
-HWY_INLINE void PrefetchRow(const T* row, std::int64_t ahead, int channels) {
+HWY_INLINE void PrefetchRow(const T* row, std::int64_t ahead, int channels, RopePrefetch policy) {
   const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(row) + static_cast<std::uintptr_t>(ahead) * sizeof(T);
-  for (std::size_t line = 0; line < static_cast<std::size_t>(channels) * sizeof(T); line += 64)
-    hwy::Prefetch(reinterpret_cast<const char*>(at + line));
+  const std::size_t bytes = static_cast<std::size_t>(channels) * sizeof(T);
+  if (policy == RopePrefetch::kL1) {
+    for (std::size_t line = 0; line < bytes; line += 64) __builtin_prefetch(reinterpret_cast<const char*>(at + line), 0, 3);
+  } else {
+    for (std::size_t line = 0; line < bytes; line += 64) __builtin_prefetch(reinterpret_cast<const char*>(at + line), 0, 2);
+  }
 }
 
 }  // namespace HWY_NAMESPACE

@@ -27,14 +27,14 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Half-split, every head of one token (heads outer: each row is streamed once, in order).
 template <bool kForward, typename T, bool kNative>
-void RotateTokenHalfSplit(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
+void RotateTokenHalfSplit(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half, RopePrefetch pf) {
   const TagFor<T> df;
   const int n = static_cast<int>(hn::Lanes(df));
   T* base = static_cast<T*>(x.data) + offset;
-  const std::int64_t ahead = PrefetchOffset(x, 2 * half);  // elements; 0: no prefetch
+  const std::int64_t ahead = PrefetchOffset(x, 2 * half, pf);  // elements; 0: no prefetch
   for (int h = 0; h < x.heads; ++h) {
     T* row = base + h * x.head_stride;
-    if (ahead != 0) PrefetchRow(row, ahead, 2 * half);
+    if (ahead != 0) PrefetchRow(row, ahead, 2 * half, pf);
     int j = 0;
     for (; j + 2 * n <= half; j += 2 * n) {  // two vectors a step: bf16 narrows them in one instruction
       decltype(hn::Zero(df)) oa0, ob0, oa1, ob1;
@@ -67,7 +67,7 @@ void RotateTokenHalfSplit(const RopeTensor& x, std::int64_t offset, const float*
 // into scratch (2 * half floats).
 template <bool kForward>
 void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half,
-                                   float* scratch) {
+                                   float* scratch, RopePrefetch pf) {
   const DW df;
   const hn::RebindToUnsigned<DW> du;
   const int n = static_cast<int>(hn::Lanes(df));  // 32-bit lanes: 2 n values a vector
@@ -78,7 +78,7 @@ void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, con
     return hn::Or(hn::And(Bf16InHighHalf(df, odd), high), hn::ShiftRight<16>(Bf16InHighHalf(df, even)));
   };
   std::uint16_t* base = static_cast<std::uint16_t*>(x.data) + offset;
-  const std::int64_t ahead = PrefetchOffset(x, 2 * half);  // elements; 0: no prefetch
+  const std::int64_t ahead = PrefetchOffset(x, 2 * half, pf);  // elements; 0: no prefetch
   // Split by vectors: the grouped head-major walk calls this per token for 4 heads, and 4 * half
   // scalar copies held bf16 there to 0.53 of the memory ceiling on one thread (Zen 4).
   int pair = 0;
@@ -100,7 +100,7 @@ void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, con
   }
   for (int h = 0; h < x.heads; ++h) {
     std::uint16_t* row = base + h * x.head_stride;
-    if (ahead != 0) PrefetchRow(row, ahead, 2 * half);
+    if (ahead != 0) PrefetchRow(row, ahead, 2 * half, pf);
     int j = 0;
     for (; j + 2 * n <= half; j += 2 * n) {
       const auto a = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(row + j));
@@ -128,16 +128,16 @@ void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, con
 // pair merges back the same way — no interleaving shuffles (measured: 1.17x float32's element
 // rate on one thread with them, on Zen 4).
 template <bool kForward>
-void RotateTokenPairsBf16(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
+void RotateTokenPairsBf16(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half, RopePrefetch pf) {
   const DW df;
   const hn::RebindToUnsigned<DW> du;
   const int n = static_cast<int>(hn::Lanes(df));  // pairs a vector
   const auto high = hn::Set(du, 0xffff0000u);
   std::uint16_t* base = static_cast<std::uint16_t*>(x.data) + offset;
-  const std::int64_t ahead = PrefetchOffset(x, 2 * half);  // elements; 0: no prefetch
+  const std::int64_t ahead = PrefetchOffset(x, 2 * half, pf);  // elements; 0: no prefetch
   for (int h = 0; h < x.heads; ++h) {
     std::uint16_t* row = base + h * x.head_stride;
-    if (ahead != 0) PrefetchRow(row, ahead, 2 * half);
+    if (ahead != 0) PrefetchRow(row, ahead, 2 * half, pf);
     int j = 0;
     for (; j + n <= half; j += n) {
       const auto ab = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(row + 2 * j));
@@ -158,14 +158,14 @@ void RotateTokenPairsBf16(const RopeTensor& x, std::int64_t offset, const float*
 
 // Interleaved float32, every head of one token.
 template <bool kForward>
-void RotateTokenPairsF32(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
+void RotateTokenPairsF32(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half, RopePrefetch pf) {
   const DF df;
   const int n = static_cast<int>(hn::Lanes(df));
   float* base = static_cast<float*>(x.data) + offset;
-  const std::int64_t ahead = PrefetchOffset(x, 2 * half);  // elements; 0: no prefetch
+  const std::int64_t ahead = PrefetchOffset(x, 2 * half, pf);  // elements; 0: no prefetch
   for (int h = 0; h < x.heads; ++h) {
     float* row = base + h * x.head_stride;
-    if (ahead != 0) PrefetchRow(row, ahead, 2 * half);
+    if (ahead != 0) PrefetchRow(row, ahead, 2 * half, pf);
     int j = 0;
     for (; j + n <= half; j += n) {
       decltype(hn::Zero(df)) a, b, oa, ob;
@@ -180,16 +180,16 @@ void RotateTokenPairsF32(const RopeTensor& x, std::int64_t offset, const float* 
 // Interleaved f16, every head of one token: the 16-bit values are split into even and odd
 // lanes as integers, widened, rotated in float32, narrowed and re-interleaved.
 template <bool kForward, typename T>
-void RotateTokenPairsHalf(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half) {
+void RotateTokenPairsHalf(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half, RopePrefetch pf) {
   const DW df;
   const BitsOf<DW> du16;
   const int n = static_cast<int>(hn::Lanes(df));
   T* base = static_cast<T*>(x.data) + offset;
-  const std::int64_t ahead = PrefetchOffset(x, 2 * half);  // elements; 0: no prefetch
+  const std::int64_t ahead = PrefetchOffset(x, 2 * half, pf);  // elements; 0: no prefetch
   for (int h = 0; h < x.heads; ++h) {
     T* row = base + h * x.head_stride;
     std::uint16_t* bits = reinterpret_cast<std::uint16_t*>(row);
-    if (ahead != 0) PrefetchRow(row, ahead, 2 * half);
+    if (ahead != 0) PrefetchRow(row, ahead, 2 * half, pf);
     int j = 0;
     for (; j + n <= half; j += n) {
       decltype(hn::Zero(du16)) even, odd;

@@ -27,21 +27,21 @@ namespace hn = hwy::HWY_NAMESPACE;
 // One token of one tensor, every head: the layout and the storage type chosen here.
 template <bool kForward, typename T, bool kNative = false>
 void RotateToken(const RopeTensor& x, std::int64_t offset, RopeLayout layout, const float* c, const float* s,
-                 int half, float* tmp, float* tmp2) {
+                 int half, float* tmp, float* tmp2, RopePrefetch pf) {
   switch (layout) {
     case RopeLayout::kHalfSplit:
       if constexpr (std::is_same_v<T, hwy::bfloat16_t> && !kNative)
-        RotateTokenHalfSplitBf16Pairs<kForward>(x, offset, c, s, half, tmp);
+        RotateTokenHalfSplitBf16Pairs<kForward>(x, offset, c, s, half, tmp, pf);
       else
-        RotateTokenHalfSplit<kForward, T, kNative>(x, offset, c, s, half);
+        RotateTokenHalfSplit<kForward, T, kNative>(x, offset, c, s, half, pf);
       break;
     case RopeLayout::kInterleaved:
       if constexpr (std::is_same_v<T, float>)
-        RotateTokenPairsF32<kForward>(x, offset, c, s, half);
+        RotateTokenPairsF32<kForward>(x, offset, c, s, half, pf);
       else if constexpr (std::is_same_v<T, hwy::bfloat16_t>)
-        RotateTokenPairsBf16<kForward>(x, offset, c, s, half);
+        RotateTokenPairsBf16<kForward>(x, offset, c, s, half, pf);
       else
-        RotateTokenPairsHalf<kForward, T>(x, offset, c, s, half);
+        RotateTokenPairsHalf<kForward, T>(x, offset, c, s, half, pf);
       break;
     case RopeLayout::kDeepSeekV3: RotateTokenDeepSeek<kForward, T>(x, offset, c, s, half, tmp, tmp2); break;
   }
@@ -55,17 +55,17 @@ void RotateTokenOf(const RotateJob& job, const RopeTensor& x, std::int64_t offse
   const RopeLayout layout = job.params->layout;
   const int half = job.params->num_freqs;
   switch (x.dtype) {
-    case DType::kF32: RotateToken<kForward, float>(x, offset, layout, c, s, half, tmp, tmp2); break;
+    case DType::kF32: RotateToken<kForward, float>(x, offset, layout, c, s, half, tmp, tmp2, job.prefetch); break;
     case DType::kBF16:
 #if POSENC_NATIVE_BF16
       if (job.native_bf16) {
-        RotateToken<kForward, hwy::bfloat16_t, true>(x, offset, layout, c, s, half, tmp, tmp2);
+        RotateToken<kForward, hwy::bfloat16_t, true>(x, offset, layout, c, s, half, tmp, tmp2, job.prefetch);
         break;
       }
 #endif
-      RotateToken<kForward, hwy::bfloat16_t>(x, offset, layout, c, s, half, tmp, tmp2);
+      RotateToken<kForward, hwy::bfloat16_t>(x, offset, layout, c, s, half, tmp, tmp2, job.prefetch);
       break;
-    case DType::kF16: RotateToken<kForward, hwy::float16_t>(x, offset, layout, c, s, half, tmp, tmp2); break;
+    case DType::kF16: RotateToken<kForward, hwy::float16_t>(x, offset, layout, c, s, half, tmp, tmp2, job.prefetch); break;
   }
 }
 

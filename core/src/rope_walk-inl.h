@@ -81,6 +81,7 @@ template <bool kForward>
 void RotateHeadGroups(const RotateJob& job) {
   const PositionIds& pos = *job.positions;
   const int half = job.params->num_freqs, tokens = job.tensors[0].tokens;
+  const int first_token = job.token_begin, span = job.end_token() - first_token;  // the job's token range
   const std::int64_t units = HeadGroupUnits(job);
   // Fewer units than threads (10 for Llama-3-8B's q and k, on 16 cores): each unit's tokens are
   // cut into slices, so every thread has work and still walks few streams.
@@ -99,11 +100,11 @@ void RotateHeadGroups(const RotateJob& job) {
     // Each thread its own run of (unit, slice) items through every chunk (its own L2): no barrier
     // per chunk.
     const std::int64_t first_item = items * thread / threads, end_item = items * (thread + 1) / threads;
-    for (int t0 = 0; t0 < tokens; t0 += chunk) {
+    for (int t0 = first_token; t0 < first_token + span; t0 += chunk) {
       for (std::int64_t item = first_item; item < end_item; ++item) {
         const std::int64_t slice = item % slices;
-        const int begin = std::max(t0, static_cast<int>(tokens * slice / slices));
-        const int end = std::min(t0 + chunk, static_cast<int>(tokens * (slice + 1) / slices));
+        const int begin = std::max(t0, first_token + static_cast<int>(span * slice / slices));
+        const int end = std::min(t0 + chunk, first_token + static_cast<int>(span * (slice + 1) / slices));
         if (begin >= end) continue;
         const HeadGroup g = HeadGroupAt(job, item / slices);
         RopeTensor view = job.tensors[g.tensor];
@@ -162,7 +163,8 @@ void RotateAllT(const RotateJob& job) {
   const RopeApplyParams& p = *job.params;
   const PositionIds& pos = *job.positions;
   const int half = p.num_freqs, tokens = job.tensors[0].tokens;
-  const std::int64_t rows = std::int64_t{job.tensors[0].batch} * tokens;
+  const int first_token = job.token_begin, span = job.end_token() - first_token;  // the job's token range
+  const std::int64_t rows = std::int64_t{job.tensors[0].batch} * span;
   const bool xpos = p.xpos.enabled();
   const bool table_rows = job.table && !p.axis_of_freq;  // 1-D: point straight into the table
   // The grouped walk reads table rows as they are; xPos scales them per token first.
@@ -181,12 +183,12 @@ void RotateAllT(const RotateJob& job) {
     // Shared positions: iterate tokens, and every batch row of a token reuses its cos/sin.
     const bool shared = pos.same_for_every_batch_row() && job.tensors[0].batch > 1;
     const int batch = job.tensors[0].batch;
-    const std::int64_t outer = shared ? tokens : rows;
+    const std::int64_t outer = shared ? span : rows;
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
     for (std::int64_t r = 0; r < outer; ++r) {
-      const int b = shared ? 0 : static_cast<int>(r / tokens), t = static_cast<int>(shared ? r : r % tokens);
+      const int b = shared ? 0 : static_cast<int>(r / span), t = first_token + static_cast<int>(shared ? r : r % span);
       const float *c = cbuf.data(), *s = sbuf.data();
       if (table_rows) {
         const std::int64_t at = pos.at(0, b, t, tokens) * half;

@@ -65,4 +65,17 @@ void allow_rope_native_bf16_for_test(bool allowed);
 // The SIMD target rope_rotate uses on this machine ("AVX3", "AVX2", ...).
 const char* rope_kernel_target();
 
+// The software prefetch rope_rotate's walks issue for tensors stored as q is (its dtype, and
+// head-major or token-major): "none", "l1" (every cache level) or "l2". settled: chosen by timing
+// this process's own calls of at least 16 MiB (each of the first twelve such calls is cut in two
+// token ranges rotated under two policies; the bits never depend on the policy), or fixed by the
+// environment variable POSENC_ROPE_PREFETCH (auto, none, l1, l2). Until then: "l1" for head-major
+// rows, "none" for token-major ones. Throws posenc::Error when POSENC_ROPE_PREFETCH is another
+// value (as rope_rotate does, before rotating anything).
+struct RopePrefetchChoice {
+  const char* policy;
+  bool settled;
+};
+RopePrefetchChoice rope_prefetch_choice(const RopeTensor& q);
+
 }  // namespace posenc
