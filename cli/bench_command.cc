@@ -92,6 +92,7 @@ void add_bench_command(CLI::App& app) {
       if (c.dtype == DType::kBF16) j["bf16_narrowing"] = r.native_bf16 ? "instruction" : "emulated";
       j["prefetch"] = r.prefetch;
       j["prefetch_settled"] = r.prefetch_settled;
+      j["prefetch_measured_from_bytes"] = r.prefetch_measured_from_bytes;
       if (c.xpos) {
         j["xpos_seconds"] = r.xpos_seconds;
         j["xpos_over_rope"] = r.xpos_over_rope;
@@ -105,9 +106,11 @@ void add_bench_command(CLI::App& app) {
       std::printf("  ceiling  %8.3f ms  %7.2f GB/s  (in-place read-modify-write of the same bytes, %d thread%s)\n",
                   r.ceiling_seconds * 1e3, r.ceiling_gbps, r.ceiling_threads, r.ceiling_threads > 1 ? "s" : "");
       std::printf("  fraction_of_ceiling %.3f\n", r.fraction_of_ceiling);
-      std::printf("  prefetch %s (%s)\n", r.prefetch.c_str(),
-                  r.prefetch_settled ? "measured on this run's first calls, or POSENC_ROPE_PREFETCH"
-                                     : "the default: calls under 16 MiB are not measured");
+      if (r.prefetch_settled)
+        std::printf("  prefetch %s (measured on this run's first calls, or POSENC_ROPE_PREFETCH)\n", r.prefetch.c_str());
+      else
+        std::printf("  prefetch %s (the default: calls under %.0f MiB are not measured)\n", r.prefetch.c_str(),
+                    static_cast<double>(r.prefetch_measured_from_bytes) / (1 << 20));
       if (c.dtype != DType::kF32)
         std::printf("  float32  %.3f ns/element (same shape, same run): %s is %.2fx its element rate%s\n", r.f32_ns_per_element,
                     to_string(c.dtype), r.rate_vs_f32,

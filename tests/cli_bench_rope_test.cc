@@ -44,10 +44,16 @@ TEST(CliBenchRope, EveryDtypeAndMemoryOrderPrintsBothRatiosWithTheCeilingOnTheKe
 // variable is a clean error naming it.
 TEST(CliBenchRope, PrintsThePrefetchPolicyAndRefusesAnUnknownOne) {
   const std::string shape = "bench rope --tokens 64 --heads 4 --kv-heads 2 --head-dim 64 --threads 1 --repeats 7 --json";
-  const auto small = run_json(shape + " --memory bhsd");
+  const auto unset = [&](const std::string& args) {  // the default, whatever the test's environment holds
+    const CliRun r = run_limited("unset POSENC_ROPE_PREFETCH; ", args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto small = unset(shape + " --memory bhsd");
   EXPECT_EQ(small.at("prefetch"), "l1");
-  EXPECT_FALSE(small.at("prefetch_settled").get<bool>()) << "64 tokens are under the 16 MiB measured";
-  EXPECT_EQ(run_json(shape).at("prefetch"), "none");
+  EXPECT_FALSE(small.at("prefetch_settled").get<bool>()) << "64 tokens are under the bytes measured";
+  EXPECT_GE(small.at("prefetch_measured_from_bytes").get<double>(), 16 << 20);
+  EXPECT_EQ(unset(shape).at("prefetch"), "none");
   const CliRun fixed = run_limited("POSENC_ROPE_PREFETCH=l2; export POSENC_ROPE_PREFETCH; ", shape + " --memory bhsd");
   ASSERT_EQ(fixed.code, 0) << fixed.err;
   const auto j = nlohmann::json::parse(fixed.out);

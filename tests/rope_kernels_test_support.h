@@ -1,6 +1,6 @@
 // What the RoPE kernel tests share: owned q/k buffers of random values in any storage dtype, an
-// element reader, a dot product, the M-RoPE axis map they use, and the fixture that restores
-// Highway's targets after each test.
+// element reader, a dot product, the M-RoPE axis map they use, and the fixture that measures the
+// prefetch policy on every call and restores Highway's targets after each test.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +8,7 @@
 #include <hwy/targets.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "posenc/mrope.h"
 #include "posenc/rope_kernels.h"
 #include "posenc/rope_schedule.h"
+#include "rope_prefetch_tuner.h"
 
 namespace posenc::rope_kernels_test {
 
@@ -48,10 +50,27 @@ inline std::vector<std::uint8_t> three_axes(const RopeSchedule& s, bool interlea
   return mrope_axis_map({half / 2, half / 4, half - half / 2 - half / 4}, interleaved);
 }
 
-// Every test may pin one Highway target; each ends back on all of them.
+// The process's prefetch tuner (core/src/rope_prefetch_tuner.h) measuring every call of two or
+// more tokens, whatever its size, until the call's class settles: the first twelve calls of each
+// class are cut in two token ranges rotated under two policies, so every kernel test below checks
+// the split calls' bits too, then whole calls under the chosen policy. Then back to the
+// process's configuration (POSENC_ROPE_PREFETCH, calls of the last-level cache's size).
+inline void measure_every_rope_call() { rope_prefetch_tuner().reset(nullptr, 1); }
+inline void measure_rope_calls_as_configured() {
+  RopePrefetch fixed = RopePrefetch::kNone;
+  const bool is_fixed = parse_rope_prefetch(std::getenv("POSENC_ROPE_PREFETCH"), &fixed);
+  rope_prefetch_tuner().reset(is_fixed ? &fixed : nullptr, rope_prefetch_trial_bytes());
+}
+
+// Every test may pin one Highway target; each ends back on all of them. Every rope_rotate call a
+// prefetch trial until its class settles (above).
 class RopeKernels : public ::testing::Test {
  protected:
-  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
+  void SetUp() override { measure_every_rope_call(); }
+  void TearDown() override {
+    hwy::SetSupportedTargetsForTest(0);
+    measure_rope_calls_as_configured();
+  }
 };
 
 // Element i of b, exactly (bf16 and f16 widen without rounding).

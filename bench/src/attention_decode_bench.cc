@@ -8,11 +8,10 @@
 #include <random>
 #include <vector>
 
-#include <unistd.h>
-
 #include "posenc/attention.h"
 #include "posenc/error.h"
 #include "posenc/half.h"
+#include "posenc/host_cache.h"
 #include "posenc/rope_kernels.h"
 #include "posenc_bench/attention_positions.h"
 #include "posenc_bench/memory_pass.h"
@@ -45,19 +44,6 @@ struct Step {
       : q(dtype, 1, H, D, 1), k(dtype, T, Hk, D, 2), v(dtype, T, Hk, D, 3), out(DType::kF32, 1, H, D, 4) {}
   Storage q, k, v, out;
 };
-
-// The last-level cache's size: sysfs's (a VM's cpuid may report the whole host's, 320 MiB where
-// sysfs says 32), else sysconf's, else 32 MiB.
-std::size_t last_level_cache_bytes() {
-  if (std::FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r")) {
-    long kib = 0;
-    const int got = std::fscanf(f, "%ldK", &kib);
-    std::fclose(f);
-    if (got == 1 && kib > 0) return static_cast<std::size_t>(kib) << 10;
-  }
-  const long bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  return bytes > 0 ? static_cast<std::size_t>(bytes) : std::size_t{32} << 20;
-}
 
 }  // namespace
 

@@ -166,12 +166,16 @@ RopeBenchResult run_rope_bench(const RopeBenchConfig& c) {
   r.native_bf16 = rope_native_bf16() && c.layout == RopeLayout::kHalfSplit;  // the layout that uses it
   // The walks' prefetch policy is measured on this process's first large calls (rope_kernels.h,
   // rope_prefetch_choice): they run here, before timing, so every timed call takes the settled one.
-  for (int call = 0; call < 64 && !rope_prefetch_choice(qv).settled; ++call) rope_rotate(qv, kp, {}, p, options);
-  for (int call = 0; compare && call < 64 && !rope_prefetch_choice(q32v).settled; ++call)
-    rope_rotate(q32v, kp ? &k32v : nullptr, {}, p, options);
-  const RopePrefetchChoice prefetch = rope_prefetch_choice(qv);
+  const auto settle = [&](const RopeTensor& qt, const RopeTensor* kt, std::size_t call_bytes) {
+    if (call_bytes < rope_prefetch_choice(qt, p, options).measured_from_bytes || c.tokens < 2) return;
+    for (int call = 0; call < 64 && !rope_prefetch_choice(qt, p, options).settled; ++call) rope_rotate(qt, kt, {}, p, options);
+  };
+  settle(qv, kp, bytes);
+  if (compare) settle(q32v, kp ? &k32v : nullptr, q32.size() + k32.size());
+  const RopePrefetchChoice prefetch = rope_prefetch_choice(qv, p, options);
   r.prefetch = prefetch.policy;
   r.prefetch_settled = prefetch.settled;
+  r.prefetch_measured_from_bytes = prefetch.measured_from_bytes;
   std::vector<double> kernel, ceiling, kernel_f32, kernel_xpos;
   const float up = 1.0f + 1.0f / (1 << 20), down = 1.0f / up;
   for (int i = -1; i < c.repeats; ++i) {  // i = -1: warm-up (page faults, thread start)

@@ -11,7 +11,7 @@
 #include "rope_widths-inl.h"         // the vector widths
 #include "rope_rotate-inl.h"         // one pair; DeepSeek-V3's pairs <-> halves
 #include "rope_convert-inl.h"        // bf16/f16 <-> float32 storage conversions
-#include "rope_prefetch-inl.h"       // the prefetch policy
+#include "rope_prefetch-inl.h"       // the prefetch hints of a call's policy
 #include "rope_token_kernels-inl.h"  // one token, per layout x storage type
 #include "rope_token_switch-inl.h"   // which token kernel: the layout / dtype switch
 #include "rope_sincos-inl.h"         // cos/sin rows on the fly (accurate angles)
@@ -34,6 +34,7 @@ HWY_AFTER_NAMESPACE();
 #include <string>
 
 #include "posenc/error.h"
+#include "rope_prefetch_tuner.h"
 
 namespace posenc {
 
@@ -119,13 +120,16 @@ void rope_rotate(const RopeTensor& q, const RopeTensor* k, const PositionIds& po
 
 namespace {
 
-// The class a job's prefetch is measured in (rope_prefetch_tuner.h): head-major when every tensor
-// of more than one head is (the grouped walk's condition, rope_walk-inl.h's AllHeadMajor).
+// The class a job's prefetch is measured in (rope_prefetch_tuner.h): its walk, as RotateAllT
+// (rope_walk-inl.h) picks it, and its storage dtype. Head-major: every tensor of more than one
+// head is (AllHeadMajor); grouped: with a 1-D table and no xPos.
 int prefetch_class(const RotateJob& job) {
   bool head_major = true;
   for (int i = 0; i < job.num_tensors; ++i)
     if (job.tensors[i].heads > 1 && job.tensors[i].token_stride > job.tensors[i].head_stride) head_major = false;
-  return rope_prefetch_class(head_major, job.tensors[0].dtype);
+  const bool groups = head_major && job.table && !job.params->axis_of_freq && !job.params->xpos.enabled();
+  const RopeWalk walk = groups ? RopeWalk::kHeadMajorGroups : head_major ? RopeWalk::kHeadMajorByToken : RopeWalk::kTokenMajor;
+  return rope_prefetch_class(walk, job.tensors[0].dtype);
 }
 
 // Bytes a job's rotated rows hold (each read and written once).
@@ -166,12 +170,15 @@ void dispatch_rotate(const RotateJob& job) {
   timed(tokens / 2, tokens, step.second);
 }
 
-RopePrefetchChoice rope_prefetch_choice(const RopeTensor& q) {
+RopePrefetchChoice rope_prefetch_choice(const RopeTensor& q, const RopeApplyParams& params, const RopeKernelOptions& options) {
   RotateJob job;
   job.tensors[0] = q;
-  const int cls = prefetch_class(job);
+  job.params = &params;
+  const CosSinRows rows;
+  job.table = options.table ? &rows : nullptr;  // only whether there is one
   const RopePrefetchTuner& tuner = rope_prefetch_tuner();
-  return {rope_prefetch_name(tuner.policy(cls)), tuner.settled(cls)};
+  const RopePrefetchTuner::Choice choice = tuner.choice(prefetch_class(job));
+  return {rope_prefetch_name(choice.policy), choice.settled, tuner.min_trial_bytes()};
 }
 
 namespace {

@@ -16,7 +16,7 @@
 
 #include "posenc/half.h"
 #include "posenc/rope_apply.h"
-#include "rope_prefetch_tuner.h"
+#include "rope_prefetch_policy.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace posenc {

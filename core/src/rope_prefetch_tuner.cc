@@ -5,6 +5,7 @@
 #include <string>
 
 #include "posenc/error.h"
+#include "posenc/host_cache.h"
 
 namespace posenc {
 namespace {
@@ -14,8 +15,9 @@ namespace {
 // the thread team) does not favour one policy.
 constexpr int kPairs[6][2] = {{0, 1}, {1, 2}, {2, 0}, {1, 0}, {2, 1}, {0, 2}};
 
-// Before a class is measured (and for calls too small to measure): what was fixed before the
-// tuner, hints for head-major rows (one stream per head), none for token-major ones.
+// Before a class is measured (and for calls too small to measure): about what was fixed before the
+// tuner, hints for head-major rows (one stream per head), none for token-major ones (the fixed
+// rule also skipped single-head tensors and prefetched token-major rows of partial rotary).
 RopePrefetch default_policy(int cls) { return cls >= 3 ? RopePrefetch::kL1 : RopePrefetch::kNone; }
 
 double median(std::vector<double> v) {
@@ -34,16 +36,30 @@ const char* rope_prefetch_name(RopePrefetch p) {
   return "none";
 }
 
-int rope_prefetch_class(bool head_major, DType dtype) { return (head_major ? 3 : 0) + static_cast<int>(dtype); }
+int rope_prefetch_class(RopeWalk walk, DType dtype) { return 3 * static_cast<int>(walk) + static_cast<int>(dtype); }
+
+std::size_t rope_prefetch_trial_bytes() { return std::max(std::size_t{16} << 20, last_level_cache_bytes()); }
 
 RopePrefetchTuner::RopePrefetchTuner(const RopePrefetch* fixed, std::size_t min_trial_bytes)
     : fixed_(fixed != nullptr), fixed_policy_(fixed ? *fixed : RopePrefetch::kNone), min_trial_bytes_(min_trial_bytes) {}
 
+void RopePrefetchTuner::reset(const RopePrefetch* fixed, std::size_t min_trial_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  states_ = {};
+  fixed_ = fixed != nullptr;
+  fixed_policy_ = fixed ? *fixed : RopePrefetch::kNone;
+  min_trial_bytes_ = min_trial_bytes;
+}
+
+RopePrefetch RopePrefetchTuner::policy_locked(int cls) const {
+  return fixed_ ? fixed_policy_ : states_[cls].settled ? states_[cls].chosen : default_policy(cls);
+}
+
 RopePrefetchTuner::Step RopePrefetchTuner::next(int cls, std::size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   Step step;
-  step.policy = fixed_ ? fixed_policy_ : states_[cls].settled ? states_[cls].chosen : default_policy(cls);
-  if (fixed_ || states_[cls].settled || bytes < min_trial_bytes_ || states_[cls].trials >= kRounds * 6) return step;
+  step.policy = policy_locked(cls);
+  if (fixed_ || states_[cls].settled || bytes < min_trial_bytes_ || states_[cls].trials >= kTrialCalls) return step;
   const int pair = states_[cls].trials++ % 6;
   step.trial = true;
   step.first = static_cast<RopePrefetch>(kPairs[pair][0]);
@@ -66,14 +82,9 @@ void RopePrefetchTuner::record(int cls, RopePrefetch policy, double seconds_per_
   s.settled = true;
 }
 
-RopePrefetch RopePrefetchTuner::policy(int cls) const {
+RopePrefetchTuner::Choice RopePrefetchTuner::choice(int cls) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return fixed_ ? fixed_policy_ : states_[cls].settled ? states_[cls].chosen : default_policy(cls);
-}
-
-bool RopePrefetchTuner::settled(int cls) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return fixed_ || states_[cls].settled;
+  return {policy_locked(cls), fixed_ || states_[cls].settled};
 }
 
 bool parse_rope_prefetch(const char* value, RopePrefetch* fixed) {
@@ -90,7 +101,8 @@ bool parse_rope_prefetch(const char* value, RopePrefetch* fixed) {
 RopePrefetchTuner& rope_prefetch_tuner() {
   static RopePrefetchTuner tuner = [] {
     RopePrefetch fixed = RopePrefetch::kNone;
-    return parse_rope_prefetch(std::getenv("POSENC_ROPE_PREFETCH"), &fixed) ? RopePrefetchTuner(&fixed) : RopePrefetchTuner();
+    const bool is_fixed = parse_rope_prefetch(std::getenv("POSENC_ROPE_PREFETCH"), &fixed);
+    return RopePrefetchTuner(is_fixed ? &fixed : nullptr, rope_prefetch_trial_bytes());
   }();
   return tuner;
 }

@@ -18,22 +18,23 @@
 #include <vector>
 
 #include "posenc/half.h"
+#include "rope_prefetch_policy.h"
 
 namespace posenc {
 
-// kL1: each row's lines kPrefetchBytesInFlight ahead into every cache level (prefetcht0 on x86);
-// kL2: the same lines into L2 and below (prefetcht1). kNone: the hardware prefetchers alone.
-enum class RopePrefetch : std::uint8_t { kNone, kL1, kL2 };
 const char* rope_prefetch_name(RopePrefetch p);
 
-// What is measured apart: the grouped head-major walk and the token walk, per storage dtype.
-int rope_prefetch_class(bool head_major, DType dtype);
+// The walk a call takes (rope_walk-inl.h): token-major rows, head-major rows token by token
+// (xPos, computed or M-RoPE cos/sin), or head-major rows in groups of heads (a 1-D table). Each
+// walk and storage dtype is measured apart: the walks read their bytes in different orders.
+enum class RopeWalk : std::uint8_t { kTokenMajor, kHeadMajorByToken, kHeadMajorGroups };
+int rope_prefetch_class(RopeWalk walk, DType dtype);
 
 class RopePrefetchTuner {
  public:
-  static constexpr int kClasses = 6, kCandidates = 3;
-  static constexpr int kRounds = 2;  // rounds of kCandidates * 2 trial calls: 4 samples a candidate each
-  static constexpr std::size_t kMinTrialBytes = std::size_t{16} << 20;  // a call beyond L2 and L3 of one core
+  static constexpr int kClasses = 9, kCandidates = 3;
+  static constexpr int kRounds = 2;  // rounds of 6 trial calls (kPairs): 4 samples a candidate each
+  static constexpr int kTrialCalls = kRounds * 6;
 
   // What one call does: rotate every token under `policy`, or (trial) its first half of tokens
   // under `first` and the rest under `second`, each timed and recorded.
@@ -41,13 +42,21 @@ class RopePrefetchTuner {
     bool trial = false;
     RopePrefetch policy = RopePrefetch::kNone, first = RopePrefetch::kNone, second = RopePrefetch::kNone;
   };
+  struct Choice {
+    RopePrefetch policy = RopePrefetch::kNone;
+    bool settled = false;  // measured, or fixed
+  };
 
-  // fixed: the policy every call takes (POSENC_ROPE_PREFETCH), or none: measured per class.
-  explicit RopePrefetchTuner(const RopePrefetch* fixed = nullptr, std::size_t min_trial_bytes = kMinTrialBytes);
+  // fixed: the policy every call takes (POSENC_ROPE_PREFETCH), or null: measured per class on
+  // calls of at least min_trial_bytes.
+  RopePrefetchTuner(const RopePrefetch* fixed, std::size_t min_trial_bytes);
   Step next(int cls, std::size_t bytes);
   void record(int cls, RopePrefetch policy, double seconds_per_byte);
-  RopePrefetch policy(int cls) const;
-  bool settled(int cls) const;
+  Choice choice(int cls) const;
+  std::size_t min_trial_bytes() const { return min_trial_bytes_; }
+  // Forgets every measurement and takes these settings (tests: the process's tuner, measured
+  // again on calls of their size, whatever ran before in the process or is in the environment).
+  void reset(const RopePrefetch* fixed, std::size_t min_trial_bytes);
 
  private:
   struct State {
@@ -56,6 +65,7 @@ class RopePrefetchTuner {
     bool settled = false;
     RopePrefetch chosen = RopePrefetch::kNone;
   };
+  RopePrefetch policy_locked(int cls) const;
   mutable std::mutex mutex_;
   std::array<State, kClasses> states_{};
   bool fixed_ = false;
@@ -63,12 +73,16 @@ class RopePrefetchTuner {
   std::size_t min_trial_bytes_;
 };
 
+// The smallest call measured: the last-level cache's bytes (most of such a call's rows come from
+// memory, where the policies differ), at least 16 MiB.
+std::size_t rope_prefetch_trial_bytes();
+
 // POSENC_ROPE_PREFETCH's value (null: unset): false for auto (or unset); true with *fixed set for
 // none, l1 or l2; any other value is an Error naming it.
 bool parse_rope_prefetch(const char* value, RopePrefetch* fixed);
 
 // The process's tuner: POSENC_ROPE_PREFETCH = auto (the default: measured), none, l1 or l2, read at
-// the first call; any other value is an Error naming it.
+// the first call; any other value is an Error naming it (at every call until it is fixed).
 RopePrefetchTuner& rope_prefetch_tuner();
 
 }  // namespace posenc

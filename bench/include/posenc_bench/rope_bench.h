@@ -41,6 +41,7 @@ struct RopeBenchResult {
   bool native_bf16 = false;      // bf16 narrowed by the CPU's instruction (rope_native_bf16)
   std::string prefetch;          // the walks' software prefetch (rope_prefetch_choice): none, l1, l2
   bool prefetch_settled = false; // measured on this run's first calls (or fixed by POSENC_ROPE_PREFETCH)
+  std::size_t prefetch_measured_from_bytes = 0;  // the smallest call measured
   // bf16/f16: float32 q and k of the same shape, timed in the same run; f32: its own rate (1).
   double f32_ns_per_element = 0;
   double rate_vs_f32 = 0;        // this dtype's element rate / float32's

@@ -11,6 +11,7 @@
 // formed once and reused by every head of q and k.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -65,17 +66,20 @@ void allow_rope_native_bf16_for_test(bool allowed);
 // The SIMD target rope_rotate uses on this machine ("AVX3", "AVX2", ...).
 const char* rope_kernel_target();
 
-// The software prefetch rope_rotate's walks issue for tensors stored as q is (its dtype, and
-// head-major or token-major): "none", "l1" (every cache level) or "l2". settled: chosen by timing
-// this process's own calls of at least 16 MiB (each of the first twelve such calls is cut in two
-// token ranges rotated under two policies; the bits never depend on the policy), or fixed by the
-// environment variable POSENC_ROPE_PREFETCH (auto, none, l1, l2). Until then: "l1" for head-major
+// The software prefetch a rope_rotate(q, ..., params, options) call's walk issues: "none", "l1"
+// (every cache level) or "l2". Measured per class (the walk: token-major rows, head-major rows
+// token by token, or head-major rows in groups with a 1-D table; and the dtype) on this process's
+// calls of at least measured_from_bytes (the last-level cache's size, at least 16 MiB): each of
+// the first twelve such calls is cut in two token ranges rotated under two policies (the bits
+// never depend on the policy) and the median-fastest stays. settled: measured, or fixed by the
+// environment variable POSENC_ROPE_PREFETCH (auto, none, l1, l2). Until then "l1" for head-major
 // rows, "none" for token-major ones. Throws posenc::Error when POSENC_ROPE_PREFETCH is another
 // value (as rope_rotate does, before rotating anything).
 struct RopePrefetchChoice {
   const char* policy;
   bool settled;
+  std::size_t measured_from_bytes;
 };
-RopePrefetchChoice rope_prefetch_choice(const RopeTensor& q);
+RopePrefetchChoice rope_prefetch_choice(const RopeTensor& q, const RopeApplyParams& params, const RopeKernelOptions& options = {});
 
 }  // namespace posenc
