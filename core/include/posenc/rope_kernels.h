@@ -71,9 +71,9 @@ const char* rope_kernel_target();
 // token by token, or head-major rows in groups with a 1-D table; and the dtype) on this process's
 // calls of at least measured_from_bytes (the last-level cache's size, at least 16 MiB): each of
 // the first twelve such calls is cut in two token ranges rotated under two policies (the bits
-// never depend on the policy) and the median-fastest stays. settled: measured, or fixed by the
-// environment variable POSENC_ROPE_PREFETCH (auto, none, l1, l2). Until then "l1" for head-major
-// rows, "none" for token-major ones. Throws posenc::Error when POSENC_ROPE_PREFETCH is another
+// never depend on the policy) and the fastest (by the lower quartile of its times) stays.
+// settled: measured, or fixed by the environment variable POSENC_ROPE_PREFETCH (auto, none, l1,
+// l2). Until then "l1" for head-major rows, "none" for token-major ones. Throws posenc::Error when POSENC_ROPE_PREFETCH is another
 // value (as rope_rotate does, before rotating anything).
 struct RopePrefetchChoice {
   const char* policy;
