@@ -68,56 +68,41 @@ TEST(RopePrefetch, EachPolicyIsTimedInBothHalvesThenTheFastestIsKept) {
   }
 }
 
+// The policy a fresh tuner keeps when each sample of policy p is sample(p, n), n counting p's
+// samples from 0.
+template <typename Sample>
+RopePrefetch kept_for(Sample sample) {
+  Tuner tuner(nullptr, kMinBytes);
+  std::array<int, 3> used{};
+  for (int call = 0; call < kTrialCalls; ++call) {
+    const Tuner::Step step = tuner.next(kTokenMajorF32, std::size_t{1} << 30);
+    for (RopePrefetch p : {step.first, step.second}) tuner.record(kTokenMajorF32, p, sample(p, used[static_cast<std::size_t>(p)]++));
+  }
+  EXPECT_TRUE(tuner.choice(kTokenMajorF32).settled);
+  return tuner.choice(kTokenMajorF32).policy;
+}
+
 // One slow sample (the machine busy for one call) does not outvote the rest: the lower quartile
 // of each policy's samples decides.
 TEST(RopePrefetch, OneSlowSampleDoesNotDecide) {
-  Tuner tuner(nullptr, kMinBytes);
-  bool spoiled = false;
-  for (int call = 0; call < kTrialCalls; ++call) {
-    const Tuner::Step step = tuner.next(kTokenMajorF32, std::size_t{1} << 30);
-    for (RopePrefetch p : {step.first, step.second}) {
-      double cost = p == RopePrefetch::kL2 ? 1.0 : 2.0;
-      if (p == RopePrefetch::kL2 && !spoiled) cost = 100.0, spoiled = true;
-      tuner.record(kTokenMajorF32, p, cost);
-    }
-  }
-  EXPECT_EQ(tuner.choice(kTokenMajorF32).policy, RopePrefetch::kL2);
+  EXPECT_EQ(kept_for([](RopePrefetch p, int n) { return p != RopePrefetch::kL2 ? 2.0 : n == 0 ? 100.0 : 1.0; }), RopePrefetch::kL2);
 }
 
 // Samples as one run on a shared Zen 4 host recorded them (ns a byte, float32 [B, S, H, D], one
 // thread): "none" slowed by other work in half its calls, "l2" steady and slower. The median
 // chose l2 (0.87 of the ceiling where none reaches 0.90-1.00); the lower quartile chooses none.
 TEST(RopePrefetch, APolicySlowedByOtherWorkInHalfItsCallsStillWins) {
-  const std::vector<double> none = {0.060, 0.066, 0.072, 0.048, 0.083, 0.066, 0.049, 0.051};
-  const std::vector<double> l1 = {0.084, 0.076, 0.098, 0.059, 0.094, 0.097, 0.061, 0.068};
-  const std::vector<double> l2 = {0.067, 0.066, 0.064, 0.068, 0.064, 0.062, 0.053, 0.060};
-  Tuner tuner(nullptr, kMinBytes);
-  std::array<std::size_t, 3> used{};
-  for (int call = 0; call < kTrialCalls; ++call) {
-    const Tuner::Step step = tuner.next(kTokenMajorF32, std::size_t{1} << 30);
-    for (RopePrefetch p : {step.first, step.second}) {
-      const std::size_t i = static_cast<std::size_t>(p);
-      const std::vector<double>& samples = i == 0 ? none : i == 1 ? l1 : l2;
-      tuner.record(kTokenMajorF32, p, samples[used[i]++] * 1e-9);
-    }
-  }
-  ASSERT_TRUE(tuner.choice(kTokenMajorF32).settled);
-  EXPECT_EQ(tuner.choice(kTokenMajorF32).policy, RopePrefetch::kNone);
+  const std::array<std::array<double, 8>, 3> samples = {{{0.060, 0.066, 0.072, 0.048, 0.083, 0.066, 0.049, 0.051},    // none
+                                                         {0.084, 0.076, 0.098, 0.059, 0.094, 0.097, 0.061, 0.068},    // l1
+                                                         {0.067, 0.066, 0.064, 0.068, 0.064, 0.062, 0.053, 0.060}}};  // l2
+  const auto recorded = [&](RopePrefetch p, int n) { return samples[static_cast<std::size_t>(p)][static_cast<std::size_t>(n)] * 1e-9; };
+  EXPECT_EQ(kept_for(recorded), RopePrefetch::kNone);
 }
 
 // Nor one fast sample: a policy slower in most of its samples is not kept for one lucky half.
 TEST(RopePrefetch, OneFastSampleDoesNotDecide) {
-  Tuner tuner(nullptr, kMinBytes);
-  bool lucky = false;
-  for (int call = 0; call < kTrialCalls; ++call) {
-    const Tuner::Step step = tuner.next(kTokenMajorF32, std::size_t{1} << 30);
-    for (RopePrefetch p : {step.first, step.second}) {
-      double cost = p == RopePrefetch::kNone ? 1.0 : 2.0;
-      if (p == RopePrefetch::kL1 && !lucky) cost = 0.1, lucky = true;
-      tuner.record(kTokenMajorF32, p, cost);
-    }
-  }
-  EXPECT_EQ(tuner.choice(kTokenMajorF32).policy, RopePrefetch::kNone);
+  EXPECT_EQ(kept_for([](RopePrefetch p, int n) { return p == RopePrefetch::kNone ? 1.0 : p == RopePrefetch::kL1 && n == 0 ? 0.1 : 2.0; }),
+            RopePrefetch::kNone);
 }
 
 TEST(RopePrefetch, SmallCallsAreNotTrialledAndTakeTheDefault) {
