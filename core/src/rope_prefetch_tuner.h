@@ -2,8 +2,8 @@
 // large calls (private to the core library; rope_kernels.cc runs it, rope_kernels.h reports it).
 //
 // Why measured, not fixed: the same kernel on two Zen 4 hosts of this project wanted opposite
-// policies. On one, prefetching each head-major row 8 KiB ahead into L1 took the grouped walk from
-// 0.64 to 0.80 of the memory ceiling (bf16, one thread); on another, the same hints held float32
+// policies. On one, prefetching each head-major row ahead into L1 took the token-by-token walk
+// from 0.35 to 0.66 of the memory ceiling (2 threads); on another, the same hints held float32
 // head-major q and k at 0.68 of the ceiling where no hints reached 1.01, while bf16 there still
 // wanted them (0.62 against 0.54), and token-major rows wanted none in every dtype (f32 0.99
 // against 0.65 with L1 hints and 0.79 with L2 ones). The hints never change a result's bits, so a
