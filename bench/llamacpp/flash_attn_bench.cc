@@ -47,16 +47,17 @@ struct Config {
   int seq = 4096, heads = 8, kv_heads = 0, head_dim = 64;
   int threads = 0;  // 0: std::thread::hardware_concurrency()
   int repeats = 3;
-  bool alibi = true, causal = true;
+  bool alibi = true, causal = false;  // posenc bench attention's defaults: ALiBi, bidirectional
   ggml_type kv_type = GGML_TYPE_F32;
 };
 
 const char* usage =
     "usage: flash_attn_bench [--seq S] [--heads H] [--kv-heads K] [--head-dim D] [--threads T]\n"
     "                        [--repeats R] [--kv-type f32|f16] [--no-alibi] [--scheme alibi|none]\n"
-    "                        [--causal true|false] [--json]\n"
+    "                        [--causal [true|false]] [--json]\n"
     "  ggml_flash_attn_ext on the CPU, S = T (prefill), f32 q, K/V as --kv-type; prints JSON.\n"
-    "  Defaults: S 4096, H 8, K = H, D 64, T = hardware threads, R 3, f32, ALiBi, causal.\n";
+    "  Defaults: S 4096, H 8, K = H, D 64, T = hardware threads, R 3, f32, ALiBi, bidirectional\n"
+    "  (posenc bench attention's; --causal alone is its flag, true or false may follow).\n";
 
 int parse_int(const std::string& flag, const std::string& value) {
   char* end = nullptr;
@@ -76,13 +77,21 @@ Config parse(int argc, char** argv) {
   Config c;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i], value;
-    const bool takes_value = flag != "--no-alibi" && flag != "--json" && flag != "--help" && flag != "-h";
+    if (flag.rfind("-", 0) != 0) fail("unexpected argument '" + flag + "' (--causal takes true or false, or nothing)\n" + usage);
+    bool has_value = false;
+    // --causal is a flag, as in posenc bench attention; "--causal true|false" (this harness's
+    // earlier form) is still read.
+    const std::string next = i + 1 < argc ? argv[i + 1] : "";
+    const bool bool_next = next == "true" || next == "false" || next == "1" || next == "0";
+    const bool takes_value = flag != "--no-alibi" && flag != "--json" && flag != "--help" && flag != "-h" && (flag != "--causal" || bool_next);
     if (const auto eq = flag.find('='); eq != std::string::npos && flag.rfind("--", 0) == 0) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
+      has_value = true;
     } else if (takes_value) {
       if (i + 1 >= argc) fail(flag + " needs a value\n" + usage);
       value = argv[++i];
+      has_value = true;
     }
     if (flag == "--help" || flag == "-h") {
       std::fputs(usage, stdout);
@@ -110,7 +119,7 @@ Config parse(int argc, char** argv) {
       else if (value == "none") c.alibi = false;
       else fail("--scheme must be alibi or none here (flash_attn_ext has no RoPE or T5 inside), got '" + value + "'");
     } else if (flag == "--causal") {
-      c.causal = parse_bool(flag, value);
+      c.causal = has_value ? parse_bool(flag, value) : true;
     } else if (flag == "--json") {
       // always JSON; accepted so that posenc's arguments can be passed unchanged
     } else {

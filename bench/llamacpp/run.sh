@@ -2,7 +2,7 @@
 # Optional: llama.cpp's CPU flash_attn_ext on the shapes of `posenc bench attention` (README.md here).
 #
 #   bench/llamacpp/run.sh [LLAMA_CPP_DIR] [--seq S --heads H --kv-heads K --head-dim D --threads T
-#                                          --repeats R --kv-type f32|f16 --no-alibi --causal true|false]
+#                                          --repeats R --kv-type f32|f16 --no-alibi --causal]
 #
 # Without LLAMA_CPP_DIR, the llama.cpp release pinned below is fetched once with npm (the
 # node-llama-cpp package carries it as a git bundle) into the cache directory. Only ggml's CPU
