@@ -68,6 +68,16 @@ namespace decode_bf16 = attention_detail::decode_bf16;
 // L2 prefetch 8 KiB ahead 13.1 / 17.6, 16 KiB 13.8 / 17.5, 32 KiB 13.4 / 17.0. bf16, ns a key
 // from memory (8 / 2 kv heads): as is 124 / 37; without K's prefetches 124 / 55 (read key by
 // key, K is a stream the hardware follows), without V's 210 / 55; every other line 169 / 53.
+// Where a cold step's time goes on one thread (Zen 4 EPYC, f32 K and V over 8 kv heads, T = 32768,
+// ns a key, three interleaved runs; memory delivers a key's 4 KiB in about 159): as is 223-260;
+// with the P.V products skipped (V still prefetched: the same bytes from memory) 174-214; with V's
+// lines only touched (one load a line, no products) 223-241. So P.V costs the moving of V's lines
+// from L2 into the core, not its arithmetic, and that is not hidden under the memory stream, while
+// the scores' arithmetic is: 15% less of it (full-width products, 123 -> 105 ns a key in L2)
+// changed nothing cold. Tried, all slower cold: the next tile's prefetches issued during P.V
+// (spread over its steps or per kv head, 8-64 keys ahead), tiles of 8-32 keys, V prefetched into
+// L1 during P.V (with or without its L2 prefetch ahead), no prefetch of V (K's can go: no change);
+// P.V over 4 heads' rows per key (storage order): 12 ns a key less in L2, cold within noise.
 constexpr int kPrefetchBytes = 16384;
 
 // Keys ahead of the one being read whose rows are prefetched, for these K and V.
@@ -96,31 +106,6 @@ HWY_INLINE void PrefetchKeys(const RopeTensor& x, int b, std::int64_t j, int cou
       const char* row = data + attention_detail::offset_of(x, b, static_cast<int>(j + i), hk) * static_cast<std::int64_t>(element);
       for (std::size_t line = 0; line < row_bytes; line += 64) __builtin_prefetch(row + line, 0, 1);
     }
-}
-
-// ALiBi's term of one query (position qpos) against a tile's keys, for every head: the distances
-// are the same for all heads, so they are formed once per tile (distance[c] = qpos - kpos, or its
-// absolute value when symmetric) and each head's row gets - slope_h distance[c] in vectors, as
-// Plan::add_bias_tile does per element (float: slope and distance rounded, then multiplied).
-// Measured: add_bias_tile per head took 10% of a bf16 step at 8 query heads over 2 kv heads.
-static HWY_NOINLINE void AddAlibiRows(const attention_detail::Plan& plan, int b, std::int64_t j0, int cols, float* HWY_RESTRICT Sc,
-                                      std::int64_t* HWY_RESTRICT positions, float* HWY_RESTRICT distance) {
-  plan.tile_positions(b, 0, 1, j0, cols, positions);
-  const bool symmetric = plan.p->alibi_mode == AlibiMode::kSymmetric;
-  for (int c = 0; c < cols; ++c) {
-    const float d = static_cast<float>(positions[0] - positions[1 + c]);
-    distance[c] = symmetric ? std::abs(d) : d;
-  }
-  const DA d;
-  const int N = static_cast<int>(hn::Lanes(d));
-  for (int h = 0; h < plan.Hq; ++h) {
-    const float slope = static_cast<float>(plan.p->alibi_slopes[h]);
-    float* row = Sc + h * kKeyTile;
-    int c = 0;
-    for (; c + N <= cols; c += N)
-      hn::StoreU(hn::Sub(hn::LoadU(d, row + c), hn::Mul(hn::Set(d, slope), hn::LoadU(d, distance + c))), d, row + c);
-    for (; c < cols; ++c) row[c] -= slope * distance[c];
-  }
 }
 
 // One thread's buffers (attention_detail::decode_workspace_floats) for Hq query heads over Hk kv

@@ -1,5 +1,6 @@
 // Decode attention's tile products (attention_decode-inl.h), per Highway target: the scores of one
-// or four keys against a kv head's G query rows, and the values' weighted sum read in place.
+// or four keys against a kv head's G query rows, ALiBi's term added to every head's scores, and
+// the values' weighted sum read in place.
 #if defined(POSENC_ATTENTION_DECODE_TILES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef POSENC_ATTENTION_DECODE_TILES_INL_H_
 #undef POSENC_ATTENTION_DECODE_TILES_INL_H_
@@ -9,6 +10,7 @@
 
 #include <hwy/highway.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "attention_plan.h"
@@ -257,6 +259,31 @@ HWY_INLINE void ScoreKeyHeads(const float* HWY_RESTRICT Q, int Hq, int G, int D,
   }
 #endif
   for (; h < Hq; ++h) DotRows<1>(Q + h * D, D, key + h / G * head_stride, column + h * kKeyTile);
+}
+
+// ALiBi's term of one query (position qpos) against a tile's keys, for every head: the distances
+// are the same for all heads, so they are formed once per tile (distance[c] = qpos - kpos, or its
+// absolute value when symmetric) and each head's row gets - slope_h distance[c] in vectors, as
+// Plan::add_bias_tile does per element (float: slope and distance rounded, then multiplied).
+// Measured: add_bias_tile per head took 10% of a bf16 step at 8 query heads over 2 kv heads.
+static HWY_NOINLINE void AddAlibiRows(const attention_detail::Plan& plan, int b, std::int64_t j0, int cols, float* HWY_RESTRICT Sc,
+                                      std::int64_t* HWY_RESTRICT positions, float* HWY_RESTRICT distance) {
+  plan.tile_positions(b, 0, 1, j0, cols, positions);
+  const bool symmetric = plan.p->alibi_mode == AlibiMode::kSymmetric;
+  for (int c = 0; c < cols; ++c) {
+    const float d = static_cast<float>(positions[0] - positions[1 + c]);
+    distance[c] = symmetric ? std::abs(d) : d;
+  }
+  const DA d;
+  const int N = static_cast<int>(hn::Lanes(d));
+  for (int h = 0; h < plan.Hq; ++h) {
+    const float slope = static_cast<float>(plan.p->alibi_slopes[h]);
+    float* row = Sc + h * kKeyTile;
+    int c = 0;
+    for (; c + N <= cols; c += N)
+      hn::StoreU(hn::Sub(hn::LoadU(d, row + c), hn::Mul(hn::Set(d, slope), hn::LoadU(d, distance + c))), d, row + c);
+    for (; c < cols; ++c) row[c] -= slope * distance[c];
+  }
 }
 
 }  // namespace decode
