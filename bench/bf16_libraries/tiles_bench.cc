@@ -6,7 +6,8 @@
 // Both libraries are handed posenc's own tile layouts, which are theirs too: libxsmm's column-major
 // C = A.B with A in VNNI pairs is Sc^T = Kp.Q^T (Kp [pairs][keys]: posenc's packed key tile) and
 // acc^T = Vp.P^T (Vp [key pairs][D]: posenc's packed value tile); oneDNN's matmul takes the tiles
-// batched ([B, 128, 64] x [B, 64, 64]). Each product's result is checked against posenc's.
+// batched ([B, 128, 64] x [B, 64, 64]) on K's and V's rows. Each product's result is checked
+// against posenc's.
 // Also a square 2048^3 bf16 matmul in oneDNN (its best case). Operands stay in L1/L2, as in the
 // kernel, so these are the products' own rates. Build and run: bench/bf16_libraries/run.sh.
 //
@@ -53,6 +54,24 @@ double seconds_per_call(F&& f, int calls, int rounds) {
     t.push_back((now() - t0) / calls);
   }
   return median(t);
+}
+
+// Seconds that `more` takes beyond `base` a call: the two timed in turn each round (`calls` calls
+// each), the median of the rounds' differences, so a slow spell of the machine touches both.
+template <class F, class G>
+double extra_seconds_per_call(F&& base, G&& more, int calls, int rounds) {
+  base();
+  more();
+  std::vector<double> d;
+  for (int r = 0; r < rounds; ++r) {
+    double t0 = now();
+    for (int i = 0; i < calls; ++i) base();
+    const double b = (now() - t0) / calls;
+    t0 = now();
+    for (int i = 0; i < calls; ++i) more();
+    d.push_back((now() - t0) / calls - b);
+  }
+  return median(d);
 }
 
 std::vector<std::uint16_t> random_bf16(std::size_t n, std::mt19937& rng, bool positive) {
@@ -115,23 +134,24 @@ int main(int argc, char** argv) {
   const double posenc_score = seconds_per_call([&] { next(); bf16::score_tile(u32(Q, tile * q_tile), kPairs, u32(Kp, tile * kv_tile), kRows, Sc_posenc.data()); }, calls, rounds);
   const double posenc_value = seconds_per_call([&] { next(); bf16::value_tile(P.data(), u32(Vp, tile * kv_tile), kRows, kKeyTile / 2, kD, acc_posenc.data()); }, calls, rounds);
   // The online softmax of a tile (bf16::softmax_tile), timed behind a fresh score_tile (it
-  // overwrites its input): the difference is its own time. Every row's running maximum starts at
-  // the largest score of all the tiles, so none grows: no rescale of acc, as in most tiles of a row.
+  // overwrites its input), in turn with score_tile alone: the difference is its own time. Every
+  // row's running maximum starts at the largest score of all the tiles, so none grows: no rescale
+  // of acc, as in most tiles of a row after its first (a lower bound: a tile that raises a row's
+  // maximum also rescales the row's sums).
   float largest = -INFINITY;
   for (int t = 0; t < kTiles; ++t) {
     bf16::score_tile(u32(Q, t * q_tile), kPairs, u32(Kp, t * kv_tile), kRows, Sc_posenc.data());
     for (const float x : Sc_posenc) largest = std::max(largest, x);
   }
   std::vector<float> row_max(kRows), row_sum(kRows);
-  const double posenc_score_softmax = seconds_per_call(
-      [&] {
-        next();
-        bf16::score_tile(u32(Q, tile * q_tile), kPairs, u32(Kp, tile * kv_tile), kRows, Sc_posenc.data());
-        std::fill(row_max.begin(), row_max.end(), largest);
-        std::fill(row_sum.begin(), row_sum.end(), 0.0f);
-        bf16::softmax_tile(Sc_posenc.data(), kRows, kRows, row_max.data(), row_sum.data(), acc_posenc.data(), kD);
-      },
-      calls, rounds);
+  const auto score_only = [&] { next(); bf16::score_tile(u32(Q, tile * q_tile), kPairs, u32(Kp, tile * kv_tile), kRows, Sc_posenc.data()); };
+  const auto score_softmax = [&] {
+    score_only();
+    std::fill(row_max.begin(), row_max.end(), largest);
+    std::fill(row_sum.begin(), row_sum.end(), 0.0f);
+    bf16::softmax_tile(Sc_posenc.data(), kRows, kRows, row_max.data(), row_sum.data(), acc_posenc.data(), kD);
+  };
+  const double posenc_softmax = extra_seconds_per_call(score_only, score_softmax, calls, rounds);
 
   // libxsmm: column-major C[m][n] = A[m][k] B[k][n], A in VNNI pairs of k.
   const libxsmm_blasint m = kKeyTile, n = kRows, k = kD, lda = kKeyTile, ldb_q = kD, ldc = kKeyTile;
@@ -164,38 +184,60 @@ int main(int argc, char** argv) {
   using dt = memory::data_type;
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
-  const auto matmul_seconds = [&](memory::dims a, memory::dims b, memory::dims c, tag b_tag, double flops, const char* what,
-                                  int repeats) {
+  // a, b: the operands' bf16 (null: random); want: posenc's result for the check (null: none).
+  const auto matmul = [&](memory::dims a, memory::dims b, memory::dims c, tag b_tag, double flops, const char* what, int repeats,
+                          const std::uint16_t* a_data, const std::uint16_t* b_data, const float* want) {
     const memory::desc a_md(a, dt::bf16, a.size() == 3 ? tag::abc : tag::ab), b_md(b, dt::bf16, b_tag),
         c_md(c, dt::f32, c.size() == 3 ? tag::abc : tag::ab);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine);
     memory A(a_md, engine), B(b_md, engine), C(c_md, engine);
-    const auto fill = [&](memory& x) {
-      auto* p = static_cast<std::uint16_t*>(x.get_data_handle());
-      const auto v = random_bf16(x.get_desc().get_size() / 2, rng, false);
-      std::copy(v.begin(), v.end(), p);
+    const auto fill = [&](memory& x, const std::uint16_t* data) {
+      const std::size_t n = x.get_desc().get_size() / 2;
+      const auto v = data ? std::vector<std::uint16_t>(data, data + n) : random_bf16(n, rng, false);
+      std::copy(v.begin(), v.end(), static_cast<std::uint16_t*>(x.get_data_handle()));
     };
-    fill(A);
-    fill(B);
+    fill(A, a_data);
+    fill(B, b_data);
     dnnl::matmul mm(pd);
-    const double s = seconds_per_call([&] { mm.execute(stream, {{DNNL_ARG_SRC, A}, {DNNL_ARG_WEIGHTS, B}, {DNNL_ARG_DST, C}}); stream.wait(); },
-                                      repeats, rounds);
-    std::printf("  %-44s %8.1f GFLOP/s   (%s)\n", what, flops / s / 1e9, pd.impl_info_str());
+    const auto run = [&] {
+      mm.execute(stream, {{DNNL_ARG_SRC, A}, {DNNL_ARG_WEIGHTS, B}, {DNNL_ARG_DST, C}});
+      stream.wait();
+    };
+    const double s = seconds_per_call(run, repeats, rounds);
+    std::printf("  %-44s %8.1f GFLOP/s", what, flops / s / 1e9);
+    if (want) std::printf("   max_rel_diff vs posenc %.1e", max_rel_diff(static_cast<const float*>(C.get_data_handle()), want, c_md.get_size() / 4));
+    std::printf("   (%s)\n", pd.impl_info_str());
   };
+  // oneDNN's operands from posenc's: K's and V's rows unpacked from Kp and Vp, P's rows made
+  // contiguous for every tile; posenc's results for every tile, from zero sums.
+  std::vector<std::uint16_t> K_rows(Kp.size()), V_rows(Vp.size()), P_tiles(std::size_t{kTiles} * kRows * kKeyTile);
+  std::vector<float> Sc_want(std::size_t{kTiles} * kRows * kKeyTile), acc_want(std::size_t{kTiles} * kRows * kD, 0.0f);
+  for (int t = 0; t < kTiles; ++t) {
+    const std::size_t at = t * kv_tile;
+    for (int c = 0; c < kKeyTile; ++c)
+      for (int x = 0; x < kD; ++x) {
+        K_rows[at + std::size_t(c) * kD + x] = Kp[at + std::size_t(x / 2) * 2 * kKeyTile + 2 * c + x % 2];
+        V_rows[at + std::size_t(c) * kD + x] = Vp[at + std::size_t(c / 2) * 2 * kD + 2 * x + c % 2];
+      }
+    std::copy(Pbits.begin(), Pbits.end(), P_tiles.begin() + t * std::size_t{kRows} * kKeyTile);
+    bf16::score_tile(u32(Q, t * q_tile), kPairs, u32(Kp, at), kRows, Sc_want.data() + t * std::size_t{kRows} * kKeyTile);
+    bf16::value_tile(P.data(), u32(Vp, at), kRows, kKeyTile / 2, kD, acc_want.data() + t * std::size_t{kRows} * kD);
+  }
 
   std::printf("scores Sc = Q.K^T, 128 x 64 x 64 (%.2f MFLOP a tile pair):\n", kTileFlops / 1e6);
   report("posenc score_tile (VDPBF16PS)", posenc_score, -1);
   report("libxsmm bsmm (VNNI A = posenc's Kp)", xsmm_score, xsmm_score_diff);
-  matmul_seconds({kTiles, kRows, kD}, {kTiles, kD, kKeyTile}, {kTiles, kRows, kKeyTile}, tag::acb, kTiles * kTileFlops,
-                 "oneDNN matmul, 8 tiles a call", calls / kTiles);
+  matmul({kTiles, kRows, kD}, {kTiles, kD, kKeyTile}, {kTiles, kRows, kKeyTile}, tag::acb, kTiles * kTileFlops, "oneDNN matmul, 8 tiles a call",
+         calls / kTiles, Q.data(), K_rows.data(), Sc_want.data());
   std::printf("P.V acc += P.V, 128 x 64 x 64:\n");
   report("posenc value_tile (VDPBF16PS)", posenc_value, -1);
   report("libxsmm bsmm (VNNI A = posenc's Vp)", xsmm_value, xsmm_value_diff);
-  matmul_seconds({kTiles, kRows, kKeyTile}, {kTiles, kKeyTile, kD}, {kTiles, kRows, kD}, tag::abc, kTiles * kTileFlops,
-                 "oneDNN matmul, 8 tiles a call", calls / kTiles);
-  std::printf("the online softmax of a score tile (posenc softmax_tile): %.2f us, against %.2f us for its two products\n",
-              (posenc_score_softmax - posenc_score) * 1e6, (posenc_score + posenc_value) * 1e6);
+  matmul({kTiles, kRows, kKeyTile}, {kTiles, kKeyTile, kD}, {kTiles, kRows, kD}, tag::abc, kTiles * kTileFlops, "oneDNN matmul, 8 tiles a call",
+         calls / kTiles, P_tiles.data(), V_rows.data(), acc_want.data());
+  std::printf("the online softmax of a score tile (posenc softmax_tile, no row's maximum raised): %.2f us, against %.2f us for its two products\n",
+              posenc_softmax * 1e6, (posenc_score + posenc_value) * 1e6);
   std::printf("square:\n");
-  matmul_seconds({2048, 2048}, {2048, 2048}, {2048, 2048}, tag::ab, 2.0 * 2048.0 * 2048 * 2048, "oneDNN matmul 2048^3 bf16 -> f32", 3);
+  matmul({2048, 2048}, {2048, 2048}, {2048, 2048}, tag::ab, 2.0 * 2048.0 * 2048 * 2048, "oneDNN matmul 2048^3 bf16 -> f32", 3, nullptr, nullptr,
+         nullptr);
   return 0;
 }

@@ -77,7 +77,10 @@ Config parse(int argc, char** argv) {
   Config c;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i], value;
-    if (flag.rfind("-", 0) != 0) fail("unexpected argument '" + flag + "' (--causal takes true or false, or nothing)\n" + usage);
+    if (flag.rfind("-", 0) != 0) {
+      const bool after_causal = i > 1 && std::string(argv[i - 1]) == "--causal";
+      fail("unexpected argument '" + flag + "'" + (after_causal ? " (--causal takes true or false, or nothing)" : "") + "\n" + usage);
+    }
     bool has_value = false;
     // --causal is a flag, as in posenc bench attention; "--causal true|false" (this harness's
     // earlier form) is still read.
@@ -93,6 +96,8 @@ Config parse(int argc, char** argv) {
       value = argv[++i];
       has_value = true;
     }
+    if (has_value && (flag == "--no-alibi" || flag == "--json" || flag == "--help" || flag == "-h"))
+      fail(flag + " takes no value, got '" + value + "'");
     if (flag == "--help" || flag == "-h") {
       std::fputs(usage, stdout);
       std::exit(0);

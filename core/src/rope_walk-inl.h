@@ -51,7 +51,8 @@ inline bool AllHeadMajor(const RotateJob& job) {
 // The other cos/sin modes compute rows, so they stay token-outer. Again for 16-bit rows (bf16
 // [8192, 32 + 8, 128] bhsd, one thread, Zen 4, three runs each, median fraction of the ceiling):
 // groups of 2 heads 0.54, 4 0.77, 8 0.71, 16 0.68; table chunks of 64-256 KiB 0.67-0.68, the
-// 512 KiB below 0.75-0.77, 2-64 MiB 0.78-0.81 (within the host's noise of the 512 KiB runs).
+// 512 KiB below 0.75-0.77, 2-64 MiB 0.78-0.81 in the same runs (one run's three samples of one
+// setting spread up to 0.05 that day): perhaps a little better, measured too little to change it.
 constexpr int kHeadGroup = 4;
 constexpr std::int64_t kTableChunkBytes = std::int64_t{512} << 10;  // half of a 1 MiB L2 (Zen 4)
 
