@@ -2,6 +2,9 @@
 # Installs every Debian package posenc needs, for all of its layers, in one place.
 # Idempotent: packages already present are left alone, and `apt-get update` runs only when
 # something is missing. Runs as root (or through sudo when it is available).
+#
+#   scripts/install-deps.sh [PACKAGE ...]   # the list below, and these too (an optional
+#                                           # benchmark's own, e.g. bench/bf16_libraries/run.sh)
 set -euo pipefail
 
 PACKAGES=(
@@ -29,6 +32,7 @@ PACKAGES=(
   # the leaderboard's report rendered in a real browser by its test (headless)
   chromium
 )
+PACKAGES+=("$@")
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -4,8 +4,8 @@
 #
 #   bench/bf16_libraries/run.sh [ROUNDS]
 #
-# Needs Debian's libxsmm-dev and libdnnl-dev, and posenc's build folder (`make test` made it;
-# BUILD=dir for another). The bench is compiled here, into the build folder, against posenc's
+# Needs Debian's libxsmm-dev and libdnnl-dev (installed by scripts/install-deps.sh when missing)
+# and posenc's build folder (`make test` made it; BUILD=dir for another). The bench is compiled here, into the build folder, against posenc's
 # core library and the libraries' static (libxsmm) and shared (oneDNN) builds; one thread.
 set -euo pipefail
 
@@ -15,8 +15,11 @@ die() {
   echo "bench/bf16_libraries: $*" >&2
   exit 2
 }
-[[ -f /usr/include/libxsmm.h && -f /usr/lib/libxsmm.a ]] || die "needs libxsmm 1.17: apt-get install libxsmm-dev"
-[[ -f /usr/include/oneapi/dnnl/dnnl.hpp ]] || die "needs oneDNN 2.6: apt-get install libdnnl-dev"
+# The two libraries, installed here when missing (posenc's own script: root or sudo), as the
+# llama.cpp bench fetches llama.cpp; nothing else in posenc needs them.
+"$root/scripts/install-deps.sh" libxsmm-dev libdnnl-dev > /dev/null || die "could not install libxsmm-dev and libdnnl-dev (scripts/install-deps.sh)"
+[[ -f /usr/include/libxsmm.h && -f /usr/lib/libxsmm.a ]] || die "libxsmm-dev is installed but /usr/include/libxsmm.h or /usr/lib/libxsmm.a is missing"
+[[ -f /usr/include/oneapi/dnnl/dnnl.hpp ]] || die "libdnnl-dev is installed but /usr/include/oneapi/dnnl/dnnl.hpp is missing"
 [[ -f $build/CMakeCache.txt ]] || die "no posenc build in $build (run make test first, or set BUILD)"
 cmake --build "$build" --target posenc_core > "$build/bf16_libraries.build.log" 2>&1 || die "building posenc_core failed: $build/bf16_libraries.build.log"
 out=$build/bf16_libraries_tiles_bench
