@@ -247,14 +247,19 @@ TEST(TorchPitfalls, LearnedTableEndIsAnErrorNamingThePosition) {
 
 // The xpos scheme is RoPE with each pair's score times zeta_i^((m - n)/B): the same weights give
 // other logits than rope at B = 512 and rope's as B grows without bound; B must be finite > 0.
+// The tokens are seeded: drawn from the unseeded generator, the largest difference at B = 512
+// ranged 0.0008-0.0019 run to run (24 tokens: the decay is at most a few percent), and a bound
+// of 1e-3 failed one run in a clean clone's make test. It is now 1e-4: ten times the 1e-5 that
+// rope's own logits stay within, far below any seed's difference.
 TEST(TorchModel, XPosIsRopeTimesItsDecay) {
   ModelConfig c = testing::small_model(Scheme::kXpos);
   ModelConfig plain = c;
   plain.scheme = Scheme::kRope;
+  torch::manual_seed(1);
   const torch::Tensor tokens = torch::randint(50, {2, 24}, torch::kInt64);
   torch::NoGradGuard no_grad;
   const torch::Tensor rope = testing::eval_model(plain, 3)->forward(tokens);
-  EXPECT_GT((testing::eval_model(c, 3)->forward(tokens) - rope).abs().max().item<double>(), 1e-3);
+  EXPECT_GT((testing::eval_model(c, 3)->forward(tokens) - rope).abs().max().item<double>(), 1e-4);
   c.xpos_scale_base = 1e12;  // zeta^(Delta/B) = 1 to float precision
   EXPECT_LT((testing::eval_model(c, 3)->forward(tokens) - rope).abs().max().item<double>(), 1e-5);
   for (const double bad : {0.0, -1.0, std::nan("")}) {
