@@ -5,8 +5,9 @@
 #   bench/bf16_libraries/run.sh [ROUNDS]
 #
 # Needs Debian's libxsmm-dev and libdnnl-dev (installed by scripts/install-deps.sh when missing)
-# and posenc's build folder (`make test` made it; BUILD=dir for another). The bench is compiled here, into the build folder, against posenc's
-# core library and the libraries' static (libxsmm) and shared (oneDNN) builds; one thread.
+# and posenc's build folder (`make test` made it; BUILD=dir for another). The bench is compiled
+# here, into the build folder, against posenc's core library and the libraries' static (libxsmm)
+# and shared (oneDNN) builds; one thread.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

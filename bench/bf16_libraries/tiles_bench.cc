@@ -34,7 +34,7 @@ namespace {
 
 using posenc::attention_detail::kKeyTile;
 constexpr int kRows = 128, kD = 64, kPairs = kD / 2, kTiles = 8;  // kTiles query and key tiles, cycled
-constexpr double kTileFlops = 2.0 * kRows * kKeyTile * kD;       // one product of one tile pair
+constexpr double kTileFlops = 2.0 * kRows * kKeyTile * kD;        // one product of one tile pair
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -121,7 +121,9 @@ int main(int argc, char** argv) {
   const auto Pbits = random_bf16(std::size_t{kRows} * kKeyTile, rng, true);
   std::vector<float> P(std::size_t{kRows} * kKeyTile);  // row r: 32 uint32 of bf16 pairs, then unused
   for (int r = 0; r < kRows; ++r) std::memcpy(&P[std::size_t(r) * kKeyTile], &Pbits[std::size_t(r) * kKeyTile], kKeyTile * 2);
-  const auto u32 = [](const std::vector<std::uint16_t>& v, std::size_t at) { return reinterpret_cast<const std::uint32_t*>(v.data() + at); };
+  const auto u32 = [](const std::vector<std::uint16_t>& v, std::size_t at) {
+    return reinterpret_cast<const std::uint32_t*>(v.data() + at);
+  };
   const std::size_t q_tile = std::size_t{kRows} * kD, kv_tile = std::size_t{kD} * kKeyTile;
 
   std::vector<float> Sc_posenc(std::size_t{kRows} * kKeyTile), Sc_lib(Sc_posenc.size());
@@ -131,8 +133,18 @@ int main(int argc, char** argv) {
   const int calls = 2000;
 
   // posenc: the kernel's own products.
-  const double posenc_score = seconds_per_call([&] { next(); bf16::score_tile(u32(Q, tile * q_tile), kPairs, u32(Kp, tile * kv_tile), kRows, Sc_posenc.data()); }, calls, rounds);
-  const double posenc_value = seconds_per_call([&] { next(); bf16::value_tile(P.data(), u32(Vp, tile * kv_tile), kRows, kKeyTile / 2, kD, acc_posenc.data()); }, calls, rounds);
+  const double posenc_score = seconds_per_call(
+      [&] {
+        next();
+        bf16::score_tile(u32(Q, tile * q_tile), kPairs, u32(Kp, tile * kv_tile), kRows, Sc_posenc.data());
+      },
+      calls, rounds);
+  const double posenc_value = seconds_per_call(
+      [&] {
+        next();
+        bf16::value_tile(P.data(), u32(Vp, tile * kv_tile), kRows, kKeyTile / 2, kD, acc_posenc.data());
+      },
+      calls, rounds);
   // The online softmax of a tile (bf16::softmax_tile), timed behind a fresh score_tile (it
   // overwrites its input), in turn with score_tile alone: the difference is its own time. Every
   // row's running maximum starts at the largest score of all the tiles, so none grows: no rescale
@@ -144,7 +156,10 @@ int main(int argc, char** argv) {
     for (const float x : Sc_posenc) largest = std::max(largest, x);
   }
   std::vector<float> row_max(kRows), row_sum(kRows);
-  const auto score_only = [&] { next(); bf16::score_tile(u32(Q, tile * q_tile), kPairs, u32(Kp, tile * kv_tile), kRows, Sc_posenc.data()); };
+  const auto score_only = [&] {
+    next();
+    bf16::score_tile(u32(Q, tile * q_tile), kPairs, u32(Kp, tile * kv_tile), kRows, Sc_posenc.data());
+  };
   const auto score_softmax = [&] {
     score_only();
     std::fill(row_max.begin(), row_max.end(), largest);
@@ -164,9 +179,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tiles_bench: libxsmm has no bf16 kernel for these shapes on target %s\n", libxsmm_get_target_arch());
     return 2;
   }
-  const auto bf = [](const std::vector<std::uint16_t>& v, std::size_t at) { return reinterpret_cast<const libxsmm_bfloat16*>(v.data() + at); };
-  const double xsmm_score = seconds_per_call([&] { next(); score(bf(Kp, tile * kv_tile), bf(Q, tile * q_tile), Sc_lib.data()); }, calls, rounds);
-  const double xsmm_value = seconds_per_call([&] { next(); value(bf(Vp, tile * kv_tile), reinterpret_cast<const libxsmm_bfloat16*>(P.data()), acc_lib.data()); }, calls, rounds);
+  const auto bf = [](const std::vector<std::uint16_t>& v, std::size_t at) {
+    return reinterpret_cast<const libxsmm_bfloat16*>(v.data() + at);
+  };
+  const double xsmm_score = seconds_per_call(
+      [&] {
+        next();
+        score(bf(Kp, tile * kv_tile), bf(Q, tile * q_tile), Sc_lib.data());
+      },
+      calls, rounds);
+  const double xsmm_value = seconds_per_call(
+      [&] {
+        next();
+        value(bf(Vp, tile * kv_tile), reinterpret_cast<const libxsmm_bfloat16*>(P.data()), acc_lib.data());
+      },
+      calls, rounds);
   // The check: one call of each on tile 0, from zero sums.
   std::fill(acc_posenc.begin(), acc_posenc.end(), 0.0f);
   std::fill(acc_lib.begin(), acc_lib.end(), 0.0f);
@@ -205,7 +232,9 @@ int main(int argc, char** argv) {
     };
     const double s = seconds_per_call(run, repeats, rounds);
     std::printf("  %-44s %8.1f GFLOP/s", what, flops / s / 1e9);
-    if (want) std::printf("   max_rel_diff vs posenc %.1e", max_rel_diff(static_cast<const float*>(C.get_data_handle()), want, c_md.get_size() / 4));
+    if (want)
+      std::printf("   max_rel_diff vs posenc %.1e",
+                  max_rel_diff(static_cast<const float*>(C.get_data_handle()), want, c_md.get_size() / 4));
     std::printf("   (%s)\n", pd.impl_info_str());
   };
   // oneDNN's operands from posenc's: K's and V's rows unpacked from Kp and Vp, P's rows made
@@ -227,17 +256,18 @@ int main(int argc, char** argv) {
   std::printf("scores Sc = Q.K^T, 128 x 64 x 64 (%.2f MFLOP a tile pair):\n", kTileFlops / 1e6);
   report("posenc score_tile (VDPBF16PS)", posenc_score, -1);
   report("libxsmm bsmm (VNNI A = posenc's Kp)", xsmm_score, xsmm_score_diff);
-  matmul({kTiles, kRows, kD}, {kTiles, kD, kKeyTile}, {kTiles, kRows, kKeyTile}, tag::acb, kTiles * kTileFlops, "oneDNN matmul, 8 tiles a call",
-         calls / kTiles, Q.data(), K_rows.data(), Sc_want.data());
+  matmul({kTiles, kRows, kD}, {kTiles, kD, kKeyTile}, {kTiles, kRows, kKeyTile}, tag::acb, kTiles * kTileFlops,
+         "oneDNN matmul, 8 tiles a call", calls / kTiles, Q.data(), K_rows.data(), Sc_want.data());
   std::printf("P.V acc += P.V, 128 x 64 x 64:\n");
   report("posenc value_tile (VDPBF16PS)", posenc_value, -1);
   report("libxsmm bsmm (VNNI A = posenc's Vp)", xsmm_value, xsmm_value_diff);
-  matmul({kTiles, kRows, kKeyTile}, {kTiles, kKeyTile, kD}, {kTiles, kRows, kD}, tag::abc, kTiles * kTileFlops, "oneDNN matmul, 8 tiles a call",
-         calls / kTiles, P_tiles.data(), V_rows.data(), acc_want.data());
-  std::printf("the online softmax of a score tile (posenc softmax_tile, no row's maximum raised): %.2f us, against %.2f us for its two products\n",
-              posenc_softmax * 1e6, (posenc_score + posenc_value) * 1e6);
+  matmul({kTiles, kRows, kKeyTile}, {kTiles, kKeyTile, kD}, {kTiles, kRows, kD}, tag::abc, kTiles * kTileFlops,
+         "oneDNN matmul, 8 tiles a call", calls / kTiles, P_tiles.data(), V_rows.data(), acc_want.data());
+  std::printf(
+      "the online softmax of a score tile (posenc softmax_tile, no row's maximum raised): %.2f us, against %.2f us for its two products\n",
+      posenc_softmax * 1e6, (posenc_score + posenc_value) * 1e6);
   std::printf("square:\n");
-  matmul({2048, 2048}, {2048, 2048}, {2048, 2048}, tag::ab, 2.0 * 2048.0 * 2048 * 2048, "oneDNN matmul 2048^3 bf16 -> f32", 3, nullptr, nullptr,
-         nullptr);
+  matmul({2048, 2048}, {2048, 2048}, {2048, 2048}, tag::ab, 2.0 * 2048.0 * 2048 * 2048, "oneDNN matmul 2048^3 bf16 -> f32", 3, nullptr,
+         nullptr, nullptr);
   return 0;
 }
