@@ -21,7 +21,6 @@
 #endif
 
 #include <hwy/aligned_allocator.h>
-#include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
 #include <algorithm>

@@ -10,7 +10,6 @@
 #endif
 
 #include <hwy/aligned_allocator.h>
-#include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 
 #include "attention_packed.h"
 #include "attention_plan.h"
+#include "attention_softmax-inl.h"
 #include "attention_tiles-inl.h"
 #include "posenc/attention_backward.h"
 
@@ -161,12 +161,8 @@ void LoadKeyTile(const attention_detail::Plan& plan, int b, int hk, std::int64_t
   }
 }
 
-// P = exp(s - lse) over one row of kKeyTile scores (masked: -inf, so 0). Highway's Exp is valid
-// on [-FLT_MAX, 104]: the argument goes through a finite floor, as in the forward. A weight below
-// FLT_MIN (s - lse < ln FLT_MIN, about -87.34) is 0, not a subnormal: its share of any gradient is
-// below 1e-38, and subnormal operands in the products that follow ran the backward at half speed
-// (ALiBi's steep slopes put most far keys there: 912 against 577 ms with slopes / 1000, S 2048).
-constexpr float kLeastNormalExponent = -87.3365f;  // ln(FLT_MIN) = -87.33654...
+// P = exp(s - lse) over one row of kKeyTile scores (masked: -inf, so 0), as the forward's weights
+// (attention_softmax-inl.h): the argument through a finite floor, 0 below kLeastNormalExponent.
 void ExpMinusLseRow(float* HWY_RESTRICT s, float lse) {
   const DA d;
   const int N = static_cast<int>(hn::Lanes(d));
@@ -174,7 +170,7 @@ void ExpMinusLseRow(float* HWY_RESTRICT s, float lse) {
   int c = 0;
   for (; c + N <= BackwardTiles::kKeys; c += N) {
     const auto x = hn::Max(hn::Sub(hn::LoadU(d, s + c), l), floor);
-    hn::StoreU(hn::IfThenZeroElse(hn::Lt(x, least), hn::Exp(d, x)), d, s + c);
+    hn::StoreU(hn::IfThenZeroElse(hn::Lt(x, least), ExpNonPositive(d, x)), d, s + c);
   }
   for (; c < BackwardTiles::kKeys; ++c) {
     const float x = std::max(s[c] - lse, -1e30f);

@@ -10,7 +10,7 @@
 //           (SumOf4) instead of a horizontal sum per (head, key)
 //   position terms and masks per head (ALiBi: AddAlibiRows; the others Plan::add_bias_tile;
 //           Plan::mask_tile), then the online
-//           softmax per head (SoftmaxRow, attention_softmax-inl.h)
+//           softmax of every head's row (SoftmaxTile, attention_softmax-inl.h)
 //   acc[h] += sum_c P[h][c] v_c: each kv head's value rows read in place (widened in registers),
 //           register-blocked over 4, 2 or 1 heads (AccumulateRows)
 // The tile products are in attention_decode_tiles-inl.h. K and V are prefetched into L2 a fixed
@@ -22,7 +22,7 @@
 // Zen 4 EPYC later the same code read 0.19-0.25 (8 and 2 kv heads): the copy of each value tile
 // (128 KiB at 8 kv heads) and the L1 prefetches were the cost; values read in place and L2
 // prefetches by bytes: 0.43 / 0.54.
-// FMAs and a vector Exp: equal to attention_reference up to float rounding (the tests bound it
+// FMAs and a vector exp: equal to attention_reference up to float rounding (the tests bound it
 // as they bound the general kernel). Where DecodeBf16 says so (bf16 K or V on a CPU with
 // AVX512-BF16), the scores or the P.V sums are the bf16 products of attention_decode_bf16.h
 // instead, within the bf16 bound of posenc/attention_bf16.h.
@@ -115,12 +115,14 @@ struct Workspace {
   Workspace(int Hq, int Hk, int D, attention_detail::DecodeBf16 products)
       : buffer(hwy::AllocateAligned<float>(attention_detail::decode_workspace_floats(Hq, Hk, D))), Q(buffer.get()),
         acc(Q + rows(Hq, D)), Sc(acc + rows(Hq, decode_bf16::value_width(D))), row_max(Sc + rows(Hq, kKeyTile)), row_sum(row_max + Hq),
-        key(row_sum + Hq), tmp(key + rows(std::max(4, Hk), D)), Qp(reinterpret_cast<std::uint32_t*>(tmp + D)), bf16(products) {}
+        key(row_sum + Hq), tmp(key + rows(std::max(4, Hk), D)), Qp(reinterpret_cast<std::uint32_t*>(tmp + D)), bf16(products),
+        correction(static_cast<std::size_t>(Hq)) {}
   static std::size_t rows(int n, int width) { return static_cast<std::size_t>(n) * static_cast<std::size_t>(width); }
   hwy::AlignedFreeUniquePtr<float[]> buffer;
   float *Q, *acc, *Sc, *row_max, *row_sum, *key, *tmp;  // key: max(4, Hk) rotated key rows
   std::uint32_t* Qp;
   attention_detail::DecodeBf16 bf16;
+  std::vector<float> correction;  // SoftmaxTile's factor per head
   std::vector<std::int64_t> positions = std::vector<std::int64_t>(1 + kKeyTile);  // add_bias_tile's scratch
   std::vector<float> distance = std::vector<float>(kKeyTile);                     // AddAlibiRows' scratch
   std::vector<int> lut;
@@ -272,10 +274,11 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
       float* row = ws.Sc + Workspace::rows(h, kKeyTile);
       if (other_bias) plan.add_bias_tile(b, h, 0, 1, j0, cols, row, kKeyTile, ws.positions.data(), ws.lut);
       plan.mask_tile(b, 0, 1, j0, cols, row);
-      const float correction = SoftmaxRow(row, &ws.row_max[h], &ws.row_sum[h]);
-      if (correction != 1.0f)
-        for (int x = 0; x < width; ++x) ws.acc[h * width + x] *= correction;
     }
+    SoftmaxTile(ws.Sc, Hq, ws.row_max, ws.row_sum, ws.correction.data());
+    for (int h = 0; h < Hq; ++h)
+      if (ws.correction[h] != 1.0f)
+        for (int x = 0; x < width; ++x) ws.acc[h * width + x] *= ws.correction[h];
     if (ws.bf16.values) {
       AccumulateBf16(plan, b, j0, cols, ws);
       continue;

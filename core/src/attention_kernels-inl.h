@@ -1,17 +1,18 @@
 // SIMD attention, compiled once per Highway target by attention_kernels.cc (foreach_target).
 //
 // Per task (batch, query head, tile of kQueryTile queries), key tiles of kKeyTile in order:
-//   scores  S[r][c] = q_r . k_c   (q pre-scaled)   register-blocked: 4 query rows x 2 vectors
-//           of keys, over K transposed to [D][kKeyTile] so no horizontal sums are needed
+//   scores  S[r][c] = q_r . k_c   (q pre-scaled)   register-blocked (attention_tiles-inl.h: 4
+//           query rows x 4 vectors of keys on AVX-512, x 2 elsewhere), over K transposed to
+//           [D][kKeyTile] so no horizontal sums are needed
 //   masks and position terms, per element only where a tile is not wholly visible or has a bias
-//   online softmax per row (vector max, Exp, sum), then acc[r] += sum_c P[r][c] v_c
-//           register-blocked: 4 rows x 2 vectors of channels
+//   online softmax of the tile's rows (SoftmaxTile), then acc[r] += sum_c P[r][c] v_c
+//           register-blocked as the scores (attention_tiles-inl.h)
 //   a position remap (attention_remap.h): a second query tile Qf rotated at the far positions
 //           (DCA: a third, Qf2, at the inter-chunk position); per key tile its branches from the
 //           positions' extremes: near only (as without a remap), one far branch (its query tile
 //           against keys rotated far), or several (a score tile each, each element taken from
 //           its branch)
-// FMAs and a vector Exp: results differ from the scalar reference by float rounding only
+// FMAs and a vector exp: results differ from the scalar reference by float rounding only
 // (the tests bound it), not bit for bit.
 #if defined(POSENC_ATTENTION_KERNELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef POSENC_ATTENTION_KERNELS_INL_H_
@@ -21,7 +22,6 @@
 #endif
 
 #include <hwy/aligned_allocator.h>
-#include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -86,6 +86,7 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
       float* Qf2 = Sf + kPaddedRows * kKeyTile;  // DCA's inter-chunk query tile
       using attention_detail::Remap;
       const float* query_of[5] = {nullptr, Q, Qf, nullptr, Qf2};  // by branch bit
+      HWY_ALIGN float correction[kPaddedRows];  // SoftmaxTile's factor per accumulator row
       std::vector<std::int64_t> positions(kQueryTile + kKeyTile);
       std::vector<int> lut;
 #ifdef _OPENMP
@@ -164,11 +165,10 @@ void AttentionAll(const attention_detail::Plan& plan, int threads, float* lse) {
           if (has_bias) plan.add_bias_tile(b, h, i0, rows, j0, cols, Sc, kKeyTile, positions.data(), lut);
           plan.mask_tile(b, i0, rows, j0, cols, Sc);
           for (int r = rows; r < rows4; ++r) std::fill(Sc + r * kKeyTile, Sc + (r + 1) * kKeyTile, 0.0f);
-          for (int r = 0; r < rows; ++r) {
-            const float correction = SoftmaxRow(Sc + r * kKeyTile, &row_max[r], &row_sum[r]);
-            if (correction != 1.0f)
-              for (int x = 0; x < D; ++x) acc[r * D + x] *= correction;
-          }
+          SoftmaxTile(Sc, rows, row_max, row_sum, correction);
+          for (int r = 0; r < rows; ++r)
+            if (correction[r] != 1.0f)
+              for (int x = 0; x < D; ++x) acc[r * D + x] *= correction[r];
           AccumulateTile(Sc, attention_detail::kKeyTile, values, rows4, cols, D, acc);
         }
         if (splits > 1) {  // kept for the merge

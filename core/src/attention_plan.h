@@ -33,6 +33,11 @@ inline constexpr int kTableLanes = 8;
 // cost a little and are never stored).
 inline constexpr int kRowBlock = 4;
 inline constexpr int kPaddedRows = (kQueryTile + kRowBlock - 1) / kRowBlock * kRowBlock;
+// ln(FLT_MIN) = -87.33654...: a softmax weight exp(x) below it is 0, not a subnormal. Its share
+// of a row is below 1e-38 of the largest weight, and subnormal operands in the products that
+// follow take the CPU's slow path (ALiBi's steep slopes put most far keys there; the backward ran
+// at half speed: 912 against 577 ms with slopes / 1000, S 2048).
+inline constexpr float kLeastNormalExponent = -87.3365f;
 
 // Floats of one thread's tiles (attention_kernels-inl.h): query tile and accumulators, key
 // and value tiles, scores, row maximum and sum, a row of scratch; with a remap also its far
