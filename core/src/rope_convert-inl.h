@@ -93,6 +93,32 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> Bf16InHighHalf(D, hn::Vec<D> v) {
   return hn::Add(hn::Add(u, hn::Set(du32, 0x7fffu)), odd);
 }
 
+// bf16 of two float vectors, rounded to nearest even, in one vector of 32-bit lanes: `even`'s
+// value in the low 16 bits of each lane, `odd`'s in the high 16 (the pair layout of the
+// emulated bf16 kernels, rope_token_kernels-inl.h). The rounding runs on 16-bit lanes of both at
+// once: H, the kept high halves, and L, the dropped low ones. H rounds up when L + 0x7fff +
+// (H & 1) carries out of 16 bits, which is bit 15 of the rounding average (L + 0x7ffe + (H & 1)
+// + 1) >> 1 (VPAVGW keeps the sum's 17th bit): 9 operations for the two vectors against 11 for
+// two 32-bit roundings (Bf16InHighHalf) merged by mask and shift. The same bits, NaN included.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> Bf16Pairs(D df, hn::Vec<D> even, hn::Vec<D> odd) {
+  const hn::RebindToUnsigned<D> du32;
+#if HWY_TARGET == HWY_SCALAR  // one 32-bit lane has no 16-bit lanes to split into
+  const auto high = hn::Set(du32, 0xffff0000u);
+  return hn::Or(hn::And(Bf16InHighHalf(df, odd), high), hn::ShiftRight<16>(Bf16InHighHalf(df, even)));
+#else
+  (void)df;
+  const hn::Repartition<std::uint16_t, decltype(du32)> du16;
+  const auto e = hn::BitCast(du32, even), o = hn::BitCast(du32, odd);
+  // Little-endian: a 32-bit lane's low half is the even 16-bit lane, its high half the odd one.
+  const auto kept = hn::OddEven(hn::BitCast(du16, o), hn::BitCast(du16, hn::ShiftRight<16>(e)));
+  const auto dropped = hn::OddEven(hn::BitCast(du16, hn::ShiftLeft<16>(o)), hn::BitCast(du16, e));
+  const auto bias = hn::Add(hn::And(kept, hn::Set(du16, 1)), hn::Set(du16, 0x7ffe));
+  const auto carry = hn::ShiftRight<15>(hn::AverageRound(dropped, bias));
+  return hn::BitCast(du32, hn::Add(kept, carry));
+#endif
+}
+
 // bf16 or f16 bits of float lanes, rounded to nearest even; a NaN stays a (quiet) NaN.
 // kNative: bf16 by the CPU's instruction (above) where this target has it.
 template <typename T, bool kNative = false, class D>

@@ -143,9 +143,6 @@ void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, con
   const int pairs = half / 2;
   float *ce = scratch, *co = ce + pairs, *se = co + pairs, *so = se + pairs;
   const auto high = hn::Set(du, 0xffff0000u);
-  const auto merge = [&](hn::Vec<DW> even, hn::Vec<DW> odd) {
-    return hn::Or(hn::And(Bf16InHighHalf(df, odd), high), hn::ShiftRight<16>(Bf16InHighHalf(df, even)));
-  };
   std::uint16_t* base = static_cast<std::uint16_t*>(x.data) + offset;
   const std::int64_t ahead = PrefetchOffset(x, 2 * half, pf);  // elements; 0: no prefetch
   // Split by vectors: the grouped head-major walk calls this per token for 4 heads, and 4 * half
@@ -180,8 +177,8 @@ void RotateTokenHalfSplitBf16Pairs(const RopeTensor& x, std::int64_t offset, con
                       hn::LoadU(df, se + i), oa_even, ob_even);
       PairV<kForward>(hn::BitCast(df, hn::And(a, high)), hn::BitCast(df, hn::And(b, high)), hn::LoadU(df, co + i),
                       hn::LoadU(df, so + i), oa_odd, ob_odd);
-      hn::StoreU(merge(oa_even, oa_odd), du, reinterpret_cast<std::uint32_t*>(row + j));
-      hn::StoreU(merge(ob_even, ob_odd), du, reinterpret_cast<std::uint32_t*>(row + j + half));
+      hn::StoreU(Bf16Pairs(df, oa_even, oa_odd), du, reinterpret_cast<std::uint32_t*>(row + j));
+      hn::StoreU(Bf16Pairs(df, ob_even, ob_odd), du, reinterpret_cast<std::uint32_t*>(row + j + half));
     }
     for (; j < half; ++j) {
       float oa, ob;
@@ -208,8 +205,7 @@ void RotateTokenPairsBf16(const RopeTensor& x, std::int64_t offset, const float*
     const auto ab = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(row + 2 * j));
     decltype(hn::Zero(df)) oa, ob;
     PairV<kForward>(hn::BitCast(df, hn::ShiftLeft<16>(ab)), hn::BitCast(df, hn::And(ab, high)), cj, sj, oa, ob);
-    hn::StoreU(hn::Or(hn::And(Bf16InHighHalf(df, ob), high), hn::ShiftRight<16>(Bf16InHighHalf(df, oa))), du,
-               reinterpret_cast<std::uint32_t*>(row + 2 * j));
+    hn::StoreU(Bf16Pairs(df, oa, ob), du, reinterpret_cast<std::uint32_t*>(row + 2 * j));
   };
   if (RotateRowsHeld(df, x, base, c, s, half, ahead, pf, step)) return;
   for (int h = 0; h < x.heads; ++h) {
