@@ -15,6 +15,7 @@
 #include "posenc/rope_schedule.h"
 
 #include "attention_backward_support.h"
+#include "attention_plan.h"
 #include "attention_test_support.h"
 #include "rope_params_fixtures.h"
 
@@ -113,6 +114,31 @@ TEST(AttentionDecode, GroupsHeadDimsAndSplitsOfEveryShape) {
             ++cases;
           }
   EXPECT_EQ(cases, 3 * 7 * 7 * 4 * 2);
+}
+
+TEST(AttentionDecode, MoreQueryHeadsThanAPrefillTileHasRows) {
+  // Decode's softmax takes every query head as a row of one tile (SoftmaxTile), which handles
+  // kPaddedRows rows at a time: 136 heads go in two passes.
+  std::mt19937 rng(15);
+  int cases = 0;
+  for (const auto& [Hq, Hk] : {std::pair<int, int>{136, 8}, {136, 136}})
+    for (int T : {65, 300})
+      for (int threads : {1, 3})
+        for (AttentionPositions positions : {AttentionPositions::kAlibi, AttentionPositions::kRope}) {
+          SCOPED_TRACE("Hq " + std::to_string(Hq) + " Hk " + std::to_string(Hk) + " T " + std::to_string(T) + " threads " +
+                       std::to_string(threads) + " " + to_string(positions));
+          const int D = 16;
+          const RopeSchedule sched = testing::plain_schedule(D);
+          BiasInputs setup;
+          std::vector<float> values;
+          const AttentionParams p = decode_params(positions, MaskCase::kCausal, setup, values, sched, Hq, 1, T, rng);
+          Tensor4 q = make(DType::kF32, 1, 1, Hq, D, false, &rng), k = make(DType::kF32, 1, T, Hk, D, false, &rng),
+                  v = make(DType::kF32, 1, T, Hk, D, false, &rng);
+          EXPECT_LE(tiled_vs_reference(q, k, v, p, threads), kTolerance);
+          ++cases;
+        }
+  EXPECT_EQ(cases, 2 * 2 * 2 * 2);
+  static_assert(136 > attention_detail::kPaddedRows, "two passes");
 }
 
 TEST(AttentionDecode, KeysAndValuesOfDifferentDtypes) {
