@@ -1,5 +1,6 @@
 // The softmax's exp (ExpNonPositive, attention_softmax-inl.h) against double exp on every SIMD
-// target this CPU runs: within one unit in the last place over [ln FLT_MIN, 0] (Cephes' bound).
+// target this CPU runs: within one unit in the last place of exp rounded to float (so within about
+// 1.5 of the exact value) over [ln FLT_MIN, 0].
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "attention_exp_test.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -41,6 +42,7 @@ HWY_AFTER_NAMESPACE();
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>

@@ -161,20 +161,17 @@ void LoadKeyTile(const attention_detail::Plan& plan, int b, int hk, std::int64_t
   }
 }
 
-// P = exp(s - lse) over one row of kKeyTile scores (masked: -inf, so 0), as the forward's weights
-// (attention_softmax-inl.h): the argument through a finite floor, 0 below kLeastNormalExponent.
+// P = exp(s - lse) over one row of kKeyTile scores (masked: -inf, so 0), the forward's weights
+// (SoftmaxWeight, attention_softmax-inl.h): 0 below kLeastNormalExponent.
 void ExpMinusLseRow(float* HWY_RESTRICT s, float lse) {
   const DA d;
   const int N = static_cast<int>(hn::Lanes(d));
-  const auto l = hn::Set(d, lse), floor = hn::Set(d, -1e30f), least = hn::Set(d, kLeastNormalExponent);
+  const auto l = hn::Set(d, lse);
   int c = 0;
-  for (; c + N <= BackwardTiles::kKeys; c += N) {
-    const auto x = hn::Max(hn::Sub(hn::LoadU(d, s + c), l), floor);
-    hn::StoreU(hn::IfThenZeroElse(hn::Lt(x, least), ExpNonPositive(d, x)), d, s + c);
-  }
+  for (; c + N <= BackwardTiles::kKeys; c += N) hn::StoreU(SoftmaxWeight(d, hn::Sub(hn::LoadU(d, s + c), l)), d, s + c);
   for (; c < BackwardTiles::kKeys; ++c) {
-    const float x = std::max(s[c] - lse, -1e30f);
-    s[c] = x < kLeastNormalExponent ? 0.0f : std::exp(x);
+    const float x = s[c] - lse;
+    s[c] = x >= kLeastNormalExponent ? std::exp(x) : 0.0f;
   }
 }
 

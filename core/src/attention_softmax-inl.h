@@ -1,6 +1,7 @@
-// The online softmax of one row of a score tile, shared by the forward kernel
-// (attention_kernels-inl.h) and the decode kernel (attention_decode-inl.h), compiled per Highway
-// target inside each foreach_target unit (static: each unit keeps its own copy).
+// The online softmax of a score tile's rows, shared by the forward kernel (attention_kernels-inl.h)
+// and the decode kernel (attention_decode-inl.h), and its exp, which the backward's weights use too
+// (attention_backward_tiles-inl.h); compiled per Highway target inside each foreach_target unit
+// (static: each unit keeps its own copy).
 #if defined(POSENC_ATTENTION_SOFTMAX_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef POSENC_ATTENTION_SOFTMAX_INL_H_
 #undef POSENC_ATTENTION_SOFTMAX_INL_H_
@@ -23,8 +24,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 using attention_detail::kLeastNormalExponent;
 
-// exp(x) for kLeastNormalExponent <= x <= 0 (a score minus its row's maximum or log-sum-exp);
-// elsewhere unspecified, so callers zero what falls below. Cephes expf (S. Moshier,
+// exp(x) for kLeastNormalExponent <= x <= 0 (a score minus its row's maximum or log-sum-exp;
+// accurate a little beyond 0 too). Callers clamp x to kLeastNormalExponent first, so that no lane
+// computes from an argument out of range (whose intermediates could be subnormal: a slow path on
+// some CPUs), and zero the lanes that were below it. Cephes expf (S. Moshier,
 // cephes/single/expf.c), the formula of the bf16 tiles' exp_nonpositive (attention_bf16_tiles.cc):
 // x = n ln2 + r with n the integer nearest x / ln2 (adding 1.5 * 2^23 rounds it and leaves n in
 // the low bits of the sum), ln2 split in C1 + C2 so n C1 is exact, e^r = 1 + r + r^2 P(r) on
@@ -49,6 +52,14 @@ HWY_INLINE hn::Vec<D> ExpNonPositive(D d, hn::Vec<D> x) {
   // j's bits are those of 1.5 * 2^23 plus n; shifted by 23, only n + 127 is left: 2^n's exponent.
   const auto two_n = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::BitCast(di, j), hn::Set(di, 127))));
   return hn::Mul(p, two_n);
+}
+
+// A softmax weight exp(x), x a score minus its row's maximum or log-sum-exp: 0 where x is below
+// kLeastNormalExponent, -inf (a masked key) or NaN (Ge fails), ExpNonPositive of x clamped
+// elsewhere.
+template <class D>
+HWY_INLINE hn::Vec<D> SoftmaxWeight(D d, hn::Vec<D> x) {
+  return hn::IfThenElseZero(hn::Ge(x, hn::Set(d, kLeastNormalExponent)), ExpNonPositive(d, hn::Max(x, hn::Set(d, kLeastNormalExponent))));
 }
 
 // The online softmax (Milakov & Gimelshein 2018; FlashAttention-2) of a tile's rows r < rows,
@@ -83,12 +94,13 @@ static void SoftmaxTile(float* HWY_RESTRICT s, int rows, float* HWY_RESTRICT row
   // accumulator are 0), 1 where it sees nothing now (max, sum and accumulator unchanged). In
   // vectors for every row, the last few through a padded copy, so that a row's bits do not depend
   // on where it sits (decode's one row equals the prefill's).
-  const auto vneg_inf = hn::Set(d, neg_inf), floor = hn::Set(d, -1e30f), least = hn::Set(d, kLeastNormalExponent);
+  // x86's MAXPS returns its second operand where either is NaN: Max(t, o) keeps the old maximum
+  // where a tile's is NaN, as std::max(old, tile) did. A difference below kLeastNormalExponent,
+  // -inf (nothing seen before) or NaN (-inf - -inf) weighs 0: a correction of 0.
+  const auto vneg_inf = hn::Set(d, neg_inf);
   const auto update = [&](float* HWY_RESTRICT old_max, const float* HWY_RESTRICT tm, float* HWY_RESTRICT out) {
-    const auto o = hn::LoadU(d, old_max), t = hn::LoadU(d, tm), new_max = hn::Max(o, t);
-    const auto diff = hn::IfThenElse(hn::Eq(o, vneg_inf), floor, hn::Sub(o, new_max));
-    const auto e = hn::IfThenZeroElse(hn::Lt(diff, least), ExpNonPositive(d, diff));
-    hn::StoreU(hn::IfThenElse(hn::Eq(t, vneg_inf), hn::Set(d, 1.0f), e), d, out);
+    const auto o = hn::LoadU(d, old_max), t = hn::LoadU(d, tm), new_max = hn::Max(t, o);
+    hn::StoreU(hn::IfThenElse(hn::Eq(t, vneg_inf), hn::Set(d, 1.0f), SoftmaxWeight(d, hn::Sub(o, new_max))), d, out);
     hn::StoreU(new_max, d, old_max);
   };
   int r = 0;
@@ -112,8 +124,7 @@ static void SoftmaxTile(float* HWY_RESTRICT s, int rows, float* HWY_RESTRICT row
     const auto m = hn::Set(d, row_max[r]);
     auto vsum = hn::Zero(d);
     for (int c = 0; c < kKeyTile; c += N) {
-      const auto x = hn::Max(hn::Sub(hn::LoadU(d, row + c), m), floor);
-      const auto w = hn::IfThenZeroElse(hn::Lt(x, least), ExpNonPositive(d, x));
+      const auto w = SoftmaxWeight(d, hn::Sub(hn::LoadU(d, row + c), m));  // masked (-inf) and NaN scores: 0
       vsum = hn::Add(vsum, w);
       hn::StoreU(w, d, row + c);
     }
