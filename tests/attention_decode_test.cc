@@ -6,6 +6,7 @@
 // log-sum-exp too.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -139,6 +140,29 @@ TEST(AttentionDecode, MoreQueryHeadsThanAPrefillTileHasRows) {
         }
   EXPECT_EQ(cases, 2 * 2 * 2 * 2);
   static_assert(136 > attention_detail::kPaddedRows, "two passes");
+}
+
+TEST(AttentionDecode, AQueryOfNaNGivesZerosWhateverItsKeyCount) {
+  // A NaN score weighs 0 and so does a NaN correction (SoftmaxWeight): one key tile or several,
+  // decode or a prefill row, the same zeros (a review found NaN from the second tile on, where the
+  // correction was exp of a NaN difference).
+  std::mt19937 rng(16);
+  const int H = 2, D = 16;
+  for (int T : {64, 65, 200})
+    for (int S : {1, T}) {
+      SCOPED_TRACE("T " + std::to_string(T) + " S " + std::to_string(S));
+      Tensor4 q = make(DType::kF32, 1, S, H, D, false, &rng), k = make(DType::kF32, 1, T, H, D, false, &rng),
+              v = make(DType::kF32, 1, T, H, D, false, &rng), out = make(DType::kF32, 1, S, H, D, false, nullptr);
+      const int row = S - 1;  // the last query sees every key
+      for (int c = 0; c < D; ++c) static_cast<float*>(q.view.data)[q.view.token_stride * row + c] = std::nanf("");
+      AttentionOptions options;
+      options.threads = 1;
+      attention(q.view, k.view, v.view, out.view, AttentionParams{}, options);
+      for (int c = 0; c < D; ++c) {
+        ASSERT_EQ(at(out.view, 0, row, 0, c), 0.0f) << "channel " << c;
+        ASSERT_TRUE(std::isfinite(at(out.view, 0, row, 1, c))) << "the other head, channel " << c;
+      }
+    }
 }
 
 TEST(AttentionDecode, KeysAndValuesOfDifferentDtypes) {
