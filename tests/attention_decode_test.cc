@@ -201,9 +201,10 @@ TEST(AttentionDecode, ExtraBytesCountTheWorkspaceAndThePartials) {
   one.threads = 1;
   two.threads = 2;
   const std::int64_t single = attention_extra_bytes(q.view, k.view, p, one), split = attention_extra_bytes(q.view, k.view, p, two);
-  // One thread: Q and accumulators (2 x 8 x 64), Q as bf16 pairs (8 x 32 words), scores 8 x 64,
-  // max, sum, four key rows and a scratch row (no copy of the values: they are read in place).
-  EXPECT_EQ(single, static_cast<std::int64_t>((2 * 8 * 64 + 8 * 32 + 8 * 64 + 2 * 8 + 5 * 64) * sizeof(float)));
+  // One thread: Q and accumulators (2 x 8 x 64), Q as bf16 pairs (8 x 32 words), two score tiles
+  // 8 x 64 (one tile's scores while the last one's weights are summed), max, sum, four key rows
+  // and a scratch row (no copy of the values: they are read in place).
+  EXPECT_EQ(single, static_cast<std::int64_t>((2 * 8 * 64 + 8 * 32 + 2 * 8 * 64 + 2 * 8 + 5 * 64) * sizeof(float)));
   // Two threads: twice that, plus 8 splits (4 items per thread) x 8 heads x (64 + 2) floats.
   EXPECT_EQ(split, 2 * single + static_cast<std::int64_t>(8 * 8 * 66 * sizeof(float)));
 }

@@ -12,16 +12,24 @@
 //           Plan::mask_tile), then the online
 //           softmax of every head's row (SoftmaxTile, attention_softmax-inl.h)
 //   acc[h] += sum_c P[h][c] v_c: each kv head's value rows read in place (widened in registers),
-//           register-blocked over 4, 2 or 1 heads (AccumulateRows)
-// The tile products are in attention_decode_tiles-inl.h. K and V are prefetched into L2 a fixed
-// number of bytes ahead (kPrefetchBytes).
-// Measured on a shared Zen 4 EPYC (load average 6-9), 8 query heads over 2 kv heads, T = 32768,
-// f32, one thread (`posenc bench attention --decode`): one kv head per work item (its rows strided
-// by the other heads' in a token-major cache) read K and V at 0.05 of the same-run streaming
-// read; all kv heads per key row, 0.15; with the four-key sums and the prefetch, 0.48. On an idle
-// Zen 4 EPYC later the same code read 0.19-0.25 (8 and 2 kv heads): the copy of each value tile
-// (128 KiB at 8 kv heads) and the L1 prefetches were the cost; values read in place and L2
-// prefetches by bytes: 0.43 / 0.54.
+//           one key at a time (AccumulateKey) or register-blocked over 4 keys and 4, 2 or 1 heads
+//           (AccumulateRows), interleaved with the next tile's scores (DecodeKeys' pipeline)
+// The tile products are in attention_decode_tiles-inl.h. The memory is read by the hardware's
+// stream prefetchers alone: K and V are two streams advancing a key (or four) at a time.
+// History (`posenc bench attention --decode`, T = 32768, 8 query heads, one thread): on a Zen 4
+// EPYC, one kv head per work item read K and V at 0.05 of the same-run streaming read; all kv
+// heads per key row 0.15; four-key sums and L2 prefetches 0.48; a copy of each value tile (128 KiB
+// at 8 kv heads) and L1 prefetches had held it to 0.19-0.25, values read in place 0.43 / 0.54 (8 / 2
+// kv heads). That code formed a tile's scores (K read, K and V prefetched into L2 16 KiB ahead),
+// then its P.V from L2, during which memory was idle: on a Zen 3 EPYC (AVX2) a step over 8 f32 kv
+// heads took 390-400 ns a key cold against 180-200 for a plain pass over K and V, 290 of it with
+// the P.V skipped. A plain pass reading K and V key by key, interleaved (2 KiB apart), reads at
+// 1.0-1.2x the one-stream read; K's tile then V's tile (128 KiB each) 0.85-0.95x. The pipeline
+// (tile t + 1's scores, each group followed by tile t's P.V of as many keys), Zen 3, ns a key cold,
+// three interleaved runs, 1 / 2 threads: f32 8 kv 396 -> 272 / 219 -> 163, f32 2 kv 124 -> 117 /
+// 102 -> 78, bf16 8 kv 170 -> 164 / 106 -> 101, bf16 2 kv 65 -> 67 / 33 -> 36 (arithmetic-bound).
+// With it, software prefetches were slower (f32 8 kv: K's and V's 16 KiB ahead 376, V's alone 367,
+// K's alone 277) or even (2 kv); P.V in groups of 8-32 keys on the by-head path was slower cold.
 // FMAs and a vector exp: equal to attention_reference up to float rounding (the tests bound it
 // as they bound the general kernel). Where DecodeBf16 says so (bf16 K or V on a CPU with
 // AVX512-BF16), the scores or the P.V sums are the bf16 products of attention_decode_bf16.h
@@ -59,67 +67,19 @@ namespace decode {
 using attention_detail::kKeyTile;
 namespace decode_bf16 = attention_detail::decode_bf16;
 
-// How far ahead K and V are prefetched: the rows of the key kPrefetchBytes of cache ahead (every
-// kv head's K and V rows of one key count), into L2 only (locality 1: prefetcht2 on x86). A
-// prefetch into L1 holds one of the core's few L1 miss buffers for its whole trip to memory, which
-// capped the stream below half the memory ceiling. Measured on a Zen 4 EPYC (idle), f32, T =
-// 32768, one thread, 8 query heads over 8 / 2 kv heads, GB/s of K and V read (a streaming read of
-// the same bytes: 29-35): L1 prefetch 24 keys ahead (the former policy) 8.8 / 9.5; none 9.2 / 6.8;
-// L2 prefetch 8 KiB ahead 13.1 / 17.6, 16 KiB 13.8 / 17.5, 32 KiB 13.4 / 17.0. bf16, ns a key
-// from memory (8 / 2 kv heads): as is 124 / 37; without K's prefetches 124 / 55 (read key by
-// key, K is a stream the hardware follows), without V's 210 / 55; every other line 169 / 53.
-// Where a cold step's time goes on one thread (Zen 4 EPYC, f32 K and V over 8 kv heads, T = 32768,
-// ns a key, three interleaved runs; memory delivers a key's 4 KiB in about 159): as is 223-260;
-// with the P.V products skipped (V still prefetched: the same bytes from memory) 174-214; with V's
-// lines only touched (one load a line, no products) 223-241. So P.V costs the moving of V's lines
-// from L2 into the core, not its arithmetic, and that is not hidden under the memory stream, while
-// the scores' arithmetic is: 15% less of it (full-width products, 123 -> 105 ns a key in L2)
-// changed nothing cold. Tried, all slower cold: the next tile's prefetches issued during P.V
-// (spread over its steps or per kv head, 8-64 keys ahead), tiles of 8-32 keys, V prefetched into
-// L1 during P.V (with or without its L2 prefetch ahead), no prefetch of V (K's can go: no change);
-// P.V over 4 heads' rows per key (storage order): 12 ns a key less in L2, cold within noise.
-constexpr int kPrefetchBytes = 16384;
-
-// Keys ahead of the one being read whose rows are prefetched, for these K and V.
-inline std::int64_t prefetch_keys(const RopeTensor& k, const RopeTensor& v) {
-  const std::int64_t key_bytes = static_cast<std::int64_t>(k.heads) * k.head_dim * dtype_size(k.dtype) +
-                                 static_cast<std::int64_t>(v.heads) * v.head_dim * dtype_size(v.dtype);
-  return std::max<std::int64_t>(1, kPrefetchBytes / key_bytes);
-}
-
-// Prefetches the rows of keys j .. j + count - 1 (batch row b) of every kv head of x (K or V, in
-// its own dtype) into L2; past the cache's end it is not called (no out-of-range pointer is
-// formed). A dense token-major cache holds them as one span, prefetched line by line without a
-// row's address per kv head: at 8 query heads over 2 bf16 kv heads, 4 keys' K and V are 32 lines
-// and the per-row addresses had cost as much as the prefetches (a fifth of a step, measured).
-HWY_INLINE void PrefetchKeys(const RopeTensor& x, int b, std::int64_t j, int count) {
-  const std::size_t element = dtype_size(x.dtype), row_bytes = static_cast<std::size_t>(x.head_dim) * element;
-  const char* data = static_cast<const char*>(x.data);
-  if (x.head_stride == x.head_dim && x.token_stride == std::int64_t{x.heads} * x.head_dim) {
-    const char* first = data + attention_detail::offset_of(x, b, static_cast<int>(j), 0) * static_cast<std::int64_t>(element);
-    const std::size_t bytes = static_cast<std::size_t>(count) * x.heads * row_bytes;
-    for (std::size_t line = 0; line < bytes; line += 64) __builtin_prefetch(first + line, 0, 1);
-    return;
-  }
-  for (int i = 0; i < count; ++i)
-    for (int hk = 0; hk < x.heads; ++hk) {
-      const char* row = data + attention_detail::offset_of(x, b, static_cast<int>(j + i), hk) * static_cast<std::int64_t>(element);
-      for (std::size_t line = 0; line < row_bytes; line += 64) __builtin_prefetch(row + line, 0, 1);
-    }
-}
-
 // One thread's buffers (attention_detail::decode_workspace_floats) for Hq query heads over Hk kv
 // heads: rows in query-head order, so kv head hk's G rows start at row hk G. acc's rows are D
 // floats apart, or value_width(D) in pair order on the bf16 value path; Qp: Q as bf16 pairs.
 struct Workspace {
   Workspace(int Hq, int Hk, int D, attention_detail::DecodeBf16 products)
       : buffer(hwy::AllocateAligned<float>(attention_detail::decode_workspace_floats(Hq, Hk, D))), Q(buffer.get()),
-        acc(Q + rows(Hq, D)), Sc(acc + rows(Hq, decode_bf16::value_width(D))), row_max(Sc + rows(Hq, kKeyTile)), row_sum(row_max + Hq),
+        acc(Q + rows(Hq, D)), Sc(acc + rows(Hq, decode_bf16::value_width(D))), Sc_prev(Sc + rows(Hq, kKeyTile)),
+        row_max(Sc_prev + rows(Hq, kKeyTile)), row_sum(row_max + Hq),
         key(row_sum + Hq), tmp(key + rows(std::max(4, Hk), D)), Qp(reinterpret_cast<std::uint32_t*>(tmp + D)), bf16(products),
         correction(static_cast<std::size_t>(Hq)) {}
   static std::size_t rows(int n, int width) { return static_cast<std::size_t>(n) * static_cast<std::size_t>(width); }
   hwy::AlignedFreeUniquePtr<float[]> buffer;
-  float *Q, *acc, *Sc, *row_max, *row_sum, *key, *tmp;  // key: max(4, Hk) rotated key rows
+  float *Q, *acc, *Sc, *Sc_prev, *row_max, *row_sum, *key, *tmp;  // Sc_prev: the last tile's weights; key: max(4, Hk) rotated key rows
   std::uint32_t* Qp;
   attention_detail::DecodeBf16 bf16;
   std::vector<float> correction;  // SoftmaxTile's factor per head
@@ -157,13 +117,13 @@ inline void ScoreKeyHeadsBf16(const attention_detail::Plan& plan, int b, int j, 
 #endif
 }
 // acc[h] += P[h] . V over keys j0 .. j0 + cols - 1 of every kv head (acc in pair order).
-inline void AccumulateBf16(const attention_detail::Plan& plan, int b, std::int64_t j0, int cols, Workspace& ws) {
+inline void AccumulateBf16(const attention_detail::Plan& plan, int b, std::int64_t j0, int cols, const float* P, Workspace& ws) {
 #if POSENC_ATTENTION_BF16_X86
   const int G = plan.group, D = plan.D;
   const std::uint16_t* v = static_cast<const std::uint16_t*>(plan.v->data) + attention_detail::offset_of(*plan.v, b, static_cast<int>(j0), 0);
-  if (G == 1) return decode_bf16::accumulate_heads(ws.Sc, v, plan.v->token_stride, plan.v->head_stride, plan.Hq, cols, D, ws.acc);
+  if (G == 1) return decode_bf16::accumulate_heads(P, v, plan.v->token_stride, plan.v->head_stride, plan.Hq, cols, D, ws.acc);
   for (int hk = 0; hk < plan.Hq / G; ++hk)
-    decode_bf16::accumulate_rows(ws.Sc + Workspace::rows(hk * G, kKeyTile), v + hk * plan.v->head_stride, plan.v->token_stride, G, cols, D,
+    decode_bf16::accumulate_rows(P + Workspace::rows(hk * G, kKeyTile), v + hk * plan.v->head_stride, plan.v->token_stride, G, cols, D,
                                  ws.acc + Workspace::rows(hk * G, decode_bf16::value_width(D)));
 #endif
 }
@@ -181,111 +141,112 @@ inline void UnpermuteBf16(int Hq, int D, Workspace& ws) {
 #endif
 }
 
-// Sc[h][c] for keys j0 + c, c < cols, every query head: key by key, each key's kv head rows in
-// storage order (RoPE: rotated into ws.key first). Prefetches the key `ahead` keys on.
+// Column c .. c + count - 1 of the score tile Sc (keys j0 + c ..; count 1, or 4 on the by-head
+// path) for every query head: by key, each key's kv head rows in storage order (ScoreKeyHeads);
+// by head, each kv head's rows dotted with its G query heads (ScoreFourKeys, ScoreKey). RoPE:
+// the rows rotated at their positions into ws.key first.
 template <typename T>
-void ScoreTileByKey(const attention_detail::Plan& plan, int b, std::int64_t j0, int cols, std::int64_t hi, std::int64_t ahead,
-                    Workspace& ws) {
+void ScoreKeys(const attention_detail::Plan& plan, int b, std::int64_t j0, int c, int count, bool by_key, Workspace& ws, float* Sc) {
   const int G = plan.group, D = plan.D, Hq = plan.Hq;
+  const int j = static_cast<int>(j0 + c);
+  const bool rope = plan.p->positions == AttentionPositions::kRope;
   const T* k_data = static_cast<const T*>(plan.k->data);
-  for (int c = 0; c < cols; ++c) {
-    const int j = static_cast<int>(j0 + c);
-    if (j + ahead < hi) {
-      PrefetchKeys(*plan.k, b, j + ahead, 1);
-      PrefetchKeys(*plan.v, b, j + ahead, 1);
-    }
-    if (plan.p->positions == AttentionPositions::kRope) {  // the key's rows rotated at its position
+  if (by_key) {
+    if (rope) {
       for (int hk = 0; hk < Hq / G; ++hk) plan.load_key(b, j, hk, ws.key + hk * D, ws.tmp);
-      ScoreKeyHeads(ws.Q, Hq, G, D, static_cast<const float*>(ws.key), D, ws.Sc + c);
+      ScoreKeyHeads(ws.Q, Hq, G, D, static_cast<const float*>(ws.key), D, Sc + c);
     } else if (ws.bf16.scores) {
-      ScoreKeyHeadsBf16(plan, b, j, ws, ws.Sc + c);
+      ScoreKeyHeadsBf16(plan, b, j, ws, Sc + c);
     } else {
-      ScoreKeyHeads(ws.Q, Hq, G, D, k_data + attention_detail::offset_of(*plan.k, b, j, 0), plan.k->head_stride, ws.Sc + c);
+      ScoreKeyHeads(ws.Q, Hq, G, D, k_data + attention_detail::offset_of(*plan.k, b, j, 0), plan.k->head_stride, Sc + c);
     }
+    return;
+  }
+  if (ws.bf16.scores) return ScoreKeysBf16(plan, b, j, count, ws, Sc + c);
+  for (int hk = 0; hk < Hq / G; ++hk) {
+    float* column = Sc + Workspace::rows(hk * G, kKeyTile) + c;
+    const float* Q = ws.Q + Workspace::rows(hk * G, D);
+    const float* rotated[4];
+    const T* stored[4];
+    for (int k = 0; k < count; ++k) {
+      if (rope) plan.load_key(b, j + k, hk, ws.key + k * D, ws.tmp);
+      rotated[k] = ws.key + k * D;
+      stored[k] = k_data + attention_detail::offset_of(*plan.k, b, j + k, hk);
+    }
+    if (rope && count == 4) ScoreFourKeys(Q, G, D, rotated, column);
+    else if (rope) ScoreKey(Q, G, D, rotated[0], column);
+    else if (count == 4) ScoreFourKeys(Q, G, D, stored, column);
+    else ScoreKey(Q, G, D, stored[0], column);
   }
 }
 
-// The same scores per kv head, four keys at a time: each kv head's 4 rows dotted with its G query
-// heads (a head-major cache's storage order).
+// acc[h] += sum_c P[h][c] v_c for keys j0 + c .. j0 + c + count - 1, every kv head (P: a score tile
+// after its softmax; f32 products, the bf16 value path does whole tiles in AccumulateBf16).
 template <typename T>
-void ScoreTileByHead(const attention_detail::Plan& plan, int b, std::int64_t j0, int cols, std::int64_t hi, std::int64_t ahead,
-                     Workspace& ws) {
-  const int G = plan.group, D = plan.D, Hk = plan.Hq / G;
-  const T* k_data = static_cast<const T*>(plan.k->data);
-  for (int c = 0; c < cols;) {
-    const int keys = kFourKeys && c + 4 <= cols ? 4 : 1;  // four keys at a time, then one
-    const int j = static_cast<int>(j0 + c);
-    const int ahead_keys = static_cast<int>(std::clamp<std::int64_t>(hi - (j + ahead), 0, keys));  // those before the cache's end
-    PrefetchKeys(*plan.k, b, j + ahead, ahead_keys);
-    PrefetchKeys(*plan.v, b, j + ahead, ahead_keys);
-    if (ws.bf16.scores) {
-      ScoreKeysBf16(plan, b, j, keys, ws, ws.Sc + c);
-      c += keys;
-      continue;
-    }
-    for (int hk = 0; hk < Hk; ++hk) {
-      float* column = ws.Sc + Workspace::rows(hk * G, kKeyTile) + c;
-      const float* Q = ws.Q + Workspace::rows(hk * G, D);
-      if (plan.p->positions == AttentionPositions::kRope) {  // the keys rotated at their positions
-        const float* rows[4];
-        for (int k = 0; k < keys; ++k) {
-          plan.load_key(b, j + k, hk, ws.key + k * D, ws.tmp);
-          rows[k] = ws.key + k * D;
-        }
-        if (keys == 4) ScoreFourKeys(Q, G, D, rows, column);
-        else ScoreKey(Q, G, D, rows[0], column);
-      } else {
-        const T* rows[4];
-        for (int k = 0; k < keys; ++k) rows[k] = k_data + attention_detail::offset_of(*plan.k, b, j + k, hk);
-        if (keys == 4) ScoreFourKeys(Q, G, D, rows, column);
-        else ScoreKey(Q, G, D, rows[0], column);
-      }
-    }
-    c += keys;
+void AccumulateKeys(const attention_detail::Plan& plan, int b, std::int64_t j0, int c, int count, const float* P, Workspace& ws) {
+  const int G = plan.group, D = plan.D;
+  const T* v = static_cast<const T*>(plan.v->data) + attention_detail::offset_of(*plan.v, b, static_cast<int>(j0 + c), 0);
+  if (count == 1) return AccumulateKey(P + c, v, plan.v->head_stride, plan.Hq, G, D, ws.acc);
+  for (int hk = 0; hk < plan.Hq / G; ++hk)
+    AccumulateRows(P + Workspace::rows(hk * G, kKeyTile) + c, v + hk * plan.v->head_stride, plan.v->token_stride, G, count, D,
+                   ws.acc + Workspace::rows(hk * G, D));
+}
+
+// Position terms, masks and the online softmax of the score tile Sc (keys j0 .. j0 + cols - 1);
+// the accumulators rescaled by each head's correction.
+inline void FinishScores(const attention_detail::Plan& plan, int b, std::int64_t j0, int cols, float* Sc, Workspace& ws) {
+  const int Hq = plan.Hq;
+  const bool alibi = plan.p->positions == AttentionPositions::kAlibi;
+  const int width = ws.bf16.values ? decode_bf16::value_width(plan.D) : plan.D;  // of acc's rows
+  if (alibi) AddAlibiRows(plan, b, j0, cols, Sc, ws.positions.data(), ws.distance.data());
+  for (int h = 0; h < Hq; ++h) {
+    float* row = Sc + Workspace::rows(h, kKeyTile);
+    if (plan.has_bias() && !alibi) plan.add_bias_tile(b, h, 0, 1, j0, cols, row, kKeyTile, ws.positions.data(), ws.lut);
+    plan.mask_tile(b, 0, 1, j0, cols, row);
   }
+  SoftmaxTile(Sc, Hq, ws.row_max, ws.row_sum, ws.correction.data());
+  for (int h = 0; h < Hq; ++h)
+    if (ws.correction[h] != 1.0f)
+      for (int x = 0; x < width; ++x) ws.acc[h * width + x] *= ws.correction[h];
 }
 
 // Keys [lo, hi) of batch row b against every query head: leaves in ws the heads' unnormalised
 // accumulators, running maxima and sums. TK, TV: the storage of k and of v (each float, bf16 or
 // f16; they may differ).
+// Software-pipelined by one tile: tile t's scores are formed in groups of 1 or 4 keys, each group
+// followed by the P.V products of as many keys of tile t - 1 (softmax done), so K and V are read
+// as two streams advancing together, a few KiB apart, and the memory is never idle while the
+// values are summed (why: the history above). A head's sum runs over the keys in order, as it
+// did (one exception: a head alone on its kv head once summed even and odd keys apart). The bf16
+// value products (AVX512-BF16) take the last tile whole, after this tile's scores.
 template <typename TK, typename TV>
 void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std::int64_t hi, Workspace& ws) {
-  const int G = plan.group, D = plan.D, Hq = plan.Hq, Hk = Hq / G;
-  const bool alibi = plan.p->positions == AttentionPositions::kAlibi;
-  const bool other_bias = plan.has_bias() && !alibi;
-  const TV* v_data = static_cast<const TV*>(plan.v->data);
-  const std::int64_t ahead = prefetch_keys(*plan.k, *plan.v);
-  const bool by_key = reads_by_key(*plan.k, Hq, G);
-  const int width = ws.bf16.values ? decode_bf16::value_width(D) : D;  // of acc's rows
+  const int D = plan.D, Hq = plan.Hq;
+  const bool by_key = reads_by_key(*plan.k, Hq, plan.group);
   for (int h = 0; h < Hq; ++h) {
     plan.load_query(b, 0, h, ws.Q + h * D, ws.tmp);
     for (int x = 0; x < D; ++x) ws.Q[h * D + x] *= plan.scale;
   }
   if (ws.bf16.scores) PackQueryBf16(Hq, D, ws);
-  std::fill(ws.acc, ws.acc + Workspace::rows(Hq, width), 0.0f);
+  std::fill(ws.acc, ws.acc + Workspace::rows(Hq, ws.bf16.values ? decode_bf16::value_width(D) : D), 0.0f);
   std::fill(ws.row_max, ws.row_max + Hq, -std::numeric_limits<float>::infinity());
   std::fill(ws.row_sum, ws.row_sum + Hq, 0.0f);
-  for (std::int64_t j0 = lo; j0 < hi; j0 += kKeyTile) {
-    const int cols = static_cast<int>(std::min<std::int64_t>(kKeyTile, hi - j0));
-    if (by_key) ScoreTileByKey<TK>(plan, b, j0, cols, hi, ahead, ws);
-    else ScoreTileByHead<TK>(plan, b, j0, cols, hi, ahead, ws);
-    if (alibi) AddAlibiRows(plan, b, j0, cols, ws.Sc, ws.positions.data(), ws.distance.data());
-    for (int h = 0; h < Hq; ++h) {
-      float* row = ws.Sc + Workspace::rows(h, kKeyTile);
-      if (other_bias) plan.add_bias_tile(b, h, 0, 1, j0, cols, row, kKeyTile, ws.positions.data(), ws.lut);
-      plan.mask_tile(b, 0, 1, j0, cols, row);
+  float *Sc = ws.Sc, *P = ws.Sc_prev;  // this tile's scores, the last tile's weights
+  int pending = 0;                     // keys of the tile before j0 whose P.V is still to do
+  for (std::int64_t j0 = lo;; j0 += kKeyTile) {
+    const int cols = static_cast<int>(std::clamp<std::int64_t>(hi - j0, 0, kKeyTile));
+    for (int c = 0; c < std::max(cols, pending);) {
+      const bool four = !by_key && kFourKeys && c + 4 <= cols;
+      const int n = c < cols ? (four ? 4 : 1) : pending - c;  // past this tile's keys: the rest of the last's
+      if (c < cols) ScoreKeys<TK>(plan, b, j0, c, n, by_key, ws, Sc);
+      if (c < pending && !ws.bf16.values) AccumulateKeys<TV>(plan, b, j0 - kKeyTile, c, std::min(n, pending - c), P, ws);
+      c += n;
     }
-    SoftmaxTile(ws.Sc, Hq, ws.row_max, ws.row_sum, ws.correction.data());
-    for (int h = 0; h < Hq; ++h)
-      if (ws.correction[h] != 1.0f)
-        for (int x = 0; x < width; ++x) ws.acc[h * width + x] *= ws.correction[h];
-    if (ws.bf16.values) {
-      AccumulateBf16(plan, b, j0, cols, ws);
-      continue;
-    }
-    for (int hk = 0; hk < Hk; ++hk)
-      AccumulateRows(ws.Sc + Workspace::rows(hk * G, kKeyTile), v_data + attention_detail::offset_of(*plan.v, b, static_cast<int>(j0), hk),
-                     plan.v->token_stride, G, cols, D, ws.acc + Workspace::rows(hk * G, D));
+    if (pending && ws.bf16.values) AccumulateBf16(plan, b, j0 - kKeyTile, pending, P, ws);
+    if (cols == 0) break;
+    FinishScores(plan, b, j0, cols, Sc, ws);
+    std::swap(Sc, P);
+    pending = cols;
   }
   if (ws.bf16.values) UnpermuteBf16(Hq, D, ws);
 }

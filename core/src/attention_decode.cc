@@ -34,7 +34,7 @@ std::size_t decode_workspace_floats(int query_heads, int kv_heads, int D) {
   const std::size_t hq = static_cast<std::size_t>(query_heads), d = static_cast<std::size_t>(D);
   const std::size_t key_rows = static_cast<std::size_t>(std::max(4, kv_heads));
   const std::size_t acc = static_cast<std::size_t>(decode_bf16::value_width(D)), pairs = static_cast<std::size_t>(decode_bf16::query_words(D));
-  return hq * (d + acc + pairs) + hq * kKeyTile + 2 * hq + (key_rows + 1) * d;
+  return hq * (d + acc + pairs) + 2 * hq * kKeyTile + 2 * hq + (key_rows + 1) * d;  // two score tiles (the pipeline)
 }
 
 std::int64_t decode_extra_bytes(const RopeTensor& q, const RopeTensor& k, int threads) {

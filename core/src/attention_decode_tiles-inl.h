@@ -208,6 +208,29 @@ HWY_NOINLINE void AccumulateRows(const float* HWY_RESTRICT P, const T* HWY_RESTR
   for (; r < rows; ++r) AccumulateRowBlock<1>(P + r * kKeyTile, V, ld, cols, D, acc + r * D);
 }
 
+// acc[h][:] += P[h kKeyTile] v_{h / G} for every query head h < Hq: one key's value rows, kv head
+// hk's at V + hk head_stride (stored as T), each vector widened once for its G heads; the
+// accumulators stay in memory (L1), so a key costs no call per kv head (the pipelined decode reads
+// V one key at a time, between the next tile's scores).
+template <typename T>
+HWY_INLINE void AccumulateKey(const float* HWY_RESTRICT P, const T* HWY_RESTRICT V, std::int64_t head_stride, int Hq, int G, int D,
+                              float* HWY_RESTRICT acc) {
+  const DA d;
+  const int N = static_cast<int>(hn::Lanes(d));
+  for (int hk = 0; hk < Hq / G; ++hk) {
+    const T* v = V + hk * head_stride;
+    float* a = acc + hk * G * D;
+    const float* p = P + hk * G * kKeyTile;
+    int x = 0;
+    for (; x + N <= D; x += N) {
+      const auto vx = LoadAs(d, v + x);
+      for (int g = 0; g < G; ++g) hn::StoreU(hn::MulAdd(hn::Set(d, p[g * kKeyTile]), vx, hn::LoadU(d, a + g * D + x)), d, a + g * D + x);
+    }
+    for (; x < D; ++x)
+      for (int g = 0; g < G; ++g) a[g * D + x] += p[g * kKeyTile] * LoadScalar(v + x);
+  }
+}
+
 // A token-major cache ([B, T, Hk, D]: one key's rows of every kv head side by side) can be read
 // in storage order, one key at a time. Reading four keys per kv head walks a cache region in a
 // permuted order, which the hardware's stream prefetchers follow less well: on a Zen 4 EPYC a
