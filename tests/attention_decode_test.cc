@@ -117,6 +117,32 @@ TEST(AttentionDecode, GroupsHeadDimsAndSplitsOfEveryShape) {
   EXPECT_EQ(cases, 3 * 7 * 7 * 4 * 2);
 }
 
+TEST(AttentionDecode, SplitsPastTheLastKeyAreEmptyAndTheRestMerge) {
+  // 81 key tiles on 3 threads: 10 splits of 9 tiles, so the last split starts at tile 81, past the
+  // last key (T 5121: its first key beyond the cache; T 5184: exactly at its end). Its work item
+  // has no key: the pipelined loop must end at once, and the merge must skip it. By head (8 over 2)
+  // and by key (8 over 8).
+  std::mt19937 rng(16);
+  int cases = 0;
+  for (const auto& [Hq, Hk] : {std::pair<int, int>{8, 2}, {8, 8}})
+    for (int T : {5121, 5184})
+      for (int threads : {3, 16})
+        for (DType dtype : {DType::kF32, DType::kBF16}) {
+          SCOPED_TRACE("Hq " + std::to_string(Hq) + " Hk " + std::to_string(Hk) + " T " + std::to_string(T) + " threads " +
+                       std::to_string(threads) + " " + to_string(dtype));
+          const int D = 16;
+          const RopeSchedule sched = testing::plain_schedule(D);
+          BiasInputs setup;
+          std::vector<float> values;
+          const AttentionParams p = decode_params(AttentionPositions::kAlibi, MaskCase::kCausal, setup, values, sched, Hq, 1, T, rng);
+          Tensor4 q = make(DType::kF32, 1, 1, Hq, D, false, &rng), k = make(dtype, 1, T, Hk, D, false, &rng),
+                  v = make(dtype, 1, T, Hk, D, false, &rng);
+          EXPECT_LE(tiled_vs_reference(q, k, v, p, threads), kTolerance);
+          ++cases;
+        }
+  EXPECT_EQ(cases, 2 * 2 * 2 * 2);
+}
+
 TEST(AttentionDecode, MoreQueryHeadsThanAPrefillTileHasRows) {
   // Decode's softmax takes every query head as a row of one tile (SoftmaxTile), which handles
   // kPaddedRows rows at a time: 136 heads go in two passes.

@@ -13,9 +13,11 @@
 //           softmax of every head's row (SoftmaxTile, attention_softmax-inl.h)
 //   acc[h] += sum_c P[h][c] v_c: each kv head's value rows read in place (widened in registers),
 //           one key at a time (AccumulateKey) or register-blocked over 4 keys and 4, 2 or 1 heads
-//           (AccumulateRows), interleaved with the next tile's scores (DecodeKeys' pipeline)
+//           (AccumulateRows; over the rest of a tile where the next has fewer keys or none),
+//           interleaved with the next tile's scores (DecodeKeys' pipeline)
 // The tile products are in attention_decode_tiles-inl.h. The memory is read by the hardware's
-// stream prefetchers alone: K and V are two streams advancing a key (or four) at a time.
+// stream prefetchers alone (the AVX512-BF16 value path excepted: kPrefetchBytes): K and V are two
+// streams a tile apart, advancing a key (or four) at a time.
 // History (`posenc bench attention --decode`, T = 32768, 8 query heads, one thread): on a Zen 4
 // EPYC, one kv head per work item read K and V at 0.05 of the same-run streaming read; all kv
 // heads per key row 0.15; four-key sums and L2 prefetches 0.48; a copy of each value tile (128 KiB
@@ -67,6 +69,39 @@ namespace decode {
 using attention_detail::kKeyTile;
 namespace decode_bf16 = attention_detail::decode_bf16;
 
+// The AVX512-BF16 value path (ws.bf16.values) still sums a whole tile after the next tile's
+// scores, K's tile then V's: there K and V are prefetched into L2 kPrefetchBytes of cache ahead
+// (every kv head's K and V rows of a key count), as before the pipeline. Measured on a Zen 4 EPYC
+// (idle, before the pipeline), bf16, T = 32768, one thread, ns a key from memory (8 / 2 kv heads):
+// with these prefetches 124 / 37; without V's 210 / 55. The pipelined paths take none (above).
+constexpr int kPrefetchBytes = 16384;
+
+// Keys ahead of the one being read whose rows are prefetched, for these K and V.
+inline std::int64_t prefetch_keys(const RopeTensor& k, const RopeTensor& v) {
+  const std::int64_t key_bytes = static_cast<std::int64_t>(k.heads) * k.head_dim * dtype_size(k.dtype) +
+                                 static_cast<std::int64_t>(v.heads) * v.head_dim * dtype_size(v.dtype);
+  return std::max<std::int64_t>(1, kPrefetchBytes / key_bytes);
+}
+
+// Prefetches the rows of keys j .. j + count - 1 (batch row b) of every kv head of x (K or V, in
+// its own dtype) into L2 (locality 1: prefetcht2 on x86); past the cache's end it is not called
+// (no out-of-range pointer is formed). A dense token-major cache holds them as one span.
+HWY_INLINE void PrefetchKeys(const RopeTensor& x, int b, std::int64_t j, int count) {
+  const std::size_t element = dtype_size(x.dtype), row_bytes = static_cast<std::size_t>(x.head_dim) * element;
+  const char* data = static_cast<const char*>(x.data);
+  if (x.head_stride == x.head_dim && x.token_stride == std::int64_t{x.heads} * x.head_dim) {
+    const char* first = data + attention_detail::offset_of(x, b, static_cast<int>(j), 0) * static_cast<std::int64_t>(element);
+    const std::size_t bytes = static_cast<std::size_t>(count) * x.heads * row_bytes;
+    for (std::size_t line = 0; line < bytes; line += 64) __builtin_prefetch(first + line, 0, 1);
+    return;
+  }
+  for (int i = 0; i < count; ++i)
+    for (int hk = 0; hk < x.heads; ++hk) {
+      const char* row = data + attention_detail::offset_of(x, b, static_cast<int>(j + i), hk) * static_cast<std::int64_t>(element);
+      for (std::size_t line = 0; line < row_bytes; line += 64) __builtin_prefetch(row + line, 0, 1);
+    }
+}
+
 // One thread's buffers (attention_detail::decode_workspace_floats) for Hq query heads over Hk kv
 // heads: rows in query-head order, so kv head hk's G rows start at row hk G. acc's rows are D
 // floats apart, or value_width(D) in pair order on the bf16 value path; Qp: Q as bf16 pairs.
@@ -79,7 +114,7 @@ struct Workspace {
         correction(static_cast<std::size_t>(Hq)) {}
   static std::size_t rows(int n, int width) { return static_cast<std::size_t>(n) * static_cast<std::size_t>(width); }
   hwy::AlignedFreeUniquePtr<float[]> buffer;
-  float *Q, *acc, *Sc, *Sc_prev, *row_max, *row_sum, *key, *tmp;  // Sc_prev: the last tile's weights; key: max(4, Hk) rotated key rows
+  float *Q, *acc, *Sc, *Sc_prev, *row_max, *row_sum, *key, *tmp;  // Sc, Sc_prev: two score tiles (they swap); key: max(4, Hk) rotated key rows
   std::uint32_t* Qp;
   attention_detail::DecodeBf16 bf16;
   std::vector<float> correction;  // SoftmaxTile's factor per head
@@ -88,13 +123,14 @@ struct Workspace {
   std::vector<int> lut;
 };
 
-// Whether the scores are formed key by key (ScoreTileByKey) rather than four keys per kv head
-// (ScoreTileByHead): a token-major K with several kv heads, groups of fewer than 4 query heads
+// Whether the scores are formed key by key rather than four keys per kv head (ScoreKeys' two
+// paths): a token-major K with several kv heads, groups of fewer than 4 query heads
 // (a group of 4 or more fills ByHead's 4 x 4 register block, which ByKey's blocks of 4 heads do
 // not), and at least one block of 4 query heads. Measured on an idle Zen 4 EPYC, f32, T = 32768,
 // 8 query heads, one thread, GB/s of K and V: 8 kv heads, by head 12.3-13.8, by key 15.9-19.0;
 // 2 kv heads, by head 17.0-18.8, by key 11.4-14.8. Reading the values key by key too (every
-// query head's accumulator in memory) was slower in both.
+// query head's accumulator in memory) was slower in both then, before the pipeline; with it, the
+// by-key path sums the values key by key (AccumulateKey).
 inline bool reads_by_key(const RopeTensor& k, int query_heads, int group) {
   return k.heads > 1 && group < 4 && query_heads >= 4 && k.head_stride < k.token_stride;
 }
@@ -215,14 +251,17 @@ inline void FinishScores(const attention_detail::Plan& plan, int b, std::int64_t
 // f16; they may differ).
 // Software-pipelined by one tile: tile t's scores are formed in groups of 1 or 4 keys, each group
 // followed by the P.V products of as many keys of tile t - 1 (softmax done), so K and V are read
-// as two streams advancing together, a few KiB apart, and the memory is never idle while the
-// values are summed (why: the history above). A head's sum runs over the keys in order, as it
-// did (one exception: a head alone on its kv head once summed even and odd keys apart). The bf16
-// value products (AVX512-BF16) take the last tile whole, after this tile's scores.
+// as two streams advancing together, a tile apart, and the memory is never idle while the values
+// are summed (why: the history above). The floating-point operations on acc come in the order
+// they did before the pipeline, except where a row's block sums keys in pairs (AccumulateBlock's
+// even and odd sets for a single row): those groups are now 4 keys (or a tile's rest), not the
+// tile, and a single key on the by-key path (AccumulateKey) sums in order. The bf16 value
+// products (AVX512-BF16) take the last tile whole, after this tile's scores.
 template <typename TK, typename TV>
 void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std::int64_t hi, Workspace& ws) {
   const int D = plan.D, Hq = plan.Hq;
   const bool by_key = reads_by_key(*plan.k, Hq, plan.group);
+  const std::int64_t ahead = prefetch_keys(*plan.k, *plan.v);  // the bf16 value path's prefetch
   for (int h = 0; h < Hq; ++h) {
     plan.load_query(b, 0, h, ws.Q + h * D, ws.tmp);
     for (int x = 0; x < D; ++x) ws.Q[h * D + x] *= plan.scale;
@@ -238,6 +277,11 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
     for (int c = 0; c < std::max(cols, pending);) {
       const bool four = !by_key && kFourKeys && c + 4 <= cols;
       const int n = c < cols ? (four ? 4 : 1) : pending - c;  // past this tile's keys: the rest of the last's
+      if (c < cols && ws.bf16.values) {  // K's and V's rows ahead, into L2 (kPrefetchBytes)
+        const int ahead_keys = static_cast<int>(std::clamp<std::int64_t>(hi - (j0 + c + ahead), 0, n));  // before the cache's end
+        PrefetchKeys(*plan.k, b, j0 + c + ahead, ahead_keys);
+        PrefetchKeys(*plan.v, b, j0 + c + ahead, ahead_keys);
+      }
       if (c < cols) ScoreKeys<TK>(plan, b, j0, c, n, by_key, ws, Sc);
       if (c < pending && !ws.bf16.values) AccumulateKeys<TV>(plan, b, j0 - kKeyTile, c, std::min(n, pending - c), P, ws);
       c += n;

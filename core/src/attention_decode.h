@@ -5,8 +5,8 @@
 // head's K and V again. The decode path instead takes, per work item (batch row b, a run of
 // whole key tiles), every head at once: each key's rows of all kv heads are read in storage
 // order (one stream through a token-major cache) and each row is dotted with all the query heads
-// it serves, so K and V are read from memory once (bf16/f16 widened in registers); a value tile
-// is widened once per kv head and accumulated into every query head's row. Runs of keys go to
+// it serves, so K and V are read from memory once (bf16/f16 widened in registers); each value
+// row is widened once and accumulated into the rows of the query heads its kv head serves. Runs of keys go to
 // different threads and their partial softmaxes (running maximum, sum, unnormalised
 // accumulator) are merged afterwards (Flash-Decoding: Dao, Haziza, Massa, Sizov 2023,
 // https://crfm.stanford.edu/2023/10/12/flashdecoding.html; the merge is the online softmax of
@@ -35,7 +35,7 @@ int decode_splits(std::int64_t sequences, std::int64_t key_tiles, int threads);
 
 // Floats of one thread's decode workspace for query_heads over kv_heads of head_dim D: the query
 // rows, the accumulators (rows of D rounded up to 32: the bf16 value path's pair order,
-// attention_decode_bf16.h), the query rows as bf16 pairs, scores [query_heads][kKeyTile], row
+// attention_decode_bf16.h), the query rows as bf16 pairs, two score tiles [query_heads][kKeyTile] (the pipeline's), row
 // maximum and sum, max(4, kv_heads) rotated key rows (four keys of one kv head, or one key of
 // every kv head) and a row of scratch (values are read where they lie in the cache, not copied).
 std::size_t decode_workspace_floats(int query_heads, int kv_heads, int D);

@@ -240,7 +240,7 @@ HWY_INLINE void AccumulateKey(const float* HWY_RESTRICT P, const T* HWY_RESTRICT
 #if HWY_TARGET != HWY_SCALAR
 // out[i kKeyTile] = Q[i] . key of query head i, for the 4 query rows at Q (row stride D); head i
 // reads rows[i kDistinct / 4]: 2 distinct rows (groups of 2) or 4 (groups of 1 or 3; a group of
-// 4 or more takes ScoreTileByHead instead).
+// 4 or more takes ScoreKeys' by-head path instead).
 // Their four vector sums are folded together (SumOf4).
 template <int kDistinct, typename T>
 HWY_INLINE void DotHeads4(const float* HWY_RESTRICT Q, int D, const T* const* rows, float* HWY_RESTRICT out) {
