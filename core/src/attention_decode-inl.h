@@ -16,7 +16,7 @@
 //           (AccumulateRows; over the rest of a tile where the next has fewer keys or none),
 //           interleaved with the next tile's scores (DecodeKeys' pipeline)
 // The tile products are in attention_decode_tiles-inl.h. The memory is read by the hardware's
-// stream prefetchers alone (the AVX512-BF16 value path excepted: kPrefetchBytes): K and V are two
+// stream prefetchers and, where measured to help, L2 prefetches (kPrefetchBytes): K and V are two
 // streams a tile apart, advancing a key (or four) at a time.
 // History (`posenc bench attention --decode`, T = 32768, 8 query heads, one thread): on a Zen 4
 // EPYC, one kv head per work item read K and V at 0.05 of the same-run streaming read; all kv
@@ -30,8 +30,9 @@
 // (tile t + 1's scores, each group followed by tile t's P.V of as many keys), Zen 3, ns a key cold,
 // three interleaved runs, 1 / 2 threads: f32 8 kv 396 -> 272 / 219 -> 163, f32 2 kv 124 -> 117 /
 // 102 -> 78, bf16 8 kv 170 -> 164 / 106 -> 101, bf16 2 kv 65 -> 67 / 33 -> 36 (arithmetic-bound).
-// With it, software prefetches were slower (f32 8 kv: K's and V's 16 KiB ahead 376, V's alone 367,
-// K's alone 277) or even (2 kv); P.V in groups of 8-32 keys on the by-head path was slower cold.
+// With it, software prefetches were slower on the by-key path (f32 8 kv: K's and V's 16 KiB ahead
+// 376, V's alone 367, K's alone 277) and V's faster on the by-head path (kPrefetchBytes); P.V in
+// groups of 8-32 keys on the by-head path was slower cold.
 // FMAs and a vector exp: equal to attention_reference up to float rounding (the tests bound it
 // as they bound the general kernel). Where DecodeBf16 says so (bf16 K or V on a CPU with
 // AVX512-BF16), the scores or the P.V sums are the bf16 products of attention_decode_bf16.h
@@ -69,23 +70,29 @@ namespace decode {
 using attention_detail::kKeyTile;
 namespace decode_bf16 = attention_detail::decode_bf16;
 
-// The AVX512-BF16 value path (ws.bf16.values) still sums a whole tile after the next tile's
-// scores, K's tile then V's: there K and V are prefetched into L2 kPrefetchBytes of cache ahead
-// (every kv head's K and V rows of a key count), as before the pipeline. Measured on a Zen 4 EPYC
-// (idle, before the pipeline), bf16, T = 32768, one thread, ns a key from memory (8 / 2 kv heads):
-// with these prefetches 124 / 37; without V's 210 / 55. The pipelined paths take none (above).
+// Software prefetches into L2 where measured to help. (1) The AVX512-BF16 value path (ws.bf16.values) still sums a whole tile
+// after the next tile's scores, K's tile then V's: there K and V are prefetched kPrefetchBytes of
+// cache ahead of the key scored (every kv head's K and V rows of a key count), as before the
+// pipeline; measured on a Zen 4 EPYC (idle, before the pipeline), bf16, T = 32768, one thread, ns
+// a key from memory (8 / 2 kv heads): with these prefetches 124 / 37, without V's 210 / 55.
+// (2) The by-head path (four keys a group) prefetches V's rows kPrefetchBytes of V ahead of the
+// key summed. Zen 3 EPYC, T = 32768, cold, ns a key, three interleaved runs: f32 over 2 kv heads,
+// 1 thread 133 -> 113-118 (8 to 32 keys ahead), 2 threads 73 -> 60-61; bf16 69 -> 70-72 (even:
+// bound by arithmetic); K's rows too 138. On the by-key path (8 kv heads) the same V prefetch was
+// slower: f32 287 -> 343-372, bf16 166 -> 185-195.
 constexpr int kPrefetchBytes = 16384;
 
-// Keys ahead of the one being read whose rows are prefetched, for these K and V.
-inline std::int64_t prefetch_keys(const RopeTensor& k, const RopeTensor& v) {
-  const std::int64_t key_bytes = static_cast<std::int64_t>(k.heads) * k.head_dim * dtype_size(k.dtype) +
+// Keys ahead of the one being read whose rows are prefetched, for these K and V (the bf16
+// value path), or for V alone (the by-head path: k null).
+inline std::int64_t prefetch_keys(const RopeTensor* k, const RopeTensor& v) {
+  const std::int64_t key_bytes = (k ? static_cast<std::int64_t>(k->heads) * k->head_dim * dtype_size(k->dtype) : 0) +
                                  static_cast<std::int64_t>(v.heads) * v.head_dim * dtype_size(v.dtype);
   return std::max<std::int64_t>(1, kPrefetchBytes / key_bytes);
 }
 
 // Prefetches the rows of keys j .. j + count - 1 (batch row b) of every kv head of x (K or V, in
 // its own dtype) into L2 (locality 1: prefetcht2 on x86); past the cache's end it is not called
-// (no out-of-range pointer is formed). A dense token-major cache holds them as one span.
+// (no out-of-range pointer is formed), nor with count 0. A dense token-major cache holds them as one span.
 HWY_INLINE void PrefetchKeys(const RopeTensor& x, int b, std::int64_t j, int count) {
   const std::size_t element = dtype_size(x.dtype), row_bytes = static_cast<std::size_t>(x.head_dim) * element;
   const char* data = static_cast<const char*>(x.data);
@@ -261,7 +268,8 @@ template <typename TK, typename TV>
 void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std::int64_t hi, Workspace& ws) {
   const int D = plan.D, Hq = plan.Hq;
   const bool by_key = reads_by_key(*plan.k, Hq, plan.group);
-  const std::int64_t ahead = prefetch_keys(*plan.k, *plan.v);  // the bf16 value path's prefetch
+  const std::int64_t ahead = prefetch_keys(plan.k, *plan.v);  // the bf16 value path's prefetch (kPrefetchBytes)
+  const std::int64_t value_ahead = by_key || ws.bf16.values ? 0 : prefetch_keys(nullptr, *plan.v);  // the by-head path's
   for (int h = 0; h < Hq; ++h) {
     plan.load_query(b, 0, h, ws.Q + h * D, ws.tmp);
     for (int x = 0; x < D; ++x) ws.Q[h * D + x] *= plan.scale;
@@ -277,11 +285,14 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
     for (int c = 0; c < std::max(cols, pending);) {
       const bool four = !by_key && kFourKeys && c + 4 <= cols;
       const int n = c < cols ? (four ? 4 : 1) : pending - c;  // past this tile's keys: the rest of the last's
-      if (c < cols && ws.bf16.values) {  // K's and V's rows ahead, into L2 (kPrefetchBytes)
-        const int ahead_keys = static_cast<int>(std::clamp<std::int64_t>(hi - (j0 + c + ahead), 0, n));  // before the cache's end
+      const int ahead_keys = static_cast<int>(std::clamp<std::int64_t>(hi - (j0 + c + ahead), 0, n));  // before the cache's end
+      if (c < cols && ws.bf16.values && ahead_keys > 0) {  // K's and V's rows ahead of the key scored
         PrefetchKeys(*plan.k, b, j0 + c + ahead, ahead_keys);
         PrefetchKeys(*plan.v, b, j0 + c + ahead, ahead_keys);
       }
+      const std::int64_t value_key = j0 - kKeyTile + c + value_ahead;  // V's rows ahead of the key summed
+      const int value_keys = static_cast<int>(std::clamp<std::int64_t>(hi - value_key, 0, n));
+      if (c < pending && value_ahead > 0 && value_keys > 0) PrefetchKeys(*plan.v, b, value_key, value_keys);
       if (c < cols) ScoreKeys<TK>(plan, b, j0, c, n, by_key, ws, Sc);
       if (c < pending && !ws.bf16.values) AccumulateKeys<TV>(plan, b, j0 - kKeyTile, c, std::min(n, pending - c), P, ws);
       c += n;
