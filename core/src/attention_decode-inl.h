@@ -12,11 +12,12 @@
 //           Plan::mask_tile), then the online
 //           softmax of every head's row (SoftmaxTile, attention_softmax-inl.h)
 //   acc[h] += sum_c P[h][c] v_c: each kv head's value rows read in place (widened in registers),
-//           one key at a time (AccumulateKey) or register-blocked over 4 keys and 4, 2 or 1 heads
+//           one key at a time (between ScoreKeyHeads' blocks of 4 query heads, or AccumulateKey)
+//           or register-blocked over 4 keys and 4, 2 or 1 heads
 //           (AccumulateRows; over the rest of a tile where the next has fewer keys or none),
 //           interleaved with the next tile's scores (DecodeKeys' pipeline)
 // The tile products are in attention_decode_tiles-inl.h. The memory is read by the hardware's
-// stream prefetchers and, where measured to help, L2 prefetches (kPrefetchBytes): K and V are two
+// stream prefetchers and, where measured to help, L2 prefetches (attention_decode_prefetch.h): K and V are two
 // streams a tile apart, advancing a key (or four) at a time.
 // History (`posenc bench attention --decode`, T = 32768, 8 query heads, one thread): on a Zen 4
 // EPYC, one kv head per work item read K and V at 0.05 of the same-run streaming read; all kv
@@ -55,6 +56,7 @@
 #include "attention_bf16_tiles.h"
 #include "attention_decode.h"
 #include "attention_decode_bf16.h"
+#include "attention_decode_prefetch.h"
 #include "attention_plan.h"
 #include "attention_decode_tiles-inl.h"
 #include "attention_softmax-inl.h"
@@ -69,45 +71,8 @@ namespace decode {
 
 using attention_detail::kKeyTile;
 namespace decode_bf16 = attention_detail::decode_bf16;
-
-// Software prefetches into L2 where measured to help. (1) The AVX512-BF16 value path (ws.bf16.values) still sums a whole tile
-// after the next tile's scores, K's tile then V's: there K and V are prefetched kPrefetchBytes of
-// cache ahead of the key scored (every kv head's K and V rows of a key count), as before the
-// pipeline; measured on a Zen 4 EPYC (idle, before the pipeline), bf16, T = 32768, one thread, ns
-// a key from memory (8 / 2 kv heads): with these prefetches 124 / 37, without V's 210 / 55.
-// (2) The by-head path (four keys a group) prefetches V's rows kPrefetchBytes of V ahead of the
-// key summed. Zen 3 EPYC, T = 32768, cold, ns a key, three interleaved runs: f32 over 2 kv heads,
-// 1 thread 133 -> 113-118 (8 to 32 keys ahead), 2 threads 73 -> 60-61; bf16 69 -> 70-72 (even:
-// bound by arithmetic); K's rows too 138. On the by-key path (8 kv heads) the same V prefetch was
-// slower: f32 287 -> 343-372, bf16 166 -> 185-195.
-constexpr int kPrefetchBytes = 16384;
-
-// Keys ahead of the one being read whose rows are prefetched, for these K and V (the bf16
-// value path), or for V alone (the by-head path: k null).
-inline std::int64_t prefetch_keys(const RopeTensor* k, const RopeTensor& v) {
-  const std::int64_t key_bytes = (k ? static_cast<std::int64_t>(k->heads) * k->head_dim * dtype_size(k->dtype) : 0) +
-                                 static_cast<std::int64_t>(v.heads) * v.head_dim * dtype_size(v.dtype);
-  return std::max<std::int64_t>(1, kPrefetchBytes / key_bytes);
-}
-
-// Prefetches the rows of keys j .. j + count - 1 (batch row b) of every kv head of x (K or V, in
-// its own dtype) into L2 (locality 1: prefetcht2 on x86); past the cache's end it is not called
-// (no out-of-range pointer is formed), nor with count 0. A dense token-major cache holds them as one span.
-HWY_INLINE void PrefetchKeys(const RopeTensor& x, int b, std::int64_t j, int count) {
-  const std::size_t element = dtype_size(x.dtype), row_bytes = static_cast<std::size_t>(x.head_dim) * element;
-  const char* data = static_cast<const char*>(x.data);
-  if (x.head_stride == x.head_dim && x.token_stride == std::int64_t{x.heads} * x.head_dim) {
-    const char* first = data + attention_detail::offset_of(x, b, static_cast<int>(j), 0) * static_cast<std::int64_t>(element);
-    const std::size_t bytes = static_cast<std::size_t>(count) * x.heads * row_bytes;
-    for (std::size_t line = 0; line < bytes; line += 64) __builtin_prefetch(first + line, 0, 1);
-    return;
-  }
-  for (int i = 0; i < count; ++i)
-    for (int hk = 0; hk < x.heads; ++hk) {
-      const char* row = data + attention_detail::offset_of(x, b, static_cast<int>(j + i), hk) * static_cast<std::int64_t>(element);
-      for (std::size_t line = 0; line < row_bytes; line += 64) __builtin_prefetch(row + line, 0, 1);
-    }
-}
+using attention_detail::decode_prefetch::prefetch_keys;
+using attention_detail::decode_prefetch::PrefetchKeys;
 
 // One thread's buffers (attention_detail::decode_workspace_floats) for Hq query heads over Hk kv
 // heads: rows in query-head order, so kv head hk's G rows start at row hk G. acc's rows are D
@@ -187,9 +152,11 @@ inline void UnpermuteBf16(int Hq, int D, Workspace& ws) {
 // Column c .. c + count - 1 of the score tile Sc (keys j0 + c ..; count 1, or 4 on the by-head
 // path) for every query head: by key, each key's kv head rows in storage order (ScoreKeyHeads);
 // by head, each kv head's rows dotted with its G query heads (ScoreFourKeys, ScoreKey). RoPE:
-// the rows rotated at their positions into ws.key first.
-template <typename T>
-void ScoreKeys(const attention_detail::Plan& plan, int b, std::int64_t j0, int c, int count, bool by_key, Workspace& ws, float* Sc) {
+// the rows rotated at their positions into ws.key first. By key, values' P.V (the last tile's key
+// c) is summed between the blocks of query heads (ScoreKeyHeads).
+template <typename T, typename TV>
+void ScoreKeys(const attention_detail::Plan& plan, int b, std::int64_t j0, int c, int count, bool by_key, Workspace& ws, float* Sc,
+               const KeyValues<TV>& values) {
   const int G = plan.group, D = plan.D, Hq = plan.Hq;
   const int j = static_cast<int>(j0 + c);
   const bool rope = plan.p->positions == AttentionPositions::kRope;
@@ -197,11 +164,11 @@ void ScoreKeys(const attention_detail::Plan& plan, int b, std::int64_t j0, int c
   if (by_key) {
     if (rope) {
       for (int hk = 0; hk < Hq / G; ++hk) plan.load_key(b, j, hk, ws.key + hk * D, ws.tmp);
-      ScoreKeyHeads(ws.Q, Hq, G, D, static_cast<const float*>(ws.key), D, Sc + c);
+      ScoreKeyHeads(ws.Q, Hq, G, D, static_cast<const float*>(ws.key), D, Sc + c, values);
     } else if (ws.bf16.scores) {
       ScoreKeyHeadsBf16(plan, b, j, ws, Sc + c);
     } else {
-      ScoreKeyHeads(ws.Q, Hq, G, D, k_data + attention_detail::offset_of(*plan.k, b, j, 0), plan.k->head_stride, Sc + c);
+      ScoreKeyHeads(ws.Q, Hq, G, D, k_data + attention_detail::offset_of(*plan.k, b, j, 0), plan.k->head_stride, Sc + c, values);
     }
     return;
   }
@@ -268,6 +235,8 @@ template <typename TK, typename TV>
 void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std::int64_t hi, Workspace& ws) {
   const int D = plan.D, Hq = plan.Hq;
   const bool by_key = reads_by_key(*plan.k, Hq, plan.group);
+  const bool fuse = by_key && !ws.bf16.scores && !ws.bf16.values;  // P.V inside ScoreKeyHeads (KeyValues)
+  const TV* v_data = static_cast<const TV*>(plan.v->data);
   const std::int64_t ahead = prefetch_keys(plan.k, *plan.v);  // the bf16 value path's prefetch (kPrefetchBytes)
   const std::int64_t value_ahead = by_key || ws.bf16.values ? 0 : prefetch_keys(nullptr, *plan.v);  // the by-head path's
   for (int h = 0; h < Hq; ++h) {
@@ -293,8 +262,11 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
       const std::int64_t value_key = j0 - kKeyTile + c + value_ahead;  // V's rows ahead of the key summed
       const int value_keys = static_cast<int>(std::clamp<std::int64_t>(hi - value_key, 0, n));
       if (c < pending && value_ahead > 0 && value_keys > 0) PrefetchKeys(*plan.v, b, value_key, value_keys);
-      if (c < cols) ScoreKeys<TK>(plan, b, j0, c, n, by_key, ws, Sc);
-      if (c < pending && !ws.bf16.values) AccumulateKeys<TV>(plan, b, j0 - kKeyTile, c, std::min(n, pending - c), P, ws);
+      KeyValues<TV> values;  // by key (f32 scores), the last tile's key c is summed between the heads' scores
+      if (fuse && c < cols && c < pending)
+        values = {P + c, v_data + attention_detail::offset_of(*plan.v, b, static_cast<int>(j0 - kKeyTile + c), 0), plan.v->head_stride, ws.acc};
+      if (c < cols) ScoreKeys<TK>(plan, b, j0, c, n, by_key, ws, Sc, values);
+      if (c < pending && !ws.bf16.values && !values.v) AccumulateKeys<TV>(plan, b, j0 - kKeyTile, c, std::min(n, pending - c), P, ws);
       c += n;
     }
     if (pending && ws.bf16.values) AccumulateBf16(plan, b, j0 - kKeyTile, pending, P, ws);
