@@ -86,7 +86,8 @@ struct Workspace {
         correction(static_cast<std::size_t>(Hq)) {}
   static std::size_t rows(int n, int width) { return static_cast<std::size_t>(n) * static_cast<std::size_t>(width); }
   hwy::AlignedFreeUniquePtr<float[]> buffer;
-  float *Q, *acc, *Sc, *Sc_prev, *row_max, *row_sum, *key, *tmp;  // Sc, Sc_prev: two score tiles (they swap); key: max(4, Hk) rotated key rows
+  // Sc, Sc_prev: two score tiles (they swap); key: max(4, Hk) rotated key rows.
+  float *Q, *acc, *Sc, *Sc_prev, *row_max, *row_sum, *key, *tmp;
   std::uint32_t* Qp;
   attention_detail::DecodeBf16 bf16;
   std::vector<float> correction;  // SoftmaxTile's factor per head
@@ -102,7 +103,7 @@ struct Workspace {
 // 8 query heads, one thread, GB/s of K and V: 8 kv heads, by head 12.3-13.8, by key 15.9-19.0;
 // 2 kv heads, by head 17.0-18.8, by key 11.4-14.8. Reading the values key by key too (every
 // query head's accumulator in memory) was slower in both then, before the pipeline; with it, the
-// by-key path sums the values key by key (AccumulateKey).
+// by-key path sums the values key by key (between ScoreKeyHeads' blocks of query heads).
 inline bool reads_by_key(const RopeTensor& k, int query_heads, int group) {
   return k.heads > 1 && group < 4 && query_heads >= 4 && k.head_stride < k.token_stride;
 }
@@ -165,7 +166,7 @@ void ScoreKeys(const attention_detail::Plan& plan, int b, std::int64_t j0, int c
     if (rope) {
       for (int hk = 0; hk < Hq / G; ++hk) plan.load_key(b, j, hk, ws.key + hk * D, ws.tmp);
       ScoreKeyHeads(ws.Q, Hq, G, D, static_cast<const float*>(ws.key), D, Sc + c, values);
-    } else if (ws.bf16.scores) {
+    } else if (ws.bf16.scores) {  // values are not summed here: DecodeKeys gives none (fuse)
       ScoreKeyHeadsBf16(plan, b, j, ws, Sc + c);
     } else {
       ScoreKeyHeads(ws.Q, Hq, G, D, k_data + attention_detail::offset_of(*plan.k, b, j, 0), plan.k->head_stride, Sc + c, values);
@@ -229,8 +230,9 @@ inline void FinishScores(const attention_detail::Plan& plan, int b, std::int64_t
 // are summed (why: the history above). The floating-point operations on acc come in the order
 // they did before the pipeline, except where a row's block sums keys in pairs (AccumulateBlock's
 // even and odd sets for a single row): those groups are now 4 keys (or a tile's rest), not the
-// tile, and a single key on the by-key path (AccumulateKey) sums in order. The bf16 value
-// products (AVX512-BF16) take the last tile whole, after this tile's scores.
+// tile, and a single key (by key: inside ScoreKeyHeads, through KeyValues, where the scores are
+// f32; else AccumulateKey) sums in order. The bf16 value products (AVX512-BF16) take the last
+// tile whole, after this tile's scores.
 template <typename TK, typename TV>
 void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std::int64_t hi, Workspace& ws) {
   const int D = plan.D, Hq = plan.Hq;
@@ -263,8 +265,10 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
       const int value_keys = static_cast<int>(std::clamp<std::int64_t>(hi - value_key, 0, n));
       if (c < pending && value_ahead > 0 && value_keys > 0) PrefetchKeys(*plan.v, b, value_key, value_keys);
       KeyValues<TV> values;  // by key (f32 scores), the last tile's key c is summed between the heads' scores
-      if (fuse && c < cols && c < pending)
-        values = {P + c, v_data + attention_detail::offset_of(*plan.v, b, static_cast<int>(j0 - kKeyTile + c), 0), plan.v->head_stride, ws.acc};
+      if (fuse && c < cols && c < pending) {
+        const int j = static_cast<int>(j0 - kKeyTile + c);
+        values = {P + c, v_data + attention_detail::offset_of(*plan.v, b, j, 0), plan.v->head_stride, ws.acc};
+      }
       if (c < cols) ScoreKeys<TK>(plan, b, j0, c, n, by_key, ws, Sc, values);
       if (c < pending && !ws.bf16.values && !values.v) AccumulateKeys<TV>(plan, b, j0 - kKeyTile, c, std::min(n, pending - c), P, ws);
       c += n;

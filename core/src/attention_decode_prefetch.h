@@ -19,10 +19,12 @@ namespace posenc::attention_detail::decode_prefetch {
 // pipeline; measured on a Zen 4 EPYC (idle, before the pipeline), bf16, T = 32768, one thread, ns
 // a key from memory (8 / 2 kv heads): with these prefetches 124 / 37, without V's 210 / 55.
 // (2) The by-head path (four keys a group) prefetches V's rows kPrefetchBytes of V ahead of the
-// key summed. Zen 3 EPYC, T = 32768, cold, ns a key, three interleaved runs: f32 over 2 kv heads,
-// 1 thread 133 -> 113-118 (8 to 32 keys ahead), 2 threads 73 -> 60-61; bf16 69 -> 70-72 (even:
-// bound by arithmetic); K's rows too 138. On the by-key path (8 kv heads) the same V prefetch was
-// slower: f32 287 -> 343-372, bf16 166 -> 185-195.
+// key summed (32 keys for f32 over 2 kv heads of 64, 64 for bf16; a head-major V unmeasured).
+// Zen 3 EPYC, T = 32768, cold, ns a key, interleaved runs (the host's memory moved between sets:
+// compare within a set): f32 over 2 kv heads, 1 thread 133 -> 113-118 (8 to 32 keys ahead), 2
+// threads 73 -> 60-61; again, 127 -> 114 and 69 -> 61 (16 KiB); bf16 69 -> 70-72 (even: bound by
+// arithmetic); K's rows too 138. On the by-key path (8 kv heads) the same V prefetch was slower:
+// f32 287 -> 343-372, bf16 166 -> 185-195.
 constexpr int kPrefetchBytes = 16384;
 
 // Keys ahead of the one being read whose rows are prefetched, for these K and V (the bf16
@@ -36,8 +38,8 @@ inline std::int64_t prefetch_keys(const RopeTensor* k, const RopeTensor& v) {
 // Prefetches the rows of keys j .. j + count - 1 (batch row b) of every kv head of x (K or V, in
 // its own dtype) into L2 (locality 1: prefetcht2 on x86); past the cache's end it is not called
 // (no out-of-range pointer is formed), nor with count 0. A dense token-major cache holds them as one span.
-// Inlined where it is called: an out-of-line call per group of keys took the by-head step over
-// 2 f32 kv heads from 103 to 118 ns a key (Zen 3, cold).
+// Inlined where it is called: out of line, the by-head step over 2 f32 kv heads took 118 ns a key
+// where the inlined one took 103 (Zen 3, cold, the same runs).
 HWY_INLINE void PrefetchKeys(const RopeTensor& x, int b, std::int64_t j, int count) {
   const std::size_t element = dtype_size(x.dtype), row_bytes = static_cast<std::size_t>(x.head_dim) * element;
   const char* data = static_cast<const char*>(x.data);

@@ -210,8 +210,8 @@ HWY_NOINLINE void AccumulateRows(const float* HWY_RESTRICT P, const T* HWY_RESTR
 
 // acc[h][:] += P[h kKeyTile] v_{h / G} for every query head h < Hq: one key's value rows, kv head
 // hk's at V + hk head_stride (stored as T), each vector widened once for its G heads; the
-// accumulators stay in memory (L1), so a key costs no call per kv head (the pipelined decode reads
-// V one key at a time, between the next tile's scores).
+// accumulators stay in memory (L1), so a key costs no call per kv head (the pipelined decode's
+// single keys on the by-head path, and the by-key path where the scores are bf16 products).
 template <typename T>
 HWY_INLINE void AccumulateKey(const float* HWY_RESTRICT P, const T* HWY_RESTRICT V, std::int64_t head_stride, int Hq, int G, int D,
                               float* HWY_RESTRICT acc) {
