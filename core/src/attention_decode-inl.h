@@ -237,7 +237,10 @@ template <typename TK, typename TV>
 void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std::int64_t hi, Workspace& ws) {
   const int D = plan.D, Hq = plan.Hq;
   const bool by_key = reads_by_key(*plan.k, Hq, plan.group);
-  const bool fuse = by_key && !ws.bf16.scores && !ws.bf16.values;  // P.V inside ScoreKeyHeads (KeyValues)
+  // P.V inside ScoreKeyHeads (KeyValues) where a kv head serves one query head: measured faster
+  // there (tiles-inl.h); over 4 kv heads (groups of 2, Zen 3, cold, ns a key) bf16 119 -> 136 and
+  // f32 even, also with each value vector widened once for the group (152): not there.
+  const bool fuse = by_key && plan.group == 1 && !ws.bf16.scores && !ws.bf16.values;
   const TV* v_data = static_cast<const TV*>(plan.v->data);
   const std::int64_t ahead = prefetch_keys(plan.k, *plan.v);  // the bf16 value path's prefetch (kPrefetchBytes)
   const std::int64_t value_ahead = by_key || ws.bf16.values ? 0 : prefetch_keys(nullptr, *plan.v);  // the by-head path's

@@ -290,7 +290,7 @@ HWY_INLINE void AccumulateHeads(const KeyValues<TV>& kv, int h0, int count, int 
 
 // column[h kKeyTile] = Q[h] . k_{h / G} for every query head h < Hq, G < 4 (reads_by_key): one
 // key's rows, kv head hk's at key + hk head_stride (stored as T). Blocks of 4 query heads, then one
-// at a time; after each, the same heads' P.V of the last tile's key (values, if any), so K's and
+// at a time; after each, the same heads' P.V of the last tile's key (values, if any: groups of 1), so K's and
 // V's rows are read alternately, a kilobyte or less at a time. Measured against the whole key's
 // scores, then its P.V (2 KiB apart at 8 f32 kv heads of 64): Zen 3 EPYC, T = 32768, cold, ns a
 // key, four interleaved runs, one thread: f32 over 8 kv heads 265 -> 231, bf16 162 -> 152; two
