@@ -263,8 +263,8 @@ HWY_INLINE void DotHeads4(const float* HWY_RESTRICT Q, int D, const T* const* ro
 #endif
 
 // The last tile's P.V of one key, summed between ScoreKeyHeads' blocks of query heads (values
-// null: none): P column c of the weights, v the key's value rows (kv head hk's at v + hk
-// head_stride), acc [Hq][D].
+// null: none), where each kv head serves one query head (G = 1): P column c of the weights, v
+// the key's value rows (kv head h's at v + h head_stride), acc [Hq][D].
 template <typename TV>
 struct KeyValues {
   const float* P = nullptr;
@@ -273,24 +273,9 @@ struct KeyValues {
   float* acc = nullptr;
 };
 
-// acc[h][:] += P[h kKeyTile] v_{h / G} for query heads h0 .. h0 + count - 1 (KeyValues).
-template <typename TV>
-HWY_INLINE void AccumulateHeads(const KeyValues<TV>& kv, int h0, int count, int G, int D) {
-  const DA d;
-  const int N = static_cast<int>(hn::Lanes(d));
-  for (int h = h0; h < h0 + count; ++h) {
-    const TV* v = kv.v + h / G * kv.head_stride;
-    float* a = kv.acc + h * D;
-    const auto p = hn::Set(d, kv.P[h * kKeyTile]);
-    int x = 0;
-    for (; x + N <= D; x += N) hn::StoreU(hn::MulAdd(p, LoadAs(d, v + x), hn::LoadU(d, a + x)), d, a + x);
-    for (; x < D; ++x) a[x] += kv.P[h * kKeyTile] * LoadScalar(v + x);
-  }
-}
-
 // column[h kKeyTile] = Q[h] . k_{h / G} for every query head h < Hq, G < 4 (reads_by_key): one
 // key's rows, kv head hk's at key + hk head_stride (stored as T). Blocks of 4 query heads, then one
-// at a time; after each, the same heads' P.V of the last tile's key (values, if any: groups of 1), so K's and
+// at a time; after each, the same heads' P.V of the last tile's key (values, if any; G = 1), so K's and
 // V's rows are read alternately, a kilobyte or less at a time. Measured against the whole key's
 // scores, then its P.V (2 KiB apart at 8 f32 kv heads of 64): Zen 3 EPYC, T = 32768, cold, ns a
 // key, four interleaved runs, one thread: f32 over 8 kv heads 265 -> 231, bf16 162 -> 152; two
@@ -298,6 +283,7 @@ HWY_INLINE void AccumulateHeads(const KeyValues<TV>& kv, int h0, int count, int 
 template <typename T, typename TV>
 HWY_INLINE void ScoreKeyHeads(const float* HWY_RESTRICT Q, int Hq, int G, int D, const T* key, std::int64_t head_stride,
                               float* HWY_RESTRICT column, const KeyValues<TV>& values) {
+  HWY_DASSERT(values.v == nullptr || G == 1);  // values: query head h sums kv head h's row
   int h = 0;
 #if HWY_TARGET != HWY_SCALAR
   for (; h + 4 <= Hq; h += 4) {
@@ -309,12 +295,14 @@ HWY_INLINE void ScoreKeyHeads(const float* HWY_RESTRICT Q, int Hq, int G, int D,
     } else {
       DotHeads4<4>(Q + h * D, D, rows, column + h * kKeyTile);
     }
-    if (values.v) AccumulateHeads(values, h, 4, G, D);
+    if (values.v)
+      AccumulateKey(values.P + h * kKeyTile, values.v + h * values.head_stride, values.head_stride, 4, 1, D, values.acc + h * D);
   }
 #endif
   for (; h < Hq; ++h) {
     DotRows<1>(Q + h * D, D, key + h / G * head_stride, column + h * kKeyTile);
-    if (values.v) AccumulateHeads(values, h, 1, G, D);
+    if (values.v)
+      AccumulateKey(values.P + h * kKeyTile, values.v + h * values.head_stride, values.head_stride, 1, 1, D, values.acc + h * D);
   }
 }
 
