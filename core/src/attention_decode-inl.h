@@ -230,8 +230,8 @@ inline void FinishScores(const attention_detail::Plan& plan, int b, std::int64_t
 // are summed (why: the history above). The floating-point operations on acc come in the order
 // they did before the pipeline, except where a row's block sums keys in pairs (AccumulateBlock's
 // even and odd sets for a single row): those groups are now 4 keys (or a tile's rest), not the
-// tile, and a single key (by key: inside ScoreKeyHeads, through KeyValues, where the scores are
-// f32; else AccumulateKey) sums in order. The bf16 value products (AVX512-BF16) take the last
+// tile, and a single key (AccumulateKey: inside ScoreKeyHeads, through KeyValues, by key with
+// one query head per kv head and f32 scores; else after the scores) sums in order. The bf16 value products (AVX512-BF16) take the last
 // tile whole, after this tile's scores.
 template <typename TK, typename TV>
 void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std::int64_t hi, Workspace& ws) {
@@ -267,7 +267,7 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
       const std::int64_t value_key = j0 - kKeyTile + c + value_ahead;  // V's rows ahead of the key summed
       const int value_keys = static_cast<int>(std::clamp<std::int64_t>(hi - value_key, 0, n));
       if (c < pending && value_ahead > 0 && value_keys > 0) PrefetchKeys(*plan.v, b, value_key, value_keys);
-      KeyValues<TV> values;  // by key (f32 scores), the last tile's key c is summed between the heads' scores
+      KeyValues<TV> values;  // fuse: the last tile's key c is summed between the heads' scores
       if (fuse && c < cols && c < pending) {
         const int j = static_cast<int>(j0 - kKeyTile + c);
         values = {P + c, v_data + attention_detail::offset_of(*plan.v, b, j, 0), plan.v->head_stride, ws.acc};
