@@ -37,14 +37,14 @@ HWY_INLINE void DotRows(const float* HWY_RESTRICT Q, int D, const T* HWY_RESTRIC
   const int N = static_cast<int>(hn::Lanes(d));
   hn::Vec<DA> sum[kRows];
   for (int r = 0; r < kRows; ++r) sum[r] = hn::Zero(d);
-  int x = 0;
-  for (; x + N <= D; x += N) {
+  const int end = D / N * N;  // of the whole vectors (a constant where D is: DecodeKeys' kWidth)
+  for (int x = 0; x < end; x += N) {
     const auto k = LoadAs(d, key + x);
     for (int r = 0; r < kRows; ++r) sum[r] = hn::MulAdd(hn::LoadU(d, Q + r * D + x), k, sum[r]);
   }
   for (int r = 0; r < kRows; ++r) {
     float total = hn::GetLane(hn::SumOfLanes(d, sum[r]));
-    for (int t = x; t < D; ++t) total += Q[r * D + t] * LoadScalar(key + t);  // channels past the last vector
+    for (int t = end; t < D; ++t) total += Q[r * D + t] * LoadScalar(key + t);  // channels past the last vector
     scores[r * kKeyTile] = total;
   }
 }
@@ -96,8 +96,8 @@ HWY_INLINE void DotRows4Keys(const float* HWY_RESTRICT Q, int D, const T* const*
   hn::Vec<DK> sum[kRows][4];
   for (int r = 0; r < kRows; ++r)
     for (int k = 0; k < 4; ++k) sum[r][k] = hn::Zero(d);
-  int x = 0;
-  for (; x + N <= D; x += N) {
+  const int end = D / N * N;
+  for (int x = 0; x < end; x += N) {
     const auto k0 = LoadAs(d, keys[0] + x), k1 = LoadAs(d, keys[1] + x), k2 = LoadAs(d, keys[2] + x), k3 = LoadAs(d, keys[3] + x);
     for (int r = 0; r < kRows; ++r) {
       const auto q = hn::LoadU(d, Q + r * D + x);
@@ -109,14 +109,14 @@ HWY_INLINE void DotRows4Keys(const float* HWY_RESTRICT Q, int D, const T* const*
   }
   for (int r = 0; r < kRows; ++r) {
     const auto sums = SumOf4(d, sum[r][0], sum[r][1], sum[r][2], sum[r][3]);
-    if (x == D) {  // the four keys' scores are neighbours in the row: one store
+    if (end == D) {  // the four keys' scores are neighbours in the row: one store
       hn::StoreU(sums, DK4(), scores + r * kKeyTile);
       continue;
     }
     HWY_ALIGN float four[hn::MaxLanes(DK4())];
     hn::Store(sums, DK4(), four);
     for (int k = 0; k < 4; ++k) {
-      for (int t = x; t < D; ++t) four[k] += Q[r * D + t] * LoadScalar(keys[k] + t);  // channels past the last vector
+      for (int t = end; t < D; ++t) four[k] += Q[r * D + t] * LoadScalar(keys[k] + t);  // channels past the last vector
       scores[r * kKeyTile + k] = four[k];
     }
   }
@@ -187,10 +187,10 @@ HWY_INLINE void AccumulateRowBlock(const float* HWY_RESTRICT P, const T* HWY_RES
                                    float* HWY_RESTRICT acc) {
   const int N = static_cast<int>(hn::Lanes(DA()));
   constexpr int kWide = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 ? 4 : 2;
-  int x = 0;
-  for (; x + kWide * N <= D; x += kWide * N) AccumulateBlock<kRows, kWide>(P, V, ld, cols, D, x, acc);
-  for (; x + N <= D; x += N) AccumulateBlock<kRows, 1>(P, V, ld, cols, D, x, acc);
-  for (; x < D; ++x)
+  const int wide_end = D / (kWide * N) * (kWide * N), end = D / N * N;
+  for (int x = 0; x < wide_end; x += kWide * N) AccumulateBlock<kRows, kWide>(P, V, ld, cols, D, x, acc);
+  for (int x = wide_end; x < end; x += N) AccumulateBlock<kRows, 1>(P, V, ld, cols, D, x, acc);
+  for (int x = end; x < D; ++x)
     for (int r = 0; r < kRows; ++r)
       for (int c = 0; c < cols; ++c) acc[r * D + x] += P[r * kKeyTile + c] * LoadScalar(V + c * ld + x);
 }
@@ -200,7 +200,7 @@ HWY_INLINE void AccumulateRowBlock(const float* HWY_RESTRICT P, const T* HWY_RES
 // copy of a tile's values was 128 KiB at 8 kv heads of 64 f32 channels: four times L1, and it
 // held decode to a quarter of the memory ceiling).
 template <typename T>
-HWY_NOINLINE void AccumulateRows(const float* HWY_RESTRICT P, const T* HWY_RESTRICT V, std::int64_t ld, int rows, int cols, int D,
+HWY_INLINE void AccumulateRows(const float* HWY_RESTRICT P, const T* HWY_RESTRICT V, std::int64_t ld, int rows, int cols, int D,
                                  float* HWY_RESTRICT acc) {
   int r = 0;
   for (; r + 4 <= rows; r += 4) AccumulateRowBlock<4>(P + r * kKeyTile, V, ld, cols, D, acc + r * D);
@@ -221,12 +221,16 @@ HWY_INLINE void AccumulateKey(const float* HWY_RESTRICT P, const T* HWY_RESTRICT
     const T* v = V + hk * head_stride;
     float* a = acc + hk * G * D;
     const float* p = P + hk * G * kKeyTile;
-    int x = 0;
-    for (; x + N <= D; x += N) {
+    const int end = D / N * N;
+    if (G == 1) {  // the weight broadcast once (in the loop below it is reloaded per vector: acc may alias P)
+      const auto p0 = hn::Set(d, p[0]);
+      for (int x = 0; x < end; x += N) hn::StoreU(hn::MulAdd(p0, LoadAs(d, v + x), hn::LoadU(d, a + x)), d, a + x);
+    }
+    for (int x = 0; G > 1 && x < end; x += N) {
       const auto vx = LoadAs(d, v + x);
       for (int g = 0; g < G; ++g) hn::StoreU(hn::MulAdd(hn::Set(d, p[g * kKeyTile]), vx, hn::LoadU(d, a + g * D + x)), d, a + g * D + x);
     }
-    for (; x < D; ++x)
+    for (int x = end; x < D; ++x)
       for (int g = 0; g < G; ++g) a[g * D + x] += p[g * kKeyTile] * LoadScalar(v + x);
   }
 }
@@ -247,8 +251,8 @@ HWY_INLINE void DotHeads4(const float* HWY_RESTRICT Q, int D, const T* const* ro
   const DK d;
   const int N = static_cast<int>(hn::Lanes(d));
   hn::Vec<DK> sum[4] = {hn::Zero(d), hn::Zero(d), hn::Zero(d), hn::Zero(d)};
-  int x = 0;
-  for (; x + N <= D; x += N) {
+  const int end = D / N * N;
+  for (int x = 0; x < end; x += N) {
     hn::Vec<DK> k[kDistinct];
     for (int i = 0; i < kDistinct; ++i) k[i] = LoadAs(d, rows[i] + x);
     for (int i = 0; i < 4; ++i) sum[i] = hn::MulAdd(hn::LoadU(d, Q + i * D + x), k[i * kDistinct / 4], sum[i]);
@@ -256,7 +260,7 @@ HWY_INLINE void DotHeads4(const float* HWY_RESTRICT Q, int D, const T* const* ro
   HWY_ALIGN float four[hn::MaxLanes(DK4())];
   hn::Store(SumOf4(d, sum[0], sum[1], sum[2], sum[3]), DK4(), four);
   for (int i = 0; i < 4; ++i) {
-    for (int t = x; t < D; ++t) four[i] += Q[i * D + t] * LoadScalar(rows[i * kDistinct / 4] + t);  // channels past the last vector
+    for (int t = end; t < D; ++t) four[i] += Q[i * D + t] * LoadScalar(rows[i * kDistinct / 4] + t);  // channels past the last vector
     out[i * kKeyTile] = four[i];
   }
 }
@@ -286,9 +290,12 @@ HWY_INLINE void ScoreKeyHeads(const float* HWY_RESTRICT Q, int Hq, int G, int D,
   HWY_DASSERT(values.v == nullptr || G == 1);  // values: query head h sums kv head h's row
   int h = 0;
 #if HWY_TARGET != HWY_SCALAR
-  for (; h + 4 <= Hq; h += 4) {
+  for (int hk = 0, g = 0; h + 4 <= Hq; h += 4) {
     const T* rows[4];
-    for (int i = 0; i < 4; ++i) rows[i] = key + (h + i) / G * head_stride;
+    for (int i = 0; i < 4; ++i) {  // kv head (h + i) / G, counted (a division per head cost 10% of a step)
+      rows[i] = key + hk * head_stride;
+      if (++g == G) g = 0, ++hk;
+    }
     if (G == 2) {
       rows[1] = rows[2];
       DotHeads4<2>(Q + h * D, D, rows, column + h * kKeyTile);
