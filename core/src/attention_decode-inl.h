@@ -32,8 +32,9 @@
 // three interleaved runs, 1 / 2 threads: f32 8 kv 396 -> 272 / 219 -> 163, f32 2 kv 124 -> 117 /
 // 102 -> 78, bf16 8 kv 170 -> 164 / 106 -> 101, bf16 2 kv 65 -> 67 / 33 -> 36 (arithmetic-bound).
 // With it, software prefetches were slower on the by-key path (f32 8 kv: K's and V's 16 KiB ahead
-// 376, V's alone 367, K's alone 277) and V's faster on the by-head path (kPrefetchBytes); P.V in
-// groups of 8-32 keys on the by-head path was slower cold.
+// 376, V's alone 367, K's alone 277) and V's faster on the by-head path; P.V in groups of 8-32
+// keys on the by-head path was slower cold. With D a constant (DecodeKeysOfWidth) the by-head V
+// prefetch turned slower too; a burst of the group's own rows is faster (attention_decode_prefetch.h).
 // FMAs and a vector exp: equal to attention_reference up to float rounding (the tests bound it
 // as they bound the general kernel). Where DecodeBf16 says so (bf16 K or V on a CPU with
 // AVX512-BF16), the scores or the P.V sums are the bf16 products of attention_decode_bf16.h
@@ -141,8 +142,11 @@ inline void AccumulateBf16(const attention_detail::Plan& plan, int b, std::int64
 inline void PackQueryBf16(int Hq, int D, Workspace& ws) {
 #if POSENC_ATTENTION_BF16_X86
   const int words = decode_bf16::query_words(D);
-  std::fill(ws.Qp, ws.Qp + Workspace::rows(Hq, words), 0u);
-  for (int h = 0; h < Hq; ++h) attention_detail::bf16::pack_row(ws.Q + h * D, D, ws.Qp + Workspace::rows(h, words));
+  for (int h = 0; h < Hq; ++h) {  // row by row: one fill of Hq rows read to GCC as possibly negative (a false -Wstringop-overflow)
+    std::uint32_t* row = ws.Qp + Workspace::rows(h, words);
+    std::fill(row, row + words, 0u);
+    attention_detail::bf16::pack_row(ws.Q + h * D, D, row);
+  }
 #endif
 }
 inline void UnpermuteBf16(int Hq, int D, Workspace& ws) {
@@ -246,8 +250,8 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
   // f32 even, also with each value vector widened once for the group (152): not there.
   const bool fuse = by_key && plan.group == 1 && !ws.bf16.scores && !ws.bf16.values;
   const TV* v_data = static_cast<const TV*>(plan.v->data);
-  const std::int64_t ahead = prefetch_keys(plan.k, *plan.v);  // the bf16 value path's prefetch (kPrefetchBytes)
-  const std::int64_t value_ahead = by_key || ws.bf16.values ? 0 : prefetch_keys(nullptr, *plan.v);  // the by-head path's
+  const std::int64_t ahead = prefetch_keys(*plan.k, *plan.v);  // the bf16 value path's prefetch (kPrefetchBytes)
+  const bool burst = !by_key && !ws.bf16.scores && !ws.bf16.values;  // the by-head path's prefetch (attention_decode_prefetch.h)
   for (int h = 0; h < Hq; ++h) {
     plan.load_query(b, 0, h, ws.Q + h * D, ws.tmp);
     for (int x = 0; x < D; ++x) ws.Q[h * D + x] *= plan.scale;
@@ -268,9 +272,8 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
         PrefetchKeys(*plan.k, b, j0 + c + ahead, ahead_keys);
         PrefetchKeys(*plan.v, b, j0 + c + ahead, ahead_keys);
       }
-      const std::int64_t value_key = j0 - kKeyTile + c + value_ahead;  // V's rows ahead of the key summed
-      const int value_keys = static_cast<int>(std::clamp<std::int64_t>(hi - value_key, 0, n));
-      if (c < pending && value_ahead > 0 && value_keys > 0) PrefetchKeys(*plan.v, b, value_key, value_keys);
+      if (burst && c < cols) PrefetchKeys(*plan.k, b, j0 + c, n);  // this group's K rows, then the last tile's V rows of as many keys
+      if (burst && c < pending) PrefetchKeys(*plan.v, b, j0 - kKeyTile + c, std::min(n, pending - c));
       KeyValues<TV> values;  // fuse: the last tile's key c is summed between the heads' scores
       if (fuse && c < cols && c < pending) {
         const int j = static_cast<int>(j0 - kKeyTile + c);
