@@ -218,30 +218,32 @@ TEST(AttentionDecode, KeysAndValuesOfDifferentDtypes) {
 
 TEST(AttentionDecode, CommonHeadWidthsTakeTheirOwnKernels) {
   // D = 64 and 128 with K and V of one dtype compile the products with D a constant (AVX2 and
-  // wider: DecodeKeysOfWidth), on every target: by key (groups of 1 and 2), by head (4, 6), RoPE
-  // (rotated rows) and ALiBi, keys in tiles, a partial tile and split across threads.
+  // wider: DecodeKeysOfWidth), on every target: by key (groups of 1, 2 and 3; 12 over 4 crosses a
+  // block of 4 query heads mid-group), by head (4, 6), RoPE (rotated rows) and ALiBi, 20 key tiles
+  // and a partial one, on one thread and split across two.
   std::mt19937 rng(15);
-  const std::pair<int, int> kHeads[] = {{8, 8}, {8, 4}, {8, 2}, {6, 1}};
+  const std::pair<int, int> kHeads[] = {{8, 8}, {8, 4}, {12, 4}, {8, 2}, {6, 1}};
   int cases = 0;
   const std::size_t targets = on_every_target([&] {
     for (int D : {64, 128})
       for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16})
-        for (const auto& [Hq, Hk] : kHeads) {
-          const AttentionPositions positions = cases % 2 ? AttentionPositions::kRope : AttentionPositions::kAlibi;
-          SCOPED_TRACE("D " + std::to_string(D) + " " + to_string(dtype) + " Hq " + std::to_string(Hq) + " Hk " + std::to_string(Hk) + " " +
-                       to_string(positions));
-          const int T = 301;
-          const RopeSchedule sched = testing::plain_schedule(D);
-          BiasInputs setup;
-          std::vector<float> values;
-          const AttentionParams p = decode_params(positions, MaskCase::kCausal, setup, values, sched, Hq, 1, T, rng);
-          Tensor4 q = make(DType::kF32, 1, 1, Hq, D, false, &rng), k = make(dtype, 1, T, Hk, D, false, &rng),
-                  v = make(dtype, 1, T, Hk, D, false, &rng);
-          EXPECT_LE(tiled_vs_reference(q, k, v, p, 1 + cases % 2), kTolerance);
-          ++cases;
-        }
+        for (const auto& [Hq, Hk] : kHeads)
+          for (AttentionPositions positions : {AttentionPositions::kAlibi, AttentionPositions::kRope}) {
+            const int threads = 1 + (cases / 10) % 2;  // each shape on both counts across the dtypes
+            SCOPED_TRACE("D " + std::to_string(D) + " " + to_string(dtype) + " Hq " + std::to_string(Hq) + " Hk " + std::to_string(Hk) +
+                         " " + to_string(positions) + " threads " + std::to_string(threads));
+            const int T = 1237;
+            const RopeSchedule sched = testing::plain_schedule(D);
+            BiasInputs setup;
+            std::vector<float> values;
+            const AttentionParams p = decode_params(positions, MaskCase::kCausal, setup, values, sched, Hq, 1, T, rng);
+            Tensor4 q = make(DType::kF32, 1, 1, Hq, D, false, &rng), k = make(dtype, 1, T, Hk, D, false, &rng),
+                    v = make(dtype, 1, T, Hk, D, false, &rng);
+            EXPECT_LE(tiled_vs_reference(q, k, v, p, threads), kTolerance);
+            ++cases;
+          }
   });
-  EXPECT_EQ(cases, static_cast<int>(targets) * 2 * 3 * 4);
+  EXPECT_EQ(cases, static_cast<int>(targets) * 2 * 3 * 5 * 2);
 }
 
 TEST(AttentionDecode, ExtraBytesCountTheWorkspaceAndThePartials) {

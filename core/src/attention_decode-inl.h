@@ -240,10 +240,11 @@ inline void FinishScores(const attention_detail::Plan& plan, int b, std::int64_t
 // one query head per kv head and f32 scores; else after the scores) sums in order. The bf16 value products (AVX512-BF16) take the last
 // tile whole, after this tile's scores.
 // kWidth: D as a constant (0: plan.D), so the products' loops over the channels unroll and their
-// tails vanish where D is a common head width (DecodeKeysWithKeys).
+// tails vanish where D is a common head width (DecodeKeysOfWidth).
 template <typename TK, typename TV, int kWidth>
 void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std::int64_t hi, Workspace& ws) {
   const int D = kWidth ? kWidth : plan.D, Hq = plan.Hq;
+  HWY_DASSERT(kWidth == 0 || kWidth == plan.D);
   const bool by_key = reads_by_key(*plan.k, Hq, plan.group);
   // P.V inside ScoreKeyHeads (KeyValues) where a kv head serves one query head: measured faster
   // there (tiles-inl.h); over 4 kv heads (groups of 2, Zen 3, cold, ns a key) bf16 119 -> 136 and
@@ -251,7 +252,7 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
   const bool fuse = by_key && plan.group == 1 && !ws.bf16.scores && !ws.bf16.values;
   const TV* v_data = static_cast<const TV*>(plan.v->data);
   const std::int64_t ahead = prefetch_keys(*plan.k, *plan.v);  // the bf16 value path's prefetch (kPrefetchBytes)
-  const bool burst = !by_key && !ws.bf16.scores && !ws.bf16.values;  // the by-head path's prefetch (attention_decode_prefetch.h)
+  const bool burst = !by_key && !ws.bf16.values;  // the by-head path's prefetch (attention_decode_prefetch.h)
   for (int h = 0; h < Hq; ++h) {
     plan.load_query(b, 0, h, ws.Q + h * D, ws.tmp);
     for (int x = 0; x < D; ++x) ws.Q[h * D + x] *= plan.scale;
@@ -292,7 +293,7 @@ void DecodeKeys(const attention_detail::Plan& plan, int b, std::int64_t lo, std:
   if (ws.bf16.values) UnpermuteBf16(Hq, D, ws);
 }
 
-// DecodeKeys for plan's K and V dtypes; D a constant where K and V are stored alike, D is 64 or
+// DecodeKeys for plan's K and V dtypes; D a constant where K and V share a dtype, D is 64 or
 // 128 and the target is AVX2 or wider (the measured ones; elsewhere it would only lengthen the
 // build). Measured with ScoreKeyHeads' counted kv heads and AccumulateKey's hoisted weight (Zen 3
 // EPYC, AVX2, 8 query heads, one thread, ns a key; T = 1024 in L3 / T = 32768 cold, three

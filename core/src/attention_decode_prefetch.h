@@ -13,20 +13,21 @@
 namespace posenc::attention_detail::decode_prefetch {
 
 // Software prefetches into L2 where measured to help (elsewhere the hardware's stream prefetchers
-// alone). (1) The by-head path (f32 products; four keys a group) prefetches, before a group's
-// scores, the group's K rows and the last tile's V rows of as many keys (summed after the scores):
-// not ahead of the reads but in one burst of lines, so they are in flight together rather than as
-// the loads among the FMAs reach them. Zen 3 EPYC (AVX2), T = 32768, cold, ns a key, three
+// alone). (1) The by-head path (four keys a group; not the bf16 value path) prefetches, before a
+// group's scores, the group's K rows and the last tile's V rows of as many keys (summed after the
+// scores): not ahead of the reads but in one burst of lines, so they are in flight together rather
+// than as the loads among the FMAs reach them. Zen 3 EPYC (AVX2), T = 32768, cold, ns a key, three
 // interleaved runs, against V's rows 16 KiB ahead (below): f32 over 2 kv heads of 64, one thread
 // 107 -> 82, two 51 -> 41; bf16 68 -> 61, 36 -> 34; f32 at D = 80 158 -> 123, at 128 220 -> 201
 // (V's burst alone 188, 145 at 80, 91 at 64). Bursts of the next group's rows instead (4 or 8 keys
 // ahead) measured 105-109 at 64; on the by-key path (8 kv heads) K's and V's key rows in a burst:
-// f32 208 -> 197, bf16 108 -> 123: not there. (2) The AVX512-BF16 value path (ws.bf16.values),
-// which still sums a whole tile after the next tile's scores, K's tile then V's, prefetches K and V
-// kPrefetchBytes of cache ahead of the key scored (every kv head's K and V rows of a key count), as
-// before the pipeline; measured on a Zen 4 EPYC (idle, before the pipeline), bf16, T = 32768, one
-// thread, ns a key from memory (8 / 2 kv heads): with these prefetches 124 / 37, without V's 210 /
-// 55.
+// f32 208 -> 197, bf16 108 -> 123: not there. Where only the scores are bf16 products (AVX512-BF16;
+// bf16 K over f32 or f16 V) the burst replaced V's 16 KiB prefetch unmeasured (no such host here).
+// (2) The AVX512-BF16 value path (ws.bf16.values), which still sums a whole tile after the next
+// tile's scores, K's tile then V's, prefetches K and V kPrefetchBytes of cache ahead of the key
+// scored (every kv head's K and V rows of a key count), as before the pipeline; measured on a Zen 4
+// EPYC (idle, before the pipeline), bf16, T = 32768, one thread, ns a key from memory (8 / 2 kv
+// heads): with these prefetches 124 / 37, without V's 210 / 55.
 // Measured and not kept, Zen 3 EPYC (AVX2), T = 32768, cold, ns a key, interleaved runs: on the
 // by-key path (8 kv heads) V's rows 16 KiB ahead, f32 287 -> 343-372, bf16 166 -> 185-195. On the
 // by-head path (2 kv heads) V's rows 16 KiB ahead of the key summed first helped (f32 127 -> 114

@@ -201,7 +201,7 @@ HWY_INLINE void AccumulateRowBlock(const float* HWY_RESTRICT P, const T* HWY_RES
 // held decode to a quarter of the memory ceiling).
 template <typename T>
 HWY_INLINE void AccumulateRows(const float* HWY_RESTRICT P, const T* HWY_RESTRICT V, std::int64_t ld, int rows, int cols, int D,
-                                 float* HWY_RESTRICT acc) {
+                               float* HWY_RESTRICT acc) {
   int r = 0;
   for (; r + 4 <= rows; r += 4) AccumulateRowBlock<4>(P + r * kKeyTile, V, ld, cols, D, acc + r * D);
   for (; r + 2 <= rows; r += 2) AccumulateRowBlock<2>(P + r * kKeyTile, V, ld, cols, D, acc + r * D);
@@ -211,7 +211,7 @@ HWY_INLINE void AccumulateRows(const float* HWY_RESTRICT P, const T* HWY_RESTRIC
 // acc[h][:] += P[h kKeyTile] v_{h / G} for every query head h < Hq: one key's value rows, kv head
 // hk's at V + hk head_stride (stored as T), each vector widened once for its G heads; the
 // accumulators stay in memory (L1), so a key costs no call per kv head (the pipelined decode's
-// single keys on the by-head path, and the by-key path where the scores are bf16 products).
+// single keys on the by-head path; by key, inside ScoreKeyHeads where G = 1, else after the scores).
 template <typename T>
 HWY_INLINE void AccumulateKey(const float* HWY_RESTRICT P, const T* HWY_RESTRICT V, std::int64_t head_stride, int Hq, int G, int D,
                               float* HWY_RESTRICT acc) {
