@@ -106,9 +106,10 @@ TEST_F(RopeKernels, LargePositionsOnTheFlyOnEveryTarget) {
 // token, through chunks of tokens (1024 at head_dim 128: 512 KiB of cos/sin rows); each thread
 // takes a run of groups, or of token slices of them where groups are fewer than threads. Shapes
 // with a group of 4 and a remainder group (q: 5, 6 heads), a lone head (k: 1 head), 1100 tokens
-// across a chunk's end, vector tails (head_dim 40), 6 threads over 4 units (2 batch rows x the q
-// group and the k head: 2 token slices each, 8 items), batch rows with consecutive ids (implicit,
-// or explicit) and with a gap, every target, layout, dtype and direction.
+// across a chunk's end, vector tails (head_dim 40), head_dim 64 and 128 (the emulated bf16
+// kernel's constant widths), 6 threads over 4 units (2 batch rows x the q group and the k head: 2
+// token slices each, 8 items), batch rows with consecutive ids (implicit, or explicit) and with a
+// gap, every target, layout, dtype and direction.
 TEST_F(RopeKernels, HeadMajorGroupsAndChunksEqualTheReference) {
   std::mt19937 rng(31);
   const int batch = 2, k_heads = 1;
@@ -120,7 +121,7 @@ TEST_F(RopeKernels, HeadMajorGroupsAndChunksEqualTheReference) {
   for (const auto target : targets) {
     hwy::SetSupportedTargetsForTest(target);
     SCOPED_TRACE(hwy::TargetName(target));
-    for (const Shape& shape : {Shape{9, 3, 40, 2}, Shape{9, 6, 128, 3}, Shape{600, 3, 40, 6}, Shape{1100, 5, 128, 2}}) {
+    for (const Shape& shape : {Shape{9, 3, 40, 2}, Shape{9, 6, 128, 3}, Shape{9, 5, 64, 2}, Shape{600, 3, 40, 6}, Shape{1100, 5, 128, 2}}) {
       const int tokens = shape.tokens, head_dim = shape.head_dim;
       std::vector<std::int64_t> ids(static_cast<std::size_t>(batch) * tokens);
       for (int t = 0; t < tokens; ++t) {
@@ -156,7 +157,7 @@ TEST_F(RopeKernels, HeadMajorGroupsAndChunksEqualTheReference) {
             }
     }
   }
-  EXPECT_EQ(combinations, static_cast<int>(targets.size()) * 4 * 3 * 3 * 2 * 2);
+  EXPECT_EQ(combinations, static_cast<int>(targets.size()) * 5 * 3 * 3 * 2 * 2);
 }
 
 TEST_F(RopeKernels, ThreadCountDoesNotChangeBits) {

@@ -83,8 +83,7 @@ inline HeadGroup HeadGroupAt(const RotateJob& job, std::int64_t unit) {
 
 template <bool kForward>
 void RotateHeadGroups(const RotateJob& job) {
-  const PositionIds& pos = *job.positions;
-  const int half = job.params->num_freqs, tokens = job.tensors[0].tokens;
+  const int half = job.params->num_freqs;
   const int first_token = job.token_begin, span = job.end_token() - first_token;  // the job's token range
   const std::int64_t units = HeadGroupUnits(job);
   // Fewer units than threads (10 for Llama-3-8B's q and k, on 16 cores): each unit's tokens are
@@ -114,11 +113,7 @@ void RotateHeadGroups(const RotateJob& job) {
         RopeTensor view = job.tensors[g.tensor];
         view.heads = g.heads;
         const std::int64_t offset = g.batch * view.batch_stride + g.head * view.head_stride;
-        for (int t = begin; t < end; ++t) {
-          const std::int64_t at = pos.at(0, g.batch, t, tokens) * half;
-          RotateTokenOf<kForward>(job, view, offset + t * view.token_stride, job.table->cos + at, job.table->sin + at,
-                                  tmp.data(), tmp2.data());
-        }
+        RotateTokenRunOf<kForward>(job, view, TokenRun{offset, g.batch, begin, end}, tmp.data(), tmp2.data());
       }
     }
   }
