@@ -86,6 +86,42 @@ TEST_F(RopeKernels, EveryTargetEqualsTheReferenceBitForBit) {
   std::printf("kernels: %d combinations on %zu targets equal the reference\n", combinations, targets.size());
 }
 
+// The half-split kernels' widths chosen per row (rope_half_split-inl.h): cos/sin held in
+// registers, a loop unrolled for half 64 or 32, a runtime loop with vector and scalar tails —
+// token-major, where each token calls the kernel, for head_dim 16 to 256 (half 8 to 128, an odd
+// half of 21 included), every target, dtype and direction, from a table and on the fly.
+TEST_F(RopeKernels, HalfSplitWidthsEqualTheReferenceTokenMajor) {
+  std::mt19937 rng(13);
+  const int tokens = 3, heads = 3;
+  std::vector<std::int64_t> ids = {5, 0, 77};
+  int combinations = 0;
+  const auto targets = hwy::SupportedAndGeneratedTargets();
+  for (const auto target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (int head_dim : {16, 42, 64, 96, 128, 256}) {
+      const RopeSchedule sched = testing::plain_schedule(head_dim);
+      for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16})
+        for (int direction : {1, -1})
+          for (bool table : {false, true}) {
+            RopeApplyParams p = rope_apply_params(sched, RopeLayout::kHalfSplit);
+            p.direction = direction;
+            const PositionIds pos{ids.data(), 1, tokens};
+            Buffer x = random_buffer(dtype, std::size_t{tokens} * heads * head_dim, rng), ref = x;
+            const RopeTensor view = bshd(x.data(), dtype, {1, tokens, heads, head_dim});
+            rope_apply_reference(with_data(view, ref.data()), pos, p);
+            RopeTable cache(p, 80);
+            RopeKernelOptions options;
+            options.table = table ? &cache : nullptr;
+            rope_rotate(view, nullptr, pos, p, options);
+            ASSERT_EQ(x.bytes, ref.bytes) << to_string(dtype) << " head_dim " << head_dim << " dir " << direction << " table " << table;
+            ++combinations;
+          }
+    }
+  }
+  EXPECT_EQ(combinations, static_cast<int>(targets.size()) * 6 * 3 * 2 * 2);
+}
+
 TEST_F(RopeKernels, LargePositionsOnTheFlyOnEveryTarget) {
   const RopeSchedule s = testing::plain_schedule(64);
   std::mt19937 rng(11);
