@@ -1,5 +1,5 @@
 // The RoPE kernels at the edges of their values: bf16 narrowing of special values (native and
-// emulated) on every target, the angles and attention factors they refuse, and the cos/sin
+// emulated) and f16's on every target, the angles and attention factors they refuse, and the cos/sin
 // table's growth and mismatch checks. Rotation and walks: rope_kernels_test.cc.
 #include <gtest/gtest.h>
 
@@ -77,6 +77,61 @@ TEST_F(RopeKernels, Bf16NarrowingEqualsTheReferenceNativeAndEmulated) {
   allow_rope_native_bf16_for_test(true);
   hwy::SetSupportedTargetsForTest(0);
   std::printf("bf16 narrowing: the CPU's instruction %s here\n", rope_native_bf16() ? "is used" : "is not available");
+}
+
+// f16 storage at its edges, through every kernel that narrows to it (half-split, and interleaved,
+// whose rotation is x c2 + swap(x) s2 with the sin's sign folded in): zeros of both signs,
+// subnormals, the largest finite values (their products overflow to infinity), infinities and
+// NaN, every target, both directions. A NaN result may carry either operand's payload (the
+// hardware's choice, as in the bf16 test above); everything else equals the reference bit for bit.
+TEST_F(RopeKernels, F16SpecialValuesEqualTheReference) {
+  std::mt19937 rng(37);
+  const std::vector<std::uint16_t> specials = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x7bff, 0xfbff,
+                                               0x7c00, 0xfc00, 0x7e00, 0xfe01, 0x7c01, 0x3c00, 0xbc00};
+  std::uniform_int_distribution<int> any_bits(0, 0xffff), pick(0, 2);
+  std::vector<std::int64_t> ids;
+  for (int t = 0; t < 5; ++t) ids.push_back(t == 0 ? 0 : 1 + 613 * t);
+  const auto is_nan = [](std::uint16_t b) { return (b & 0x7c00) == 0x7c00 && (b & 0x03ff) != 0; };
+  int nan_results = 0;
+  for (const auto target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (int head_dim : {96, 128})
+      for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved})
+        for (int direction : {1, -1}) {
+          const RopeSchedule schedule = testing::plain_schedule(head_dim);  // p points into it
+          RopeApplyParams p = rope_apply_params(schedule, layout);
+          p.direction = direction;
+          p.attention_factor = 1.0625;  // products that are not exact: every lane rounds
+          const std::size_t n = ids.size() * 2 * static_cast<std::size_t>(head_dim);
+          Buffer x{DType::kF16, std::vector<std::uint8_t>(2 * n)};
+          for (std::size_t i = 0; i < n; ++i) {
+            const int kind = pick(rng);
+            const std::uint16_t bits = kind == 0   ? specials[static_cast<std::size_t>(any_bits(rng)) % specials.size()]
+                                       : kind == 1 ? static_cast<std::uint16_t>(any_bits(rng) & 0x83ff)  // subnormal
+                                                   : static_cast<std::uint16_t>(0x3000 + (any_bits(rng) & 0x0fff));
+            std::memcpy(&x.bytes[2 * i], &bits, 2);
+          }
+          Buffer ref = x;
+          const RopeTensor view = bshd(x.data(), DType::kF16, {1, static_cast<int>(ids.size()), 2, head_dim});
+          const PositionIds pos{ids.data(), 1, static_cast<int>(ids.size())};
+          rope_apply_reference(with_data(view, ref.data()), pos, p);
+          rope_rotate(view, nullptr, pos, p);
+          for (std::size_t i = 0; i < n; ++i) {
+            std::uint16_t got, want;
+            std::memcpy(&got, &x.bytes[2 * i], 2);
+            std::memcpy(&want, &ref.bytes[2 * i], 2);
+            if (is_nan(want) && is_nan(got) && (got & 0x0200)) {
+              ++nan_results;
+              continue;
+            }
+            ASSERT_EQ(got, want) << "head_dim " << head_dim << " layout " << to_string(layout) << " direction " << direction
+                                 << " element " << i;
+          }
+        }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_GT(nan_results, 0);  // the inputs reach NaN results (infinities times zero, NaN inputs)
 }
 
 TEST_F(RopeKernels, AnglesBeyondTheAccurateRangeAreRefused) {

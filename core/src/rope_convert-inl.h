@@ -33,13 +33,25 @@ namespace hn = hwy::HWY_NAMESPACE;
 template <class D>
 using BitsOf = hn::Rebind<std::uint16_t, D>;
 
-// Float lanes of bf16 or f16 storage bits (exact).
+// Float lanes of bf16 or f16 storage bits (exact). Without F16C, Highway 1.0 promotes f16 by
+// integer operations that take exponent 31 for a finite one (an infinity came out as 65536, NaN as
+// a number): those lanes are rebuilt here, sign, all-ones exponent and the payload shifted up.
 template <typename T, class D>
 HWY_INLINE hn::Vec<D> FromBits(D df, hn::Vec<BitsOf<D>> bits) {
   if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
     return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(hn::RebindToUnsigned<D>(), bits)));
   } else {
-    return hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), bits));
+    const auto promoted = hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), bits));
+#if POSENC_F16_DEMOTE_ROUNDS  // F16C: the instruction's exact conversion
+    return promoted;
+#else
+    const hn::RebindToUnsigned<D> du32;
+    const auto h = hn::PromoteTo(du32, bits);
+    const auto exponent = hn::Set(du32, 0x7c00u);
+    const auto inf_nan = hn::Or(hn::Or(hn::ShiftLeft<16>(hn::And(h, hn::Set(du32, 0x8000u))), hn::Set(du32, 0x7f800000u)),
+                                hn::ShiftLeft<13>(hn::And(h, hn::Set(du32, 0x03ffu))));
+    return hn::IfThenElse(hn::RebindMask(df, hn::Eq(hn::And(h, exponent), exponent)), hn::BitCast(df, inf_nan), promoted);
+#endif
   }
 }
 
