@@ -86,11 +86,12 @@ TEST_F(RopeKernels, EveryTargetEqualsTheReferenceBitForBit) {
   std::printf("kernels: %d combinations on %zu targets equal the reference\n", combinations, targets.size());
 }
 
-// The half-split kernels' widths chosen per row (rope_half_split-inl.h): cos/sin held in
-// registers, a loop unrolled for half 64 or 32, a runtime loop with vector and scalar tails —
-// token-major, where each token calls the kernel, for head_dim 16 to 256 (half 8 to 128, an odd
-// half of 21 included), every target, dtype and direction, from a table and on the fly.
-TEST_F(RopeKernels, HalfSplitWidthsEqualTheReferenceTokenMajor) {
+// The kernels' widths chosen per row (rope_half_split-inl.h, and interleaved f16's): cos/sin
+// held in registers, a loop unrolled for half 64 or 32, a runtime loop with vector and scalar
+// tails — token-major, where each token calls the kernel, for head_dim 16 to 256 (half 8 to 128,
+// an odd half of 21 included), both layouts, every target, dtype and direction, from a table and
+// on the fly.
+TEST_F(RopeKernels, KernelWidthsEqualTheReferenceTokenMajor) {
   std::mt19937 rng(13);
   const int tokens = 3, heads = 3;
   std::vector<std::int64_t> ids = {5, 0, 77};
@@ -102,9 +103,10 @@ TEST_F(RopeKernels, HalfSplitWidthsEqualTheReferenceTokenMajor) {
     for (int head_dim : {16, 42, 64, 96, 128, 256}) {
       const RopeSchedule sched = testing::plain_schedule(head_dim);
       for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16})
+        for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved})
         for (int direction : {1, -1})
           for (bool table : {false, true}) {
-            RopeApplyParams p = rope_apply_params(sched, RopeLayout::kHalfSplit);
+            RopeApplyParams p = rope_apply_params(sched, layout);
             p.direction = direction;
             const PositionIds pos{ids.data(), 1, tokens};
             Buffer x = random_buffer(dtype, std::size_t{tokens} * heads * head_dim, rng), ref = x;
@@ -114,12 +116,13 @@ TEST_F(RopeKernels, HalfSplitWidthsEqualTheReferenceTokenMajor) {
             RopeKernelOptions options;
             options.table = table ? &cache : nullptr;
             rope_rotate(view, nullptr, pos, p, options);
-            ASSERT_EQ(x.bytes, ref.bytes) << to_string(dtype) << " head_dim " << head_dim << " dir " << direction << " table " << table;
+            ASSERT_EQ(x.bytes, ref.bytes) << to_string(dtype) << " layout " << static_cast<int>(layout) << " head_dim " << head_dim
+                                          << " dir " << direction << " table " << table;
             ++combinations;
           }
     }
   }
-  EXPECT_EQ(combinations, static_cast<int>(targets.size()) * 6 * 3 * 2 * 2);
+  EXPECT_EQ(combinations, static_cast<int>(targets.size()) * 6 * 3 * 2 * 2 * 2);
 }
 
 TEST_F(RopeKernels, LargePositionsOnTheFlyOnEveryTarget) {

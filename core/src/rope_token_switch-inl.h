@@ -37,7 +37,7 @@ void RotateToken(const RopeTensor& x, std::int64_t offset, RopeLayout layout, co
       else if constexpr (std::is_same_v<T, hwy::bfloat16_t>)
         RotateTokenPairsBf16<kForward>(x, offset, c, s, half, pf);
       else
-        RotateTokenPairsHalf<kForward, T>(x, offset, c, s, half, pf);
+        RotateTokenPairsHalf<kForward, T>(x, offset, c, s, half, tmp, tmp2, pf);
       break;
     case RopeLayout::kDeepSeekV3: RotateTokenDeepSeek<kForward, T>(x, offset, c, s, half, tmp, tmp2); break;
   }
@@ -72,12 +72,12 @@ struct TokenRun {
   int batch = 0, begin = 0, end = 0;
 };
 
-// The half-split kernel over run's tokens, chosen once for the run.
-template <bool kForward, typename T, bool kNative = false>
-void RotateHalfSplitRun(const RotateJob& job, const RopeTensor& x, const TokenRun& run, float* scratch) {
+// A kernel over run's tokens, chosen once for the run by with_kernel (WithHalfSplitKernel's form).
+template <typename T, class WithKernel>
+void RotateRun(const RotateJob& job, const RopeTensor& x, const TokenRun& run, const WithKernel& with_kernel) {
   const PositionIds& pos = *job.positions;
   const int half = job.params->num_freqs;
-  WithHalfSplitKernel<kForward, T, kNative>(half, scratch, [&](const auto& rotate) {
+  with_kernel([&](const auto& rotate) {
     TokenRows<T> rows{nullptr, x.head_stride, x.heads, half, nullptr, nullptr, PrefetchOffset(x, 2 * half, job.prefetch), job.prefetch};
     for (int t = run.begin; t < run.end; ++t) {
       const std::int64_t at = pos.at(0, run.batch, t, job.tensors[0].tokens) * half;
@@ -89,25 +89,33 @@ void RotateHalfSplitRun(const RotateJob& job, const RopeTensor& x, const TokenRu
   });
 }
 
-// Runs RotateTokenOf over run's tokens. Half-split chooses its kernel once for the run: around a
-// call of 4 heads of 128 values, the chain of calls and choices cost (Zen 3, AVX2, one thread,
-// bhsd [128, 32 + 8, 128] in L3, ns an element, per token -> once a run) bf16 0.171 -> 0.152,
-// f16 0.110 -> 0.090, f32 0.143 -> 0.124.
+// Runs RotateTokenOf over run's tokens. Half-split (and interleaved f16) chooses its kernel once
+// for the run: around a call of 4 heads of 128 values, the chain of calls and choices cost (Zen 3,
+// AVX2, one thread, bhsd [128, 32 + 8, 128] in L3, ns an element, per token -> once a run) bf16
+// 0.171 -> 0.152, f16 0.110 -> 0.090, f32 0.143 -> 0.124; interleaved f16 0.152 -> 0.135.
 template <bool kForward>
 void RotateTokenRunOf(const RotateJob& job, const RopeTensor& x, const TokenRun& run, float* tmp, float* tmp2) {
-  if (job.params->layout == RopeLayout::kHalfSplit) {
-    switch (x.dtype) {
-      case DType::kF32: return RotateHalfSplitRun<kForward, float>(job, x, run, tmp);
-      case DType::kBF16:
-#if POSENC_NATIVE_BF16
-        if (job.native_bf16) return RotateHalfSplitRun<kForward, hwy::bfloat16_t, true>(job, x, run, tmp);
-#endif
-        return RotateHalfSplitRun<kForward, hwy::bfloat16_t>(job, x, run, tmp);
-      case DType::kF16: return RotateHalfSplitRun<kForward, hwy::float16_t>(job, x, run, tmp);
-    }
-  }
   const PositionIds& pos = *job.positions;
   const int half = job.params->num_freqs;
+  const auto half_split = [&](auto type, auto native) {
+    using T = decltype(type);
+    return RotateRun<T>(job, x, run, [&](const auto& body) { WithHalfSplitKernel<kForward, T, decltype(native)::value>(half, tmp, body); });
+  };
+  if (job.params->layout == RopeLayout::kHalfSplit) {
+    switch (x.dtype) {
+      case DType::kF32: return half_split(float(), std::false_type());
+      case DType::kBF16:
+#if POSENC_NATIVE_BF16
+        if (job.native_bf16) return half_split(hwy::bfloat16_t(), std::true_type());
+#endif
+        return half_split(hwy::bfloat16_t(), std::false_type());
+      case DType::kF16: return half_split(hwy::float16_t(), std::false_type());
+    }
+  }
+  if (job.params->layout == RopeLayout::kInterleaved && x.dtype == DType::kF16) {
+    using F16 = hwy::float16_t;
+    return RotateRun<F16>(job, x, run, [&](const auto& body) { WithPairsHalfKernel<kForward, F16>(half, tmp, tmp2, body); });
+  }
   for (int t = run.begin; t < run.end; ++t) {
     const std::int64_t at = pos.at(0, run.batch, t, job.tensors[0].tokens) * half;
     RotateTokenOf<kForward>(job, x, run.offset + t * x.token_stride, job.table->cos + at, job.table->sin + at, tmp, tmp2);
