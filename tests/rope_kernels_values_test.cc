@@ -79,11 +79,12 @@ TEST_F(RopeKernels, Bf16NarrowingEqualsTheReferenceNativeAndEmulated) {
   std::printf("bf16 narrowing: the CPU's instruction %s here\n", rope_native_bf16() ? "is used" : "is not available");
 }
 
-// f16 storage at its edges, through every kernel that narrows to it (half-split, and interleaved,
-// whose rotation is x c2 + swap(x) s2 with the sin's sign folded in): zeros of both signs,
-// subnormals, the largest finite values (their products overflow to infinity), infinities and
-// NaN, every target, both directions. A NaN result may carry either operand's payload (the
-// hardware's choice, as in the bf16 test above); everything else equals the reference bit for bit.
+// f16 storage at its edges, through every layout's kernel (interleaved's rotation is x c2 +
+// swap(x) s2 with the sin's sign folded in; DeepSeek-V3 narrows as it stores the halves): zeros
+// of both signs, subnormals, the largest finite values (their products overflow to infinity),
+// infinities and NaN, every target, both directions. A NaN result may carry either operand's
+// payload (the hardware's choice, as in the bf16 test above); everything else equals the
+// reference bit for bit.
 TEST_F(RopeKernels, F16SpecialValuesEqualTheReference) {
   std::mt19937 rng(37);
   const std::vector<std::uint16_t> specials = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x7bff, 0xfbff,
@@ -97,7 +98,7 @@ TEST_F(RopeKernels, F16SpecialValuesEqualTheReference) {
     hwy::SetSupportedTargetsForTest(target);
     SCOPED_TRACE(hwy::TargetName(target));
     for (int head_dim : {96, 128})
-      for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved})
+      for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved, RopeLayout::kDeepSeekV3})
         for (int direction : {1, -1}) {
           const RopeSchedule schedule = testing::plain_schedule(head_dim);  // p points into it
           RopeApplyParams p = rope_apply_params(schedule, layout);
