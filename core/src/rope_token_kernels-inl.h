@@ -30,9 +30,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // The interleaved kernels' loop with the token's cos/sin row held in registers (as the half-split
 // kernels do, rope_half_split-inl.h): runs step(row, j, c_j, s_j) for j = 0, n, ..., half - n of
-// every head's row, the half / n cos/sin vectors loaded once for the token. False (nothing done)
-// where half is not 2, 4 or 8 vectors or they would not fit (kHeldTableVectors). Zen 4, one thread, `posenc bench rope --layout
-// interleaved --tokens 128` (rows in cache): float32 0.123 -> 0.087 ns an element, bf16 0.106 ->
+// every head's row, the half / n cos/sin vectors loaded once for the token (or, for half 64,
+// once per head). False (nothing done) where half is not 2, 4 or 8 vectors or they would not fit
+// (kHeldTableVectors), and not 64. Zen 4, one thread, `posenc bench rope --layout interleaved
+// --tokens 128` (rows in cache): float32 0.123 -> 0.087 ns an element, bf16 0.106 ->
 // 0.092, f16 0.111 either way (its conversions); from memory (8192 tokens, two runs each) bf16
 // bshd 0.70-0.72 -> 0.77-0.91 of the ceiling, bhsd 0.62 -> 0.66-0.71.
 template <class D, typename T, class Step>
@@ -56,6 +57,17 @@ HWY_INLINE bool RotateRowsHeld(D df, const RopeTensor& x, T* base, const float* 
   if (half == 2 * n) return run(std::integral_constant<int, 2>());
   if (half == 4 * n && kHeldTableVectors >= 8) return run(std::integral_constant<int, 4>());
   if (half == 8 * n && kHeldTableVectors >= 16) return run(std::integral_constant<int, 8>());
+  // Not held, but the loop over a row unrolled (as RotateHeads', rope_half_split-inl.h): Zen 3,
+  // AVX2, [128, 32 + 8, 128] in L3, one thread, ns an element: bf16 bshd 0.132 -> 0.123, bhsd
+  // 0.153 -> 0.141; f32 0.150 -> 0.147, 0.170 -> 0.161.
+  if (half == 64) {
+    for (int h = 0; h < x.heads; ++h) {
+      T* row = base + h * x.head_stride;
+      if (ahead != 0) PrefetchRow(row, ahead, 2 * half, pf);
+      for (int j = 0; j < 64; j += n) step(row, j, hn::LoadU(df, c + j), hn::LoadU(df, s + j));
+    }
+    return true;
+  }
   return false;
 }
 
