@@ -1,6 +1,6 @@
 // The storage conversions of the RoPE kernels, bf16/f16 <-> float32 (vectors, scalar tails,
 // whole rows), per Highway target (included by rope_kernels.cc, the one foreach_target unit).
-// Defines POSENC_F16_DEMOTE_ROUNDS and, per target, POSENC_NATIVE_BF16.
+// Defines, per target, POSENC_F16C and POSENC_NATIVE_BF16.
 // Per-target include guard, as Highway requires:
 #if defined(POSENC_ROPE_CONVERT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef POSENC_ROPE_CONVERT_INL_H_
@@ -24,11 +24,17 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // ---- storage conversions: the one family, rounding to nearest even as posenc/half.h --------
-// float32 -> float16 rounds to nearest even in hardware with F16C, which every x86 target from
-// AVX2 on has (targets newer than Highway 1.0's AVX3_DL take lower bits, so `<=` includes
-// them). Elsewhere Highway 1.0 emulates the conversion by truncation, so those targets narrow
-// lane by lane with posenc::float_to_f16.
-#define POSENC_F16_DEMOTE_ROUNDS (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2)
+// float16 <-> float32 in hardware with F16C, which every x86 target from AVX2 on has (targets
+// newer than Highway 1.0's AVX3_DL take lower bits, so `<=` includes them) unless a build
+// defines HWY_DISABLE_F16C: narrowing rounds to nearest even and widening is exact. Elsewhere
+// Highway 1.0 emulates both: its narrowing truncates, so those targets narrow lane by lane with
+// posenc::float_to_f16, and its widening misreads infinities and NaN (FromBits rebuilds them).
+#undef POSENC_F16C  // defined once per target
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
+#define POSENC_F16C 1
+#else
+#define POSENC_F16C 0
+#endif
 
 template <class D>
 using BitsOf = hn::Rebind<std::uint16_t, D>;
@@ -42,7 +48,7 @@ HWY_INLINE hn::Vec<D> FromBits(D df, hn::Vec<BitsOf<D>> bits) {
     return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(hn::RebindToUnsigned<D>(), bits)));
   } else {
     const auto promoted = hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), bits));
-#if POSENC_F16_DEMOTE_ROUNDS  // F16C: the instruction's exact conversion
+#if POSENC_F16C  // the instruction's exact conversion
     return promoted;
 #else
     const hn::RebindToUnsigned<D> du32;
@@ -146,7 +152,7 @@ HWY_INLINE hn::Vec<BitsOf<D>> ToBits(D df, hn::Vec<D> v) {
     const auto bits = hn::ShiftRight<16>(Bf16InHighHalf(df, v));
     return hn::DemoteTo(du16, hn::BitCast(hn::RebindToSigned<D>(), bits));
   } else {
-#if POSENC_F16_DEMOTE_ROUNDS
+#if POSENC_F16C
     return hn::BitCast(du16, hn::DemoteTo(hn::Rebind<hwy::float16_t, D>(), v));
 #else
     HWY_ALIGN float lanes[hn::MaxLanes(df)];
@@ -189,7 +195,7 @@ HWY_INLINE void StoreScalar(float v, float* p) { *p = v; }
 HWY_INLINE void StoreScalar(float v, hwy::bfloat16_t* p) { reinterpret_cast<std::uint16_t*>(p)[0] = float_to_bf16(v); }
 HWY_INLINE void StoreScalar(float v, hwy::float16_t* p) { reinterpret_cast<std::uint16_t*>(p)[0] = float_to_f16(v); }
 
-// count values of storage type T <-> float32
+// count values of storage type T -> float32
 template <typename T>
 void ToFloatRow(const T* in, float* out, int count) {
   const DF df;
@@ -197,14 +203,6 @@ void ToFloatRow(const T* in, float* out, int count) {
   int i = 0;
   for (; i + n <= count; i += n) hn::StoreU(LoadAs(df, in + i), df, out + i);
   for (; i < count; ++i) out[i] = LoadScalar(in + i);
-}
-template <typename T>
-void FromFloatRow(const float* in, T* out, int count) {
-  const DF df;
-  const int n = static_cast<int>(hn::Lanes(df));
-  int i = 0;
-  for (; i + n <= count; i += n) StoreAs(df, hn::LoadU(df, in + i), out + i);
-  for (; i < count; ++i) StoreScalar(in[i], out + i);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -71,8 +71,9 @@ HWY_INLINE void RotateHeadsHeld(const TokenRows<T>& r) {
 
 // cos/sin loaded per head where they would not fit in registers. kHalf: half as a constant (the
 // loop over a row unrolled, its bounds and offsets known), 0: half at run time. A row of 128
-// values on AVX2 is 4 steps, and as a runtime loop they took (Zen 3, one thread, bshd [128, 32 +
-// 8, 128] in L3, ns an element) f32 0.128, f16 0.098; unrolled 0.123 and 0.090.
+// values on AVX2 is 4 steps, and as a runtime loop in a kernel of its own they took (Zen 3, one
+// thread, bshd [128, 32 + 8, 128] in L3, ns an element) f32 0.125, f16 0.098; unrolled and
+// inlined into the token's call (WithHalfSplitKernel) 0.112 and 0.084.
 template <bool kForward, typename T, bool kNative, int kHalf>
 HWY_INLINE void RotateHeads(const TokenRows<T>& r) {
   const TagFor<T> df;

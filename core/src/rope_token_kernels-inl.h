@@ -37,7 +37,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // 0.092, f16 0.111 either way (its conversions); from memory (8192 tokens, two runs each) bf16
 // bshd 0.70-0.72 -> 0.77-0.91 of the ceiling, bhsd 0.62 -> 0.66-0.71.
 template <class D, typename T, class Step>
-HWY_INLINE bool RotateRowsHeld(D df, const RopeTensor& x, T* base, const float* c, const float* s, int half, std::int64_t ahead,
+HWY_INLINE bool RotateRowsOfWidth(D df, const RopeTensor& x, T* base, const float* c, const float* s, int half, std::int64_t ahead,
                                RopePrefetch pf, Step step) {
   const int n = static_cast<int>(hn::Lanes(df));
   const auto run = [&](auto steps) {
@@ -89,7 +89,7 @@ void RotateTokenPairsBf16(const RopeTensor& x, std::int64_t offset, const float*
     PairV<kForward>(hn::BitCast(df, hn::ShiftLeft<16>(ab)), hn::BitCast(df, hn::And(ab, high)), cj, sj, oa, ob);
     hn::StoreU(Bf16Pairs(df, oa, ob), du, reinterpret_cast<std::uint32_t*>(row + 2 * j));
   };
-  if (RotateRowsHeld(df, x, base, c, s, half, ahead, pf, step)) return;
+  if (RotateRowsOfWidth(df, x, base, c, s, half, ahead, pf, step)) return;
   for (int h = 0; h < x.heads; ++h) {
     std::uint16_t* row = base + h * x.head_stride;
     if (ahead != 0) PrefetchRow(row, ahead, 2 * half, pf);
@@ -117,7 +117,7 @@ void RotateTokenPairsF32(const RopeTensor& x, std::int64_t offset, const float* 
     PairV<kForward>(a, b, cj, sj, oa, ob);
     hn::StoreInterleaved2(oa, ob, df, row + 2 * j);
   };
-  if (RotateRowsHeld(df, x, base, c, s, half, ahead, pf, step)) return;
+  if (RotateRowsOfWidth(df, x, base, c, s, half, ahead, pf, step)) return;
   for (int h = 0; h < x.heads; ++h) {
     float* row = base + h * x.head_stride;
     if (ahead != 0) PrefetchRow(row, ahead, 2 * half, pf);
@@ -210,9 +210,9 @@ void RotateTokenPairsHalf(const RopeTensor& x, std::int64_t offset, const float*
 // ---- DeepSeek-V3 (HF apply_rotary_pos_emb_interleave) --------------------------------------
 // Forward: a row's pairs (2j, 2j+1) in, its halves (j, j + half) out; each row is first widened
 // into in (2 half floats), then rotated from there into its own storage, narrowed as it is
-// stored. Through a second float copy, narrowed in a third pass, bf16 took 0.31-0.34 of the
+// stored. Through a second float copy, narrowed in a third pass, bf16 took 0.31-0.36 of the
 // ceiling on one thread, f16 0.36-0.47 (Zen 3, AVX2, [8192, 32 + 8, 128]).
-template <bool kNative, typename T>
+template <typename T>
 HWY_INLINE void PairsToHalves(const float* in, T* out, const float* c, const float* s, int half) {
   const DF df;
   const int n = static_cast<int>(hn::Lanes(df));
@@ -221,8 +221,8 @@ HWY_INLINE void PairsToHalves(const float* in, T* out, const float* c, const flo
     decltype(hn::Zero(df)) a, b, oa, ob;
     hn::LoadInterleaved2(df, in + 2 * j, a, b);
     PairV<true>(a, b, hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
-    StoreAs<kNative>(df, oa, out + j);
-    StoreAs<kNative>(df, ob, out + j + half);
+    StoreAs(df, oa, out + j);
+    StoreAs(df, ob, out + j + half);
   }
   for (; j < half; ++j) {
     float oa, ob;
@@ -234,7 +234,7 @@ HWY_INLINE void PairsToHalves(const float* in, T* out, const float* c, const flo
 
 // Its transpose (the backward pass): the gradient read in the order the forward wrote it
 // (halves), rotated by R^T, returned in the order the forward read (pairs).
-template <bool kNative, typename T>
+template <typename T>
 HWY_INLINE void HalvesToPairs(const float* in, T* out, const float* c, const float* s, int half) {
   const DF df;
   const int n = static_cast<int>(hn::Lanes(df));
@@ -247,7 +247,7 @@ HWY_INLINE void HalvesToPairs(const float* in, T* out, const float* c, const flo
     } else {  // interleaved in L1, then narrowed
       HWY_ALIGN float pairs[2 * hn::MaxLanes(df)];
       hn::StoreInterleaved2(oa, ob, df, pairs);
-      Store2As<kNative>(df, hn::Load(df, pairs), hn::Load(df, pairs + n), out + 2 * j);
+      Store2As(df, hn::Load(df, pairs), hn::Load(df, pairs + n), out + 2 * j);
     }
   }
   for (; j < half; ++j) {
@@ -259,16 +259,16 @@ HWY_INLINE void HalvesToPairs(const float* in, T* out, const float* c, const flo
 }
 
 // Every head of one token. in: 2 half floats of scratch.
-template <bool kForward, typename T, bool kNative>
+template <bool kForward, typename T>
 void RotateTokenDeepSeek(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half, float* in) {
   T* base = static_cast<T*>(x.data) + offset;
   for (int h = 0; h < x.heads; ++h) {
     T* row = base + h * x.head_stride;
     ToFloatRow(row, in, 2 * half);
     if (kForward)
-      PairsToHalves<kNative>(in, row, c, s, half);
+      PairsToHalves(in, row, c, s, half);
     else
-      HalvesToPairs<kNative>(in, row, c, s, half);
+      HalvesToPairs(in, row, c, s, half);
   }
 }
 

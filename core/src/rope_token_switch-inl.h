@@ -39,7 +39,7 @@ void RotateToken(const RopeTensor& x, std::int64_t offset, RopeLayout layout, co
       else
         RotateTokenPairsHalf<kForward, T>(x, offset, c, s, half, tmp, tmp2, pf);
       break;
-    case RopeLayout::kDeepSeekV3: RotateTokenDeepSeek<kForward, T, kNative>(x, offset, c, s, half, tmp); break;
+    case RopeLayout::kDeepSeekV3: RotateTokenDeepSeek<kForward, T>(x, offset, c, s, half, tmp); break;
   }
 }
 
