@@ -1,7 +1,7 @@
-// The per-token RoPE kernels of the interleaved and DeepSeek-V3 layouts (half-split's are in
-// rope_half_split-inl.h), one per storage type: every head of one token (every head reads the
-// same cos/sin row), per Highway target (included by rope_kernels.cc, the one foreach_target
-// unit). Which one runs is chosen in rope_token_switch-inl.h.
+// The per-token RoPE kernels of the interleaved layout (half-split's are in rope_half_split-inl.h,
+// DeepSeek-V3's in rope_deepseek-inl.h), one per storage type: every head of one token (every
+// head reads the same cos/sin row), per Highway target (included by rope_kernels.cc, the one
+// foreach_target unit). Which one runs is chosen in rope_token_switch-inl.h.
 // Per-target include guard, as Highway requires:
 #if defined(POSENC_ROPE_TOKEN_KERNELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef POSENC_ROPE_TOKEN_KERNELS_INL_H_
@@ -205,71 +205,6 @@ void RotateTokenPairsHalf(const RopeTensor& x, std::int64_t offset, const float*
                           RopePrefetch pf) {
   const TokenRows<T> rows{static_cast<T*>(x.data) + offset, x.head_stride, x.heads, half, c, s, PrefetchOffset(x, 2 * half, pf), pf};
   WithPairsHalfKernel<kForward, T>(half, c2, s2, [&](const auto& rotate) { rotate(rows); });
-}
-
-// ---- DeepSeek-V3 (HF apply_rotary_pos_emb_interleave) --------------------------------------
-// Forward: a row's pairs (2j, 2j+1) in, its halves (j, j + half) out; each row is first widened
-// into in (2 half floats), then rotated from there into its own storage, narrowed as it is
-// stored. Through a second float copy, narrowed in a third pass, bf16 took 0.31-0.36 of the
-// ceiling on one thread, f16 0.36-0.47 (Zen 3, AVX2, [8192, 32 + 8, 128]).
-template <typename T>
-HWY_INLINE void PairsToHalves(const float* in, T* out, const float* c, const float* s, int half) {
-  const DF df;
-  const int n = static_cast<int>(hn::Lanes(df));
-  int j = 0;
-  for (; j + n <= half; j += n) {
-    decltype(hn::Zero(df)) a, b, oa, ob;
-    hn::LoadInterleaved2(df, in + 2 * j, a, b);
-    PairV<true>(a, b, hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
-    StoreAs(df, oa, out + j);
-    StoreAs(df, ob, out + j + half);
-  }
-  for (; j < half; ++j) {
-    float oa, ob;
-    Pair<true>(in[2 * j], in[2 * j + 1], c[j], s[j], &oa, &ob);
-    StoreScalar(oa, out + j);
-    StoreScalar(ob, out + j + half);
-  }
-}
-
-// Its transpose (the backward pass): the gradient read in the order the forward wrote it
-// (halves), rotated by R^T, returned in the order the forward read (pairs).
-template <typename T>
-HWY_INLINE void HalvesToPairs(const float* in, T* out, const float* c, const float* s, int half) {
-  const DF df;
-  const int n = static_cast<int>(hn::Lanes(df));
-  int j = 0;
-  for (; j + n <= half; j += n) {
-    decltype(hn::Zero(df)) oa, ob;
-    PairV<false>(hn::LoadU(df, in + j), hn::LoadU(df, in + j + half), hn::LoadU(df, c + j), hn::LoadU(df, s + j), oa, ob);
-    if constexpr (std::is_same_v<T, float>) {
-      hn::StoreInterleaved2(oa, ob, df, out + 2 * j);
-    } else {  // interleaved in L1, then narrowed
-      HWY_ALIGN float pairs[2 * hn::MaxLanes(df)];
-      hn::StoreInterleaved2(oa, ob, df, pairs);
-      Store2As(df, hn::Load(df, pairs), hn::Load(df, pairs + n), out + 2 * j);
-    }
-  }
-  for (; j < half; ++j) {
-    float oa, ob;
-    Pair<false>(in[j], in[j + half], c[j], s[j], &oa, &ob);
-    StoreScalar(oa, out + 2 * j);
-    StoreScalar(ob, out + 2 * j + 1);
-  }
-}
-
-// Every head of one token. in: 2 half floats of scratch.
-template <bool kForward, typename T>
-void RotateTokenDeepSeek(const RopeTensor& x, std::int64_t offset, const float* c, const float* s, int half, float* in) {
-  T* base = static_cast<T*>(x.data) + offset;
-  for (int h = 0; h < x.heads; ++h) {
-    T* row = base + h * x.head_stride;
-    ToFloatRow(row, in, 2 * half);
-    if (kForward)
-      PairsToHalves(in, row, c, s, half);
-    else
-      HalvesToPairs(in, row, c, s, half);
-  }
 }
 
 }  // namespace HWY_NAMESPACE

@@ -16,6 +16,7 @@
 
 #include "posenc/rope_apply.h"
 #include "rope_convert-inl.h"
+#include "rope_deepseek-inl.h"
 #include "rope_half_split-inl.h"
 #include "rope_kernel_job.h"
 #include "rope_token_kernels-inl.h"
