@@ -102,7 +102,8 @@ HWY_INLINE bool NativeStoreBf16x2(D, hn::Vec<D> lo, hn::Vec<D> hi, std::uint16_t
 // NaN these kernels narrow is a bf16 input carried through (payload kept, made quiet) or the
 // default NaN of an invalid operation (0xffc00000, 0x7fc00000 on some CPUs) — cos and sin are
 // finite, as validate() requires a finite attention factor — so its low 16 bits are zero and
-// rounding cannot carry out of its payload. The tests feed NaN with every bf16 payload.
+// rounding cannot carry out of its payload. The tests feed NaN of both signs, quiet and
+// signalling, with several payloads, and require each NaN result to carry an input's payload.
 template <class D>
 HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> Bf16InHighHalf(D, hn::Vec<D> v) {
   const hn::RebindToUnsigned<D> du32;

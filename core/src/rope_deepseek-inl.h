@@ -80,10 +80,11 @@ HWY_INLINE void HalvesToPairs(const float* in, T* out, const float* c, const flo
 // the lane shifted left, b the lane masked, as RotateTokenPairsBf16 does), and two steps' halves
 // narrowed together: each value rounded in its lane's upper 16 bits, which one ConcatOdd of
 // 16-bit lanes puts in order. Zen 3, AVX2, one thread: each vector widened and narrowed on its own
-// (PairsToHalves) held bf16 to 0.32-0.36 of the ceiling ([8192, 32 + 8, 128]), this 0.52-0.54;
+// (PairsToHalves) held bf16 to 0.32-0.36 of the ceiling ([8192, 32 + 8, 128]), this 0.52-0.56;
 // rounding two steps in one vector by Bf16Pairs, then ConcatEven and ConcatOdd to order them (more
 // shuffles), took 0.223 ns an element in L3 ([128, 32 + 8, 128]) against this kernel's 0.196.
-// copy: the row's 2 half values.
+// copy: the row's 2 half values. Full-width vectors (DW), as RotateTokenPairsBf16's: 512-bit
+// loads and stores on AVX-512, unmeasured there.
 HWY_INLINE void PairsToHalvesBf16(const std::uint16_t* copy, std::uint16_t* out, const float* c, const float* s, int half) {
   int j = 0;
 #if HWY_TARGET != HWY_SCALAR  // one lane: the scalar loop below

@@ -38,7 +38,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // bshd 0.70-0.72 -> 0.77-0.91 of the ceiling, bhsd 0.62 -> 0.66-0.71.
 template <class D, typename T, class Step>
 HWY_INLINE bool RotateRowsOfWidth(D df, const RopeTensor& x, T* base, const float* c, const float* s, int half, std::int64_t ahead,
-                               RopePrefetch pf, Step step) {
+                                  RopePrefetch pf, Step step) {
   const int n = static_cast<int>(hn::Lanes(df));
   const auto run = [&](auto steps) {
     constexpr int kSteps = decltype(steps)::value;
